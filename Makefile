@@ -1,0 +1,38 @@
+# The README's promises: `make test` and `make run` work on a fresh Debian 12
+# machine. Every target first installs what is missing (scripts/bootstrap.sh).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+BUILD_TYPE ?= Release
+
+.PHONY: all bootstrap configure build test run bench format tidy clean
+
+all: build
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+configure: bootstrap
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# The server (`delayq serve`) arrives with issue 3; until then `make run`
+# builds and runs the embedded example.
+run: build
+	$(BUILD)/bin/delayq-example-embedded
+
+bench: build
+	bash bench/engine.sh
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+tidy: configure
+	clang-tidy -p $(BUILD) $$(git ls-files 'src/*.cc')
+
+clean:
+	rm -rf $(BUILD)

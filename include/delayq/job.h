@@ -1,0 +1,107 @@
+// The job model of SPEC §3 and §4: what a producer adds (JobSpec), what a
+// worker is handed (Delivery) and what anyone can read back (JobInfo), and the
+// one place where a JobSpec is validated (ValidateJobSpec), used by every
+// Queue implementation and every protocol front end.
+#ifndef DELAYQ_JOB_H_
+#define DELAYQ_JOB_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+
+namespace delayq {
+
+inline constexpr uint32_t kDefaultTtrMs = 60'000;
+inline constexpr uint32_t kDefaultPriority = 1024;
+inline constexpr size_t kMaxTopicBytes = 200;
+inline constexpr size_t kMaxIdBytes = 256;
+inline constexpr size_t kDefaultMaxBodyBytes = 256 * 1024;
+inline constexpr int64_t kMaxDelayMs = 100LL * 365 * 24 * 3600 * 1000;  // 100 years
+inline constexpr int64_t kMaxRunAtMs = 253'402'300'799'999;              // 9999-12-31
+
+enum class JobState : unsigned char {
+  kDelayed = 0,   // waiting for run_at
+  kReady = 1,     // due, waiting for a worker
+  kReserved = 2,  // handed to a worker; back to ready when its TTR runs out
+  kBuried = 3,    // set aside (bury, or max_attempts used up) until kicked
+};
+
+// "delayed", "ready", "reserved", "buried".
+std::string_view StateName(JobState state);
+// Inverse of StateName; nullopt for anything else.
+std::optional<JobState> ParseState(std::string_view name);
+
+// What a producer adds.
+struct JobSpec {
+  std::string topic;  // 1–200 bytes of [A-Za-z0-9._:-]. Required.
+  std::string id;     // 1–256 bytes, no control characters. Empty: generated.
+  // When the job becomes due. At most one of delay_ms / run_at_ms may be set;
+  // neither means due now. A run_at_ms in the past means due now.
+  std::optional<int64_t> delay_ms;   // >= 0
+  std::optional<int64_t> run_at_ms;  // Unix ms
+  uint32_t ttr_ms = kDefaultTtrMs;   // > 0
+  uint32_t priority = kDefaultPriority;  // lower is served first
+  uint32_t max_attempts = 0;         // deliveries before burying; 0 = unlimited
+  std::string body;
+  // Re-adding a live id fails with kExists unless `replace` is set, in which
+  // case the job's body, priority, TTR, max_attempts and due time are updated
+  // and it goes back to delayed (or ready), whatever its state was.
+  bool replace = false;
+};
+
+// Limits that validation enforces; the server sets them from its options.
+struct Limits {
+  size_t max_body_bytes = kDefaultMaxBodyBytes;  // Default: 256 KiB.
+};
+
+// Checks every field of `spec` against SPEC §3. Returns kInvalidArgument with
+// a message that names the field, or kTooLarge for an oversize body.
+Status ValidateJobSpec(const JobSpec& spec, const Limits& limits);
+// Checks a topic name alone (1–200 bytes of [A-Za-z0-9._:-]).
+Status ValidateTopic(std::string_view topic);
+// Checks a job id alone (1–256 bytes, no control characters).
+Status ValidateId(std::string_view id);
+
+// What add answers.
+struct AddResult {
+  std::string id;
+  JobState state = JobState::kDelayed;  // kDelayed, or kReady when due now
+  int64_t run_at_ms = 0;
+};
+
+// What a worker is handed by reserve.
+struct Delivery {
+  std::string id;
+  std::string topic;
+  std::string body;
+  std::string receipt;   // proves this delivery; needed to finish it safely
+  uint32_t attempts = 0; // deliveries so far, this one included
+  uint32_t ttr_ms = 0;
+  uint32_t priority = 0;
+  int64_t run_at_ms = 0;
+  int64_t reserved_until_ms = 0;  // wall-clock estimate of the TTR deadline
+};
+
+// A job as get and peek return it.
+struct JobInfo {
+  std::string id;
+  std::string topic;
+  JobState state = JobState::kDelayed;
+  std::string body;
+  uint32_t priority = 0;
+  uint32_t ttr_ms = 0;
+  uint32_t max_attempts = 0;
+  uint32_t attempts = 0;
+  int64_t created_at_ms = 0;
+  int64_t run_at_ms = 0;
+  int64_t reserved_until_ms = 0;  // 0 unless reserved
+  std::string receipt;            // empty unless reserved
+  std::string last_error;         // from the last release, or why it was buried
+};
+
+}  // namespace delayq
+
+#endif  // DELAYQ_JOB_H_

@@ -1,0 +1,172 @@
+// Queue: the one interface to a delay queue, whatever keeps it.
+//
+// Three implementations fit it: the in-process engine (store "memory", and
+// "embedded" with its durable log), the Redis store, and the network client
+// that speaks to a `delayq serve`. The worker runtime and the conformance
+// test suite are written against this interface only.
+//
+// Thread-safety: every method of every implementation may be called from any
+// number of threads at once.
+//
+// Waiting without a thread per waiter: ReserveAsync registers a callback and
+// returns at once, so a server can hold thousands of long-polls. Reserve() is
+// the blocking convenience built on it.
+#ifndef DELAYQ_QUEUE_H_
+#define DELAYQ_QUEUE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/clock.h"
+#include "delayq/job.h"
+#include "delayq/status.h"
+
+namespace delayq {
+
+inline constexpr uint32_t kMaxReserveCount = 1000;
+
+struct ReserveRequest {
+  std::vector<std::string> topics;  // 1 or more valid topic names
+  uint32_t count = 1;               // jobs at most, 1..kMaxReserveCount
+  // How long to wait for the first job when none is ready. 0: answer at once.
+  // When jobs become ready during the wait, the callback gets up to `count`
+  // of those ready at that moment; it does not wait to fill the batch.
+  int64_t wait_ms = 0;
+};
+
+using Deliveries = std::vector<Delivery>;
+// Called exactly once per ReserveAsync, unless cancelled first: with the jobs
+// handed over (empty when the wait ran out) or an error.
+using ReserveCallback = std::function<void(Result<Deliveries>)>;
+
+struct TopicInfo {
+  std::string name;
+  uint64_t delayed = 0;
+  uint64_t ready = 0;
+  uint64_t reserved = 0;
+  uint64_t buried = 0;
+  uint64_t waiting = 0;  // reserves waiting on this topic
+  bool paused = false;
+  int64_t paused_for_ms = 0;  // remaining pause; -1 = until resumed
+};
+
+struct QueueStats {
+  uint64_t jobs = 0;  // live jobs in every state
+  uint64_t delayed = 0;
+  uint64_t ready = 0;
+  uint64_t reserved = 0;
+  uint64_t buried = 0;
+  uint64_t topics = 0;
+  uint64_t waiting = 0;  // reserves waiting
+  // Counters since start.
+  uint64_t added = 0;
+  uint64_t replaced = 0;
+  uint64_t reserves = 0;   // jobs handed out
+  uint64_t finished = 0;
+  uint64_t deleted = 0;
+  uint64_t released = 0;
+  uint64_t timed_out = 0;  // reservations whose TTR ran out
+  uint64_t buried_total = 0;
+  uint64_t kicked = 0;
+};
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Adds a job (SPEC §3). Errors: kInvalidArgument naming the field,
+  // kTooLarge for the body, kExists for a live id without spec.replace.
+  virtual Result<AddResult> Add(const JobSpec& spec) = 0;
+
+  // Hands out up to req.count ready jobs of req.topics, best first (priority,
+  // then run_at, then order of adding, across all the topics). When none is
+  // ready and req.wait_ms > 0, waits for one without holding a thread.
+  // `done` runs exactly once, either inside this call or later on a thread of
+  // the queue's own; it must not block. Returns a ticket for CancelReserve, or
+  // 0 when `done` already ran inside this call.
+  // Errors (through `done`): kInvalidArgument for bad topics or count.
+  virtual uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) = 0;
+
+  // Withdraws a waiting reserve. Returns true if `done` will never run; false
+  // if it has already run or is running now.
+  virtual bool CancelReserve(uint64_t ticket) = 0;
+
+  // Blocking form of ReserveAsync, for applications. Waits at most
+  // req.wait_ms; an empty vector means nothing became ready in time.
+  Result<Deliveries> Reserve(const ReserveRequest& req);
+
+  // Acknowledges a reserved job: it is gone. An empty receipt skips the check.
+  // Errors: kNotFound; kNotReserved when the job is not reserved and no
+  // receipt was given; kStaleReceipt when a receipt is given and is not the
+  // job's current reservation (its TTR ran out and it was handed out again).
+  virtual Status Finish(std::string_view id, std::string_view receipt) = 0;
+
+  // Removes a job in any state. Errors: kNotFound.
+  virtual Status Delete(std::string_view id) = 0;
+
+  // Gives a reserved job back: due again after delay_ms (>= 0), with `error`
+  // kept as its last_error. Buried instead if max_attempts are used up.
+  // Errors: as Finish; kInvalidArgument for a negative delay.
+  virtual Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                         std::string_view error) = 0;
+
+  // Extends a reservation to a full TTR from now. Errors: as Finish.
+  virtual Status Touch(std::string_view id, std::string_view receipt) = 0;
+
+  // Sets a reserved job aside until kicked, with `reason` as its last_error.
+  // Errors: as Finish.
+  virtual Status Bury(std::string_view id, std::string_view receipt, std::string_view reason) = 0;
+
+  // Makes a buried or delayed job ready now. Errors: kNotFound;
+  // kInvalidArgument when the job is ready or reserved.
+  virtual Status Kick(std::string_view id) = 0;
+
+  // Makes up to n buried jobs of a topic ready, oldest first; returns how many.
+  // Errors: kInvalidArgument for a bad topic name.
+  virtual Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) = 0;
+
+  // The job and its state. Errors: kNotFound.
+  virtual Result<JobInfo> Get(std::string_view id) = 0;
+
+  // The next job of a topic in `state` (kReady: the next to be reserved;
+  // kDelayed: the next to fall due; kBuried: the next to be kicked).
+  // Errors: kNotFound when there is none; kInvalidArgument for kReserved.
+  virtual Result<JobInfo> Peek(std::string_view topic, JobState state) = 0;
+
+  // Stops handing out jobs of a topic for duration_ms (0: until Resume).
+  // Jobs keep falling due meanwhile. Errors: kInvalidArgument.
+  virtual Status Pause(std::string_view topic, int64_t duration_ms) = 0;
+  // Ends a pause; waiting reserves get the topic's ready jobs at once.
+  virtual Status Resume(std::string_view topic) = 0;
+
+  // Topics that have jobs, waiting reserves or a pause, by name.
+  virtual Result<std::vector<TopicInfo>> Topics() = 0;
+  // One topic; an unknown valid name reads as empty. Errors: kInvalidArgument.
+  virtual Result<TopicInfo> Topic(std::string_view topic) = 0;
+  virtual Result<QueueStats> Stats() = 0;
+
+ protected:
+  Queue() = default;
+};
+
+struct QueueOptions {
+  // "memory": in-process, nothing kept across restarts. Default: "memory".
+  std::string store = "memory";
+  // Default: SystemClock().
+  std::shared_ptr<Clock> clock;
+  Limits limits;
+};
+
+// Opens a queue. Errors: kInvalidArgument for an unknown store or bad option;
+// kUnavailable when the store cannot be reached.
+Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options);
+
+}  // namespace delayq
+
+#endif  // DELAYQ_QUEUE_H_

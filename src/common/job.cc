@@ -1,0 +1,84 @@
+#include "delayq/job.h"
+
+#include <string>
+
+namespace delayq {
+namespace {
+
+bool IsTopicChar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
+}
+
+}  // namespace
+
+std::string_view StateName(JobState state) {
+  switch (state) {
+    case JobState::kDelayed: return "delayed";
+    case JobState::kReady: return "ready";
+    case JobState::kReserved: return "reserved";
+    case JobState::kBuried: return "buried";
+  }
+  return "unknown";
+}
+
+std::optional<JobState> ParseState(std::string_view name) {
+  for (JobState s : {JobState::kDelayed, JobState::kReady, JobState::kReserved, JobState::kBuried}) {
+    if (StateName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+Status ValidateTopic(std::string_view topic) {
+  if (topic.empty()) return InvalidArgument("topic: required, 1-200 bytes of [A-Za-z0-9._:-]");
+  if (topic.size() > kMaxTopicBytes) {
+    return InvalidArgument("topic: " + std::to_string(topic.size()) + " bytes, at most 200 allowed");
+  }
+  for (unsigned char c : topic) {
+    if (!IsTopicChar(c)) {
+      return InvalidArgument("topic: only [A-Za-z0-9._:-] allowed, found byte 0x" +
+                             std::string(1, "0123456789abcdef"[c >> 4]) +
+                             std::string(1, "0123456789abcdef"[c & 15]));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateId(std::string_view id) {
+  if (id.empty()) return InvalidArgument("id: must not be empty");
+  if (id.size() > kMaxIdBytes) {
+    return InvalidArgument("id: " + std::to_string(id.size()) + " bytes, at most 256 allowed");
+  }
+  for (unsigned char c : id) {
+    if (c < 0x20 || c == 0x7f) return InvalidArgument("id: control characters are not allowed");
+  }
+  return Status::Ok();
+}
+
+Status ValidateJobSpec(const JobSpec& spec, const Limits& limits) {
+  if (Status s = ValidateTopic(spec.topic); !s.ok()) return s;
+  if (!spec.id.empty()) {
+    if (Status s = ValidateId(spec.id); !s.ok()) return s;
+  }
+  if (spec.delay_ms && spec.run_at_ms) {
+    return InvalidArgument("delay_ms and run_at_ms: give at most one of them");
+  }
+  if (spec.delay_ms && *spec.delay_ms < 0) {
+    return InvalidArgument("delay_ms: must be >= 0, got " + std::to_string(*spec.delay_ms));
+  }
+  if (spec.delay_ms && *spec.delay_ms > kMaxDelayMs) {
+    return InvalidArgument("delay_ms: at most 100 years (" + std::to_string(kMaxDelayMs) + ")");
+  }
+  if (spec.run_at_ms && (*spec.run_at_ms < 0 || *spec.run_at_ms > kMaxRunAtMs)) {
+    return InvalidArgument("run_at_ms: must be a Unix time in ms between 0 and " +
+                           std::to_string(kMaxRunAtMs) + ", got " + std::to_string(*spec.run_at_ms));
+  }
+  if (spec.ttr_ms == 0) return InvalidArgument("ttr_ms: must be > 0");
+  if (spec.body.size() > limits.max_body_bytes) {
+    return TooLarge("body: " + std::to_string(spec.body.size()) + " bytes, at most " +
+                    std::to_string(limits.max_body_bytes) + " allowed");
+  }
+  return Status::Ok();
+}
+
+}  // namespace delayq

@@ -1,0 +1,799 @@
+// How the engine works, in brief (engine.h has the index map):
+//
+// A job moves between indexes by Detach() + Attach*(); the record never moves
+// in memory except on replace, which re-creates it. Every public call starts
+// with Advance(): it reads both clocks once and does whatever fell due since
+// the last call, so results never depend on how punctual the owner's timer
+// was. Jobs that become ready are not handed out on the spot: their topic is
+// queued (MarkServe) and ServePending() gives them to waiting reserves, oldest
+// waiter first, once the call's state changes are complete.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include <xxhash.h>
+
+namespace delayq::engine {
+namespace {
+
+constexpr uint64_t kSeqCounterMask = (uint64_t{1} << JobRecord::kSeqCounterBits) - 1;
+
+std::string Quote(std::string_view id) {
+  std::string s = "job '";
+  s.append(id.substr(0, 64));
+  if (id.size() > 64) s += "...";
+  s += "'";
+  return s;
+}
+
+}  // namespace
+
+// --- index functors ----------------------------------------------------------
+
+size_t Engine::NameHash::operator()(std::string_view s) const {
+  return XXH3_64bits(s.data(), s.size());
+}
+
+size_t Engine::IdHash::operator()(std::string_view id) const {
+  return XXH3_64bits(id.data(), id.size());
+}
+
+size_t Engine::IdHash::operator()(uint32_t h) const {
+  char buf[16];
+  return (*this)(IdOf(e->Rec(h), buf));
+}
+
+bool Engine::IdEq::operator()(uint32_t h, std::string_view id) const {
+  char buf[16];
+  return IdOf(e->Rec(h), buf) == id;
+}
+
+void Engine::SetPos::operator()(uint32_t h, size_t pos) const {
+  e->Rec(h)->pos = static_cast<uint32_t>(pos);
+}
+
+bool Engine::DelayLess::operator()(uint32_t a, uint32_t b) const {
+  const JobRecord* x = e->Rec(a);
+  const JobRecord* y = e->Rec(b);
+  if (x->run_at_ms != y->run_at_ms) return x->run_at_ms < y->run_at_ms;
+  return x->seq < y->seq;
+}
+
+bool Engine::ReadyLess::operator()(uint32_t a, uint32_t b) const {
+  const JobRecord* x = e->Rec(a);
+  const JobRecord* y = e->Rec(b);
+  if (x->priority != y->priority) return x->priority < y->priority;
+  if (x->run_at_ms != y->run_at_ms) return x->run_at_ms < y->run_at_ms;
+  return x->seq < y->seq;
+}
+
+bool Engine::TimerLess::operator()(uint32_t ta, uint32_t tb) const {
+  const JobRecord* x = e->Rec(e->topics_[ta]->delayed.Top());
+  const JobRecord* y = e->Rec(e->topics_[tb]->delayed.Top());
+  return x->run_at_ms < y->run_at_ms;
+}
+
+void Engine::TimerPos::operator()(uint32_t topic, size_t pos) const {
+  e->topics_[topic]->timer_pos = static_cast<uint32_t>(pos);
+}
+
+// --- construction --------------------------------------------------------------
+
+Result<std::unique_ptr<Engine>> Engine::Create(EngineOptions options) {
+  if (!options.clock) return InvalidArgument("engine: a clock is required");
+  auto arena = JobArena::Create(options.arena_reserve_bytes);
+  if (!arena.ok()) return arena.status();
+  return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(arena).value()));
+}
+
+Engine::Engine(EngineOptions options, std::unique_ptr<JobArena> arena)
+    : clock_(std::move(options.clock)),
+      limits_(options.limits),
+      arena_(std::move(arena)),
+      ids_(0, IdHash{this}, IdEq{this}),
+      timers_(TimerLess{this}, TimerPos{this}),
+      reservations_(ReservationLess{}, ReservationPos{this}) {
+  now_wall_ = clock_->NowMs();
+  now_mono_ = clock_->MonotonicMs();
+}
+
+Engine::~Engine() {
+  for (uint32_t h : ids_) {
+    JobRecord* r = Rec(h);
+    if (r->body_out_of_line()) delete[] r->body_ptr();
+  }
+}
+
+// --- time ------------------------------------------------------------------------
+
+void Engine::Advance() {
+  now_wall_ = clock_->NowMs();
+  // The monotonic clock never goes back; guard anyway so deadlines stay sane.
+  now_mono_ = std::max(now_mono_, clock_->MonotonicMs());
+  PromoteDue();
+  if (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) ExpireReservations();
+  if (!paused_topics_.empty()) EndPauses();
+  if (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_) ExpireWaiters();
+  ServePending();
+}
+
+void Engine::Tick() { Advance(); }
+
+void Engine::PromoteDue() {
+  while (!timers_.empty()) {
+    uint32_t t = timers_.Top();
+    TopicState& ts = *topics_[t];
+    if (Rec(ts.delayed.Top())->run_at_ms > now_wall_) break;
+    do {
+      uint32_t h = ts.delayed.Pop();
+      Rec(h)->state = static_cast<uint8_t>(JobState::kReady);
+      ts.ready.Push(h);
+    } while (!ts.delayed.empty() && Rec(ts.delayed.Top())->run_at_ms <= now_wall_);
+    UpdateTimer(t);
+    MarkServe(t);
+  }
+}
+
+void Engine::ExpireReservations() {
+  while (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) {
+    uint32_t h = reservations_.Top().handle;
+    JobRecord* r = Rec(h);
+    Detach(h);
+    ++counters_.timed_out;
+    std::string why = "ttr of " + std::to_string(r->ttr_ms) + " ms ran out (attempt " +
+                      std::to_string(r->attempts) + ")";
+    // Back where it was in its topic: run_at is unchanged.
+    EndAttempt(h, r->run_at_ms, why);
+  }
+}
+
+void Engine::EndPauses() {
+  for (auto it = paused_topics_.begin(); it != paused_topics_.end();) {
+    TopicState& ts = *topics_[*it];
+    if (ts.paused_until_mono <= now_mono_) {
+      ts.paused_until_mono = 0;
+      MarkServe(*it);
+      paused_topics_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::ExpireWaiters() {
+  while (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_) {
+    uint64_t id = waiter_deadlines_.begin()->second;
+    waiter_deadlines_.erase(waiter_deadlines_.begin());
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    Waiter w = std::move(it->second);
+    waiters_.erase(it);
+    UnlinkWaiter(w);
+    w.done(Deliveries{});
+  }
+}
+
+Engine::Deadlines Engine::NextDeadlines() const {
+  Deadlines d;
+  if (!timers_.empty()) d.wall_ms = Rec(topics_[timers_.Top()]->delayed.Top())->run_at_ms;
+  if (!reservations_.empty()) d.mono_ms = reservations_.Top().until_mono;
+  if (!waiter_deadlines_.empty()) d.mono_ms = std::min(d.mono_ms, waiter_deadlines_.begin()->first);
+  for (uint32_t t : paused_topics_) d.mono_ms = std::min(d.mono_ms, topics_[t]->paused_until_mono);
+  return d;
+}
+
+int64_t Engine::MsUntilNextDeadline() const {
+  Deadlines d = NextDeadlines();
+  int64_t wait = kNever;
+  if (d.wall_ms != kNever) wait = std::max<int64_t>(0, d.wall_ms - clock_->NowMs());
+  if (d.mono_ms != kNever) {
+    wait = std::min(wait, std::max<int64_t>(0, d.mono_ms - clock_->MonotonicMs()));
+  }
+  return wait == kNever ? -1 : wait;
+}
+
+// --- lookups -------------------------------------------------------------------
+
+uint32_t Engine::FindJob(std::string_view id) const {
+  auto it = ids_.find(id);
+  return it == ids_.end() ? 0 : *it;
+}
+
+uint32_t Engine::TopicIndex(std::string_view name) {
+  auto it = topic_index_.find(name);
+  if (it != topic_index_.end()) return it->second;
+  auto idx = static_cast<uint32_t>(topics_.size());
+  topics_.push_back(std::make_unique<TopicState>(this, std::string(name)));
+  topic_index_.emplace(std::string(name), idx);
+  return idx;
+}
+
+const Engine::TopicState* Engine::FindTopic(std::string_view name) const {
+  auto it = topic_index_.find(name);
+  return it == topic_index_.end() ? nullptr : topics_[it->second].get();
+}
+
+uint64_t Engine::NextSeq() {
+  // Time-ordered and strictly increasing, even if the wall clock steps back.
+  uint64_t ms = static_cast<uint64_t>(std::max<int64_t>(now_wall_, 0));
+  uint64_t seq = ms << JobRecord::kSeqCounterBits;
+  if (seq <= last_seq_) seq = last_seq_ + 1;
+  last_seq_ = seq;
+  return seq;
+}
+
+std::string Engine::Receipt(const JobRecord* r) const {
+  // Unique per delivery of a job: the add (seq) and the attempt number. A
+  // re-added (replaced) job has a new seq, so old receipts go stale.
+  char buf[16];
+  std::string out(FormatGeneratedId(r->seq, buf));
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(r->attempts >> shift) & 15];
+  return out;
+}
+
+Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const {
+  const JobRecord* r = Rec(h);
+  bool reserved = r->state == static_cast<uint8_t>(JobState::kReserved);
+  if (receipt.empty()) {
+    if (reserved) return Status::Ok();
+    return NotReserved(Quote(id) + " is " + std::string(StateName(StateOf(h))) + ", not reserved");
+  }
+  if (reserved && Receipt(r) == receipt) return Status::Ok();
+  return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
+                      " (its TTR may have run out and it was handed out again)");
+}
+
+// --- records -----------------------------------------------------------------------
+
+uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t generated,
+                              uint32_t topic, int64_t run_at) {
+  size_t id_bytes = id.empty() ? 8 : id.size();
+  size_t inline_size = sizeof(JobRecord) + id_bytes + spec.body.size();
+  bool out_of_line = inline_size > JobArena::kMaxRecordBytes;
+  size_t size = out_of_line ? sizeof(JobRecord) + id_bytes + sizeof(char*) : inline_size;
+  uint32_t h = arena_->Allocate(size);
+  if (h == 0) return 0;
+  JobRecord* r = Rec(h);
+  r->run_at_ms = run_at;
+  r->seq = NextSeq();
+  r->ttr_ms = spec.ttr_ms;
+  r->priority = spec.priority;
+  r->max_attempts = spec.max_attempts;
+  r->attempts = 0;
+  r->pos = kNotInHeap;
+  r->topic = topic;
+  r->body_len = static_cast<uint32_t>(spec.body.size());
+  r->id_len = static_cast<uint16_t>(id.size());
+  r->state = static_cast<uint8_t>(JobState::kDelayed);
+  r->flags = out_of_line ? JobRecord::kFlagBodyOutOfLine : 0;
+  if (id.empty()) {
+    std::memcpy(r->data(), &generated, 8);
+  } else {
+    std::memcpy(r->data(), id.data(), id.size());
+  }
+  char* body_dst = r->data() + id_bytes;
+  if (out_of_line) {
+    char* block = new char[spec.body.size()];
+    std::memcpy(block, spec.body.data(), spec.body.size());
+    std::memcpy(body_dst, &block, sizeof block);
+  } else if (!spec.body.empty()) {
+    std::memcpy(body_dst, spec.body.data(), spec.body.size());
+  }
+  ids_.insert(h);
+  return h;
+}
+
+void Engine::DestroyRecord(uint32_t h) {
+  JobRecord* r = Rec(h);
+  ids_.erase(h);
+  ClearLastError(h);
+  if (r->body_out_of_line()) delete[] r->body_ptr();
+  arena_->Free(h, r->record_bytes());
+}
+
+void Engine::SetLastError(uint32_t h, std::string_view error) {
+  if (error.empty()) return;
+  last_errors_[h] = std::string(error.substr(0, 1024));
+  Rec(h)->flags |= JobRecord::kFlagHasLastError;
+}
+
+void Engine::ClearLastError(uint32_t h) {
+  JobRecord* r = Rec(h);
+  if (r->flags & JobRecord::kFlagHasLastError) {
+    last_errors_.erase(h);
+    r->flags &= ~JobRecord::kFlagHasLastError;
+  }
+}
+
+// --- state transitions ---------------------------------------------------------
+
+void Engine::Detach(uint32_t h) {
+  JobRecord* r = Rec(h);
+  TopicState& ts = *topics_[r->topic];
+  switch (static_cast<JobState>(r->state)) {
+    case JobState::kDelayed: {
+      bool was_top = r->pos == 0;
+      ts.delayed.Remove(r->pos);
+      if (was_top) UpdateTimer(r->topic);
+      break;
+    }
+    case JobState::kReady:
+      ts.ready.Remove(r->pos);
+      break;
+    case JobState::kReserved:
+      reservations_.Remove(r->pos);
+      --ts.reserved;
+      break;
+    case JobState::kBuried:
+      ts.buried.erase({r->seq, h});
+      break;
+  }
+  r->pos = kNotInHeap;
+}
+
+void Engine::AttachDelayed(uint32_t h) {
+  JobRecord* r = Rec(h);
+  r->state = static_cast<uint8_t>(JobState::kDelayed);
+  TopicState& ts = *topics_[r->topic];
+  ts.delayed.Push(h);
+  if (r->pos == 0) UpdateTimer(r->topic);
+}
+
+void Engine::AttachReady(uint32_t h) {
+  JobRecord* r = Rec(h);
+  r->state = static_cast<uint8_t>(JobState::kReady);
+  topics_[r->topic]->ready.Push(h);
+  MarkServe(r->topic);
+}
+
+void Engine::AttachReserved(uint32_t h, int64_t until_mono) {
+  JobRecord* r = Rec(h);
+  r->state = static_cast<uint8_t>(JobState::kReserved);
+  ++topics_[r->topic]->reserved;
+  reservations_.Push(Reservation{until_mono, h});
+}
+
+void Engine::AttachBuried(uint32_t h) {
+  JobRecord* r = Rec(h);
+  r->state = static_cast<uint8_t>(JobState::kBuried);
+  topics_[r->topic]->buried.insert({r->seq, h});
+  ++counters_.buried_total;
+}
+
+void Engine::Schedule(uint32_t h) {
+  if (Rec(h)->run_at_ms <= now_wall_) {
+    AttachReady(h);
+  } else {
+    AttachDelayed(h);
+  }
+}
+
+bool Engine::EndAttempt(uint32_t h, int64_t run_at, std::string_view error) {
+  JobRecord* r = Rec(h);
+  if (r->max_attempts != 0 && r->attempts >= r->max_attempts) {
+    std::string why(error);
+    why += why.empty() ? "" : "; ";
+    why += "max_attempts (" + std::to_string(r->max_attempts) + ") used up";
+    SetLastError(h, why);
+    AttachBuried(h);
+    return true;
+  }
+  SetLastError(h, error);
+  r->run_at_ms = run_at;
+  Schedule(h);
+  return false;
+}
+
+void Engine::UpdateTimer(uint32_t t) {
+  TopicState& ts = *topics_[t];
+  if (ts.delayed.empty()) {
+    if (ts.timer_pos != kNotInHeap) {
+      timers_.Remove(ts.timer_pos);
+      ts.timer_pos = kNotInHeap;
+    }
+  } else if (ts.timer_pos == kNotInHeap) {
+    timers_.Push(t);
+  } else {
+    timers_.Fix(ts.timer_pos);
+  }
+}
+
+void Engine::MarkServe(uint32_t t) {
+  TopicState& ts = *topics_[t];
+  if (!ts.serve_pending && !ts.waiters.empty()) {
+    ts.serve_pending = true;
+    serve_queue_.push_back(t);
+  }
+}
+
+// --- reserve -------------------------------------------------------------------
+
+Delivery Engine::Deliver(uint32_t h) {
+  JobRecord* r = Rec(h);
+  ++r->attempts;
+  ++counters_.reserves;
+  AttachReserved(h, now_mono_ + r->ttr_ms);
+  Delivery d;
+  char buf[16];
+  d.id = std::string(IdOf(r, buf));
+  d.topic = topics_[r->topic]->name;
+  d.body = std::string(r->body());
+  d.receipt = Receipt(r);
+  d.attempts = r->attempts;
+  d.ttr_ms = r->ttr_ms;
+  d.priority = r->priority;
+  d.run_at_ms = r->run_at_ms;
+  d.reserved_until_ms = now_wall_ + r->ttr_ms;
+  return d;
+}
+
+Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count) {
+  Deliveries out;
+  ReadyLess less{this};
+  while (out.size() < count) {
+    TopicState* best = nullptr;
+    for (uint32_t t : topics) {
+      TopicState* ts = topics_[t].get();
+      if (ts->ready.empty() || Paused(*ts)) continue;
+      if (best == nullptr || less(ts->ready.Top(), best->ready.Top())) best = ts;
+    }
+    if (best == nullptr) break;
+    uint32_t h = best->ready.Pop();
+    out.push_back(Deliver(h));
+  }
+  return out;
+}
+
+uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
+  Advance();
+  if (req.topics.empty()) {
+    done(InvalidArgument("topics: give at least one topic"));
+    return 0;
+  }
+  if (req.count == 0 || req.count > kMaxReserveCount) {
+    done(InvalidArgument("count: must be 1.." + std::to_string(kMaxReserveCount)));
+    return 0;
+  }
+  if (req.wait_ms < 0) {
+    done(InvalidArgument("wait_ms: must be >= 0"));
+    return 0;
+  }
+  std::vector<uint32_t> topics;
+  topics.reserve(req.topics.size());
+  for (const std::string& name : req.topics) {
+    if (Status s = ValidateTopic(name); !s.ok()) {
+      done(std::move(s));
+      return 0;
+    }
+    uint32_t t = TopicIndex(name);
+    if (std::find(topics.begin(), topics.end(), t) == topics.end()) topics.push_back(t);
+  }
+  Deliveries got = TakeBest(topics, req.count);
+  if (!got.empty() || req.wait_ms == 0) {
+    done(std::move(got));
+    return 0;
+  }
+  uint64_t id = next_waiter_++;
+  Waiter& w = waiters_[id];
+  w.topics = std::move(topics);
+  w.count = req.count;
+  // A day is longer than any sane long-poll; the cap keeps the sum in range.
+  w.deadline_mono = now_mono_ + std::min<int64_t>(req.wait_ms, 86'400'000);
+  w.done = std::move(done);
+  for (uint32_t t : w.topics) {
+    auto& list = topics_[t]->waiters;
+    w.links.push_back(list.insert(list.end(), id));
+  }
+  waiter_deadlines_.insert({w.deadline_mono, id});
+  return id;
+}
+
+void Engine::UnlinkWaiter(Waiter& w) {
+  for (size_t i = 0; i < w.topics.size(); ++i) topics_[w.topics[i]]->waiters.erase(w.links[i]);
+}
+
+void Engine::FailWaiters(const Status& status) {
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  waiter_deadlines_.clear();
+  for (auto& [id, w] : waiters) {
+    UnlinkWaiter(w);
+    w.done(status);
+  }
+}
+
+bool Engine::CancelWaiter(uint64_t waiter) {
+  auto it = waiters_.find(waiter);
+  if (it == waiters_.end()) return false;
+  Waiter w = std::move(it->second);
+  waiters_.erase(it);
+  UnlinkWaiter(w);
+  waiter_deadlines_.erase({w.deadline_mono, waiter});
+  return true;
+}
+
+void Engine::ServePending() {
+  while (!serve_queue_.empty()) {
+    uint32_t t = serve_queue_.back();
+    serve_queue_.pop_back();
+    TopicState& ts = *topics_[t];
+    ts.serve_pending = false;
+    while (!ts.waiters.empty() && !ts.ready.empty() && !Paused(ts)) {
+      uint64_t id = ts.waiters.front();
+      auto it = waiters_.find(id);
+      assert(it != waiters_.end());
+      Waiter w = std::move(it->second);
+      waiters_.erase(it);
+      UnlinkWaiter(w);
+      waiter_deadlines_.erase({w.deadline_mono, id});
+      w.done(TakeBest(w.topics, w.count));
+    }
+  }
+}
+
+// --- operations ------------------------------------------------------------------
+
+Result<AddResult> Engine::Add(const JobSpec& spec) {
+  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
+  Advance();
+  int64_t run_at = now_wall_;
+  if (spec.delay_ms) run_at = now_wall_ + *spec.delay_ms;
+  if (spec.run_at_ms) run_at = *spec.run_at_ms;
+
+  std::string_view id = spec.id;
+  uint64_t generated = 0;
+  uint32_t topic = TopicIndex(spec.topic);
+  uint32_t old = id.empty() ? 0 : FindJob(id);
+  if (old != 0) {
+    if (!spec.replace) return Exists(Quote(id) + " already exists (add with replace to update it)");
+    Detach(old);
+    DestroyRecord(old);
+    ++counters_.replaced;
+  } else if (id.empty()) {
+    // Generated ids are the add's sequence number; a client may have taken
+    // one as its own id, so skip any that are live.
+    char buf[16];
+    do {
+      generated = NextSeq();
+    } while (FindJob(FormatGeneratedId(generated, buf)) != 0);
+  }
+  uint32_t h = CreateRecord(spec, id, generated, topic, run_at);
+  if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
+  ++counters_.added;
+  Schedule(h);
+  AddResult result;
+  char buf[16];
+  result.id = std::string(IdOf(Rec(h), buf));
+  result.state = StateOf(h);
+  result.run_at_ms = run_at;
+  ServePending();
+  return result;
+}
+
+Status Engine::Finish(std::string_view id, std::string_view receipt) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
+  Detach(h);
+  DestroyRecord(h);
+  ++counters_.finished;
+  return Status::Ok();
+}
+
+Status Engine::Delete(std::string_view id) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  Detach(h);
+  DestroyRecord(h);
+  ++counters_.deleted;
+  return Status::Ok();
+}
+
+Status Engine::Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                       std::string_view error) {
+  if (delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
+  if (delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
+  Detach(h);
+  ++counters_.released;
+  EndAttempt(h, now_wall_ + delay_ms, error);
+  ServePending();
+  return Status::Ok();
+}
+
+Status Engine::Touch(std::string_view id, std::string_view receipt) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
+  JobRecord* r = Rec(h);
+  reservations_.At(r->pos).until_mono = now_mono_ + r->ttr_ms;
+  reservations_.Fix(r->pos);
+  return Status::Ok();
+}
+
+Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
+  Detach(h);
+  SetLastError(h, reason);
+  AttachBuried(h);
+  return Status::Ok();
+}
+
+Status Engine::Kick(std::string_view id) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  JobState state = StateOf(h);
+  if (state != JobState::kBuried && state != JobState::kDelayed) {
+    return InvalidArgument(Quote(id) + " is " + std::string(StateName(state)) +
+                           "; only buried or delayed jobs can be kicked");
+  }
+  Detach(h);
+  // A kicked delayed job is due now; a buried one keeps its place in line.
+  if (state == JobState::kDelayed) Rec(h)->run_at_ms = now_wall_;
+  ++counters_.kicked;
+  AttachReady(h);
+  ServePending();
+  return Status::Ok();
+}
+
+Result<uint64_t> Engine::KickTopic(std::string_view topic, uint64_t n) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  Advance();
+  auto it = topic_index_.find(topic);
+  if (it == topic_index_.end()) return uint64_t{0};
+  TopicState& ts = *topics_[it->second];
+  uint64_t kicked = 0;
+  while (kicked < n && !ts.buried.empty()) {
+    uint32_t h = ts.buried.begin()->second;
+    Detach(h);
+    AttachReady(h);
+    ++kicked;
+  }
+  counters_.kicked += kicked;
+  ServePending();
+  return kicked;
+}
+
+JobInfo Engine::Info(uint32_t h) const {
+  const JobRecord* r = Rec(h);
+  JobInfo info;
+  char buf[16];
+  info.id = std::string(IdOf(r, buf));
+  info.topic = topics_[r->topic]->name;
+  info.state = StateOf(h);
+  info.body = std::string(r->body());
+  info.priority = r->priority;
+  info.ttr_ms = r->ttr_ms;
+  info.max_attempts = r->max_attempts;
+  info.attempts = r->attempts;
+  info.created_at_ms = r->created_at_ms();
+  info.run_at_ms = r->run_at_ms;
+  if (info.state == JobState::kReserved) {
+    info.reserved_until_ms = now_wall_ + (reservations_.At(r->pos).until_mono - now_mono_);
+    info.receipt = Receipt(r);
+  }
+  if (r->flags & JobRecord::kFlagHasLastError) info.last_error = last_errors_.at(h);
+  return info;
+}
+
+Result<JobInfo> Engine::Get(std::string_view id) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  return Info(h);
+}
+
+Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (state == JobState::kReserved) {
+    return InvalidArgument("state: peek takes ready, delayed or buried");
+  }
+  Advance();
+  const TopicState* ts = FindTopic(topic);
+  uint32_t h = 0;
+  if (ts != nullptr) {
+    if (state == JobState::kReady && !ts->ready.empty()) h = ts->ready.Top();
+    if (state == JobState::kDelayed && !ts->delayed.empty()) h = ts->delayed.Top();
+    if (state == JobState::kBuried && !ts->buried.empty()) h = ts->buried.begin()->second;
+  }
+  if (h == 0) {
+    return NotFound("topic '" + std::string(topic) + "' has no " + std::string(StateName(state)) +
+                    " job");
+  }
+  return Info(h);
+}
+
+Status Engine::Pause(std::string_view topic, int64_t duration_ms) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (duration_ms < 0) return InvalidArgument("duration_ms: must be >= 0 (0 = until resumed)");
+  Advance();
+  uint32_t t = TopicIndex(topic);
+  topics_[t]->paused_until_mono =
+      duration_ms == 0 ? kNever : now_mono_ + std::min<int64_t>(duration_ms, kMaxDelayMs);
+  paused_topics_.insert(t);
+  return Status::Ok();
+}
+
+Status Engine::Resume(std::string_view topic) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  Advance();
+  auto it = topic_index_.find(topic);
+  if (it == topic_index_.end()) return Status::Ok();
+  topics_[it->second]->paused_until_mono = 0;
+  paused_topics_.erase(it->second);
+  MarkServe(it->second);
+  ServePending();
+  return Status::Ok();
+}
+
+TopicInfo Engine::InfoOf(const TopicState& t) const {
+  TopicInfo info;
+  info.name = t.name;
+  info.delayed = t.delayed.size();
+  info.ready = t.ready.size();
+  info.reserved = t.reserved;
+  info.buried = t.buried.size();
+  info.waiting = t.waiters.size();
+  info.paused = Paused(t);
+  if (info.paused) {
+    info.paused_for_ms = t.paused_until_mono == kNever ? -1 : t.paused_until_mono - now_mono_;
+  }
+  return info;
+}
+
+std::vector<TopicInfo> Engine::Topics() {
+  Advance();
+  std::vector<TopicInfo> out;
+  for (const auto& t : topics_) {
+    TopicInfo info = InfoOf(*t);
+    if (info.delayed + info.ready + info.reserved + info.buried + info.waiting > 0 || info.paused) {
+      out.push_back(std::move(info));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const TopicInfo& a, const TopicInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<TopicInfo> Engine::Topic(std::string_view topic) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  Advance();
+  const TopicState* ts = FindTopic(topic);
+  if (ts == nullptr) {
+    TopicInfo empty;
+    empty.name = std::string(topic);
+    return empty;
+  }
+  return InfoOf(*ts);
+}
+
+QueueStats Engine::Stats() {
+  Advance();
+  QueueStats s = counters_;
+  s.jobs = ids_.size();
+  s.delayed = s.ready = s.reserved = s.buried = s.topics = 0;
+  for (const auto& t : topics_) {
+    s.delayed += t->delayed.size();
+    s.ready += t->ready.size();
+    s.reserved += t->reserved;
+    s.buried += t->buried.size();
+  }
+  s.topics = Topics().size();
+  s.waiting = waiters_.size();
+  return s;
+}
+
+}  // namespace delayq::engine

@@ -1,0 +1,281 @@
+// Engine: the in-process delay queue — job table, timers, ready queues and the
+// state machine of SPEC §4. No sockets, no files, no threads.
+//
+// Indexes (all hold 4-byte JobArena handles; a job sits in exactly one, and
+// JobRecord::pos is its position there):
+//   ids_          hash set of every live job, looked up by id text
+//   per topic     delayed: 4-ary heap by run_at
+//                 ready:   4-ary heap by (priority, run_at, order of adding)
+//                 buried:  ordered set by order of adding
+//   timers_       heap of topics by their earliest delayed job
+//   reservations_ heap of reserved jobs by TTR deadline (monotonic)
+//
+// Timing is event driven: NextDeadlines() tells the owner when something
+// falls due; the owner sleeps until then (or until woken by an earlier
+// deadline) and calls Tick(). Every other call also acts on the current time
+// first, so the engine is never stale, whatever the owner's timer does.
+//
+// Clocks: run_at is wall-clock Unix ms (a job "runs at 09:00"). TTR, long-poll
+// waits and pauses are durations and run on the monotonic clock, so stepping
+// the wall clock neither expires reservations nor stretches waits. A wall
+// clock stepped forward makes jobs whose run_at it passed due at once; one
+// stepped back makes delayed jobs wait for their run_at again. Jobs already
+// ready stay ready: never early is judged against the clock when promoted.
+//
+// Thread-safety: none. One owner thread (the server's loop, or LocalQueue
+// under its mutex) calls everything. Reserve callbacks run inside engine
+// calls and must not call back into the engine.
+#ifndef DELAYQ_ENGINE_ENGINE_H_
+#define DELAYQ_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <limits>
+#include <list>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "delayq/clock.h"
+#include "delayq/job.h"
+#include "delayq/queue.h"
+#include "delayq/status.h"
+#include "engine/heap.h"
+#include "engine/job_arena.h"
+#include "engine/job_record.h"
+
+namespace delayq::engine {
+
+inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+struct EngineOptions {
+  // Required.
+  std::shared_ptr<Clock> clock;
+  Limits limits;
+  // Address space reserved for job records. Default: 32 GiB (the most 32-bit
+  // handles reach); only touched pages use memory.
+  size_t arena_reserve_bytes = JobArena::kMaxReserveBytes;
+};
+
+class Engine {
+ public:
+  // Errors: kInvalidArgument without a clock; kUnavailable if the arena
+  // cannot be reserved.
+  static Result<std::unique_ptr<Engine>> Create(EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The operations of Queue (see delayq/queue.h for their contracts).
+  Result<AddResult> Add(const JobSpec& spec);
+  // Calls `done` inside this call and returns 0, or registers a waiter and
+  // returns its id; the waiter's `done` runs inside a later call (Tick, Add,
+  // Release, Kick, Resume, ...) when jobs arrive or the wait runs out.
+  uint64_t Reserve(const ReserveRequest& req, ReserveCallback done);
+  // True if the waiter was registered and its `done` will now never run.
+  bool CancelWaiter(uint64_t waiter);
+  // Answers every waiting reserve with `status` (on shutdown).
+  void FailWaiters(const Status& status);
+  Status Finish(std::string_view id, std::string_view receipt);
+  Status Delete(std::string_view id);
+  Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                 std::string_view error);
+  Status Touch(std::string_view id, std::string_view receipt);
+  Status Bury(std::string_view id, std::string_view receipt, std::string_view reason);
+  Status Kick(std::string_view id);
+  Result<uint64_t> KickTopic(std::string_view topic, uint64_t n);
+  Result<JobInfo> Get(std::string_view id);
+  Result<JobInfo> Peek(std::string_view topic, JobState state);
+  Status Pause(std::string_view topic, int64_t duration_ms);
+  Status Resume(std::string_view topic);
+  std::vector<TopicInfo> Topics();
+  Result<TopicInfo> Topic(std::string_view topic);
+  QueueStats Stats();
+
+  // Acts on the current time: delayed jobs due by now become ready, expired
+  // reservations go back to ready (or buried), ended pauses end, expired
+  // waits answer empty, and waiting reserves are served.
+  void Tick();
+
+  // When Tick next has work: the earliest job due time (wall clock) and the
+  // earliest TTR / wait / pause deadline (monotonic clock); kNever for none.
+  struct Deadlines {
+    int64_t wall_ms = kNever;
+    int64_t mono_ms = kNever;
+  };
+  Deadlines NextDeadlines() const;
+
+  // Milliseconds until NextDeadlines() by the engine's clock, 0 if overdue,
+  // -1 if nothing is scheduled.
+  int64_t MsUntilNextDeadline() const;
+
+  size_t job_count() const { return ids_.size(); }
+  const Clock& clock() const { return *clock_; }
+
+ private:
+  // Transparent string hashing (Debian's Abseil has its own string_view type,
+  // so its default heterogeneous lookup does not accept std::string_view).
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const;
+  };
+  struct NameEq {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+  };
+
+  // --- index functors: they read the arena through the engine --------------
+  struct IdHash {
+    const Engine* e;
+    using is_transparent = void;
+    size_t operator()(std::string_view id) const;
+    size_t operator()(uint32_t h) const;
+  };
+  struct IdEq {
+    const Engine* e;
+    using is_transparent = void;
+    bool operator()(uint32_t a, uint32_t b) const { return a == b; }
+    bool operator()(uint32_t h, std::string_view id) const;
+    bool operator()(std::string_view id, uint32_t h) const { return (*this)(h, id); }
+  };
+  struct SetPos {
+    const Engine* e;
+    void operator()(uint32_t h, size_t pos) const;
+  };
+  struct DelayLess {
+    const Engine* e;
+    bool operator()(uint32_t a, uint32_t b) const;
+  };
+  struct ReadyLess {
+    const Engine* e;
+    bool operator()(uint32_t a, uint32_t b) const;
+  };
+  struct Reservation {
+    int64_t until_mono;
+    uint32_t handle;
+  };
+  struct ReservationLess {
+    bool operator()(const Reservation& a, const Reservation& b) const {
+      return a.until_mono < b.until_mono;
+    }
+  };
+  struct ReservationPos {
+    const Engine* e;
+    void operator()(const Reservation& r, size_t pos) const { SetPos{e}(r.handle, pos); }
+  };
+  struct TimerLess {
+    const Engine* e;
+    bool operator()(uint32_t topic_a, uint32_t topic_b) const;
+  };
+  struct TimerPos {
+    Engine* e;
+    void operator()(uint32_t topic, size_t pos) const;
+  };
+
+  using DelayHeap = IndexedHeap<uint32_t, DelayLess, SetPos>;
+  using ReadyHeap = IndexedHeap<uint32_t, ReadyLess, SetPos>;
+
+  static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
+
+  struct TopicState {
+    TopicState(Engine* e, std::string n)
+        : name(std::move(n)), delayed(DelayLess{e}, SetPos{e}), ready(ReadyLess{e}, SetPos{e}) {}
+    std::string name;
+    DelayHeap delayed;
+    ReadyHeap ready;
+    absl::btree_set<std::pair<uint64_t, uint32_t>> buried;  // (seq, handle)
+    uint64_t reserved = 0;
+    int64_t paused_until_mono = 0;  // 0: not paused; kNever: until resumed
+    std::list<uint64_t> waiters;    // waiter ids, oldest first
+    uint32_t timer_pos = kNotInHeap;  // position in timers_
+    bool serve_pending = false;       // queued in serve_queue_
+  };
+
+  struct Waiter {
+    std::vector<uint32_t> topics;
+    std::vector<std::list<uint64_t>::iterator> links;  // one per topic
+    uint32_t count = 1;
+    int64_t deadline_mono = 0;
+    ReserveCallback done;
+  };
+
+  Engine(EngineOptions options, std::unique_ptr<JobArena> arena);
+
+  JobRecord* Rec(uint32_t h) const { return reinterpret_cast<JobRecord*>(arena_->Ptr(h)); }
+  JobState StateOf(uint32_t h) const { return static_cast<JobState>(Rec(h)->state); }
+
+  // Reads the clocks and acts on the time (see Tick).
+  void Advance();
+  void PromoteDue();
+  void ExpireReservations();
+  void EndPauses();
+  void ExpireWaiters();
+  void ServePending();
+  void MarkServe(uint32_t topic);
+
+  uint32_t FindJob(std::string_view id) const;  // 0 if absent
+  uint32_t TopicIndex(std::string_view name);  // creates on first use
+  const TopicState* FindTopic(std::string_view name) const;
+  uint64_t NextSeq();
+  std::string Receipt(const JobRecord* r) const;
+  Status CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const;
+
+  // Creates the record for `spec` (id text or generated number) and indexes
+  // it by id; does not schedule it.
+  uint32_t CreateRecord(const JobSpec& spec, std::string_view id, uint64_t generated,
+                        uint32_t topic, int64_t run_at);
+  void DestroyRecord(uint32_t h);
+  // Removes the job from the index of its state / puts it in the index of a
+  // new state.
+  void Detach(uint32_t h);
+  void AttachDelayed(uint32_t h);
+  void AttachReady(uint32_t h);
+  void AttachReserved(uint32_t h, int64_t until_mono);
+  void AttachBuried(uint32_t h);
+  // Reservation ended without success (release, TTR): buried if attempts are
+  // used up, else scheduled at `run_at`. Returns true if buried.
+  bool EndAttempt(uint32_t h, int64_t run_at, std::string_view error);
+  void Schedule(uint32_t h);  // delayed or ready by run_at vs now
+  void UpdateTimer(uint32_t topic);
+  void SetLastError(uint32_t h, std::string_view error);
+  void ClearLastError(uint32_t h);
+
+  Delivery Deliver(uint32_t h);
+  // Pops up to `count` best ready jobs across `topics` and reserves them.
+  Deliveries TakeBest(const std::vector<uint32_t>& topics, uint32_t count);
+  void UnlinkWaiter(Waiter& w);
+  JobInfo Info(uint32_t h) const;
+  TopicInfo InfoOf(const TopicState& t) const;
+  bool Paused(const TopicState& t) const { return t.paused_until_mono > now_mono_; }
+
+  std::shared_ptr<Clock> clock_;
+  Limits limits_;
+  std::unique_ptr<JobArena> arena_;
+
+  int64_t now_wall_ = 0;  // as read by the last Advance()
+  int64_t now_mono_ = 0;
+  uint64_t last_seq_ = 0;
+
+  absl::flat_hash_set<uint32_t, IdHash, IdEq> ids_;
+  std::vector<std::unique_ptr<TopicState>> topics_;
+  absl::flat_hash_map<std::string, uint32_t, NameHash, NameEq> topic_index_;
+  IndexedHeap<uint32_t, TimerLess, TimerPos> timers_;
+  IndexedHeap<Reservation, ReservationLess, ReservationPos> reservations_;
+  absl::flat_hash_map<uint32_t, std::string> last_errors_;  // by handle
+  absl::flat_hash_set<uint32_t> paused_topics_;
+  std::vector<uint32_t> serve_queue_;  // topics with new ready jobs
+
+  absl::flat_hash_map<uint64_t, Waiter> waiters_;
+  std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono, id)
+  uint64_t next_waiter_ = 1;
+
+  QueueStats counters_;  // only the counter fields are kept here
+};
+
+}  // namespace delayq::engine
+
+#endif  // DELAYQ_ENGINE_ENGINE_H_
