@@ -20,6 +20,15 @@ namespace {
 
 constexpr uint64_t kSeqCounterMask = (uint64_t{1} << JobRecord::kSeqCounterBits) - 1;
 
+// True for ids of the generated form: 16 lower-case hex digits.
+bool LooksGenerated(std::string_view id) {
+  if (id.size() != 16) return false;
+  for (char c : id) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 std::string Quote(std::string_view id) {
   std::string s = "job '";
   s.append(id.substr(0, 64));
@@ -553,12 +562,14 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
     DestroyRecord(old);
     ++counters_.replaced;
   } else if (id.empty()) {
-    // Generated ids are the add's sequence number; a client may have taken
-    // one as its own id, so skip any that are live.
+    // Generated ids are the add's sequence number. A client may have taken
+    // one as its own id; only then is the lookup worth its cache miss.
     char buf[16];
     do {
       generated = NextSeq();
-    } while (FindJob(FormatGeneratedId(generated, buf)) != 0);
+    } while (client_took_generated_form_ && FindJob(FormatGeneratedId(generated, buf)) != 0);
+  } else if (LooksGenerated(id)) {
+    client_took_generated_form_ = true;
   }
   uint32_t h = CreateRecord(spec, id, generated, topic, run_at);
   if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");

@@ -259,6 +259,9 @@ class Engine {
   int64_t now_wall_ = 0;  // as read by the last Advance()
   int64_t now_mono_ = 0;
   uint64_t last_seq_ = 0;
+  // Set once any client id had the generated form; until then generated ids
+  // cannot collide and need no lookup.
+  bool client_took_generated_form_ = false;
 
   absl::flat_hash_set<uint32_t, IdHash, IdEq> ids_;
   std::vector<std::unique_ptr<TopicState>> topics_;

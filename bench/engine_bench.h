@@ -1,0 +1,30 @@
+// The engine micro-benchmark (SPEC §12 "engine alone" and "memory per pending
+// job"): see RunEngineBench.
+#ifndef DELAYQ_BENCH_ENGINE_BENCH_H_
+#define DELAYQ_BENCH_ENGINE_BENCH_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace delayq::bench {
+
+struct EngineBenchOptions {
+  uint64_t jobs = 1'000'000;  // pending jobs for the memory and add-rate runs
+  size_t body_bytes = 100;
+  size_t id_bytes = 0;        // 0: generated ids
+  uint64_t cycles = 2'000'000;
+  uint64_t adds = 0;          // 0: min(jobs, 1M)
+  uint64_t seed = 42;
+};
+
+// Prints one JSON object:
+//   lifecycles_per_s        add -> reserve -> finish on one thread, few pending
+//   bytes_per_pending_job   RSS growth while adding `jobs` delayed jobs, / jobs
+//   add_per_s_empty         add rate into an empty engine
+//   add_per_s_pending       add rate with `jobs` already pending
+// Returns the process exit code.
+int RunEngineBench(const EngineBenchOptions& opts);
+
+}  // namespace delayq::bench
+
+#endif  // DELAYQ_BENCH_ENGINE_BENCH_H_

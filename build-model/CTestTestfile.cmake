@@ -1,0 +1,12 @@
+# CMake generated Testfile for 
+# Source directory: /work/main
+# Build directory: /work/main/build-model
+# 
+# This file includes the relevant testing commands required for 
+# testing this directory and lists subdirectories to be tested as well.
+subdirs("src/common")
+subdirs("src/engine")
+subdirs("src/queue")
+subdirs("examples")
+subdirs("bench")
+subdirs("tests")

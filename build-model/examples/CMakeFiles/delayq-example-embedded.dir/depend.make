@@ -1,0 +1,2 @@
+# Empty dependencies file for delayq-example-embedded.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,24 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/main/tests/engine/engine_test.cc" "tests/CMakeFiles/engine_test.dir/engine/engine_test.cc.o" "gcc" "tests/CMakeFiles/engine_test.dir/engine/engine_test.cc.o.d"
+  "/work/main/tests/engine/heap_test.cc" "tests/CMakeFiles/engine_test.dir/engine/heap_test.cc.o" "gcc" "tests/CMakeFiles/engine_test.dir/engine/heap_test.cc.o.d"
+  "/work/main/tests/engine/job_arena_test.cc" "tests/CMakeFiles/engine_test.dir/engine/job_arena_test.cc.o" "gcc" "tests/CMakeFiles/engine_test.dir/engine/job_arena_test.cc.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/main/build-model/src/queue/CMakeFiles/delayq_queue.dir/DependInfo.cmake"
+  "/work/main/build-model/src/engine/CMakeFiles/delayq_engine.dir/DependInfo.cmake"
+  "/work/main/build-model/src/common/CMakeFiles/delayq_common.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

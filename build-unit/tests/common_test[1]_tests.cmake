@@ -1,0 +1,1 @@
+set(  common_test_TESTS)

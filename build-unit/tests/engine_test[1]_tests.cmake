@@ -1,0 +1,1 @@
+set(  engine_test_TESTS)
