@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
   engine->add_option("--jobs", engine_opts.jobs, "pending jobs for the memory and add-rate runs")
       ->capture_default_str();
   engine->add_option("--body", engine_opts.body_bytes, "body bytes per job")->capture_default_str();
-  engine->add_option("--id-bytes", engine_opts.id_bytes,
-                     "client-chosen id length; 0 = generated ids")
+  engine
+      ->add_option("--id-bytes", engine_opts.id_bytes, "client-chosen id length; 0 = generated ids")
       ->capture_default_str();
   engine->add_option("--cycles", engine_opts.cycles, "add->reserve->finish lifecycles to time")
       ->capture_default_str();

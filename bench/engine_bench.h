@@ -11,9 +11,9 @@ namespace delayq::bench {
 struct EngineBenchOptions {
   uint64_t jobs = 1'000'000;  // pending jobs for the memory and add-rate runs
   size_t body_bytes = 100;
-  size_t id_bytes = 0;        // 0: generated ids
+  size_t id_bytes = 0;  // 0: generated ids
   uint64_t cycles = 2'000'000;
-  uint64_t adds = 0;          // 0: min(jobs, 1M)
+  uint64_t adds = 0;  // 0: min(jobs, 1M)
   uint64_t seed = 42;
 };
 

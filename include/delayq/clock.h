@@ -66,9 +66,9 @@ class ManualClock final : public Clock {
   void Notify();
 
   mutable std::mutex mu_;
-  int64_t wall_ms_;      // GUARDED_BY(mu_)
-  int64_t mono_ms_ = 0;  // GUARDED_BY(mu_)
-  int next_token_ = 1;   // GUARDED_BY(mu_)
+  int64_t wall_ms_;                                                 // GUARDED_BY(mu_)
+  int64_t mono_ms_ = 0;                                             // GUARDED_BY(mu_)
+  int next_token_ = 1;                                              // GUARDED_BY(mu_)
   std::vector<std::pair<int, std::function<void()>>> subscribers_;  // GUARDED_BY(mu_)
 };
 

@@ -20,7 +20,7 @@ inline constexpr size_t kMaxTopicBytes = 200;
 inline constexpr size_t kMaxIdBytes = 256;
 inline constexpr size_t kDefaultMaxBodyBytes = 256 * 1024;
 inline constexpr int64_t kMaxDelayMs = 100LL * 365 * 24 * 3600 * 1000;  // 100 years
-inline constexpr int64_t kMaxRunAtMs = 253'402'300'799'999;              // 9999-12-31
+inline constexpr int64_t kMaxRunAtMs = 253'402'300'799'999;             // 9999-12-31
 
 enum class JobState : unsigned char {
   kDelayed = 0,   // waiting for run_at
@@ -40,11 +40,11 @@ struct JobSpec {
   std::string id;     // 1–256 bytes, no control characters. Empty: generated.
   // When the job becomes due. At most one of delay_ms / run_at_ms may be set;
   // neither means due now. A run_at_ms in the past means due now.
-  std::optional<int64_t> delay_ms;   // >= 0
-  std::optional<int64_t> run_at_ms;  // Unix ms
-  uint32_t ttr_ms = kDefaultTtrMs;   // > 0
+  std::optional<int64_t> delay_ms;       // >= 0
+  std::optional<int64_t> run_at_ms;      // Unix ms
+  uint32_t ttr_ms = kDefaultTtrMs;       // > 0
   uint32_t priority = kDefaultPriority;  // lower is served first
-  uint32_t max_attempts = 0;         // deliveries before burying; 0 = unlimited
+  uint32_t max_attempts = 0;             // deliveries before burying; 0 = unlimited
   std::string body;
   // Re-adding a live id fails with kExists unless `replace` is set, in which
   // case the job's body, priority, TTR, max_attempts and due time are updated
@@ -77,8 +77,8 @@ struct Delivery {
   std::string id;
   std::string topic;
   std::string body;
-  std::string receipt;   // proves this delivery; needed to finish it safely
-  uint32_t attempts = 0; // deliveries so far, this one included
+  std::string receipt;    // proves this delivery; needed to finish it safely
+  uint32_t attempts = 0;  // deliveries so far, this one included
   uint32_t ttr_ms = 0;
   uint32_t priority = 0;
   int64_t run_at_ms = 0;

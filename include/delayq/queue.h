@@ -65,7 +65,7 @@ struct QueueStats {
   // Counters since start.
   uint64_t added = 0;
   uint64_t replaced = 0;
-  uint64_t reserves = 0;   // jobs handed out
+  uint64_t reserves = 0;  // jobs handed out
   uint64_t finished = 0;
   uint64_t deleted = 0;
   uint64_t released = 0;

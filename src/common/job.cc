@@ -14,16 +14,21 @@ bool IsTopicChar(unsigned char c) {
 
 std::string_view StateName(JobState state) {
   switch (state) {
-    case JobState::kDelayed: return "delayed";
-    case JobState::kReady: return "ready";
-    case JobState::kReserved: return "reserved";
-    case JobState::kBuried: return "buried";
+    case JobState::kDelayed:
+      return "delayed";
+    case JobState::kReady:
+      return "ready";
+    case JobState::kReserved:
+      return "reserved";
+    case JobState::kBuried:
+      return "buried";
   }
   return "unknown";
 }
 
 std::optional<JobState> ParseState(std::string_view name) {
-  for (JobState s : {JobState::kDelayed, JobState::kReady, JobState::kReserved, JobState::kBuried}) {
+  for (JobState s :
+       {JobState::kDelayed, JobState::kReady, JobState::kReserved, JobState::kBuried}) {
     if (StateName(s) == name) return s;
   }
   return std::nullopt;
@@ -32,7 +37,8 @@ std::optional<JobState> ParseState(std::string_view name) {
 Status ValidateTopic(std::string_view topic) {
   if (topic.empty()) return InvalidArgument("topic: required, 1-200 bytes of [A-Za-z0-9._:-]");
   if (topic.size() > kMaxTopicBytes) {
-    return InvalidArgument("topic: " + std::to_string(topic.size()) + " bytes, at most 200 allowed");
+    return InvalidArgument("topic: " + std::to_string(topic.size()) +
+                           " bytes, at most 200 allowed");
   }
   for (unsigned char c : topic) {
     if (!IsTopicChar(c)) {
@@ -71,7 +77,8 @@ Status ValidateJobSpec(const JobSpec& spec, const Limits& limits) {
   }
   if (spec.run_at_ms && (*spec.run_at_ms < 0 || *spec.run_at_ms > kMaxRunAtMs)) {
     return InvalidArgument("run_at_ms: must be a Unix time in ms between 0 and " +
-                           std::to_string(kMaxRunAtMs) + ", got " + std::to_string(*spec.run_at_ms));
+                           std::to_string(kMaxRunAtMs) + ", got " +
+                           std::to_string(*spec.run_at_ms));
   }
   if (spec.ttr_ms == 0) return InvalidArgument("ttr_ms: must be > 0");
   if (spec.body.size() > limits.max_body_bytes) {

@@ -9,11 +9,11 @@
 // waiter first, once the call's state changes are complete.
 #include "engine/engine.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cstring>
-
-#include <xxhash.h>
 
 namespace delayq::engine {
 namespace {

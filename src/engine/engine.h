@@ -189,8 +189,8 @@ class Engine {
     ReadyHeap ready;
     absl::btree_set<std::pair<uint64_t, uint32_t>> buried;  // (seq, handle)
     uint64_t reserved = 0;
-    int64_t paused_until_mono = 0;  // 0: not paused; kNever: until resumed
-    std::list<uint64_t> waiters;    // waiter ids, oldest first
+    int64_t paused_until_mono = 0;    // 0: not paused; kNever: until resumed
+    std::list<uint64_t> waiters;      // waiter ids, oldest first
     uint32_t timer_pos = kNotInHeap;  // position in timers_
     bool serve_pending = false;       // queued in serve_queue_
   };
@@ -218,7 +218,7 @@ class Engine {
   void MarkServe(uint32_t topic);
 
   uint32_t FindJob(std::string_view id) const;  // 0 if absent
-  uint32_t TopicIndex(std::string_view name);  // creates on first use
+  uint32_t TopicIndex(std::string_view name);   // creates on first use
   const TopicState* FindTopic(std::string_view name) const;
   uint64_t NextSeq();
   std::string Receipt(const JobRecord* r) const;

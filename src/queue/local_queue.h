@@ -77,8 +77,8 @@ class LocalQueue final : public Queue {
   std::mutex mu_;
   // State below is protected by mu_.
   std::unique_ptr<engine::Engine> engine_;
-  Deferred deferred_;                  // callbacks completed by the engine
-  engine::Engine::Deadlines armed_;    // what the runner sleeps until
+  Deferred deferred_;                // callbacks completed by the engine
+  engine::Engine::Deadlines armed_;  // what the runner sleeps until
   bool stopping_ = false;
 
   std::thread runner_;  // started last, joined first
