@@ -7,8 +7,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libabsl-dev libxxhash-dev
-  libcli11-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev
+  libgtest-dev libbenchmark-dev
 )
 
 missing=()
