@@ -470,18 +470,25 @@ uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
     done(InvalidArgument("wait_ms: must be >= 0"));
     return 0;
   }
-  std::vector<uint32_t> topics;
-  topics.reserve(req.topics.size());
   for (const std::string& name : req.topics) {
     if (Status s = ValidateTopic(name); !s.ok()) {
       done(std::move(s));
       return 0;
     }
-    uint32_t t = TopicIndex(name);
+  }
+  // Only a waiter needs entries for topics nobody has used yet; a reserve
+  // that answers at once must not leave one behind per name it was given.
+  bool wait = req.wait_ms > 0;
+  std::vector<uint32_t> topics;
+  topics.reserve(req.topics.size());
+  for (const std::string& name : req.topics) {
+    auto it = topic_index_.find(name);
+    if (it == topic_index_.end() && !wait) continue;
+    uint32_t t = it == topic_index_.end() ? TopicIndex(name) : it->second;
     if (std::find(topics.begin(), topics.end(), t) == topics.end()) topics.push_back(t);
   }
   Deliveries got = TakeBest(topics, req.count);
-  if (!got.empty() || req.wait_ms == 0) {
+  if (!got.empty() || !wait) {
     done(std::move(got));
     return 0;
   }

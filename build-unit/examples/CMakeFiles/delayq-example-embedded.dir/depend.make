@@ -1,2 +1,0 @@
-# Empty dependencies file for delayq-example-embedded.
-# This may be replaced when dependencies are built.

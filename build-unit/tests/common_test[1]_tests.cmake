@@ -1,1 +1,0 @@
-set(  common_test_TESTS)

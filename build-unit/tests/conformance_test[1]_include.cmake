@@ -1,5 +1,0 @@
-if(EXISTS "/work/main/build-unit/tests/conformance_test[1]_tests.cmake")
-  include("/work/main/build-unit/tests/conformance_test[1]_tests.cmake")
-else()
-  add_test(conformance_test_NOT_BUILT conformance_test_NOT_BUILT)
-endif()

@@ -1,1 +1,0 @@
-set(  engine_test_TESTS)
