@@ -47,8 +47,10 @@ struct JobSpec {
   uint32_t max_attempts = 0;             // deliveries before burying; 0 = unlimited
   std::string body;
   // Re-adding a live id fails with kExists unless `replace` is set, in which
-  // case the job's body, priority, TTR, max_attempts and due time are updated
-  // and it goes back to delayed (or ready), whatever its state was.
+  // case the job is re-created from this spec in one step, whatever its state
+  // was: topic, body, priority, TTR, max_attempts and due time are the new
+  // ones, attempts restart at 0, it goes to the back of its line, and the
+  // receipt of any reservation it had goes stale.
   bool replace = false;
 };
 

@@ -154,7 +154,7 @@ void Engine::ExpireReservations() {
     std::string why = "ttr of " + std::to_string(r->ttr_ms) + " ms ran out (attempt " +
                       std::to_string(r->attempts) + ")";
     // Back where it was in its topic: run_at is unchanged.
-    EndAttempt(h, r->run_at_ms, why);
+    EndAttempt(h, std::nullopt, why);
   }
 }
 
@@ -304,7 +304,10 @@ void Engine::DestroyRecord(uint32_t h) {
 }
 
 void Engine::SetLastError(uint32_t h, std::string_view error) {
-  if (error.empty()) return;
+  if (error.empty()) {
+    ClearLastError(h);
+    return;
+  }
   last_errors_[h] = std::string(error.substr(0, 1024));
   Rec(h)->flags |= JobRecord::kFlagHasLastError;
 }
@@ -380,7 +383,7 @@ void Engine::Schedule(uint32_t h) {
   }
 }
 
-bool Engine::EndAttempt(uint32_t h, int64_t run_at, std::string_view error) {
+bool Engine::EndAttempt(uint32_t h, std::optional<int64_t> retry_at, std::string_view error) {
   JobRecord* r = Rec(h);
   if (r->max_attempts != 0 && r->attempts >= r->max_attempts) {
     std::string why(error);
@@ -391,7 +394,13 @@ bool Engine::EndAttempt(uint32_t h, int64_t run_at, std::string_view error) {
     return true;
   }
   SetLastError(h, error);
-  r->run_at_ms = run_at;
+  if (!retry_at) {
+    // Due already: it was ready before it was reserved, whatever the wall
+    // clock says now (it may have been stepped back meanwhile).
+    AttachReady(h);
+    return false;
+  }
+  r->run_at_ms = *retry_at;
   Schedule(h);
   return false;
 }
@@ -532,21 +541,29 @@ bool Engine::CancelWaiter(uint64_t waiter) {
 }
 
 void Engine::ServePending() {
-  while (!serve_queue_.empty()) {
-    uint32_t t = serve_queue_.back();
-    serve_queue_.pop_back();
-    TopicState& ts = *topics_[t];
-    ts.serve_pending = false;
-    while (!ts.waiters.empty() && !ts.ready.empty() && !Paused(ts)) {
-      uint64_t id = ts.waiters.front();
-      auto it = waiters_.find(id);
-      assert(it != waiters_.end());
-      Waiter w = std::move(it->second);
-      waiters_.erase(it);
-      UnlinkWaiter(w);
-      waiter_deadlines_.erase({w.deadline_mono, id});
-      w.done(TakeBest(w.topics, w.count));
+  // Oldest waiter first, across every topic that has new ready jobs: waiter
+  // ids grow with age, so the smallest front id among those topics wins.
+  for (;;) {
+    uint64_t oldest = 0;
+    for (size_t i = 0; i < serve_queue_.size();) {
+      TopicState& ts = *topics_[serve_queue_[i]];
+      if (ts.waiters.empty() || ts.ready.empty() || Paused(ts)) {
+        ts.serve_pending = false;
+        serve_queue_[i] = serve_queue_.back();
+        serve_queue_.pop_back();
+        continue;
+      }
+      if (oldest == 0 || ts.waiters.front() < oldest) oldest = ts.waiters.front();
+      ++i;
     }
+    if (oldest == 0) return;
+    auto it = waiters_.find(oldest);
+    assert(it != waiters_.end());
+    Waiter w = std::move(it->second);
+    waiters_.erase(it);
+    UnlinkWaiter(w);
+    waiter_deadlines_.erase({w.deadline_mono, oldest});
+    w.done(TakeBest(w.topics, w.count));
   }
 }
 

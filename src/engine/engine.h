@@ -32,6 +32,7 @@
 #include <limits>
 #include <list>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -237,8 +238,9 @@ class Engine {
   void AttachReserved(uint32_t h, int64_t until_mono);
   void AttachBuried(uint32_t h);
   // Reservation ended without success (release, TTR): buried if attempts are
-  // used up, else scheduled at `run_at`. Returns true if buried.
-  bool EndAttempt(uint32_t h, int64_t run_at, std::string_view error);
+  // used up, else due again at `retry_at` (nullopt: ready now, run_at kept).
+  // `error` becomes the last_error (empty clears it). Returns true if buried.
+  bool EndAttempt(uint32_t h, std::optional<int64_t> retry_at, std::string_view error);
   void Schedule(uint32_t h);  // delayed or ready by run_at vs now
   void UpdateTimer(uint32_t topic);
   void SetLastError(uint32_t h, std::string_view error);
