@@ -124,8 +124,10 @@ void Engine::Advance() {
   PromoteDue();
   if (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) ExpireReservations();
   if (!paused_topics_.empty()) EndPauses();
-  if (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_) ExpireWaiters();
+  // Serve before expiring waits: a job that fell due during a wait goes to
+  // the waiter even when this call comes late.
   ServePending();
+  if (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_) ExpireWaiters();
 }
 
 void Engine::Tick() { Advance(); }
@@ -291,7 +293,6 @@ uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t
   } else if (!spec.body.empty()) {
     std::memcpy(body_dst, spec.body.data(), spec.body.size());
   }
-  ids_.insert(h);
   return h;
 }
 
@@ -578,14 +579,11 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
 
   std::string_view id = spec.id;
   uint64_t generated = 0;
-  uint32_t topic = TopicIndex(spec.topic);
   uint32_t old = id.empty() ? 0 : FindJob(id);
-  if (old != 0) {
-    if (!spec.replace) return Exists(Quote(id) + " already exists (add with replace to update it)");
-    Detach(old);
-    DestroyRecord(old);
-    ++counters_.replaced;
-  } else if (id.empty()) {
+  if (old != 0 && !spec.replace) {
+    return Exists(Quote(id) + " already exists (add with replace to update it)");
+  }
+  if (id.empty()) {
     // Generated ids are the add's sequence number. A client may have taken
     // one as its own id; only then is the lookup worth its cache miss.
     char buf[16];
@@ -595,8 +593,16 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   } else if (LooksGenerated(id)) {
     client_took_generated_form_ = true;
   }
+  // The new record first: if memory runs out, a replaced job stays as it was.
+  uint32_t topic = TopicIndex(spec.topic);
   uint32_t h = CreateRecord(spec, id, generated, topic, run_at);
   if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
+  if (old != 0) {
+    Detach(old);
+    DestroyRecord(old);
+    ++counters_.replaced;
+  }
+  ids_.insert(h);
   ++counters_.added;
   Schedule(h);
   AddResult result;

@@ -225,8 +225,8 @@ class Engine {
   std::string Receipt(const JobRecord* r) const;
   Status CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const;
 
-  // Creates the record for `spec` (id text or generated number) and indexes
-  // it by id; does not schedule it.
+  // Creates the record for `spec` (id text or generated number); neither
+  // indexes it by id nor schedules it. Returns 0 when memory is exhausted.
   uint32_t CreateRecord(const JobSpec& spec, std::string_view id, uint64_t generated,
                         uint32_t topic, int64_t run_at);
   void DestroyRecord(uint32_t h);

@@ -13,7 +13,7 @@ Result<std::unique_ptr<JobArena>> JobArena::Create(size_t reserve_bytes) {
   size = (size + kPageBytes - 1) / kPageBytes * kPageBytes;
   // Where the kernel refuses a large reservation (strict overcommit), settle
   // for a smaller one rather than not starting.
-  for (; size >= kPageBytes * 16; size /= 2) {
+  for (;;) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
@@ -23,6 +23,8 @@ Result<std::unique_ptr<JobArena>> JobArena::Create(size_t reserve_bytes) {
       madvise(p, size, MADV_HUGEPAGE);
       return std::unique_ptr<JobArena>(new JobArena(static_cast<char*>(p), size));
     }
+    if (size <= kPageBytes * 16) break;
+    size = size / 2 / kPageBytes * kPageBytes;
   }
   return Unavailable("job arena: cannot reserve address space");
 }

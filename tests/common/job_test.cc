@@ -23,9 +23,7 @@ void ExpectInvalid(const Status& s, const std::string& field) {
       << "message does not name '" << field << "': " << s.message();
 }
 
-TEST(ValidateJobSpec, ValidSpecPasses) {
-  EXPECT_TRUE(ValidateJobSpec(ValidSpec(), Limits{}).ok());
-}
+TEST(ValidateJobSpec, ValidSpecPasses) { EXPECT_TRUE(ValidateJobSpec(ValidSpec(), Limits{}).ok()); }
 
 TEST(ValidateJobSpec, DefaultsMatchSpec) {
   JobSpec spec;
@@ -155,7 +153,8 @@ TEST(ValidateJobSpec, BinaryBodyPasses) {
 
 TEST(ValidateTopic, AllAllowedCharactersPass) {
   EXPECT_TRUE(ValidateTopic("a").ok());
-  EXPECT_TRUE(ValidateTopic("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-").ok());
+  EXPECT_TRUE(
+      ValidateTopic("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-").ok());
 }
 
 TEST(ValidateTopic, LengthLimitIs200Bytes) {
@@ -166,8 +165,7 @@ TEST(ValidateTopic, LengthLimitIs200Bytes) {
 TEST(ValidateTopic, EmptyIsInvalid) { ExpectInvalid(ValidateTopic(""), "topic"); }
 
 TEST(ValidateTopic, EveryByteOutsideTheAlphabetIsInvalid) {
-  const std::string allowed =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-";
+  const std::string allowed = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-";
   for (int c = 0; c < 256; ++c) {
     std::string topic = "ok";
     topic.push_back(static_cast<char>(c));
@@ -208,8 +206,8 @@ TEST(JobState, NamesAreStable) {
 }
 
 TEST(JobState, ParseStateRoundTrips) {
-  for (JobState s : {JobState::kDelayed, JobState::kReady, JobState::kReserved,
-                     JobState::kBuried}) {
+  for (JobState s :
+       {JobState::kDelayed, JobState::kReady, JobState::kReserved, JobState::kBuried}) {
     std::optional<JobState> parsed = ParseState(StateName(s));
     ASSERT_TRUE(parsed.has_value()) << StateName(s);
     EXPECT_EQ(*parsed, s);

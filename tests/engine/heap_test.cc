@@ -57,7 +57,9 @@ class HeapTest : public ::testing::Test {
     KeyLess less{&m_};
     for (size_t i = 0; i < v.size(); ++i) {
       ASSERT_EQ(m_.pos[v[i]], i) << "entry " << v[i] << " reported at " << m_.pos[v[i]];
-      if (i > 0) ASSERT_FALSE(less(v[i], v[(i - 1) / 4])) << "heap order broken at " << i;
+      if (i > 0) {
+        ASSERT_FALSE(less(v[i], v[(i - 1) / 4])) << "heap order broken at " << i;
+      }
     }
   }
 

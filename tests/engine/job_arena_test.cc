@@ -176,8 +176,6 @@ TEST(JobArena, FullPageOfLargestClassMovesToNextPage) {
 }
 
 TEST(JobArena, SmallReservationIsHonoured) {
-  GTEST_SKIP() << "BUG: JobArena::Create(reserve_bytes) fails with kUnavailable for any "
-                  "reserve_bytes under 16 pages (1 MiB), e.g. one 64 KiB page";
   auto arena = JobArena::Create(JobArena::kPageBytes);
   ASSERT_TRUE(arena.ok()) << arena.status().ToString();
   EXPECT_NE((*arena)->Allocate(8), 0u);
