@@ -60,11 +60,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -103,8 +103,9 @@ struct Rng {
   }
   // Uniform in [lo, hi).
   int64_t Uniform(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(
-                    (static_cast<unsigned __int128>(Next()) * static_cast<uint64_t>(hi - lo)) >> 64);
+    return lo +
+           static_cast<int64_t>(
+               (static_cast<unsigned __int128>(Next()) * static_cast<uint64_t>(hi - lo)) >> 64);
   }
 };
 
@@ -201,7 +202,8 @@ struct HandleSetPos {
 template <typename Heap>
 class HandleHeapIndex {
  public:
-  explicit HandleHeapIndex(JobArena* a, int64_t /*now*/) : a_(a), heap_(HandleLess{a}, HandleSetPos{a}) {}
+  explicit HandleHeapIndex(JobArena* a, int64_t /*now*/)
+      : a_(a), heap_(HandleLess{a}, HandleSetPos{a}) {}
   void Insert(uint32_t h) { heap_.Push(h); }
   void Remove(uint32_t h) { heap_.Remove(RecOf(a_, h)->pos); }
   template <typename F>
@@ -241,7 +243,8 @@ struct Inline16SetPos {
 
 class Heap4Inline16 {
  public:
-  explicit Heap4Inline16(JobArena* a, int64_t /*now*/) : a_(a), heap_(Inline16Less{}, Inline16SetPos{a}) {}
+  explicit Heap4Inline16(JobArena* a, int64_t /*now*/)
+      : a_(a), heap_(Inline16Less{}, Inline16SetPos{a}) {}
   void Insert(uint32_t h) { heap_.Push({RecOf(a_, h)->run_at_ms, h}); }
   void Remove(uint32_t h) { heap_.Remove(RecOf(a_, h)->pos); }
   template <typename F>
@@ -267,7 +270,8 @@ struct Key32Less {
   const JobArena* a;
   bool operator()(uint64_t x, uint64_t y) const {
     if (x < kSaturated || y < kSaturated) return x < y;
-    return RecOf(a, static_cast<uint32_t>(x))->run_at_ms < RecOf(a, static_cast<uint32_t>(y))->run_at_ms;
+    return RecOf(a, static_cast<uint32_t>(x))->run_at_ms <
+           RecOf(a, static_cast<uint32_t>(y))->run_at_ms;
   }
 };
 struct Key32SetPos {
@@ -328,7 +332,9 @@ struct CountingAlloc {
     std::allocator<T>().deallocate(p, n);
   }
   template <typename U>
-  bool operator==(const CountingAlloc<U>&) const { return true; }
+  bool operator==(const CountingAlloc<U>&) const {
+    return true;
+  }
 };
 
 class BtreeIndex {
@@ -675,7 +681,8 @@ void BM_Tail(benchmark::State& st, const std::string& name, size_t n) {
   }
   std::sort(ns.begin(), ns.end());
   auto q = [&](double p) {
-    return static_cast<double>(ns[std::min(steps - 1, static_cast<size_t>(p * static_cast<double>(steps)))]);
+    return static_cast<double>(
+        ns[std::min(steps - 1, static_cast<size_t>(p * static_cast<double>(steps)))]);
   };
   st.counters["p50_ns"] = q(0.5);
   st.counters["p99_ns"] = q(0.99);

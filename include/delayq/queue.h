@@ -87,9 +87,13 @@ class Queue {
   // Hands out up to req.count ready jobs of req.topics, best first (priority,
   // then run_at, then order of adding, across all the topics). When none is
   // ready and req.wait_ms > 0, waits for one without holding a thread.
-  // `done` runs exactly once, either inside this call or later on a thread of
-  // the queue's own; it must not block. Returns a ticket for CancelReserve, or
-  // 0 when `done` already ran inside this call.
+  // `done` runs exactly once: inside this call, or later on a thread of the
+  // queue's own, or inside another call to this queue that made jobs ready
+  // (an Add, Release, Kick, ... by any thread: the in-process queue hands
+  // jobs over without a thread hop). Never under the queue's internal locks,
+  // so it may call the queue; it must not block, nor take a lock that a
+  // caller of this queue may hold. Returns a ticket for CancelReserve, or 0
+  // when `done` already ran inside this call.
   // Errors (through `done`): kInvalidArgument for bad topics or count.
   virtual uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) = 0;
 
