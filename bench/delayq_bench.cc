@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   engine->add_option("--adds", engine_opts.adds, "adds timed for the add rates (0 = min(jobs, 1M))")
       ->capture_default_str();
   engine->add_option("--seed", engine_opts.seed, "random seed")->capture_default_str();
+  engine->add_option("--rounds", engine_opts.rounds, "rounds per figure (medians are reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
 
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);

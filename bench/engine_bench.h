@@ -15,13 +15,19 @@ struct EngineBenchOptions {
   uint64_t cycles = 2'000'000;
   uint64_t adds = 0;  // 0: min(jobs, 1M)
   uint64_t seed = 42;
+  int rounds = 5;  // each rate is the median of this many rounds
 };
 
 // Prints one JSON object:
-//   lifecycles_per_s        add -> reserve -> finish on one thread, few pending
+//   lifecycles_per_s        add -> reserve -> finish on one thread, few
+//                           pending (median of `rounds`)
 //   bytes_per_pending_job   RSS growth while adding `jobs` delayed jobs, / jobs
-//   add_per_s_empty         add rate into an empty engine
-//   add_per_s_pending       add rate with `jobs` already pending
+//   add_per_s_empty         adding `adds` jobs to an empty engine
+//   add_per_s_pending       adding `adds` jobs with `jobs` already pending
+//                           (both include memory growth, as a user sees it)
+//   steady_add_per_s_*      the same after each engine has added and deleted
+//                           `adds` jobs (no growth: the data structures
+//                           alone; medians of alternating rounds)
 // Returns the process exit code.
 int RunEngineBench(const EngineBenchOptions& opts);
 

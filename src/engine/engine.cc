@@ -571,30 +571,48 @@ void Engine::ServePending() {
 // --- operations ------------------------------------------------------------------
 
 Result<AddResult> Engine::Add(const JobSpec& spec) {
-  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
   Advance();
+  // An add at ten million jobs has two cache misses to pay: the id table
+  // slot, and the delay heap parent the new job is compared with. Both are
+  // started first, so that they overlap each other, validation, and the
+  // record's creation below.
+  std::string_view id = spec.id;
+  uint64_t generated = 0;
+  char buf[16];
+  if (id.empty()) {
+    generated = NextSeq();
+    ids_.prefetch(FormatGeneratedId(generated, buf));
+  } else {
+    ids_.prefetch(id);
+  }
+  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
   int64_t run_at = now_wall_;
   if (spec.delay_ms) run_at = now_wall_ + *spec.delay_ms;
   if (spec.run_at_ms) run_at = *spec.run_at_ms;
-
-  std::string_view id = spec.id;
-  uint64_t generated = 0;
-  uint32_t old = id.empty() ? 0 : FindJob(id);
-  if (old != 0 && !spec.replace) {
-    return Exists(Quote(id) + " already exists (add with replace to update it)");
+  if (run_at > now_wall_) {
+    auto it = topic_index_.find(spec.topic);
+    if (it != topic_index_.end()) {
+      const DelayHeap& delayed = topics_[it->second]->delayed;
+      if (!delayed.empty()) __builtin_prefetch(Rec(delayed.At((delayed.size() - 1) / 4)));
+    }
   }
-  if (id.empty()) {
+
+  uint32_t old = 0;
+  if (!id.empty()) {
+    old = FindJob(id);
+    if (old != 0 && !spec.replace) {
+      return Exists(Quote(id) + " already exists (add with replace to update it)");
+    }
+    if (LooksGenerated(id)) client_took_generated_form_ = true;
+  } else {
     // Generated ids are the add's sequence number. A client may have taken
     // one as its own id; only then is the lookup worth its cache miss.
-    char buf[16];
-    do {
+    while (client_took_generated_form_ && FindJob(FormatGeneratedId(generated, buf)) != 0) {
       generated = NextSeq();
-    } while (client_took_generated_form_ && FindJob(FormatGeneratedId(generated, buf)) != 0);
-  } else if (LooksGenerated(id)) {
-    client_took_generated_form_ = true;
+    }
   }
-  // The new record first: if memory runs out, a replaced job stays as it was.
   uint32_t topic = TopicIndex(spec.topic);
+  // The new record first: if memory runs out, a replaced job stays as it was.
   uint32_t h = CreateRecord(spec, id, generated, topic, run_at);
   if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
   if (old != 0) {
@@ -606,11 +624,16 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   ++counters_.added;
   Schedule(h);
   AddResult result;
-  char buf[16];
   result.id = std::string(IdOf(Rec(h), buf));
   result.state = StateOf(h);
   result.run_at_ms = run_at;
   ServePending();
+  if (id.empty()) {
+    // The next generated id is almost always this one's seq + 1 (a new
+    // millisecond changes it); start its table slot's miss now, so that it
+    // overlaps whatever the caller does before its next add.
+    ids_.prefetch(FormatGeneratedId(last_seq_ + 1, buf));
+  }
   return result;
 }
 

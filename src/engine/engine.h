@@ -46,6 +46,7 @@
 #include "delayq/queue.h"
 #include "delayq/status.h"
 #include "engine/heap.h"
+#include "engine/huge_page_allocator.h"
 #include "engine/job_arena.h"
 #include "engine/job_record.h"
 
@@ -265,7 +266,7 @@ class Engine {
   // cannot collide and need no lookup.
   bool client_took_generated_form_ = false;
 
-  absl::flat_hash_set<uint32_t, IdHash, IdEq> ids_;
+  absl::flat_hash_set<uint32_t, IdHash, IdEq, HugePageAllocator<uint32_t>> ids_;
   std::vector<std::unique_ptr<TopicState>> topics_;
   absl::flat_hash_map<std::string, uint32_t, NameHash, NameEq> topic_index_;
   IndexedHeap<uint32_t, TimerLess, TimerPos> timers_;

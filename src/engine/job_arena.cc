@@ -17,10 +17,6 @@ Result<std::unique_ptr<JobArena>> JobArena::Create(size_t reserve_bytes) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
-      // Transparent huge pages where the kernel allows them: records are
-      // reached at random through the indexes, and 2 MiB pages keep those
-      // walks from missing the TLB at ten million jobs. Advice only.
-      madvise(p, size, MADV_HUGEPAGE);
       return std::unique_ptr<JobArena>(new JobArena(static_cast<char*>(p), size));
     }
     if (size <= kPageBytes * 16) break;
