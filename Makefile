@@ -17,8 +17,13 @@ configure: bootstrap
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# Every test twice: on the release build, and on an ASan+UBSan build
+# (build-asan/, tests only; the benchmarks are not built there).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test
+	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS)
 
 # The server (`delayq serve`) arrives with issue 3; until then `make run`
 # builds and runs the embedded example.
