@@ -186,7 +186,7 @@ int RunEngineBench(const EngineBenchOptions& o) {
       "\"add_pending_ratio\":%.3f,\"steady_add_per_s_empty\":%.0f,"
       "\"steady_add_per_s_pending\":%.0f,\"steady_add_pending_ratio\":%.3f}\n",
       static_cast<unsigned long long>(o.jobs), o.body_bytes,
-      o.id_bytes == 0 ? "generated" : "client", o.id_bytes == 0 ? size_t{16} : o.id_bytes,
+      o.id_bytes == 0 ? "generated" : "client", o.id_bytes == 0 ? size_t{24} : o.id_bytes,
       static_cast<unsigned long long>(o.cycles), static_cast<unsigned long long>(adds), o.rounds,
       Median(lifecycles), per_job, add_empty, add_pending, add_pending / add_empty, se, sp,
       sp / se);

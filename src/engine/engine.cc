@@ -20,13 +20,11 @@ namespace {
 
 constexpr uint64_t kSeqCounterMask = (uint64_t{1} << JobRecord::kSeqCounterBits) - 1;
 
-// True for ids of the generated form: 16 lower-case hex digits.
+// True for ids of the generated form (24 lower-case hex digits).
 bool LooksGenerated(std::string_view id) {
-  if (id.size() != 16) return false;
-  for (char c : id) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
+  uint64_t seq = 0;
+  uint32_t handle = 0;
+  return ParseGeneratedId(id, &seq, &handle);
 }
 
 std::string Quote(std::string_view id) {
@@ -49,14 +47,15 @@ size_t Engine::IdHash::operator()(std::string_view id) const {
   return XXH3_64bits(id.data(), id.size());
 }
 
+// Only jobs with a client-chosen id are in the id table.
 size_t Engine::IdHash::operator()(uint32_t h) const {
-  char buf[16];
-  return (*this)(IdOf(e->Rec(h), buf));
+  const JobRecord* r = e->Rec(h);
+  return (*this)(std::string_view(r->data(), r->id_len));
 }
 
 bool Engine::IdEq::operator()(uint32_t h, std::string_view id) const {
-  char buf[16];
-  return IdOf(e->Rec(h), buf) == id;
+  const JobRecord* r = e->Rec(h);
+  return std::string_view(r->data(), r->id_len) == id;
 }
 
 void Engine::SetPos::operator()(uint32_t h, size_t pos) const {
@@ -109,10 +108,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<JobArena> arena)
 }
 
 Engine::~Engine() {
-  for (uint32_t h : ids_) {
-    JobRecord* r = Rec(h);
-    if (r->body_out_of_line()) delete[] r->body_ptr();
-  }
+  for (uint32_t h : big_bodies_) delete[] Rec(h)->body_ptr();
 }
 
 // --- time ------------------------------------------------------------------------
@@ -208,8 +204,37 @@ int64_t Engine::MsUntilNextDeadline() const {
 // --- lookups -------------------------------------------------------------------
 
 uint32_t Engine::FindJob(std::string_view id) const {
-  auto it = ids_.find(id);
-  return it == ids_.end() ? 0 : *it;
+  if (!ids_.empty()) {
+    auto it = ids_.find(id);
+    if (it != ids_.end()) return *it;
+  }
+  // A generated id names its handle. It comes from outside, so the handle is
+  // trusted only once it is a slot start holding a live generated job with
+  // that seq which its index really holds.
+  uint64_t seq = 0;
+  uint32_t h = 0;
+  if (!ParseGeneratedId(id, &seq, &h) || seq == 0 || !arena_->IsSlotStart(h)) return 0;
+  const JobRecord* r = Rec(h);
+  if (r->state == kStateFree || r->id_len != 0 || r->seq != seq) return 0;
+  return IsIndexed(h) ? h : 0;
+}
+
+bool Engine::IsIndexed(uint32_t h) const {
+  const JobRecord* r = Rec(h);
+  if (r->topic >= topics_.size()) return false;
+  const TopicState& ts = *topics_[r->topic];
+  switch (r->state) {
+    case static_cast<uint8_t>(JobState::kDelayed):
+      return r->pos < ts.delayed.size() && ts.delayed.At(r->pos) == h;
+    case static_cast<uint8_t>(JobState::kReady):
+      return r->pos < ts.ready.size() && ts.ready.At(r->pos) == h;
+    case static_cast<uint8_t>(JobState::kReserved):
+      return r->pos < reservations_.size() && reservations_.At(r->pos).handle == h;
+    case static_cast<uint8_t>(JobState::kBuried):
+      return ts.buried.count({r->seq, h}) != 0;
+    default:
+      return false;
+  }
 }
 
 uint32_t Engine::TopicIndex(std::string_view name) {
@@ -238,10 +263,9 @@ uint64_t Engine::NextSeq() {
 std::string Engine::Receipt(const JobRecord* r) const {
   // Unique per delivery of a job: the add (seq) and the attempt number. A
   // re-added (replaced) job has a new seq, so old receipts go stale.
-  char buf[16];
-  std::string out(FormatGeneratedId(r->seq, buf));
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(r->attempts >> shift) & 15];
+  std::string out(24, '0');
+  WriteHex(r->seq, 16, out.data());
+  WriteHex(r->attempts, 8, out.data() + 16);
   return out;
 }
 
@@ -259,9 +283,9 @@ Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_vie
 
 // --- records -----------------------------------------------------------------------
 
-uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t generated,
+uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t seq,
                               uint32_t topic, int64_t run_at) {
-  size_t id_bytes = id.empty() ? 8 : id.size();
+  size_t id_bytes = id.size();
   size_t inline_size = sizeof(JobRecord) + id_bytes + spec.body.size();
   bool out_of_line = inline_size > JobArena::kMaxRecordBytes;
   size_t size = out_of_line ? sizeof(JobRecord) + id_bytes + sizeof(char*) : inline_size;
@@ -269,7 +293,7 @@ uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t
   if (h == 0) return 0;
   JobRecord* r = Rec(h);
   r->run_at_ms = run_at;
-  r->seq = NextSeq();
+  r->seq = seq;
   r->ttr_ms = spec.ttr_ms;
   r->priority = spec.priority;
   r->max_attempts = spec.max_attempts;
@@ -280,16 +304,13 @@ uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t
   r->id_len = static_cast<uint16_t>(id.size());
   r->state = static_cast<uint8_t>(JobState::kDelayed);
   r->flags = out_of_line ? JobRecord::kFlagBodyOutOfLine : 0;
-  if (id.empty()) {
-    std::memcpy(r->data(), &generated, 8);
-  } else {
-    std::memcpy(r->data(), id.data(), id.size());
-  }
+  if (!id.empty()) std::memcpy(r->data(), id.data(), id.size());
   char* body_dst = r->data() + id_bytes;
   if (out_of_line) {
     char* block = new char[spec.body.size()];
     std::memcpy(block, spec.body.data(), spec.body.size());
     std::memcpy(body_dst, &block, sizeof block);
+    big_bodies_.insert(h);
   } else if (!spec.body.empty()) {
     std::memcpy(body_dst, spec.body.data(), spec.body.size());
   }
@@ -298,10 +319,16 @@ uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t
 
 void Engine::DestroyRecord(uint32_t h) {
   JobRecord* r = Rec(h);
-  ids_.erase(h);
+  if (r->id_len != 0) ids_.erase(h);
   ClearLastError(h);
-  if (r->body_out_of_line()) delete[] r->body_ptr();
-  arena_->Free(h, r->record_bytes());
+  if (r->body_out_of_line()) {
+    delete[] r->body_ptr();
+    big_bodies_.erase(h);
+  }
+  size_t bytes = r->record_bytes();
+  r->state = kStateFree;  // a generated id naming this slot no longer matches
+  --live_jobs_;
+  arena_->Free(h, bytes);
 }
 
 void Engine::SetLastError(uint32_t h, std::string_view error) {
@@ -436,8 +463,8 @@ Delivery Engine::Deliver(uint32_t h) {
   ++counters_.reserves;
   AttachReserved(h, now_mono_ + r->ttr_ms);
   Delivery d;
-  char buf[16];
-  d.id = std::string(IdOf(r, buf));
+  char buf[kGeneratedIdBytes];
+  d.id = std::string(IdOf(r, h, buf));
   d.topic = topics_[r->topic]->name;
   d.body = std::string(r->body());
   d.receipt = Receipt(r);
@@ -572,20 +599,12 @@ void Engine::ServePending() {
 
 Result<AddResult> Engine::Add(const JobSpec& spec) {
   Advance();
-  // An add at ten million jobs has two cache misses to pay: the id table
-  // slot, and the delay heap parent the new job is compared with. Both are
-  // started first, so that they overlap each other, validation, and the
-  // record's creation below.
   std::string_view id = spec.id;
-  uint64_t generated = 0;
-  char buf[16];
-  if (id.empty()) {
-    generated = NextSeq();
-    ids_.prefetch(FormatGeneratedId(generated, buf));
-  } else {
-    ids_.prefetch(id);
-  }
-  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
+  // At ten million jobs an add has up to two cache misses: a client id's
+  // table slot (a generated id needs no table; see FormatGeneratedId) and
+  // the delay heap parent the new job is compared with. Both are started
+  // now, so they overlap each other, validation and the record's creation.
+  if (!id.empty()) ids_.prefetch(id);
   int64_t run_at = now_wall_;
   if (spec.delay_ms) run_at = now_wall_ + *spec.delay_ms;
   if (spec.run_at_ms) run_at = *spec.run_at_ms;
@@ -596,6 +615,7 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
       if (!delayed.empty()) __builtin_prefetch(Rec(delayed.At((delayed.size() - 1) / 4)));
     }
   }
+  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
 
   uint32_t old = 0;
   if (!id.empty()) {
@@ -604,36 +624,32 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
       return Exists(Quote(id) + " already exists (add with replace to update it)");
     }
     if (LooksGenerated(id)) client_took_generated_form_ = true;
-  } else {
-    // Generated ids are the add's sequence number. A client may have taken
-    // one as its own id; only then is the lookup worth its cache miss.
-    while (client_took_generated_form_ && FindJob(FormatGeneratedId(generated, buf)) != 0) {
-      generated = NextSeq();
-    }
   }
-  uint32_t topic = TopicIndex(spec.topic);
   // The new record first: if memory runs out, a replaced job stays as it was.
-  uint32_t h = CreateRecord(spec, id, generated, topic, run_at);
+  uint32_t topic = TopicIndex(spec.topic);
+  uint32_t h = CreateRecord(spec, id, NextSeq(), topic, run_at);
   if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
+  char buf[kGeneratedIdBytes];
+  // A client may have taken a generated id's exact text as its own id; only
+  // then is a lookup worth its cache miss. A new seq makes a new text.
+  while (id.empty() && client_took_generated_form_ &&
+         ids_.find(FormatGeneratedId(Rec(h)->seq, h, buf)) != ids_.end()) {
+    Rec(h)->seq = NextSeq();
+  }
   if (old != 0) {
     Detach(old);
     DestroyRecord(old);
     ++counters_.replaced;
   }
-  ids_.insert(h);
+  if (!id.empty()) ids_.insert(h);
+  ++live_jobs_;
   ++counters_.added;
   Schedule(h);
   AddResult result;
-  result.id = std::string(IdOf(Rec(h), buf));
+  result.id = std::string(IdOf(Rec(h), h, buf));
   result.state = StateOf(h);
   result.run_at_ms = run_at;
   ServePending();
-  if (id.empty()) {
-    // The next generated id is almost always this one's seq + 1 (a new
-    // millisecond changes it); start its table slot's miss now, so that it
-    // overlaps whatever the caller does before its next add.
-    ids_.prefetch(FormatGeneratedId(last_seq_ + 1, buf));
-  }
   return result;
 }
 
@@ -734,8 +750,8 @@ Result<uint64_t> Engine::KickTopic(std::string_view topic, uint64_t n) {
 JobInfo Engine::Info(uint32_t h) const {
   const JobRecord* r = Rec(h);
   JobInfo info;
-  char buf[16];
-  info.id = std::string(IdOf(r, buf));
+  char buf[kGeneratedIdBytes];
+  info.id = std::string(IdOf(r, h, buf));
   info.topic = topics_[r->topic]->name;
   info.state = StateOf(h);
   info.body = std::string(r->body());
@@ -847,7 +863,7 @@ Result<TopicInfo> Engine::Topic(std::string_view topic) {
 QueueStats Engine::Stats() {
   Advance();
   QueueStats s = counters_;
-  s.jobs = ids_.size();
+  s.jobs = live_jobs_;
   s.delayed = s.ready = s.reserved = s.buried = s.topics = 0;
   for (const auto& t : topics_) {
     s.delayed += t->delayed.size();

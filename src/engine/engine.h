@@ -3,7 +3,8 @@
 //
 // Indexes (all hold 4-byte JobArena handles; a job sits in exactly one, and
 // JobRecord::pos is its position there):
-//   ids_          hash set of every live job, looked up by id text
+//   ids_          hash set of jobs with client-chosen ids, by id text (a
+//                 generated id is seq + handle, so it needs no entry)
 //   per topic     delayed: 4-ary heap by run_at
 //                 ready:   4-ary heap by (priority, run_at, order of adding)
 //                 buried:  ordered set by order of adding
@@ -115,7 +116,7 @@ class Engine {
   // -1 if nothing is scheduled.
   int64_t MsUntilNextDeadline() const;
 
-  size_t job_count() const { return ids_.size(); }
+  size_t job_count() const { return live_jobs_; }
   const Clock& clock() const { return *clock_; }
 
  private:
@@ -220,16 +221,17 @@ class Engine {
   void MarkServe(uint32_t topic);
 
   uint32_t FindJob(std::string_view id) const;  // 0 if absent
+  bool IsIndexed(uint32_t h) const;  // the index of its state holds it
   uint32_t TopicIndex(std::string_view name);   // creates on first use
   const TopicState* FindTopic(std::string_view name) const;
   uint64_t NextSeq();
   std::string Receipt(const JobRecord* r) const;
   Status CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const;
 
-  // Creates the record for `spec` (id text or generated number); neither
+  // Creates the record for `spec` (`id` empty for a generated one); neither
   // indexes it by id nor schedules it. Returns 0 when memory is exhausted.
-  uint32_t CreateRecord(const JobSpec& spec, std::string_view id, uint64_t generated,
-                        uint32_t topic, int64_t run_at);
+  uint32_t CreateRecord(const JobSpec& spec, std::string_view id, uint64_t seq, uint32_t topic,
+                        int64_t run_at);
   void DestroyRecord(uint32_t h);
   // Removes the job from the index of its state / puts it in the index of a
   // new state.
@@ -266,7 +268,10 @@ class Engine {
   // cannot collide and need no lookup.
   bool client_took_generated_form_ = false;
 
+  // Jobs with client-chosen ids, by id; a generated id names its handle.
   absl::flat_hash_set<uint32_t, IdHash, IdEq, HugePageAllocator<uint32_t>> ids_;
+  size_t live_jobs_ = 0;
+  absl::flat_hash_set<uint32_t> big_bodies_;  // records whose body is out of line
   std::vector<std::unique_ptr<TopicState>> topics_;
   absl::flat_hash_map<std::string, uint32_t, NameHash, NameEq> topic_index_;
   IndexedHeap<uint32_t, TimerLess, TimerPos> timers_;

@@ -43,10 +43,21 @@ uint32_t JobArena::Allocate(size_t bytes) {
     c.bump = static_cast<uint32_t>(first == 0 ? 1 : first);
     c.bump_end = static_cast<uint32_t>(first + kPageBytes / kUnit);
     ++next_page_;
+    page_units_.push_back(static_cast<uint16_t>(units));
   }
   uint32_t h = c.bump;
   c.bump += static_cast<uint32_t>(units);
   return h;
+}
+
+bool JobArena::IsSlotStart(uint32_t handle) const {
+  constexpr size_t kUnitsPerPage = kPageBytes / kUnit;
+  size_t page = handle / kUnitsPerPage;
+  if (handle == 0 || page >= next_page_) return false;
+  size_t first = page == 0 ? 1 : 0;  // page 0 skips the null handle
+  size_t offset = handle % kUnitsPerPage - first;
+  size_t units = page_units_[page];
+  return offset % units == 0 && offset + units <= kUnitsPerPage - first;
 }
 
 void JobArena::Free(uint32_t handle, size_t bytes) {

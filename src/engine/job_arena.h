@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "delayq/status.h"
 
@@ -49,6 +50,11 @@ class JobArena {
 
   char* Ptr(uint32_t handle) const { return base_ + size_t{handle} * kUnit; }
 
+  // True if `handle` is where a slot starts in a page handed out so far (the
+  // slot may be free). Lets a handle that came from outside — a generated id
+  // sent by a client — be checked before it is dereferenced.
+  bool IsSlotStart(uint32_t handle) const;
+
   // Bytes of pages handed to size classes so far.
   size_t used_page_bytes() const { return next_page_ * kPageBytes; }
 
@@ -66,6 +72,7 @@ class JobArena {
   char* base_;
   size_t reserved_;
   size_t next_page_ = 0;
+  std::vector<uint16_t> page_units_;  // slot size of each page handed out, in units
   SizeClass classes_[kClasses];
 };
 

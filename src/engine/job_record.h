@@ -2,9 +2,9 @@
 //
 // A 48-byte header followed by the id and the body in one allocation:
 //
-//   | header (48) | id (id_len bytes, or 8 for a generated id) | body or pointer |
+//   | header (48) | id (id_len bytes; none for a generated id) | body or pointer |
 //
-// A generated id is kept as its 8-byte number and printed as 16 hex digits.
+// A generated id takes no space: it is derived from seq and the handle.
 // A body that would make the record larger than JobArena::kMaxRecordBytes is
 // kept in its own heap block and the record holds the pointer instead.
 //
@@ -41,18 +41,13 @@ struct JobRecord {
   char* data() { return reinterpret_cast<char*>(this + 1); }
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }
 
-  size_t id_bytes() const { return id_len == 0 ? 8 : id_len; }
+  size_t id_bytes() const { return id_len; }
   bool body_out_of_line() const { return flags & kFlagBodyOutOfLine; }
   size_t record_bytes() const {
     return sizeof(JobRecord) + id_bytes() + (body_out_of_line() ? sizeof(char*) : body_len);
   }
   int64_t created_at_ms() const { return static_cast<int64_t>(seq >> kSeqCounterBits); }
 
-  uint64_t generated_id() const {
-    uint64_t v;
-    std::memcpy(&v, data(), sizeof v);
-    return v;
-  }
   const char* body_ptr() const {
     if (!body_out_of_line()) return data() + id_bytes();
     const char* p;
@@ -64,16 +59,53 @@ struct JobRecord {
 
 static_assert(sizeof(JobRecord) == 48, "JobRecord header must stay 48 bytes (SPEC §12 memory)");
 
-// Prints a generated id: 16 lower-case hex digits, so ids sort by time.
-inline std::string_view FormatGeneratedId(uint64_t v, char (&buf)[16]) {
+inline constexpr uint8_t kStateFree = 0xff;  // JobRecord::state of a freed slot
+inline constexpr size_t kGeneratedIdBytes = 24;
+
+// Writes `digits` lower-case hex digits of v.
+inline void WriteHex(uint64_t v, int digits, char* out) {
   static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kHex[v & 15];
-  return {buf, 16};
+  for (int i = digits - 1; i >= 0; --i, v >>= 4) out[i] = kHex[v & 15];
 }
 
-// The id of a record; `buf` holds the text of a generated id.
-inline std::string_view IdOf(const JobRecord* r, char (&buf)[16]) {
-  if (r->id_len == 0) return FormatGeneratedId(r->generated_id(), buf);
+// A generated id is not stored anywhere: it is 16 hex digits of the add's
+// seq (so ids sort by time) followed by 8 of the record's handle, so the id
+// itself says where the job is and needs no entry in the id table.
+inline std::string_view FormatGeneratedId(uint64_t seq, uint32_t handle,
+                                          char (&buf)[kGeneratedIdBytes]) {
+  WriteHex(seq, 16, buf);
+  WriteHex(handle, 8, buf + 16);
+  return {buf, kGeneratedIdBytes};
+}
+
+// Parses the generated form; false for anything else (the caller must still
+// check that a live job is there).
+inline bool ParseGeneratedId(std::string_view id, uint64_t* seq, uint32_t* handle) {
+  if (id.size() != kGeneratedIdBytes) return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < kGeneratedIdBytes; ++i) {
+    char c = id[i];
+    unsigned d;
+    if (c >= '0' && c <= '9') {
+      d = static_cast<unsigned>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      d = static_cast<unsigned>(c - 'a' + 10);
+    } else {
+      return false;
+    }
+    v = (v << 4) | d;
+    if (i == 15) {
+      *seq = v;
+      v = 0;
+    }
+  }
+  *handle = static_cast<uint32_t>(v);
+  return true;
+}
+
+// The id of the record at handle `h`; `buf` holds the text of a generated id.
+inline std::string_view IdOf(const JobRecord* r, uint32_t h, char (&buf)[kGeneratedIdBytes]) {
+  if (r->id_len == 0) return FormatGeneratedId(r->seq, h, buf);
   return {r->data(), r->id_len};
 }
 

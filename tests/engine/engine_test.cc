@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <set>
@@ -462,13 +463,13 @@ TEST_F(EngineTest, ReplaceOfUnknownIdAddsIt) {
   EXPECT_EQ(engine_->job_count(), 1u);
 }
 
-TEST_F(EngineTest, GeneratedIdsAreUniqueTimeOrderedSixteenHexDigits) {
+TEST_F(EngineTest, GeneratedIdsAreUniqueTimeOrderedTwentyFourHexDigits) {
   std::vector<std::string> ids;
   for (int i = 0; i < 500; ++i) {
     if (i % 50 == 0) clock_->Advance(1);
     if (i == 250) clock_->StepWall(-10'000);  // ids stay ordered even then
     AddResult r = MustAdd(Spec("t", ""));
-    ASSERT_EQ(r.id.size(), 16u) << r.id;
+    ASSERT_EQ(r.id.size(), 24u) << r.id;
     for (char c : r.id) {
       EXPECT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << r.id;
     }
@@ -490,16 +491,22 @@ TEST_F(EngineTest, GeneratedIdsOfLaterAddsSortAfterEarlierOnes) {
 }
 
 TEST_F(EngineTest, GeneratedIdNeverCollidesWithLiveClientId) {
-  // Generated ids come from the same sequence as the order of adding, two
-  // numbers per add. A client takes ids of the generated form a little ahead
-  // of the sequence; the generator must step over every one of them.
-  std::string g = MustAdd(Spec("gen", "")).id;
-  uint64_t v = std::stoull(g, nullptr, 16);
+  // A generated id is the add's seq and the record's handle. A client takes
+  // the exact texts the next generated adds would get (the clock stands
+  // still, so seqs go up by one per add and handles by one slot); the
+  // generator must step over every one of them.
+  std::string g1 = MustAdd(Spec("gen", "")).id;
+  std::string g2 = MustAdd(Spec("gen", "")).id;
+  uint64_t seq2 = std::stoull(g2.substr(0, 16), nullptr, 16);
+  uint32_t h1 = static_cast<uint32_t>(std::stoul(g1.substr(16), nullptr, 16));
+  uint32_t h2 = static_cast<uint32_t>(std::stoul(g2.substr(16), nullptr, 16));
+  uint32_t next_handle = h2 + (h2 - h1);
   std::set<std::string> client_ids;
-  for (uint64_t k = 100; k < 120; ++k) {
-    char buf[16];
-    std::string id(FormatGeneratedId(v + k, buf));
-    MustAdd(Spec("client", id));
+  constexpr uint64_t kClients = 20;
+  for (uint64_t k = kClients + 1; k <= 2 * kClients; ++k) {
+    char buf[kGeneratedIdBytes];
+    std::string id(FormatGeneratedId(seq2 + k, next_handle, buf));
+    MustAdd(Spec("client", id));  // takes seq2 + 1 .. seq2 + kClients
     client_ids.insert(id);
   }
   for (int i = 0; i < 100; ++i) {
@@ -508,8 +515,45 @@ TEST_F(EngineTest, GeneratedIdNeverCollidesWithLiveClientId) {
     EXPECT_EQ(client_ids.count(r->id), 0u) << "generated id " << r->id << " is a client's";
     EXPECT_EQ(MustGet(r->id).topic, "gen");
   }
-  EXPECT_EQ(engine_->job_count(), 121u);
+  EXPECT_EQ(engine_->job_count(), 122u);
   for (const std::string& id : client_ids) EXPECT_EQ(MustGet(id).topic, "client");
+}
+
+TEST_F(EngineTest, ForgedGeneratedIdsFindNothingAndChangeNothing) {
+  // A generated id names a handle; one sent by a client is checked before it
+  // is trusted: wrong seq, a freed slot, a handle inside a record (pointing
+  // at a body crafted to look like a header), past the arena, or seq 0.
+  std::string live = MustAdd(Spec("t", "")).id;
+  std::string gone = MustAdd(Spec("t", "")).id;
+  ASSERT_TRUE(engine_->Delete(gone).ok());
+  uint64_t seq = std::stoull(live.substr(0, 16), nullptr, 16);
+  uint32_t h = static_cast<uint32_t>(std::stoul(live.substr(16), nullptr, 16));
+  // A body that holds a fake header whose seq and state look live.
+  std::string fake(64, '\0');
+  JobRecord header{};
+  header.seq = seq + 1000;
+  header.state = static_cast<uint8_t>(JobState::kDelayed);
+  std::memcpy(fake.data(), &header, sizeof header);
+  std::string crafted = MustAdd(Spec("t", "", fake)).id;
+  uint32_t hc = static_cast<uint32_t>(std::stoul(crafted.substr(16), nullptr, 16));
+  char buf[kGeneratedIdBytes];
+  std::vector<std::string> forged = {
+      std::string(FormatGeneratedId(seq + 1, h, buf)),             // wrong seq
+      gone,                                                          // freed slot
+      std::string(FormatGeneratedId(seq + 1000, hc + 6, buf)),     // inside a body
+      std::string(FormatGeneratedId(seq, 0xfffffff0u, buf)),        // past the arena
+      std::string(FormatGeneratedId(0, h + 1, buf)),                // seq 0, not a slot
+      std::string(FormatGeneratedId(0, 0, buf)),                    // null handle
+  };
+  for (const std::string& id : forged) {
+    EXPECT_EQ(engine_->Get(id).status().code(), Code::kNotFound) << id;
+    EXPECT_EQ(engine_->Delete(id).code(), Code::kNotFound) << id;
+    EXPECT_EQ(engine_->Finish(id, "").code(), Code::kNotFound) << id;
+    EXPECT_EQ(engine_->Kick(id).code(), Code::kNotFound) << id;
+  }
+  EXPECT_EQ(engine_->job_count(), 2u);
+  EXPECT_EQ(MustGet(live).id, live);
+  EXPECT_EQ(MustGet(crafted).body, fake);
 }
 
 // --- reserve -------------------------------------------------------------------
