@@ -37,7 +37,8 @@ std::optional<JobState> ParseState(std::string_view name);
 // What a producer adds.
 struct JobSpec {
   std::string topic;  // 1–200 bytes of [A-Za-z0-9._:-]. Required.
-  std::string id;     // 1–256 bytes, no control characters. Empty: generated.
+  std::string id;     // 1–256 bytes, no control characters. Empty: generated
+                      // (24 hex digits, time-ordered, unique among live jobs).
   // When the job becomes due. At most one of delay_ms / run_at_ms may be set;
   // neither means due now. A run_at_ms in the past means due now.
   std::optional<int64_t> delay_ms;       // >= 0

@@ -221,7 +221,7 @@ class Engine {
   void MarkServe(uint32_t topic);
 
   uint32_t FindJob(std::string_view id) const;  // 0 if absent
-  bool IsIndexed(uint32_t h) const;  // the index of its state holds it
+  bool IsIndexed(uint32_t h) const;             // the index of its state holds it
   uint32_t TopicIndex(std::string_view name);   // creates on first use
   const TopicState* FindTopic(std::string_view name) const;
   uint64_t NextSeq();

@@ -23,18 +23,18 @@ namespace delayq::engine {
 struct JobRecord {
   // The fields heap operations touch come first, so that they share a cache
   // line more often (records are 8-byte aligned, not 64-byte).
-  int64_t run_at_ms;      // wall-clock due time; kept while reserved or buried
-  uint64_t seq;           // order of adding: (created_at_ms << 20) | counter
-  uint32_t pos;           // position in the heap that holds the job (delayed, ready, reserved)
-  uint32_t priority;      // lower first
+  int64_t run_at_ms;  // wall-clock due time; kept while reserved or buried
+  uint64_t seq;       // order of adding: (created_at_ms << 20) | counter
+  uint32_t pos;       // position in the heap that holds the job (delayed, ready, reserved)
+  uint32_t priority;  // lower first
   uint32_t ttr_ms;
   uint32_t max_attempts;  // 0 = unlimited
   uint32_t attempts;      // deliveries so far
   uint32_t topic;         // index into Engine::topics_
   uint32_t body_len;
-  uint16_t id_len;        // 0: generated id (derived, not stored; see FormatGeneratedId)
-  uint8_t state;          // JobState, or kStateFree
-  uint8_t flags;          // kFlag*
+  uint16_t id_len;  // 0: generated id (derived, not stored; see FormatGeneratedId)
+  uint8_t state;    // JobState, or kStateFree
+  uint8_t flags;    // kFlag*
 
   static constexpr uint8_t kFlagBodyOutOfLine = 1;
   static constexpr uint8_t kFlagHasLastError = 2;

@@ -538,12 +538,12 @@ TEST_F(EngineTest, ForgedGeneratedIdsFindNothingAndChangeNothing) {
   uint32_t hc = static_cast<uint32_t>(std::stoul(crafted.substr(16), nullptr, 16));
   char buf[kGeneratedIdBytes];
   std::vector<std::string> forged = {
-      std::string(FormatGeneratedId(seq + 1, h, buf)),             // wrong seq
-      gone,                                                          // freed slot
-      std::string(FormatGeneratedId(seq + 1000, hc + 6, buf)),     // inside a body
-      std::string(FormatGeneratedId(seq, 0xfffffff0u, buf)),        // past the arena
-      std::string(FormatGeneratedId(0, h + 1, buf)),                // seq 0, not a slot
-      std::string(FormatGeneratedId(0, 0, buf)),                    // null handle
+      std::string(FormatGeneratedId(seq + 1, h, buf)),          // wrong seq
+      gone,                                                     // freed slot
+      std::string(FormatGeneratedId(seq + 1000, hc + 6, buf)),  // inside a body
+      std::string(FormatGeneratedId(seq, 0xfffffff0u, buf)),    // past the arena
+      std::string(FormatGeneratedId(0, h + 1, buf)),            // seq 0, not a slot
+      std::string(FormatGeneratedId(0, 0, buf)),                // null handle
   };
   for (const std::string& id : forged) {
     EXPECT_EQ(engine_->Get(id).status().code(), Code::kNotFound) << id;
