@@ -113,75 +113,6 @@ inline JobRecord* RecOf(const JobArena* a, uint32_t h) {
   return reinterpret_cast<JobRecord*>(a->Ptr(h));
 }
 
-// A copy of engine/heap.h's IndexedHeap with the arity as a parameter.
-template <typename Entry, typename Less, typename OnMove, size_t kArity>
-class ArityHeap {
- public:
-  ArityHeap(Less less, OnMove on_move) : less_(less), on_move_(on_move) {}
-  size_t size() const { return v_.size(); }
-  bool empty() const { return v_.empty(); }
-  const Entry& Top() const { return v_.front(); }
-  void Push(Entry e) {
-    v_.push_back(e);
-    SiftUp(v_.size() - 1);
-  }
-  Entry Remove(size_t pos) {
-    Entry out = v_[pos];
-    Entry last = v_.back();
-    v_.pop_back();
-    if (pos < v_.size()) {
-      v_[pos] = last;
-      Fix(pos);
-    }
-    return out;
-  }
-  Entry Pop() { return Remove(0); }
-  void Fix(size_t pos) {
-    if (pos > 0 && less_(v_[pos], v_[Parent(pos)])) {
-      SiftUp(pos);
-    } else {
-      SiftDown(pos);
-    }
-  }
-  const std::vector<Entry>& entries() const { return v_; }
-
- private:
-  static size_t Parent(size_t i) { return (i - 1) / kArity; }
-  void SiftUp(size_t pos) {
-    Entry e = v_[pos];
-    while (pos > 0) {
-      size_t parent = Parent(pos);
-      if (!less_(e, v_[parent])) break;
-      v_[pos] = v_[parent];
-      on_move_(v_[pos], pos);
-      pos = parent;
-    }
-    v_[pos] = e;
-    on_move_(v_[pos], pos);
-  }
-  void SiftDown(size_t pos) {
-    const size_t n = v_.size();
-    Entry e = v_[pos];
-    for (;;) {
-      size_t first = pos * kArity + 1;
-      if (first >= n) break;
-      size_t best = first;
-      size_t end = first + kArity < n ? first + kArity : n;
-      for (size_t c = first + 1; c < end; ++c) {
-        if (less_(v_[c], v_[best])) best = c;
-      }
-      if (!less_(v_[best], e)) break;
-      v_[pos] = v_[best];
-      on_move_(v_[pos], pos);
-      pos = best;
-    }
-    v_[pos] = e;
-    on_move_(v_[pos], pos);
-  }
-  Less less_;
-  OnMove on_move_;
-  std::vector<Entry> v_;
-};
 
 // ---- 1, 2: heaps of handles, comparator dereferences the record ----------
 
@@ -219,7 +150,7 @@ class HandleHeapIndex {
 };
 
 using Heap4Handle = HandleHeapIndex<IndexedHeap<uint32_t, HandleLess, HandleSetPos>>;
-using Heap2Handle = HandleHeapIndex<ArityHeap<uint32_t, HandleLess, HandleSetPos, 2>>;
+using Heap2Handle = HandleHeapIndex<IndexedHeap<uint32_t, HandleLess, HandleSetPos, 2>>;
 
 // ---- 3: 4-ary heap with inline 64-bit keys (16-byte entries) -------------
 
@@ -256,7 +187,7 @@ class Heap4Inline16 {
 
  private:
   JobArena* a_;
-  ArityHeap<Inline16, Inline16Less, Inline16SetPos, 4> heap_;
+  IndexedHeap<Inline16, Inline16Less, Inline16SetPos, 4> heap_;
 };
 
 // ---- 3b: 4-ary heap with inline 32-bit keys relative to an epoch ---------
@@ -310,7 +241,7 @@ class Heap4Key32 {
   }
   JobArena* a_;
   int64_t epoch_;
-  ArityHeap<uint64_t, Key32Less, Key32SetPos, 4> heap_;
+  IndexedHeap<uint64_t, Key32Less, Key32SetPos, 4> heap_;
 };
 
 // ---- 4: absl::btree_set ----------------------------------------------------

@@ -18,7 +18,9 @@
 
 namespace delayq::engine {
 
-template <typename Entry, typename Less, typename OnMove>
+// kArity: children per node; 4 measured best (docs/engine.md), other values
+// exist for that comparison.
+template <typename Entry, typename Less, typename OnMove, size_t kArity = 4>
 class IndexedHeap {
  public:
   IndexedHeap(Less less, OnMove on_move) : less_(std::move(less)), on_move_(std::move(on_move)) {}
@@ -63,7 +65,6 @@ class IndexedHeap {
   const std::vector<Entry>& entries() const { return v_; }
 
  private:
-  static constexpr size_t kArity = 4;
   static size_t Parent(size_t i) { return (i - 1) / kArity; }
 
   void SiftUp(size_t pos) {
