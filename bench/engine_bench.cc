@@ -183,13 +183,13 @@ int RunEngineBench(const EngineBenchOptions& o) {
       "{\"bench\":\"engine\",\"jobs\":%llu,\"body_bytes\":%zu,\"id\":\"%s\",\"id_bytes\":%zu,"
       "\"cycles\":%llu,\"adds\":%llu,\"rounds\":%d,\"lifecycles_per_s\":%.0f,"
       "\"bytes_per_pending_job\":%.1f,\"add_per_s_empty\":%.0f,\"add_per_s_pending\":%.0f,"
-      "\"add_pending_ratio\":%.3f,\"steady_add_per_s_empty\":%.0f,"
-      "\"steady_add_per_s_pending\":%.0f,\"steady_add_pending_ratio\":%.3f}\n",
+      "\"add_pending_ratio\":%.3f,\"growth_add_per_s_empty\":%.0f,"
+      "\"growth_add_per_s_pending\":%.0f,\"growth_add_pending_ratio\":%.3f}\n",
       static_cast<unsigned long long>(o.jobs), o.body_bytes,
       o.id_bytes == 0 ? "generated" : "client", o.id_bytes == 0 ? size_t{24} : o.id_bytes,
       static_cast<unsigned long long>(o.cycles), static_cast<unsigned long long>(adds), o.rounds,
-      Median(lifecycles), per_job, add_empty, add_pending, add_pending / add_empty, se, sp,
-      sp / se);
+      Median(lifecycles), per_job, se, sp, sp / se, add_empty, add_pending,
+      add_pending / add_empty);
   return 0;
 }
 

@@ -22,12 +22,15 @@ struct EngineBenchOptions {
 //   lifecycles_per_s        add -> reserve -> finish on one thread, few
 //                           pending (median of `rounds`)
 //   bytes_per_pending_job   RSS growth while adding `jobs` delayed jobs, / jobs
-//   add_per_s_empty         adding `adds` jobs to an empty engine
+//   add_per_s_empty         adding `adds` jobs to an engine with none pending
 //   add_per_s_pending       adding `adds` jobs with `jobs` already pending
-//                           (both include memory growth, as a user sees it)
-//   steady_add_per_s_*      the same after each engine has added and deleted
-//                           `adds` jobs (no growth: the data structures
+//                           (both after the engine has added and deleted
+//                           `adds` jobs, so memory and table capacity are
+//                           reused as in a running queue: the data structures
 //                           alone; medians of alternating rounds)
+//   growth_add_per_s_*      the same into a brand-new engine and on top of
+//                           the `jobs` just added: includes the kernel's page
+//                           faults for new memory and the id table's growth
 // Returns the process exit code.
 int RunEngineBench(const EngineBenchOptions& opts);
 

@@ -15,14 +15,23 @@
 // disagreement, and that sequence is printed too. The tests at the end replay
 // such sequences, one per disagreement found, named after what broke.
 //
-// Long-poll waiters are in, in a simple form: a reserve with wait_ms > 0 waits
-// on one topic, and when jobs of a topic become ready its oldest waiter gets
-// the best of them, then the next oldest, and so on. Single-topic waiters
-// keep "who gets what" independent of the order the engine visits topics in,
-// which the contract leaves open. While anyone waits, a clock move steps
-// through every deadline on the way and calls Tick() there, as a punctual
-// owner (LocalQueue) does; without waiters the clock jumps and the engine
-// catches up on its next call.
+// Long-poll waiters: a reserve with wait_ms > 0 waits on one to three topics
+// for up to `count` jobs. When jobs become ready, waiters are served oldest
+// first across all topics, each taking up to its count of the best ready jobs
+// of its topics; the checks cover which waiter gets which ids, in which order
+// waiters are served, and the ids' order within each answer. Within one
+// engine call waiters are served before waits that ran out are ended.
+//
+// Two owners drive the clock. The punctual one (LocalQueue's way): while
+// anyone waits, a clock move steps through every deadline on the way and
+// calls Tick() there. The late one (the second random test): a clock move
+// may jump past several deadlines and call Tick() once at the end. The
+// contract for that: a job that fell due during a wait still goes to the
+// waiter, and a wait whose deadline passed answers empty only if nothing is
+// there for it at the late tick; so the model, at the new time, serves
+// everything servable (oldest waiter first) and only then ends waits that
+// ran out. Without waiters the clock always jumps and the engine catches up
+// on its next call.
 //
 // Where the contract is silent the model follows the engine; each such choice
 // is marked "Silent:" below. Where the contract speaks, the model follows the
@@ -175,6 +184,7 @@ struct Op {
   ReceiptChoice receipt = ReceiptChoice::kNone;
   uint32_t pick = 0;                  // which stale receipt; which waiter to cancel
   JobState state = JobState::kReady;  // peek
+  bool late = false;                  // advance: one Tick() at the end, past deadlines
 };
 
 std::string Wall(int64_t ms) { return "w+" + std::to_string(ms - kBaseWallMs); }
@@ -220,6 +230,7 @@ std::string Describe(const Op& op) {
   if (k == OpKind::kReserve) args.push_back("wait_ms=" + ms);
   if (k == OpKind::kRelease) args.push_back("delay_ms=" + ms);
   if (k == OpKind::kPause || k >= OpKind::kAdvance) args.push_back(ms + " ms");
+  if (k == OpKind::kAdvance && op.late) args.push_back("one late tick");
   if (k == OpKind::kAdd) {
     args.push_back("priority=" + std::to_string(op.priority) + " ttr_ms=" +
                    std::to_string(op.ttr_ms) + " max_attempts=" + std::to_string(op.max_attempts));
@@ -357,8 +368,9 @@ std::vector<Answer> Model::SetTime(int64_t wall, int64_t mono) {
       EndAttempt(job, job.run_at_ms, Cause::kTtr, "");
     }
   }
-  // Silent: a wait that runs out at the very moment a job becomes ready
-  // gets the job (the engine serves waiters before it ends waits).
+  // Serve first, then end waits that ran out (see the top): a job that fell
+  // due during a wait goes to the waiter even when this comes late, and a
+  // wait that runs out at the very moment a job becomes ready gets the job.
   std::vector<Answer> out = Serve();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (it->deadline <= mono_) {
@@ -1060,14 +1072,17 @@ void Harness::ApplyCancel(const Op& op) {
   }
 }
 
-// While reserves wait, the clock stops at every deadline on the way and the
-// engine is ticked there, so each waiter is served at the right moment.
+// While reserves wait, a punctual owner stops the clock at every deadline on
+// the way and ticks the engine there; a late one (op.late) jumps and ticks
+// once at the end.
 void Harness::ApplyClock(const Op& op) {
   if (op.kind == OpKind::kStepWall) clock_->StepWall(op.ms);
   int64_t left = op.kind == OpKind::kAdvance ? op.ms : 0;
   do {
     int64_t step = left;
-    if (!model_.waiters().empty()) step = std::clamp<int64_t>(model_.MsToNextEvent(), 0, left);
+    if (!op.late && !model_.waiters().empty()) {
+      step = std::clamp<int64_t>(model_.MsToNextEvent(), 0, left);
+    }
     clock_->Advance(step);
     left -= step;
     engine_->Tick();
@@ -1076,11 +1091,21 @@ void Harness::ApplyClock(const Op& op) {
 }
 
 // The model's answers to waiting reserves against the callbacks the engine ran.
+// Waiters that get jobs must be answered in the model's order (oldest first);
+// the order among waits that ran out is left open.
 bool Harness::CheckAnswers(const std::vector<Answer>& expected) {
   std::map<uint64_t, const Answer*> want;
-  for (const Answer& a : expected) want[a.ticket] = &a;
+  std::vector<uint64_t> want_served, got_served;
+  for (const Answer& a : expected) {
+    want[a.ticket] = &a;
+    if (!a.deliveries.empty()) want_served.push_back(a.ticket);
+  }
   std::vector<std::shared_ptr<Slot>> fired;
   fired.swap(fired_);
+  for (const std::shared_ptr<Slot>& slot : fired) {
+    const Result<Deliveries>& r = *slot->result;
+    if (r.ok() && !r->empty()) got_served.push_back(slot->ticket);
+  }
   for (const std::shared_ptr<Slot>& slot : fired) {
     std::string waiter = "waiter " + std::to_string(slot->ticket);
     if (slot->calls > 1) return Fail("waiter.twice", waiter + ": done ran twice");
@@ -1100,6 +1125,15 @@ bool Harness::CheckAnswers(const std::vector<Answer>& expected) {
     return Fail("waiter.missing", "waiter " + std::to_string(a.ticket) +
                                       ": engine did not answer; model answers " +
                                       Format(a.deliveries));
+  }
+  if (got_served != want_served) {
+    auto list = [](const std::vector<uint64_t>& v) {
+      std::string s;
+      for (uint64_t t : v) s += (s.empty() ? "" : ",") + std::to_string(t);
+      return "[" + s + "]";
+    };
+    return Fail("waiter.order", "waiters served: engine " + list(got_served) + ", model " +
+                                    list(want_served));
   }
   return true;
 }
@@ -1212,13 +1246,19 @@ bool Harness::CheckJobs() {
 
 class Generator {
  public:
-  explicit Generator(uint64_t seed) : rng_(seed) {}
+  // late_ticks: clock moves may jump past deadlines with one late Tick().
+  Generator(uint64_t seed, bool late_ticks) : rng_(seed), late_ticks_(late_ticks) {}
   Op Next(const Harness& h);
 
  private:
   Op MakeAdd(const Harness& h);
   Op MakeReserve(const Harness& h);
-  std::string QuietTopic(const Harness& h);
+  std::vector<std::string> QuietTopics(const Harness& h);
+  void Shuffle(std::vector<std::string>& v) {
+    for (size_t i = v.size(); i > 1; --i) {
+      std::swap(v[i - 1], v[rng_.Uniform(0, static_cast<int64_t>(i) - 1)]);
+    }
+  }
   Op MakeJobOp(const Harness& h, OpKind kind);
   Op MakeTopicOp(OpKind kind);
   std::string PickId(const Harness& h, std::optional<JobState> want);
@@ -1226,6 +1266,7 @@ class Generator {
   std::string Text(const char* prefix) { return prefix + std::to_string(rng_.Uniform(0, 999)); }
 
   Rng rng_;
+  bool late_ticks_;
   int generated_ = 0;  // generated-id adds so far
 };
 
@@ -1244,6 +1285,10 @@ Op Generator::Next(const Harness& h) {
   if (op.kind == OpKind::kReserve) return MakeReserve(h);
   if (op.kind == OpKind::kCancel) op.pick = static_cast<uint32_t>(rng_.Uniform(0, 3));
   if (op.kind == OpKind::kAdvance) op.ms = rng_.Uniform(0, 30);
+  if (op.kind == OpKind::kAdvance && late_ticks_ && rng_.Chance(60)) {
+    op.late = true;
+    if (rng_.Chance(50)) op.ms = rng_.Uniform(20, 120);  // past several deadlines
+  }
   if (op.kind == OpKind::kStepWall) op.ms = rng_.Uniform(1, 20) * (rng_.Chance(50) ? 1 : -1);
   if (op.kind >= OpKind::kCancel) return op;
   if (op.kind >= OpKind::kKickTopic) return MakeTopicOp(op.kind);
@@ -1292,34 +1337,35 @@ Op Generator::MakeReserve(const Harness& h) {
   Op op;
   op.kind = OpKind::kReserve;
   std::vector<std::string> topics = JobTopics();
-  for (size_t i = topics.size() - 1; i > 0; --i) {
-    std::swap(topics[i], topics[rng_.Uniform(0, static_cast<int64_t>(i))]);
-  }
+  Shuffle(topics);
   topics.resize(rng_.Uniform(1, 3));
+  if (rng_.Chance(30)) {
+    op.ms = rng_.Uniform(1, 60);  // a waiting reserve, on 1-3 topics
+    // Mostly topics with nothing to hand out now, so that it has to wait.
+    std::vector<std::string> quiet = QuietTopics(h);
+    if (!quiet.empty() && rng_.Chance(70)) {
+      Shuffle(quiet);
+      quiet.resize(std::min<size_t>(quiet.size(), topics.size()));
+      topics = quiet;
+    }
+  }
   if (rng_.Chance(5)) topics.push_back(topics[0]);
   if (rng_.Chance(3)) topics.push_back(kIdleTopic);
   op.count = static_cast<uint32_t>(rng_.Uniform(1, 3));
-  if (rng_.Chance(30)) {
-    op.ms = rng_.Uniform(1, 60);  // a waiting reserve: one topic (see the top)
-    topics.resize(1);
-    if (rng_.Chance(70)) topics[0] = QuietTopic(h);
-  }
   if (rng_.Chance(1)) op.count = 0;  // invalid
   if (rng_.Chance(1)) topics = {kBadTopic};
   op.topics = topics;
   return op;
 }
 
-// A topic with nothing to hand out now (empty or paused), if there is one, so
-// that a waiting reserve has to wait.
-std::string Generator::QuietTopic(const Harness& h) {
+// The topics with nothing to hand out now (empty or paused).
+std::vector<std::string> Generator::QuietTopics(const Harness& h) {
   std::vector<std::string> quiet;
   for (const std::string& topic : JobTopics()) {
     TopicInfo t = h.model().Topic(topic);
     if (t.ready == 0 || t.paused) quiet.push_back(topic);
   }
-  if (quiet.empty()) return PickTopic();
-  return quiet[rng_.Uniform(0, static_cast<int64_t>(quiet.size()) - 1)];
+  return quiet;
 }
 
 Op Generator::MakeJobOp(const Harness& h, OpKind kind) {
@@ -1382,10 +1428,10 @@ struct RunResult {
   std::optional<Divergence> divergence;
 };
 
-RunResult RunSeed(uint64_t seed, int steps) {
+RunResult RunSeed(uint64_t seed, int steps, bool late_ticks) {
   RunResult out;
   Harness harness;
-  Generator generator(seed);
+  Generator generator(seed, late_ticks);
   for (int i = 0; i < steps; ++i) {
     out.ops.push_back(generator.Next(harness));
     if (!harness.Step(out.ops.back())) {
@@ -1434,10 +1480,11 @@ std::vector<Op> Shrink(std::vector<Op> ops, const std::string& kind) {
   return ops;
 }
 
-std::string Report(uint64_t seed, const Divergence& d, const std::vector<Op>& small) {
+std::string Report(uint64_t seed, const Divergence& d, const std::vector<Op>& small,
+                   const std::string& replay) {
   std::string s = "engine and model disagree (" + d.kind + ")\n  seed " + std::to_string(seed) +
                   ", step " + std::to_string(d.step) + ": " + d.op + "\n  " + d.detail +
-                  "\n  replay: DELAYQ_MODEL_SEED=" + std::to_string(seed) + "\n";
+                  "\n  replay: " + replay + "\n";
   std::optional<Divergence> again = Replay(small);
   s += "shortest sequence found (" + std::to_string(small.size()) + " steps):\n";
   for (size_t i = 0; i < small.size(); ++i) {
@@ -1452,20 +1499,33 @@ uint64_t SeedOfRun(const Config& config, uint64_t base, int run) {
   return Rng(base + static_cast<uint64_t>(run)).Next() % 1'000'000'000'000ULL;
 }
 
-TEST(EngineModel, RandomOperationsAgreeWithReferenceModel) {
+// `test`: the test's name, for the replay line.
+void RunRandom(bool late_ticks, const char* test) {
   Config config = ReadConfig();
   uint64_t base = std::random_device{}();
   for (int run = 0; run < config.runs; ++run) {
     uint64_t seed = SeedOfRun(config, base, run);
+    std::string replay = "DELAYQ_MODEL_SEED=" + std::to_string(seed) +
+                         " model_test --gtest_filter=EngineModel." + test;
     std::cout << "[ model    ] run " << run + 1 << "/" << config.runs << ": seed " << seed << ", "
-              << config.steps << " steps (replay: DELAYQ_MODEL_SEED=" << seed << ")" << std::endl;
-    RecordProperty("seed" + std::to_string(run + 1), std::to_string(seed));
-    RunResult result = RunSeed(seed, config.steps);
+              << config.steps << " steps" << (late_ticks ? ", late ticks" : "")
+              << " (replay: " << replay << ")" << std::endl;
+    ::testing::Test::RecordProperty("seed" + std::to_string(run + 1), std::to_string(seed));
+    RunResult result = RunSeed(seed, config.steps, late_ticks);
     if (result.divergence) {
       std::vector<Op> small = Shrink(result.ops, result.divergence->kind);
-      FAIL() << Report(seed, *result.divergence, small);
+      FAIL() << Report(seed, *result.divergence, small, replay);
     }
   }
+}
+
+TEST(EngineModel, RandomOperationsAgreeWithReferenceModel) {
+  RunRandom(false, "RandomOperationsAgreeWithReferenceModel");
+}
+
+// The owner ticks late: clock moves jump past deadlines with one Tick().
+TEST(EngineModel, RandomOperationsWithLateTicksAgreeWithReferenceModel) {
+  RunRandom(true, "RandomOperationsWithLateTicksAgreeWithReferenceModel");
 }
 
 // --- regressions: fixed sequences, named after what broke --------------------------
@@ -1509,6 +1569,42 @@ TEST(EngineModel, TtrRunningOutAfterWallStepBackMakesJobReady) {
       {.kind = OpKind::kReserve, .topics = {"mail"}},
       {.kind = OpKind::kStepWall, .ms = -20},
       {.kind = OpKind::kAdvance, .ms = 10},
+  });
+}
+
+// Waiters on several topics, served oldest first across all of them: each
+// takes up to its count of the best ready jobs of its topics (by order of
+// adding here), whichever topic made them ready.
+TEST(EngineModel, MultiTopicWaitersAreServedOldestFirst) {
+  auto add = [](const char* id, const char* topic) {
+    return Op{
+        .kind = OpKind::kAdd, .id = id, .topics = {topic}, .timing = Timing::kDelay, .ms = 10};
+  };
+  ExpectAgreement({
+      {.kind = OpKind::kReserve, .topics = {"mail", "orders.close"}, .ms = 50, .count = 2},
+      {.kind = OpKind::kReserve, .topics = {"orders.close"}, .ms = 50, .count = 1},
+      {.kind = OpKind::kReserve, .topics = {"hook:retry", "mail", "idle"}, .ms = 50, .count = 3},
+      add("j1", "orders.close"),
+      add("j2", "mail"),
+      add("j3", "orders.close"),
+      add("j4", "mail"),
+      {.kind = OpKind::kAdvance, .ms = 10},
+  });
+}
+
+// One late Tick() past several deadlines: jobs that fell due during the waits
+// (one by delay, one by a TTR running out) go to the waiters, oldest first;
+// a wait with nothing for it answers empty.
+TEST(EngineModel, LateTickServesJobsThatFellDueDuringTheWait) {
+  ExpectAgreement({
+      {.kind = OpKind::kAdd, .id = "j1", .topics = {"mail"}, .ttr_ms = 10},
+      {.kind = OpKind::kReserve, .topics = {"mail"}},
+      {.kind = OpKind::kReserve, .topics = {"hook:retry"}, .ms = 5},
+      {.kind = OpKind::kReserve, .topics = {"orders.close", "mail"}, .ms = 20, .count = 3},
+      {.kind = OpKind::kReserve, .topics = {"mail"}, .ms = 40},
+      {.kind = OpKind::kAdd, .id = "j2", .topics = {"orders.close"}, .timing = Timing::kDelay,
+       .ms = 15},
+      {.kind = OpKind::kAdvance, .ms = 60, .late = true},
   });
 }
 
