@@ -18,12 +18,14 @@ build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
 # Every test twice: on the release build, and on an ASan+UBSan build
-# (build-asan/, tests only; the benchmarks are not built there).
+# (build-asan/, tests only; the benchmarks are not built there). The fuzz
+# targets (clang, libFuzzer, their own ASan) run in the first pass only, for
+# DELAYQ_FUZZ_SECONDS each.
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON >/dev/null
-	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test
-	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS)
+	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test resp_test
+	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^fuzz[.]'
 
 # The server (`delayq serve`) arrives with issue 3; until then `make run`
 # builds and runs the embedded example.

@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev libxxhash-dev
   libcli11-dev
   libgtest-dev libbenchmark-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,0 +1,44 @@
+#include "resp/writer.h"
+
+#include <charconv>
+
+namespace delayq::resp {
+namespace {
+
+void AppendLine(std::string* out, char type, std::string_view s) {
+  out->push_back(type);
+  size_t start = out->size();
+  out->append(s);
+  for (size_t i = start; i < out->size(); ++i) {
+    if ((*out)[i] == '\r' || (*out)[i] == '\n') (*out)[i] = ' ';
+  }
+  out->append("\r\n");
+}
+
+void AppendNumberLine(std::string* out, char type, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->push_back(type);
+  out->append(buf, r.ptr);
+  out->append("\r\n");
+}
+
+}  // namespace
+
+void AppendSimple(std::string* out, std::string_view s) { AppendLine(out, '+', s); }
+void AppendError(std::string* out, std::string_view line) { AppendLine(out, '-', line); }
+void AppendInteger(std::string* out, int64_t v) { AppendNumberLine(out, ':', v); }
+
+void AppendBulk(std::string* out, std::string_view s) {
+  AppendNumberLine(out, '$', static_cast<int64_t>(s.size()));
+  out->append(s);
+  out->append("\r\n");
+}
+
+void AppendNullBulk(std::string* out) { out->append("$-1\r\n"); }
+void AppendNullArray(std::string* out) { out->append("*-1\r\n"); }
+void AppendArrayHeader(std::string* out, size_t n) {
+  AppendNumberLine(out, '*', static_cast<int64_t>(n));
+}
+
+}  // namespace delayq::resp
