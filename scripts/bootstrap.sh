@@ -10,6 +10,7 @@ PACKAGES=(
   libcli11-dev
   libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  python3-redis redis-tools
 )
 
 missing=()

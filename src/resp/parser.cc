@@ -44,7 +44,8 @@ RequestParser::Status RequestParser::ReadLength(std::string_view in, char prefix
   if (cr + 1 >= in.size()) return Status::kNeedMore;
   if (in[cr + 1] != '\n') return Fail("expected CRLF after length");
   std::string_view digits = in.substr(pos_ + 1, cr - pos_ - 1);
-  if (digits.empty()) return Fail(prefix == '*' ? "invalid multibulk length" : "invalid bulk length");
+  if (digits.empty())
+    return Fail(prefix == '*' ? "invalid multibulk length" : "invalid bulk length");
   int64_t v = 0;
   for (char c : digits) {
     if (c < '0' || c > '9' || v > max) {

@@ -24,9 +24,9 @@
 namespace delayq::resp {
 
 struct ParserLimits {
-  size_t max_args = 4096;                  // arguments per command. Default: 4096.
+  size_t max_args = 4096;                   // arguments per command. Default: 4096.
   size_t max_bulk_bytes = 8 * 1024 * 1024;  // one argument. Default: 8 MiB.
-  size_t max_inline_bytes = 64 * 1024;     // one inline command line. Default: 64 KiB.
+  size_t max_inline_bytes = 64 * 1024;      // one inline command line. Default: 64 KiB.
 };
 
 class RequestParser {
@@ -65,9 +65,9 @@ class RequestParser {
 
   ParserLimits limits_;
   // Progress through a multibulk command, kept across kNeedMore calls.
-  size_t pos_ = 0;         // bytes of the command parsed so far
-  int64_t argc_ = -1;      // -1: header not read yet
-  int64_t bulk_len_ = -1;  // -1: next bulk header not read yet
+  size_t pos_ = 0;                                // bytes of the command parsed so far
+  int64_t argc_ = -1;                             // -1: header not read yet
+  int64_t bulk_len_ = -1;                         // -1: next bulk header not read yet
   std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length) of each argument
   std::vector<std::string_view> args_;
   std::string error_;

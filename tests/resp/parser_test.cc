@@ -48,7 +48,9 @@ TEST(RequestParser, MultibulkCommandIsParsed) {
 
 TEST(RequestParser, PipelinedCommandsComeOutInOrder) {
   std::string s;
-  for (int i = 0; i < 100; ++i) s += "*2\r\n$4\r\nPING\r\n$" + std::to_string(std::to_string(i).size()) + "\r\n" + std::to_string(i) + "\r\n";
+  for (int i = 0; i < 100; ++i)
+    s += "*2\r\n$4\r\nPING\r\n$" + std::to_string(std::to_string(i).size()) + "\r\n" +
+         std::to_string(i) + "\r\n";
   auto cmds = Feed(s, 1 << 20);
   ASSERT_EQ(cmds.size(), 100u);
   EXPECT_EQ(cmds[42], (Args{"PING", "42"}));
@@ -102,7 +104,8 @@ TEST(RequestParser, MalformedFramingIsAnError) {
   EXPECT_EQ(Feed("*1\rx", 64), (std::vector<Args>{{"ERR:expected CRLF after length"}}));
   EXPECT_EQ(Feed("*" + std::string(25, '9') + "\r\n", 64),
             (std::vector<Args>{{"ERR:invalid multibulk length"}}));
-  EXPECT_EQ(Feed("*" + std::string(40, ' '), 64), (std::vector<Args>{{"ERR:length line too long"}}));
+  EXPECT_EQ(Feed("*" + std::string(40, ' '), 64),
+            (std::vector<Args>{{"ERR:length line too long"}}));
 }
 
 TEST(RequestParser, HalfSentCommandWaitsForTheRest) {

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Black-box tests of `delayq serve` over the Redis protocol, with a real Redis
+client (redis-py) and raw sockets. Each test class starts its own server on a
+free loopback port and ends it by PID. Nothing sleeps to wait for time: waits
+poll with a deadline, and long-polls are bounded by their own timeouts.
+
+    /usr/bin/python3 tests/integration/resp_server_test.py --binary build/bin/delayq
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import redis
+
+BINARY = None
+
+
+class Server:
+    def __init__(self, *extra):
+        self.proc = subprocess.Popen(
+            [BINARY, "serve", "--resp-port", "0", *extra],
+            stderr=subprocess.PIPE, text=True)
+        self.extra = extra
+        deadline = time.monotonic() + 10
+        line = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            m = re.search(r"serving RESP on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                return
+        self.stop()
+        raise RuntimeError("server did not start: " + line)
+
+    def client(self, **kw):
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, **kw)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        code = self.proc.wait(timeout=10)
+        self.proc.stderr.close()
+        return code
+
+
+class RespServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+        cls.r = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def cmd(self, *args):
+        return self.r.execute_command(*args)
+
+    def test_ping(self):
+        self.assertTrue(self.cmd("PING"))  # redis-py reads +PONG as True
+
+    def test_add_reserve_finish_round_trip(self):
+        self.assertEqual(self.cmd("ADD", "rt", "rt-1", 0, 60000, b"body\x00\xff"), b"rt-1")
+        jobs = self.cmd("RESERVE", "FROM", "rt")
+        self.assertEqual(len(jobs), 1)
+        job_id, topic, body, receipt, attempts = jobs[0]
+        self.assertEqual((job_id, topic, body, attempts), (b"rt-1", b"rt", b"body\x00\xff", 1))
+        fields = self.cmd("GET", "rt-1")
+        info = dict(zip(fields[::2], fields[1::2]))
+        self.assertEqual(info[b"state"], b"reserved")
+        self.assertEqual(info[b"receipt"], receipt)
+        self.assertEqual(self.cmd("FINISH", "rt-1", receipt), b"OK")
+        self.assertIsNone(self.cmd("GET", "rt-1"))
+
+    def test_errors_have_stable_prefixes(self):
+        self.cmd("ADD", "err", "e1", 0, 60000, "x")
+        with self.assertRaisesRegex(redis.ResponseError, "^EXISTS"):
+            self.cmd("ADD", "err", "e1", 0, 60000, "x")
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTFOUND"):
+            self.cmd("FINISH", "nope")
+        with self.assertRaisesRegex(redis.ResponseError, "^NOTRESERVED"):
+            self.cmd("FINISH", "e1")
+        with self.assertRaisesRegex(redis.ResponseError, "^STALE"):
+            self.cmd("FINISH", "e1", "0" * 24)
+        with self.assertRaisesRegex(redis.ResponseError, "^INVALID topic"):
+            self.cmd("ADD", "bad topic!", "*", 0, 60000, "x")
+        with self.assertRaisesRegex(redis.ResponseError, "^INVALID delay_ms"):
+            self.cmd("ADD", "err", "*", -5, 60000, "x")
+        with self.assertRaisesRegex(redis.ResponseError, "unknown command"):
+            self.cmd("FLUSHALL")
+        with self.assertRaisesRegex(redis.ResponseError, "wrong number of arguments"):
+            self.cmd("FINISH")
+        # Nothing above changed the stored job.
+        info = self.cmd("GET", "e1")
+        self.assertEqual(dict(zip(info[::2], info[1::2]))[b"state"], b"ready")
+
+    def test_reserve_timeout_answers_nil(self):
+        self.assertIsNone(self.cmd("RESERVE", "TIMEOUT", 50, "FROM", "empty.topic"))
+
+    def test_long_poll_gets_a_job_that_falls_due_never_early(self):
+        waiter = self.server.client()
+        got = {}
+
+        def wait():
+            got["jobs"] = waiter.execute_command("RESERVE", "TIMEOUT", 5000, "FROM", "lp")
+            got["at"] = time.time() * 1000
+
+        t = threading.Thread(target=wait)
+        t.start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # until the reserve is parked
+            stats = self.cmd("STATS", "lp")
+            if dict(zip(stats[::2], stats[1::2]))[b"waiting"] == b"1":
+                break
+        job_id = self.cmd("ADD", "lp", "*", 200, 60000, "soon")
+        info = self.cmd("GET", job_id)
+        run_at = int(dict(zip(info[::2], info[1::2]))[b"run_at_ms"])
+        t.join(timeout=10)
+        self.assertEqual(got["jobs"][0][0], job_id)
+        self.assertGreaterEqual(got["at"], run_at)  # never early
+        self.assertLess(got["at"], run_at + 1000)    # and not a poll later
+
+    def test_pipeline_of_many_commands(self):
+        pipe = self.r.pipeline(transaction=False)
+        for i in range(1000):
+            pipe.execute_command("ADD", "pipe", f"p{i}", 0, 60000, "x")
+        self.assertEqual(pipe.execute(), [f"p{i}".encode() for i in range(1000)])
+        jobs = self.cmd("RESERVE", "COUNT", 1000, "FROM", "pipe")
+        self.assertEqual([j[0] for j in jobs], [f"p{i}".encode() for i in range(1000)])
+
+    def test_garbage_closes_that_connection_only(self):
+        self.cmd("ADD", "keep", "k1", 0, 60000, "kept")
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        s.sendall(b"*9999999999999\r\n")
+        self.assertTrue(s.recv(100).startswith(b"-ERR Protocol error"))
+        self.assertEqual(s.recv(100), b"")  # closed
+        s.close()
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        s.sendall(bytes(range(256)) * 4 + b"\r\n")
+        s.recv(1000)
+        s.close()
+        info = self.cmd("GET", "k1")
+        self.assertEqual(dict(zip(info[::2], info[1::2]))[b"body"], b"kept")
+
+    def test_half_sent_command_completes(self):
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        s.sendall(b"*1\r\n$4\r\nPI")
+        s.sendall(b"NG\r\n*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n")
+        data = b""
+        while len(data) < len(b"+PONG\r\n$2\r\nhi\r\n"):
+            data += s.recv(100)
+        self.assertEqual(data, b"+PONG\r\n$2\r\nhi\r\n")
+        s.close()
+
+
+class AuthTest(unittest.TestCase):
+    def test_token_is_required(self):
+        server = Server("--auth-token", "s3cret")
+        try:
+            r = server.client()
+            # redis-py turns -NOAUTH replies into AuthenticationError.
+            with self.assertRaisesRegex(redis.AuthenticationError, "Authentication required"):
+                r.execute_command("ADD", "a", "*", 0, 1000, "x")
+            with self.assertRaisesRegex(redis.AuthenticationError, "invalid token"):
+                r.execute_command("AUTH", "wrong")
+            self.assertTrue(r.execute_command("AUTH", "s3cret"))  # +OK reads as True
+            self.assertTrue(r.execute_command("ADD", "a", "*", 0, 1000, "x"))
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_sigterm_answers_waiters_and_exits_cleanly(self):
+        server = Server()
+        r = server.client()
+        result = {}
+
+        def wait():
+            try:
+                result["r"] = r.execute_command("RESERVE", "TIMEOUT", 30000, "FROM", "never")
+            except Exception as e:  # the connection closes at shutdown
+                result["e"] = e
+
+        t = threading.Thread(target=wait)
+        t.start()
+        probe = server.client()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            stats = probe.execute_command("STATS")
+            if dict(zip(stats[::2], stats[1::2]))[b"waiting"] == b"1":
+                break
+        self.assertEqual(server.stop(), 0)
+        t.join(timeout=10)
+        self.assertFalse(t.is_alive())
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    args, rest = parser.parse_known_args()
+    BINARY = os.path.abspath(args.binary)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
