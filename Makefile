@@ -27,10 +27,10 @@ test: build
 	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test resp_test delayq
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^fuzz[.]'
 
-# The server (`delayq serve`) arrives with issue 3; until then `make run`
-# builds and runs the embedded example.
+# Starts the server in the foreground: the Redis protocol on 127.0.0.1:7701.
+# (The store is "memory" until the durable embedded store lands.)
 run: build
-	$(BUILD)/bin/delayq-example-embedded
+	$(BUILD)/bin/delayq serve
 
 bench: build
 	bash bench/engine.sh

@@ -113,7 +113,6 @@ inline JobRecord* RecOf(const JobArena* a, uint32_t h) {
   return reinterpret_cast<JobRecord*>(a->Ptr(h));
 }
 
-
 // ---- 1, 2: heaps of handles, comparator dereferences the record ----------
 
 struct HandleLess {

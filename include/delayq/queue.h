@@ -28,9 +28,10 @@
 namespace delayq {
 
 inline constexpr uint32_t kMaxReserveCount = 1000;
+inline constexpr size_t kMaxReserveTopics = 100;
 
 struct ReserveRequest {
-  std::vector<std::string> topics;  // 1 or more valid topic names
+  std::vector<std::string> topics;  // 1..kMaxReserveTopics valid topic names
   uint32_t count = 1;               // jobs at most, 1..kMaxReserveCount
   // How long to wait for the first job when none is ready. 0: answer at once.
   // When jobs become ready during the wait, the callback gets up to `count`
@@ -91,9 +92,10 @@ class Queue {
   // queue's own, or inside another call to this queue that made jobs ready
   // (an Add, Release, Kick, ... by any thread: the in-process queue hands
   // jobs over without a thread hop). Never under the queue's internal locks,
-  // so it may call the queue; it must not block, nor take a lock that a
-  // caller of this queue may hold. Returns a ticket for CancelReserve, or 0
-  // when `done` already ran inside this call.
+  // so it may call the queue; it must not block, throw, destroy the queue,
+  // nor take a lock that a caller of this queue may hold. Returns a ticket
+  // for CancelReserve, or 0 when `done` already ran inside this call. Once
+  // the queue is closing, `done` gets kUnavailable at once.
   // Errors (through `done`): kInvalidArgument for bad topics or count.
   virtual uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) = 0;
 

@@ -507,6 +507,10 @@ uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
     done(InvalidArgument("wait_ms: must be >= 0"));
     return 0;
   }
+  if (req.topics.size() > kMaxReserveTopics) {
+    done(InvalidArgument("topics: at most " + std::to_string(kMaxReserveTopics) + " per reserve"));
+    return 0;
+  }
   for (const std::string& name : req.topics) {
     if (Status s = ValidateTopic(name); !s.ok()) {
       done(std::move(s));
@@ -603,9 +607,10 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   // At ten million jobs an add has up to two cache misses: a client id's
   // table slot (a generated id needs no table; see FormatGeneratedId) and
   // the delay heap parent the new job is compared with. Both are started
-  // now, so they overlap each other, validation and the record's creation.
+  // early, so they overlap each other and the record's creation.
   if (!id.empty()) ids_.prefetch(id);
-  int64_t run_at = now_wall_;
+  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
+  int64_t run_at = now_wall_;  // delay_ms is bounded by validation: no overflow
   if (spec.delay_ms) run_at = now_wall_ + *spec.delay_ms;
   if (spec.run_at_ms) run_at = *spec.run_at_ms;
   if (run_at > now_wall_) {
@@ -615,7 +620,6 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
       if (!delayed.empty()) __builtin_prefetch(Rec(delayed.At((delayed.size() - 1) / 4)));
     }
   }
-  if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
 
   uint32_t old = 0;
   if (!id.empty()) {

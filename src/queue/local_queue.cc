@@ -141,6 +141,16 @@ Result<AddResult> LocalQueue::Add(const JobSpec& spec) {
 }
 
 uint64_t LocalQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback done) {
+  {
+    // A callback run by the destructor may reserve again: answer at once
+    // rather than register a waiter nobody would ever answer.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) {
+      lock.unlock();
+      done(Unavailable("queue closed"));
+      return 0;
+    }
+  }
   auto shared = std::make_shared<ReserveCallback>(std::move(done));
   return WithEngine([&](engine::Engine& e) {
     // Runs under mu_ (inside an engine call): only queue the callback.

@@ -276,6 +276,29 @@ TEST_P(QueueConformance, DestroyingTheQueueAnswersWaitingReservesWithUnavailable
   EXPECT_EQ(cancelled.calls(), 0);
 }
 
+// A callback run while the queue closes may reserve again (a worker loop
+// retrying after kUnavailable); that reserve must be answered too, at once.
+TEST_P(QueueConformance, ReserveFromACallbackWhileClosingIsAnsweredUnavailable) {
+  Queue* closing = queue_.release();
+  std::atomic<int> retries{0};
+  std::promise<Status> second;
+  auto second_done = second.get_future();
+  ReserveRequest req = Request({"closing.retry"}, kLongMs);
+  closing->ReserveAsync(req, [closing, req, &retries, &second](Result<Deliveries> r) {
+    EXPECT_TRUE(HasCode(r.status(), Code::kUnavailable));
+    if (retries++ == 0) {
+      closing->ReserveAsync(req,
+                            [&second](Result<Deliveries> r2) { second.set_value(r2.status()); });
+    }
+  });
+  if (!ReturnsWithinDeadline([closing] { delete closing; })) {
+    FAIL() << "destroying a queue did not return";
+  }
+  ASSERT_EQ(second_done.wait_for(kDeadline), std::future_status::ready)
+      << "a reserve made while the queue closed was never answered";
+  EXPECT_TRUE(HasCode(second_done.get(), Code::kUnavailable));
+}
+
 // --- concurrency ---------------------------------------------------------------------
 
 TEST_P(QueueConformance, ConcurrentProducersAndConsumersDeliverEveryJobExactlyOnce) {

@@ -558,6 +558,20 @@ TEST_F(EngineTest, ForgedGeneratedIdsFindNothingAndChangeNothing) {
 
 // --- reserve -------------------------------------------------------------------
 
+// Regression: a delay near INT64_MAX overflowed run_at before validation
+// (undefined behaviour; the sanitizer build aborted).
+TEST_F(EngineTest, HugeDelayIsRejectedWithoutOverflow) {
+  for (int64_t delay : {INT64_MAX, INT64_MAX - 1, kMaxDelayMs + 1}) {
+    JobSpec spec = Spec("t", "huge");
+    spec.delay_ms = delay;
+    Result<AddResult> r = engine_->Add(spec);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("delay_ms"), std::string::npos);
+  }
+  EXPECT_EQ(engine_->job_count(), 0u);
+}
+
 TEST_F(EngineTest, ReserveHandsOutJobWithItsFields) {
   JobSpec spec = Spec("t", "a", "payload");
   spec.priority = 9;
@@ -604,6 +618,7 @@ TEST_F(EngineTest, ReserveRejectsBadRequestsNamingTheField) {
       {{"t", "bad topic"}, 1, 0, "topic"},
       {{""}, 1, 0, "topic"},
       {{"t"}, 1, -1, "wait_ms"},
+      {std::vector<std::string>(kMaxReserveTopics + 1, "t"), 1, 0, "topics"},
   };
   AddReady("t", "a");
   for (const Case& c : cases) {

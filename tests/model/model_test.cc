@@ -1132,8 +1132,8 @@ bool Harness::CheckAnswers(const std::vector<Answer>& expected) {
       for (uint64_t t : v) s += (s.empty() ? "" : ",") + std::to_string(t);
       return "[" + s + "]";
     };
-    return Fail("waiter.order", "waiters served: engine " + list(got_served) + ", model " +
-                                    list(want_served));
+    return Fail("waiter.order",
+                "waiters served: engine " + list(got_served) + ", model " + list(want_served));
   }
   return true;
 }
@@ -1602,7 +1602,10 @@ TEST(EngineModel, LateTickServesJobsThatFellDueDuringTheWait) {
       {.kind = OpKind::kReserve, .topics = {"hook:retry"}, .ms = 5},
       {.kind = OpKind::kReserve, .topics = {"orders.close", "mail"}, .ms = 20, .count = 3},
       {.kind = OpKind::kReserve, .topics = {"mail"}, .ms = 40},
-      {.kind = OpKind::kAdd, .id = "j2", .topics = {"orders.close"}, .timing = Timing::kDelay,
+      {.kind = OpKind::kAdd,
+       .id = "j2",
+       .topics = {"orders.close"},
+       .timing = Timing::kDelay,
        .ms = 15},
       {.kind = OpKind::kAdvance, .ms = 60, .late = true},
   });
