@@ -18,8 +18,6 @@
 namespace delayq::engine {
 namespace {
 
-constexpr uint64_t kSeqCounterMask = (uint64_t{1} << JobRecord::kSeqCounterBits) - 1;
-
 // True for ids of the generated form (24 lower-case hex digits).
 bool LooksGenerated(std::string_view id) {
   uint64_t seq = 0;
@@ -260,13 +258,12 @@ uint64_t Engine::NextSeq() {
   return seq;
 }
 
-std::string Engine::Receipt(const JobRecord* r) const {
+std::string_view Engine::Receipt(const JobRecord* r, char (&buf)[kReceiptBytes]) {
   // Unique per delivery of a job: the add (seq) and the attempt number. A
   // re-added (replaced) job has a new seq, so old receipts go stale.
-  std::string out(24, '0');
-  WriteHex(r->seq, 16, out.data());
-  WriteHex(r->attempts, 8, out.data() + 16);
-  return out;
+  WriteHex(r->seq, 16, buf);
+  WriteHex(r->attempts, 8, buf + 16);
+  return {buf, kReceiptBytes};
 }
 
 Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const {
@@ -276,7 +273,8 @@ Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_vie
     if (reserved) return Status::Ok();
     return NotReserved(Quote(id) + " is " + std::string(StateName(StateOf(h))) + ", not reserved");
   }
-  if (reserved && Receipt(r) == receipt) return Status::Ok();
+  char buf[kReceiptBytes];
+  if (reserved && Receipt(r, buf) == receipt) return Status::Ok();
   return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
                       " (its TTR may have run out and it was handed out again)");
 }
@@ -467,7 +465,8 @@ Delivery Engine::Deliver(uint32_t h) {
   d.id = std::string(IdOf(r, h, buf));
   d.topic = topics_[r->topic]->name;
   d.body = std::string(r->body());
-  d.receipt = Receipt(r);
+  char receipt[kReceiptBytes];
+  d.receipt = std::string(Receipt(r, receipt));
   d.attempts = r->attempts;
   d.ttr_ms = r->ttr_ms;
   d.priority = r->priority;
@@ -767,7 +766,8 @@ JobInfo Engine::Info(uint32_t h) const {
   info.run_at_ms = r->run_at_ms;
   if (info.state == JobState::kReserved) {
     info.reserved_until_ms = now_wall_ + (reservations_.At(r->pos).until_mono - now_mono_);
-    info.receipt = Receipt(r);
+    char receipt[kReceiptBytes];
+    info.receipt = std::string(Receipt(r, receipt));
   }
   if (r->flags & JobRecord::kFlagHasLastError) info.last_error = last_errors_.at(h);
   return info;

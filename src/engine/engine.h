@@ -225,7 +225,10 @@ class Engine {
   uint32_t TopicIndex(std::string_view name);   // creates on first use
   const TopicState* FindTopic(std::string_view name) const;
   uint64_t NextSeq();
-  std::string Receipt(const JobRecord* r) const;
+  // The receipt of the job's current delivery, written into `buf`: 16 hex
+  // digits of seq, 8 of attempts. Compared without allocating on finish.
+  static constexpr size_t kReceiptBytes = 24;
+  static std::string_view Receipt(const JobRecord* r, char (&buf)[kReceiptBytes]);
   Status CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const;
 
   // Creates the record for `spec` (`id` empty for a generated one); neither

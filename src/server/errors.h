@@ -2,6 +2,7 @@
 #ifndef DELAYQ_SERVER_ERRORS_H_
 #define DELAYQ_SERVER_ERRORS_H_
 
+#include <iterator>
 #include <string_view>
 
 #include "delayq/status.h"
@@ -31,7 +32,7 @@ inline const ErrorMapping& MappingFor(Code code) {
   for (const ErrorMapping& m : kErrorMappings) {
     if (m.code == code) return m;
   }
-  return kErrorMappings[9];
+  return kErrorMappings[std::size(kErrorMappings) - 1];  // kInternal
 }
 
 }  // namespace delayq::server

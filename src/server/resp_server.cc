@@ -224,6 +224,7 @@ void RespServer::OnEvents(uint64_t id, uint32_t events) {
 void RespServer::ReadFrom(Connection& c) {
   uint64_t id = c.id;
   char buf[64 * 1024];
+  bool eof = false;
   for (;;) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
@@ -231,14 +232,19 @@ void RespServer::ReadFrom(Connection& c) {
       if (static_cast<size_t>(n) < sizeof buf) break;
       continue;
     }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-      Close(id);
-      return;
+    if (n == 0) {
+      eof = true;  // answer what was sent before the client's FIN, then close
+      break;
     }
+    if (errno == EINTR) continue;
     if (errno == EAGAIN) break;
+    Close(id);
+    return;
   }
   Process(c);
-  if (conns_.count(id) != 0) Flush(c);
+  if (conns_.count(id) == 0) return;
+  Flush(c);
+  if (eof) Close(id);
 }
 
 void RespServer::Process(Connection& c) {
@@ -253,9 +259,8 @@ void RespServer::Process(Connection& c) {
       break;
     }
     if (st == resp::RequestParser::Status::kCommand) {
-      Args args(c.parser.args().begin(), c.parser.args().end());
       offset += consumed;
-      Execute(c, args);
+      Execute(c, c.parser.args());  // views into c.in, which is untouched until below
       continue;
     }
     offset += consumed;

@@ -149,6 +149,26 @@ class RespServerTest(unittest.TestCase):
         info = self.cmd("GET", "k1")
         self.assertEqual(dict(zip(info[::2], info[1::2]))[b"body"], b"kept")
 
+    def test_commands_sent_before_the_client_closes_are_answered(self):
+        # Exactly 64 KiB, the server's read size, so a read that fills its
+        # buffer is followed by one that sees the FIN.
+        pings = b"PING\r\n" * 10914
+        payload = b"ADD eof eof-1 0 60000 x\r\n" + pings
+        payload += b"\n" * (65536 - len(payload))  # empty lines are skipped
+        self.assertEqual(len(payload), 65536)
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)  # FIN right behind the commands, as `nc -q0` sends
+        data = b""
+        while True:
+            chunk = s.recv(100)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        self.assertEqual(data, b"$5\r\neof-1\r\n" + b"+PONG\r\n" * 10914)
+        self.assertIsNotNone(self.cmd("GET", "eof-1"))
+
     def test_half_sent_command_completes(self):
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
         s.sendall(b"*1\r\n$4\r\nPI")
