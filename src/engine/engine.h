@@ -149,9 +149,21 @@ class Engine {
     const Engine* e;
     void operator()(uint32_t h, size_t pos) const;
   };
+  // A delayed heap entry carries a coarse copy of its run_at (256 ms units
+  // since 2020, saturating; see DelayKey in engine.cc), so sift steps compare
+  // inline and read records only to break ties: an add at ten million jobs
+  // then does not wait for a random parent record to come from DRAM.
+  struct DelayEntry {
+    uint32_t key;
+    uint32_t handle;
+  };
   struct DelayLess {
     const Engine* e;
-    bool operator()(uint32_t a, uint32_t b) const;
+    bool operator()(const DelayEntry& a, const DelayEntry& b) const;
+  };
+  struct DelayPos {
+    const Engine* e;
+    void operator()(const DelayEntry& d, size_t pos) const { SetPos{e}(d.handle, pos); }
   };
   struct ReadyLess {
     const Engine* e;
@@ -179,14 +191,14 @@ class Engine {
     void operator()(uint32_t topic, size_t pos) const;
   };
 
-  using DelayHeap = IndexedHeap<uint32_t, DelayLess, SetPos>;
+  using DelayHeap = IndexedHeap<DelayEntry, DelayLess, DelayPos>;
   using ReadyHeap = IndexedHeap<uint32_t, ReadyLess, SetPos>;
 
   static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
 
   struct TopicState {
     TopicState(Engine* e, std::string n)
-        : name(std::move(n)), delayed(DelayLess{e}, SetPos{e}), ready(ReadyLess{e}, SetPos{e}) {}
+        : name(std::move(n)), delayed(DelayLess{e}, DelayPos{e}), ready(ReadyLess{e}, SetPos{e}) {}
     std::string name;
     DelayHeap delayed;
     ReadyHeap ready;
