@@ -8,9 +8,11 @@ PACKAGES=(
   build-essential cmake pkg-config
   libabsl-dev libxxhash-dev
   libcli11-dev
+  libboost-dev libsimdjson-dev libhiredis-dev
   libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  python3-redis redis-tools
+  python3-redis redis-tools redis-server
+  beanstalkd wrk strace
 )
 
 missing=()

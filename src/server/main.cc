@@ -1,4 +1,4 @@
-// `delayq`: the server and (later) the client command line.
+// `delayq`: the server (`delayq serve`) and the client command line.
 //
 //   delayq serve [options]      every option also reads DELAYQ_<NAME>
 #include <pthread.h>
@@ -11,22 +11,57 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "cli/client_commands.h"
+#include "common/log.h"
 #include "delayq/queue.h"
 #include "net/event_loop.h"
+#include "server/http_server.h"
 #include "server/resp_server.h"
 
 namespace {
 
+using delayq::Log;
+using delayq::LogLevel;
+
 struct ServeOptions {
   std::string store = "memory";
+  std::string data_dir = "./data";
+  std::string fsync = "everysec";
+  std::string http_host = "127.0.0.1";
+  int http_port = 7700;
   std::string resp_host = "127.0.0.1";
   int resp_port = 7701;
   std::string auth_token;
   size_t max_body = delayq::kDefaultMaxBodyBytes;
   size_t max_connections = 10'000;
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_output_bytes = 64 << 20;
+  int64_t idle_timeout_ms = 300'000;
+  int64_t request_timeout_ms = 10'000;
+  int64_t shutdown_timeout_ms = 5'000;
+  std::string log_level = "info";
 };
 
+delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name,
+                                         std::string host, int port) {
+  delayq::net::TcpServerOptions t;
+  t.name = std::move(name);
+  t.host = std::move(host);
+  t.port = port;
+  t.max_connections = o.max_connections;
+  t.max_output_bytes = o.max_output_bytes;
+  t.idle_timeout_ms = o.idle_timeout_ms;
+  t.request_timeout_ms = o.request_timeout_ms;
+  return t;
+}
+
+int Fail(const delayq::Status& s) {
+  Log(LogLevel::kError, "%s", s.ToString().c_str());
+  return 1;
+}
+
 int Serve(const ServeOptions& o) {
+  if (auto level = delayq::ParseLogLevel(o.log_level)) delayq::SetLogLevel(*level);
   // SIGTERM / SIGINT arrive as readable data on a signalfd in the loop. They
   // are blocked before any thread starts, so every thread inherits the mask.
   sigset_t mask;
@@ -40,68 +75,143 @@ int Serve(const ServeOptions& o) {
   qo.store = o.store;
   qo.limits.max_body_bytes = o.max_body;
   auto queue = delayq::OpenQueue(qo);
-  if (!queue.ok()) {
-    std::fprintf(stderr, "delayq: %s\n", queue.status().ToString().c_str());
-    return 1;
-  }
+  if (!queue.ok()) return Fail(queue.status());
   auto loop = delayq::net::EventLoop::Create();
-  if (!loop.ok()) {
-    std::fprintf(stderr, "delayq: %s\n", loop.status().ToString().c_str());
-    return 1;
-  }
-  delayq::server::RespServerOptions ro;
-  ro.host = o.resp_host;
-  ro.port = o.resp_port;
-  ro.auth_token = o.auth_token;
-  ro.max_connections = o.max_connections;
-  ro.parser.max_bulk_bytes = o.max_body + 1024;
-  auto resp = delayq::server::RespServer::Create(loop->get(), queue->get(), ro);
-  if (!resp.ok()) {
-    std::fprintf(stderr, "delayq: %s\n", resp.status().ToString().c_str());
-    return 1;
-  }
-
-  int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (!loop.ok()) return Fail(loop.status());
   delayq::net::EventLoop* l = loop->get();
-  (void)l->Add(sfd, 0x001 /* EPOLLIN */, [l](uint32_t) { l->Stop(); });
 
-  std::fprintf(stderr, "delayq: serving RESP on %s:%d (store %s)\n", o.resp_host.c_str(),
-               (*resp)->port(), o.store.c_str());
-  std::fflush(stderr);
-  (*loop)->Run();
-  std::fprintf(stderr, "delayq: stopping\n");
-  resp->reset();   // closes connections, withdraws waiting reserves
+  delayq::server::HttpServerOptions ho;
+  ho.tcp = TcpOptions(o, "HTTP", o.http_host, o.http_port);
+  ho.auth_token = o.auth_token;
+  ho.parser.max_header_bytes = o.max_header_bytes;
+  // The JSON around a body: escapes can double it, base64 adds a third.
+  ho.parser.max_body_bytes = 2 * o.max_body + 64 * 1024;
+  auto http = delayq::server::HttpServer::Create(l, queue->get(), ho);
+  if (!http.ok()) return Fail(http.status());
+
+  delayq::server::RespServerOptions ro;
+  ro.tcp = TcpOptions(o, "RESP", o.resp_host, o.resp_port);
+  ro.auth_token = o.auth_token;
+  ro.parser.max_bulk_bytes = o.max_body + 1024;
+  ro.parser.max_inline_bytes = o.max_header_bytes;
+  auto resp = delayq::server::RespServer::Create(l, queue->get(), ro);
+  if (!resp.ok()) return Fail(resp.status());
+
+  // Shutdown: the first signal stops accepting and drains (waiting reserves
+  // are answered empty, owed replies are written) for at most
+  // shutdown_timeout_ms; a second signal stops at once.
+  int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  bool draining = false;
+  int64_t drain_deadline = 0;
+  std::function<void()> check_drained = [&] {
+    if (((*http)->Drained() && (*resp)->Drained()) ||
+        delayq::net::MonotonicNowMs() >= drain_deadline) {
+      l->Stop();
+      return;
+    }
+    l->RunAfter(10, check_drained);
+  };
+  (void)l->Add(sfd, 0x001 /* EPOLLIN */, [&](uint32_t) {
+    signalfd_siginfo info;
+    while (read(sfd, &info, sizeof info) == sizeof info) {
+    }
+    if (draining) {
+      Log(LogLevel::kWarn, "second signal: stopping now");
+      l->Stop();
+      return;
+    }
+    draining = true;
+    Log(LogLevel::kInfo, "stopping: draining %zu HTTP and %zu RESP connections",
+        (*http)->connections(), (*resp)->connections());
+    drain_deadline = delayq::net::MonotonicNowMs() + o.shutdown_timeout_ms;
+    (*http)->BeginDrain();
+    (*resp)->BeginDrain();
+    check_drained();
+  });
+
+  Log(LogLevel::kInfo, "delayq %s: store %s%s", "0.1.0", o.store.c_str(),
+      o.auth_token.empty() ? "" : ", auth required");
+  Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
+  Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
+  l->Run();
+  size_t left = (*http)->connections() + (*resp)->connections();
+  http->reset();  // closes what is left; waiting reserves are withdrawn
+  resp->reset();
   queue->reset();  // answers anything still waiting
   l->Remove(sfd);
   close(sfd);
+  Log(LogLevel::kInfo, "stopped%s",
+      left == 0 ? "" : (" (" + std::to_string(left) + " connections cut at the deadline)").c_str());
   return 0;
+}
+
+template <typename T>
+CLI::Option* AddOption(CLI::App* app, const std::string& flag, T& value, const std::string& help,
+                       const std::string& env) {
+  return app->add_option(flag, value, help)->envname(env)->capture_default_str();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"delayq: a delay queue server"};
+  CLI::App app{"delayq: a delay queue server and its command line"};
   app.require_subcommand(1);
   ServeOptions o;
   CLI::App* serve = app.add_subcommand("serve", "run the server");
-  serve->add_option("--store", o.store, "where jobs live: memory")
-      ->envname("DELAYQ_STORE")
-      ->capture_default_str();
-  serve->add_option("--resp-host", o.resp_host, "address the Redis protocol listens on")
-      ->envname("DELAYQ_RESP_HOST")
-      ->capture_default_str();
-  serve->add_option("--resp-port", o.resp_port, "port of the Redis protocol (0: any free port)")
-      ->envname("DELAYQ_RESP_PORT")
-      ->capture_default_str();
-  serve->add_option("--auth-token", o.auth_token, "clients must AUTH with this token")
+  AddOption(serve, "--store", o.store, "where jobs live: memory", "DELAYQ_STORE")
+      ->check(CLI::IsMember({"memory"}));
+  AddOption(serve, "--data-dir", o.data_dir, "directory of the embedded store's log",
+            "DELAYQ_DATA_DIR");
+  AddOption(serve, "--fsync", o.fsync, "embedded store: always | everysec | never",
+            "DELAYQ_FSYNC")
+      ->check(CLI::IsMember({"always", "everysec", "never"}));
+  AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
+            "DELAYQ_HTTP_HOST");
+  AddOption(serve, "--http-port", o.http_port, "port of the HTTP/JSON API (0: any free port)",
+            "DELAYQ_HTTP_PORT")
+      ->check(CLI::Range(0, 65535));
+  AddOption(serve, "--resp-host", o.resp_host, "IPv4 address the Redis protocol listens on",
+            "DELAYQ_RESP_HOST");
+  AddOption(serve, "--resp-port", o.resp_port, "port of the Redis protocol (0: any free port)",
+            "DELAYQ_RESP_PORT")
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--auth-token", o.auth_token,
+                   "token clients must present: HTTP 'Authorization: Bearer <token>', RESP AUTH "
+                   "(default: none)")
       ->envname("DELAYQ_AUTH_TOKEN");
-  serve->add_option("--max-body", o.max_body, "largest job body, bytes")
-      ->envname("DELAYQ_MAX_BODY")
-      ->capture_default_str();
-  serve->add_option("--max-connections", o.max_connections, "connections at most")
-      ->envname("DELAYQ_MAX_CONNECTIONS")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  AddOption(serve, "--max-body", o.max_body, "largest job body, bytes", "DELAYQ_MAX_BODY")
+      ->check(CLI::Range(size_t{0}, size_t{64} << 20));
+  AddOption(serve, "--max-connections", o.max_connections, "connections at most, per protocol",
+            "DELAYQ_MAX_CONNECTIONS");
+  AddOption(serve, "--max-header-bytes", o.max_header_bytes,
+            "largest HTTP request line + headers, and RESP inline command, bytes",
+            "DELAYQ_MAX_HEADER_BYTES")
+      ->check(CLI::Range(size_t{256}, size_t{1} << 20));
+  AddOption(serve, "--max-output-bytes", o.max_output_bytes,
+            "replies a client may leave unread before it is disconnected, bytes",
+            "DELAYQ_MAX_OUTPUT_BYTES");
+  AddOption(serve, "--idle-timeout-ms", o.idle_timeout_ms,
+            "close connections idle this long (0: never; a waiting reserve is not idle)",
+            "DELAYQ_IDLE_TIMEOUT_MS")
+      ->check(CLI::NonNegativeNumber);
+  AddOption(serve, "--request-timeout-ms", o.request_timeout_ms,
+            "a request that has begun must arrive whole within this (0: no limit)",
+            "DELAYQ_REQUEST_TIMEOUT_MS")
+      ->check(CLI::NonNegativeNumber);
+  AddOption(serve, "--shutdown-timeout-ms", o.shutdown_timeout_ms,
+            "on SIGTERM/SIGINT, time to finish writing replies before connections are cut",
+            "DELAYQ_SHUTDOWN_TIMEOUT_MS")
+      ->check(CLI::NonNegativeNumber);
+  AddOption(serve, "--log-level", o.log_level, "debug | info | warn | error", "DELAYQ_LOG_LEVEL")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  auto client = delayq::cli::AddClientCommands(&app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; every usage error is 2
+  }
   if (serve->parsed()) return Serve(o);
+  if (client->Parsed()) return client->Run();
   return 2;
 }

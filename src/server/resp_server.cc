@@ -1,19 +1,10 @@
-// How a connection is served: OnEvents reads what the socket has into `in`,
-// Process parses and executes complete commands into `out` until the input
-// runs dry or a RESERVE parks the connection, and Flush writes `out` once.
-// A parked RESERVE is answered through FinishReserve, on the loop thread,
-// which writes the reply and resumes Process for anything pipelined behind.
+// How a connection is served: net::TcpServer reads into c.in and calls
+// OnInput, which parses and executes complete commands into c.out until the
+// input runs dry or a RESERVE parks the connection; the server writes c.out
+// once. A parked RESERVE is answered through AnswerReserve (FrontEnd), which
+// resumes what was pipelined behind it.
 #include "server/resp_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <optional>
@@ -23,19 +14,17 @@
 
 namespace delayq::server {
 
-struct RespServer::Connection {
-  uint64_t id = 0;
-  int fd = -1;
-  std::string in;
-  std::string out;
+struct RespServer::RespState : FrontEnd::State {
   resp::RequestParser parser;
   bool authed = false;
-  bool closing = false;         // QUIT or protocol error: close once `out` is written
-  uint64_t reserve_ticket = 0;  // non-zero while a RESERVE waits
-  bool want_write = false;      // EPOLLOUT armed
 };
 
+
 namespace {
+
+RespServer::RespState& StateOf(net::Connection& c) {
+  return static_cast<RespServer::RespState&>(*c.state);
+}
 
 bool EqualsUpper(std::string_view a, std::string_view upper) {
   if (a.size() != upper.size()) return false;
@@ -122,178 +111,56 @@ const RespServer::CommandSpec* RespServer::FindCommand(std::string_view name) {
   return nullptr;
 }
 
-// --- lifecycle -------------------------------------------------------------------
+// --- connections -------------------------------------------------------------------
 
 Result<std::unique_ptr<RespServer>> RespServer::Create(net::EventLoop* loop, Queue* queue,
                                                        RespServerOptions options) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Unavailable("resp: socket() failed: " + std::string(strerror(errno)));
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(options.port));
-  if (inet_pton(AF_INET, options.host.c_str(), &addr.sin_addr) != 1) {
-    close(fd);
-    return InvalidArgument("resp listen address: '" + options.host + "' is not an IPv4 address");
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 1024) != 0) {
-    std::string why = strerror(errno);
-    close(fd);
-    return Unavailable("resp: cannot listen on " + options.host + ":" +
-                       std::to_string(options.port) + ": " + why);
-  }
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  auto server =
-      std::unique_ptr<RespServer>(new RespServer(loop, queue, std::move(options), fd, port));
-  RespServer* s = server.get();
-  if (Status st = loop->Add(fd, EPOLLIN, [s](uint32_t) { s->OnAccept(); }); !st.ok()) return st;
+  net::TcpServerOptions tcp = options.tcp;
+  auto server = std::unique_ptr<RespServer>(new RespServer(loop, queue, std::move(options)));
+  if (Status st = server->Listen(std::move(tcp)); !st.ok()) return st;
   return server;
 }
 
-RespServer::RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options, int listen_fd,
-                       int port)
-    : loop_(loop),
-      queue_(queue),
-      options_(std::move(options)),
-      listen_fd_(listen_fd),
-      port_(port),
-      alive_(std::make_shared<bool>(true)) {}
+RespServer::RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options)
+    : FrontEnd(loop, queue), options_(std::move(options)) {}
 
-RespServer::~RespServer() {
-  *alive_ = false;
-  loop_->Remove(listen_fd_);
-  close(listen_fd_);
-  std::vector<uint64_t> ids;
-  for (const auto& [id, c] : conns_) ids.push_back(id);
-  for (uint64_t id : ids) Close(id);
+void RespServer::OnOpen(Connection& c) {
+  auto s = std::make_unique<RespState>();
+  s->parser = resp::RequestParser(options_.parser);
+  s->authed = options_.auth_token.empty();
+  c.state = std::move(s);
 }
 
-void RespServer::OnAccept() {
-  for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or an error the next readiness will retry
-    if (conns_.size() >= options_.max_connections) {
-      static constexpr char kFull[] = "-ERR max number of clients reached\r\n";
-      [[maybe_unused]] ssize_t n = write(fd, kFull, sizeof kFull - 1);
-      close(fd);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    auto c = std::make_unique<Connection>();
-    c->id = next_id_++;
-    c->fd = fd;
-    c->parser = resp::RequestParser(options_.parser);
-    c->authed = options_.auth_token.empty();
-    uint64_t id = c->id;
-    conns_[id] = std::move(c);
-    if (!loop_->Add(fd, EPOLLIN | EPOLLRDHUP, [this, id](uint32_t ev) { OnEvents(id, ev); }).ok()) {
-      Close(id);
-    }
-  }
+std::string_view RespServer::BusyReply() const {
+  return "-ERR max number of clients reached\r\n";
 }
 
-void RespServer::Close(uint64_t id) {
-  auto it = conns_.find(id);
-  if (it == conns_.end()) return;
-  Connection& c = *it->second;
-  if (c.reserve_ticket != 0) queue_->CancelReserve(c.reserve_ticket);
-  loop_->Remove(c.fd);
-  close(c.fd);
-  conns_.erase(it);
+std::string_view RespServer::TimeoutReply() const {
+  return "-ERR request timed out: a command must arrive whole within the request timeout\r\n";
 }
 
-// --- I/O ---------------------------------------------------------------------------
-
-void RespServer::OnEvents(uint64_t id, uint32_t events) {
-  auto it = conns_.find(id);
-  if (it == conns_.end()) return;
-  Connection& c = *it->second;
-  if (events & (EPOLLERR | EPOLLHUP)) {
-    Close(id);
-    return;
-  }
-  if (events & EPOLLOUT) Flush(c);
-  if (conns_.count(id) == 0) return;
-  if (events & (EPOLLIN | EPOLLRDHUP)) ReadFrom(c);
-}
-
-void RespServer::ReadFrom(Connection& c) {
-  uint64_t id = c.id;
-  char buf[64 * 1024];
-  bool eof = false;
-  for (;;) {
-    ssize_t n = read(c.fd, buf, sizeof buf);
-    if (n > 0) {
-      c.in.append(buf, static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < sizeof buf) break;
-      continue;
-    }
-    if (n == 0) {
-      eof = true;  // answer what was sent before the client's FIN, then close
-      break;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN) break;
-    Close(id);
-    return;
-  }
-  Process(c);
-  if (conns_.count(id) == 0) return;
-  Flush(c);
-  if (eof) Close(id);
-}
-
-void RespServer::Process(Connection& c) {
+// Parses and executes complete commands until the input runs dry, a RESERVE
+// parks the connection, or the connection is closing.
+void RespServer::OnInput(Connection& c) {
+  RespState& s = StateOf(c);
   size_t offset = 0;
-  while (!c.closing && c.reserve_ticket == 0 && offset < c.in.size()) {
+  while (!c.closing && !c.waiting && offset < c.in.size()) {
     size_t consumed = 0;
     std::string_view rest(c.in.data() + offset, c.in.size() - offset);
-    resp::RequestParser::Status st = c.parser.Parse(rest, &consumed);
+    resp::RequestParser::Status st = s.parser.Parse(rest, &consumed);
     if (st == resp::RequestParser::Status::kError) {
-      resp::AppendError(&c.out, "ERR Protocol error: " + c.parser.error());
+      resp::AppendError(&c.out, "ERR Protocol error: " + s.parser.error());
       c.closing = true;
       break;
     }
+    offset += consumed;
     if (st == resp::RequestParser::Status::kCommand) {
-      offset += consumed;
-      Execute(c, c.parser.args());  // views into c.in, which is untouched until below
+      Execute(c, s.parser.args());  // views into c.in, which is untouched until below
       continue;
     }
-    offset += consumed;
     if (consumed == 0) break;  // need more input
   }
   c.in.erase(0, offset);
-}
-
-void RespServer::Flush(Connection& c) {
-  while (!c.out.empty()) {
-    ssize_t n = write(c.fd, c.out.data(), c.out.size());
-    if (n > 0) {
-      c.out.erase(0, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
-    Close(c.id);
-    return;
-  }
-  if (c.out.size() > options_.max_output_bytes) {
-    Close(c.id);  // a client that does not read its replies
-    return;
-  }
-  if (c.out.empty() && c.closing) {
-    Close(c.id);
-    return;
-  }
-  bool want = !c.out.empty();
-  if (want != c.want_write) {
-    c.want_write = want;
-    loop_->Modify(c.fd, EPOLLIN | EPOLLRDHUP | (want ? uint32_t{EPOLLOUT} : 0u));
-  }
 }
 
 void RespServer::Execute(Connection& c, const Args& args) {
@@ -309,7 +176,7 @@ void RespServer::Execute(Connection& c, const Args& args) {
                       "ERR wrong number of arguments for '" + std::string(cmd->name) + "' command");
     return;
   }
-  if (cmd->needs_auth && !c.authed) {
+  if (cmd->needs_auth && !StateOf(c).authed) {
     ReplyStatus(&c.out, Status(Code::kUnauthorized, "Authentication required: AUTH <token>"));
     return;
   }
@@ -331,8 +198,9 @@ void RespServer::CmdAuth(Connection& c, const Args& a) {
     resp::AppendError(&c.out, "ERR AUTH called without a token configured");
     return;
   }
-  c.authed = a[1] == options_.auth_token;
-  if (c.authed) {
+  bool& authed = StateOf(c).authed;
+  authed = a[1] == options_.auth_token;
+  if (authed) {
     resp::AppendSimple(&c.out, "OK");
   } else {
     ReplyStatus(&c.out, Status(Code::kUnauthorized, "invalid token"));
@@ -403,45 +271,10 @@ void RespServer::CmdReserve(Connection& c, const Args& a) {
   if (i + 1 >= a.size()) return ReplyInvalid(&c.out, "RESERVE: FROM needs at least one topic");
   for (++i; i < a.size(); ++i) req.topics.emplace_back(a[i]);
 
-  // The answer may come inside this call (jobs ready, or an error), from
-  // the queue's thread, or inside another connection's command: only the
-  // first is written here; the others are posted to the loop.
-  uint64_t conn_id = c.id;
-  std::shared_ptr<bool> alive = alive_;
-  std::optional<Result<Deliveries>> now;
-  reserving_conn_ = conn_id;
-  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id, alive, &now](Result<Deliveries> r) {
-    if (reserving_conn_ == conn_id) {
-      now.emplace(std::move(r));
-      return;
-    }
-    auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
-    loop_->Post([this, conn_id, alive, shared] {
-      if (*alive) FinishReserve(conn_id, std::move(*shared));
-    });
-  });
-  reserving_conn_ = 0;
-  if (now) {
-    c.reserve_ticket = 0;
-    FinishReserve(conn_id, std::move(*now));
-    return;
-  }
-  c.reserve_ticket = ticket;
+  StartReserve(c, std::move(req));
 }
 
-void RespServer::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
-  auto it = conns_.find(conn_id);
-  if (it == conns_.end()) {
-    // The client left while its jobs were on the way: give them back now
-    // rather than after their TTR.
-    if (r.ok()) {
-      for (const Delivery& d : *r) (void)queue_->Release(d.id, d.receipt, 0, "");
-    }
-    return;
-  }
-  Connection& c = *it->second;
-  bool was_parked = c.reserve_ticket != 0;
-  c.reserve_ticket = 0;
+void RespServer::AnswerReserve(Connection& c, Result<Deliveries> r) {
   if (!r.ok()) {
     ReplyStatus(&c.out, r.status());
   } else if (r->empty()) {
@@ -449,10 +282,6 @@ void RespServer::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
   } else {
     resp::AppendArrayHeader(&c.out, r->size());
     for (const Delivery& d : *r) AppendDelivery(&c.out, d);
-  }
-  if (was_parked) {  // resume what was pipelined behind the RESERVE
-    Process(c);
-    if (conns_.count(conn_id) != 0) Flush(c);
   }
 }
 
@@ -593,7 +422,7 @@ void RespServer::CmdStats(Connection& c, const Args& a) {
       {"timed_out", s.timed_out},
       {"buried_total", s.buried_total},
       {"kicked", s.kicked},
-      {"connections", conns_.size()},
+      {"connections", connections()},
   };
   resp::AppendArrayHeader(&c.out, 2 * std::size(fields));
   for (const auto& [k, v] : fields) AppendPair(&c.out, k, static_cast<int64_t>(v));

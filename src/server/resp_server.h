@@ -1,64 +1,61 @@
-// RespServer: the Redis-protocol front end (SPEC §7) on an EventLoop, over
-// any Queue. Connections, parsing and replies live here; every command is one
-// Queue call, described as data in one table (see kCommands in the .cc).
+// RespServer: the Redis-protocol front end (SPEC §7) over any Queue.
+// Parsing and replies live here; every command is one Queue call, described
+// as data in one table (see kCommands in the .cc). Connections, limits and
+// waiting reserves are FrontEnd's and net::TcpServer's.
 //
 // Pipelining: every complete command in a read is executed and the replies
 // leave in one write. A RESERVE that has to wait parks its connection (later
-// pipelined commands wait behind it, as with BLPOP) without holding a thread:
-// the Queue calls back, the reply is posted to the loop.
+// pipelined commands wait behind it, as with BLPOP).
 //
 // Thread-safety: the loop thread owns the server and its connections.
 #ifndef DELAYQ_SERVER_RESP_SERVER_H_
 #define DELAYQ_SERVER_RESP_SERVER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "delayq/queue.h"
 #include "net/event_loop.h"
+#include "net/tcp_server.h"
 #include "resp/parser.h"
+#include "server/front_end.h"
 
 namespace delayq::server {
 
 struct RespServerOptions {
-  std::string host = "127.0.0.1";  // Default: loopback only.
-  int port = 7701;                 // 0: any free port (see RespServer::port()).
-  std::string auth_token;          // empty: no AUTH needed
-  size_t max_connections = 10'000;
-  size_t max_output_bytes = 64 << 20;  // a client that reads no replies is dropped
+  // Listener and limits. Defaults: 127.0.0.1:7701 (loopback only).
+  net::TcpServerOptions tcp = {.name = "RESP", .host = "127.0.0.1", .port = 7701};
+  std::string auth_token;  // empty: no AUTH needed
   resp::ParserLimits parser;
 };
 
-class RespServer {
+class RespServer : public FrontEnd {
  public:
   // Binds and listens. `loop` and `queue` must outlive the server.
-  // Errors: kUnavailable if the address cannot be bound.
+  // Errors: kInvalidArgument for a bad address, kUnavailable if it cannot be
+  // bound.
   static Result<std::unique_ptr<RespServer>> Create(net::EventLoop* loop, Queue* queue,
                                                     RespServerOptions options);
-  // Loop thread only: closes every connection and the listener.
-  ~RespServer();
 
-  int port() const { return port_; }
-
-  struct Connection;
   using Args = std::vector<std::string_view>;
+  using Connection = net::Connection;
+  struct RespState;
 
  private:
-  RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options, int listen_fd,
-             int port);
-  void OnAccept();
-  void OnEvents(uint64_t id, uint32_t events);
-  void ReadFrom(Connection& c);
-  void Process(Connection& c);
+  RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options);
+
+  // net::TcpHandler
+  void OnOpen(Connection& c) override;
+  void OnInput(Connection& c) override;
+  std::string_view BusyReply() const override;
+  std::string_view TimeoutReply() const override;
+  // FrontEnd
+  void AnswerReserve(Connection& c, Result<Deliveries> result) override;
+
   void Execute(Connection& c, const Args& args);
-  void Flush(Connection& c);
-  void Close(uint64_t id);
-  void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
 
   // Commands (see kCommands).
   void CmdPing(Connection& c, const Args& a);
@@ -90,17 +87,7 @@ class RespServer {
   static const CommandSpec kCommands[];
   static const CommandSpec* FindCommand(std::string_view name);
 
-  net::EventLoop* loop_;
-  Queue* queue_;
   RespServerOptions options_;
-  int listen_fd_;
-  int port_;
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
-  // Set while a RESERVE calls the queue, so an answer given inside that call
-  // is written at once instead of taking a trip through Post.
-  std::atomic<uint64_t> reserving_conn_{0};
-  std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
 };
 
 }  // namespace delayq::server

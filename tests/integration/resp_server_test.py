@@ -8,10 +8,7 @@ poll with a deadline, and long-polls are bounded by their own timeouts.
 """
 import argparse
 import os
-import re
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,42 +16,19 @@ import unittest
 
 import redis
 
-BINARY = None
+import harness
+from harness import Server, wait_until
 
 
-class Server:
-    def __init__(self, *extra):
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--resp-port", "0", *extra],
-            stderr=subprocess.PIPE, text=True)
-        self.extra = extra
-        deadline = time.monotonic() + 10
-        line = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"serving RESP on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                return
-        self.stop()
-        raise RuntimeError("server did not start: " + line)
-
-    def client(self, **kw):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, **kw)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        code = self.proc.wait(timeout=10)
-        self.proc.stderr.close()
-        return code
+def client(server, **kw):
+    return redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=10, **kw)
 
 
 class RespServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server()
-        cls.r = cls.server.client()
+        cls.r = client(cls.server)
 
     @classmethod
     def tearDownClass(cls):
@@ -105,7 +79,7 @@ class RespServerTest(unittest.TestCase):
         self.assertIsNone(self.cmd("RESERVE", "TIMEOUT", 50, "FROM", "empty.topic"))
 
     def test_long_poll_gets_a_job_that_falls_due_never_early(self):
-        waiter = self.server.client()
+        waiter = client(self.server)
         got = {}
 
         def wait():
@@ -114,11 +88,8 @@ class RespServerTest(unittest.TestCase):
 
         t = threading.Thread(target=wait)
         t.start()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:  # until the reserve is parked
-            stats = self.cmd("STATS", "lp")
-            if dict(zip(stats[::2], stats[1::2]))[b"waiting"] == b"1":
-                break
+        wait_until(lambda: dict(zip(*[iter(self.cmd("STATS", "lp"))] * 2))[b"waiting"] == b"1",
+                   what="the reserve to park")
         job_id = self.cmd("ADD", "lp", "*", 200, 60000, "soon")
         info = self.cmd("GET", job_id)
         run_at = int(dict(zip(info[::2], info[1::2]))[b"run_at_ms"])
@@ -184,7 +155,7 @@ class AuthTest(unittest.TestCase):
     def test_token_is_required(self):
         server = Server("--auth-token", "s3cret")
         try:
-            r = server.client()
+            r = client(server)
             # redis-py turns -NOAUTH replies into AuthenticationError.
             with self.assertRaisesRegex(redis.AuthenticationError, "Authentication required"):
                 r.execute_command("ADD", "a", "*", 0, 1000, "x")
@@ -199,7 +170,7 @@ class AuthTest(unittest.TestCase):
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_answers_waiters_and_exits_cleanly(self):
         server = Server()
-        r = server.client()
+        r = client(server)
         result = {}
 
         def wait():
@@ -210,20 +181,20 @@ class ShutdownTest(unittest.TestCase):
 
         t = threading.Thread(target=wait)
         t.start()
-        probe = server.client()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            stats = probe.execute_command("STATS")
-            if dict(zip(stats[::2], stats[1::2]))[b"waiting"] == b"1":
-                break
+        probe = client(server)
+        wait_until(lambda: dict(zip(*[iter(probe.execute_command("STATS"))] * 2))[b"waiting"]
+                   == b"1", what="the reserve to park")
         self.assertEqual(server.stop(), 0)
         t.join(timeout=10)
         self.assertFalse(t.is_alive())
+        # Drained, not cut: the waiting reserve was answered (nil) first.
+        self.assertEqual(result, {"r": None})
+        self.assertIn("stopping: draining", "".join(server.log))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
     args, rest = parser.parse_known_args()
-    BINARY = os.path.abspath(args.binary)
+    harness.BINARY = os.path.abspath(args.binary)
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

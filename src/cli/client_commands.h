@@ -1,0 +1,42 @@
+// The client half of the `delayq` command line: `delayq add|reserve|finish|
+// delete|release|touch|bury|kick|kicktopic|get|peek|topics|stats|pause|
+// resume|ping ...` talk to a running server over the Redis protocol
+// (hiredis). Readable output by default, `--json` for scripts; a clear
+// message on stderr and a non-zero exit code on failure.
+//
+// Exit codes of Run() (also in every subcommand's --help and src/cli/README.md):
+//   0  success
+//   1  the server answered an error ("delayq: NOTFOUND: ..." on stderr)
+//   2  usage error found by delayq itself (e.g. a bad --server address)
+//   3  nothing there: reserve got no job, get or peek found none
+//   4  could not talk to the server: cannot connect, no reply in time, lost
+// Errors CLI11 finds while parsing never reach Run(): main() decides their code.
+//
+// Thread-safety: used from main()'s thread only.
+#ifndef DELAYQ_CLI_CLIENT_COMMANDS_H_
+#define DELAYQ_CLI_CLIENT_COMMANDS_H_
+
+#include <memory>
+
+namespace CLI {
+class App;
+}
+
+namespace delayq::cli {
+
+class ClientCommands {
+ public:
+  virtual ~ClientCommands() = default;
+  // Runs the client subcommand the command line chose; returns the exit
+  // code. REQUIRES: Parsed() is true.
+  virtual int Run() = 0;
+  // Whether one of the client subcommands was on the command line.
+  virtual bool Parsed() const = 0;
+};
+
+// Adds every client subcommand (and their options) to `app`.
+std::unique_ptr<ClientCommands> AddClientCommands(CLI::App* app);
+
+}  // namespace delayq::cli
+
+#endif  // DELAYQ_CLI_CLIENT_COMMANDS_H_

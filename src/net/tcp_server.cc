@@ -1,0 +1,290 @@
+#include "net/tcp_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+
+namespace delayq::net {
+namespace {
+
+constexpr size_t kReadBytes = 64 * 1024;
+
+// How often idle and slow connections are looked for: a quarter of the
+// shortest timeout, so one is enforced within 25% of its length.
+int64_t SweepInterval(const TcpServerOptions& o) {
+  int64_t shortest = 0;
+  for (int64_t t : {o.idle_timeout_ms, o.request_timeout_ms}) {
+    if (t > 0 && (shortest == 0 || t < shortest)) shortest = t;
+  }
+  if (shortest == 0) return 0;
+  return std::clamp<int64_t>(shortest / 4, 5, 1000);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TcpServer>> TcpServer::Create(EventLoop* loop, TcpHandler* handler,
+                                                     TcpServerOptions options) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgument(options.name + " port: " + std::to_string(options.port) +
+                           " is not 0..65535");
+  }
+  if (inet_pton(AF_INET, options.host.c_str(), &addr.sin_addr) != 1) {
+    return InvalidArgument(options.name + " listen address: '" + options.host +
+                           "' is not an IPv4 address");
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable(options.name + ": socket() failed: " + strerror(errno));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 4096) != 0) {
+    std::string why = strerror(errno);
+    close(fd);
+    return Unavailable(options.name + ": cannot listen on " + options.host + ":" +
+                       std::to_string(options.port) + ": " + why);
+  }
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  auto server =
+      std::unique_ptr<TcpServer>(new TcpServer(loop, handler, std::move(options), fd, port));
+  TcpServer* s = server.get();
+  if (Status st = loop->Add(fd, EPOLLIN, [s](uint32_t) { s->OnAccept(); }); !st.ok()) return st;
+  if (int64_t every = SweepInterval(s->options_); every > 0) {
+    s->sweep_timer_ = loop->RunAfter(every, [s] { s->Sweep(); });
+  }
+  return server;
+}
+
+TcpServer::TcpServer(EventLoop* loop, TcpHandler* handler, TcpServerOptions options,
+                     int listen_fd, int port)
+    : loop_(loop),
+      handler_(handler),
+      options_(std::move(options)),
+      listen_fd_(listen_fd),
+      port_(port) {}
+
+TcpServer::~TcpServer() {
+  loop_->CancelTimer(sweep_timer_);
+  StopListening();
+  std::vector<uint64_t> ids;
+  for (const auto& [id, c] : conns_) ids.push_back(id);
+  for (uint64_t id : ids) Close(id);
+}
+
+void TcpServer::StopListening() {
+  if (listen_fd_ < 0) return;
+  loop_->Remove(listen_fd_);
+  close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+Connection* TcpServer::Find(uint64_t id) {
+  auto it = conns_.find(id);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+void TcpServer::OnAccept() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        Log(LogLevel::kWarn, "%s: cannot accept: %s (raise the open files limit)",
+            options_.name.c_str(), strerror(errno));
+      }
+      return;  // EAGAIN, or an error the next readiness retries
+    }
+    if (conns_.size() >= options_.max_connections) {
+      std::string_view busy = handler_->BusyReply();
+      [[maybe_unused]] ssize_t n = write(fd, busy.data(), busy.size());
+      close(fd);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto c = std::make_unique<Connection>();
+    c->id = next_id_++;
+    c->fd = fd;
+    c->last_input_ms = MonotonicNowMs();
+    uint64_t id = c->id;
+    Connection& ref = *c;
+    conns_[id] = std::move(c);
+    handler_->OnOpen(ref);
+    if (!loop_->Add(fd, EPOLLIN | EPOLLRDHUP, [this, id](uint32_t ev) { OnEvents(id, ev); }).ok()) {
+      Close(id);
+    }
+  }
+}
+
+void TcpServer::Close(uint64_t id) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Connection& c = *it->second;
+  handler_->OnClose(c);
+  loop_->Remove(c.fd);
+  close(c.fd);
+  conns_.erase(it);
+}
+
+void TcpServer::OnEvents(uint64_t id, uint32_t events) {
+  Connection* c = Find(id);
+  if (c == nullptr) return;
+  if (events & (EPOLLERR | EPOLLHUP)) {
+    Close(id);
+    return;
+  }
+  if (events & EPOLLOUT) {
+    Flush(*c);
+    if ((c = Find(id)) == nullptr) return;
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP)) ReadFrom(*c);
+}
+
+void TcpServer::ReadFrom(Connection& c) {
+  uint64_t id = c.id;
+  char buf[kReadBytes];
+  bool eof = false;
+  for (;;) {
+    ssize_t n = read(c.fd, buf, sizeof buf);
+    if (n > 0) {
+      c.in.append(buf, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < sizeof buf) break;
+      continue;
+    }
+    if (n == 0) {
+      eof = true;  // answer what was sent before the client's FIN, then close
+      break;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) break;
+    Close(id);
+    return;
+  }
+  c.last_input_ms = MonotonicNowMs();
+  if (c.closing) {
+    c.in.clear();  // closing: what arrives now is not answered
+  } else {
+    Process(c);
+  }
+  Connection* live = Find(id);
+  if (live == nullptr) return;
+  if (eof && !live->waiting) {
+    // Replies to what came before the FIN go out first; a parked long-poll
+    // is withdrawn by the close (its jobs, if any, go back at once).
+    Flush(*live);
+    Close(id);
+    return;
+  }
+  if (eof) {
+    // The client half-closed while waiting: nobody can read the answer.
+    Close(id);
+    return;
+  }
+  Flush(*live);
+}
+
+void TcpServer::Process(Connection& c) {
+  if (c.waiting) return;
+  handler_->OnInput(c);
+  bool partial = !c.waiting && !c.closing && (!c.in.empty() || handler_->InRequest(c));
+  if (!partial) {
+    c.request_since_ms = -1;
+  } else if (c.request_since_ms < 0) {
+    c.request_since_ms = c.last_input_ms;
+  }
+}
+
+void TcpServer::Resume(Connection& c) {
+  uint64_t id = c.id;
+  if (!c.in.empty() && !c.closing) Process(c);
+  if (Connection* live = Find(id)) Flush(*live);
+}
+
+void TcpServer::Flush(Connection& c) {
+  while (!c.out.empty()) {
+    ssize_t n = write(c.fd, c.out.data(), c.out.size());
+    if (n > 0) {
+      c.out.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    Close(c.id);
+    return;
+  }
+  if (c.out.size() > options_.max_output_bytes) {
+    Log(LogLevel::kWarn, "%s: closing a connection with %zu bytes of unread replies",
+        options_.name.c_str(), c.out.size());
+    Close(c.id);
+    return;
+  }
+  if (c.out.empty() && c.closing && !c.waiting) {
+    Close(c.id);
+    return;
+  }
+  bool want = !c.out.empty();
+  if (want != c.want_write) {
+    c.want_write = want;
+    loop_->Modify(c.fd, EPOLLIN | EPOLLRDHUP | (want ? uint32_t{EPOLLOUT} : 0u));
+  }
+}
+
+void TcpServer::Sweep() {
+  sweep_timer_ = 0;
+  int64_t now = MonotonicNowMs();
+  std::vector<uint64_t> idle, slow;
+  for (const auto& [id, c] : conns_) {
+    if (c->waiting) continue;
+    if (options_.request_timeout_ms > 0 && c->request_since_ms >= 0 &&
+        now - c->request_since_ms >= options_.request_timeout_ms) {
+      slow.push_back(id);
+    } else if (options_.idle_timeout_ms > 0 && c->request_since_ms < 0 &&
+               now - c->last_input_ms >= options_.idle_timeout_ms) {
+      idle.push_back(id);
+    }
+  }
+  for (uint64_t id : slow) {
+    Connection* c = Find(id);
+    std::string_view reply = handler_->TimeoutReply();
+    c->out.append(reply);
+    c->in.clear();
+    c->closing = true;
+    Flush(*c);
+  }
+  for (uint64_t id : idle) Close(id);
+  if (!slow.empty()) {
+    Log(LogLevel::kDebug, "%s: closed %zu connections whose request took over %lld ms",
+        options_.name.c_str(), slow.size(), static_cast<long long>(options_.request_timeout_ms));
+  }
+  sweep_timer_ = loop_->RunAfter(SweepInterval(options_), [this] { Sweep(); });
+}
+
+void TcpServer::BeginDrain() {
+  if (draining_) return;
+  draining_ = true;
+  StopListening();
+  std::vector<uint64_t> ids;
+  for (const auto& [id, c] : conns_) ids.push_back(id);
+  for (uint64_t id : ids) {
+    Connection* c = Find(id);
+    if (c == nullptr) continue;
+    if (c->waiting) handler_->OnDrain(*c);  // answers it; pipelined requests behind run now
+    if ((c = Find(id)) == nullptr) continue;
+    c->closing = true;
+    Flush(*c);
+  }
+}
+
+}  // namespace delayq::net

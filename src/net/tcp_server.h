@@ -1,0 +1,144 @@
+// TcpServer: a listening socket and its connections on one EventLoop — the
+// part of a network front end that knows nothing of its protocol.
+//
+// It accepts (up to max_connections), reads what a socket has into the
+// connection's `in`, hands the connection to its Handler to parse and answer
+// into `out`, and writes `out` once per read. It enforces the limits every
+// protocol needs: output a client does not read (max_output_bytes), idle
+// connections (idle_timeout_ms), requests sent too slowly (request_timeout_ms,
+// against slowloris), and it drains gracefully on shutdown.
+//
+// Syscalls per request at pipeline depth 1: one read (another only when the
+// 64 KiB read buffer came back full), one write, and a share of epoll_wait.
+//
+// Thread-safety: the loop thread owns the server and its connections.
+#ifndef DELAYQ_NET_TCP_SERVER_H_
+#define DELAYQ_NET_TCP_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "delayq/status.h"
+#include "net/event_loop.h"
+
+namespace delayq::net {
+
+struct TcpServerOptions {
+  std::string name = "tcp";        // for logs: "HTTP", "RESP"
+  std::string host = "127.0.0.1";  // IPv4 address to listen on. Default: loopback.
+  int port = 0;                    // 0: any free port (see TcpServer::port()).
+  size_t max_connections = 10'000;
+  size_t max_output_bytes = 64 << 20;  // a client that reads no replies is dropped
+  // A connection with nothing in flight is closed after this long without
+  // input. 0: never. A connection waiting for its handler (a long-poll) is
+  // not idle.
+  int64_t idle_timeout_ms = 0;
+  // A request that has begun must be complete within this long. 0: no limit.
+  int64_t request_timeout_ms = 0;
+};
+
+// Handlers may keep per-connection state in Connection::state.
+struct ConnectionState {
+  virtual ~ConnectionState() = default;
+};
+
+struct Connection {
+  uint64_t id = 0;
+  int fd = -1;
+  std::string in;   // received, not yet consumed by the handler
+  std::string out;  // to be written
+  std::unique_ptr<ConnectionState> state;
+  // Set by the handler: close once `out` is written (QUIT, protocol errors,
+  // "Connection: close").
+  bool closing = false;
+  // Set by the handler while it waits on something other than input (a
+  // parked long-poll): input is buffered, not handed over, and the idle
+  // timeout does not apply. The handler clears it and calls Resume.
+  bool waiting = false;
+
+  // TcpServer's own.
+  bool want_write = false;
+  int64_t last_input_ms = 0;
+  int64_t request_since_ms = -1;  // when the pending partial request began
+};
+
+class TcpHandler {
+ public:
+  virtual ~TcpHandler() = default;
+  // A new connection: set up `c.state`.
+  virtual void OnOpen(Connection& c) = 0;
+  // Consume complete requests from the front of c.in, append replies to
+  // c.out. Called after each read unless c.waiting.
+  virtual void OnInput(Connection& c) = 0;
+  // c is about to be closed and destroyed (withdraw what waits for it).
+  virtual void OnClose(Connection& c) = 0;
+  // Whether part of a request has been received and not yet answered
+  // (request timeouts). The server adds "c.in is not empty" itself.
+  virtual bool InRequest(const Connection& c) const { return false; }
+  // The server is shutting down: answer whatever waits (c.waiting) now.
+  virtual void OnDrain(Connection& c) {}
+  // Written to a connection refused because max_connections are open.
+  virtual std::string_view BusyReply() const = 0;
+  // Written before closing a connection whose request took too long.
+  virtual std::string_view TimeoutReply() const { return {}; }
+};
+
+class TcpServer {
+ public:
+  // Binds and listens. `loop` and `handler` must outlive the server.
+  // Errors: kInvalidArgument for a bad address; kUnavailable if it cannot be
+  // bound.
+  static Result<std::unique_ptr<TcpServer>> Create(EventLoop* loop, TcpHandler* handler,
+                                                   TcpServerOptions options);
+  // Loop thread only: closes every connection and the listener.
+  ~TcpServer();
+  TcpServer(const TcpServer&) = delete;
+  TcpServer& operator=(const TcpServer&) = delete;
+
+  int port() const { return port_; }
+  size_t connections() const { return conns_.size(); }
+  const TcpServerOptions& options() const { return options_; }
+  bool draining() const { return draining_; }
+
+  // The live connection with this id, or nullptr once it has closed.
+  Connection* Find(uint64_t id);
+  // Writes what c.out holds (and closes c if it is closing and done).
+  // c may be destroyed: look it up again by id afterwards.
+  void Flush(Connection& c);
+  // Hands buffered input to the handler again after c.waiting was cleared,
+  // then flushes. c may be destroyed.
+  void Resume(Connection& c);
+  void Close(uint64_t id);
+
+  // Shutdown: stop accepting, answer what waits, finish writing, close each
+  // connection once its replies are out. Drained() tells when all are gone.
+  void BeginDrain();
+  bool Drained() const { return draining_ && conns_.empty(); }
+
+ private:
+  TcpServer(EventLoop* loop, TcpHandler* handler, TcpServerOptions options, int listen_fd,
+            int port);
+  void OnAccept();
+  void OnEvents(uint64_t id, uint32_t events);
+  void ReadFrom(Connection& c);
+  void Process(Connection& c);
+  void Sweep();
+  void StopListening();
+
+  EventLoop* loop_;
+  TcpHandler* handler_;
+  TcpServerOptions options_;
+  int listen_fd_;
+  int port_;
+  bool draining_ = false;
+  uint64_t next_id_ = 1;
+  uint64_t sweep_timer_ = 0;
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
+};
+
+}  // namespace delayq::net
+
+#endif  // DELAYQ_NET_TCP_SERVER_H_

@@ -1,0 +1,79 @@
+#include "server/front_end.h"
+
+#include <optional>
+#include <utility>
+
+namespace delayq::server {
+
+FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue)
+    : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)) {}
+
+FrontEnd::~FrontEnd() {
+  *alive_ = false;
+  tcp_.reset();  // closes connections (OnClose withdraws their reserves) while we still exist
+}
+
+Status FrontEnd::Listen(net::TcpServerOptions options) {
+  auto tcp = net::TcpServer::Create(loop_, this, std::move(options));
+  if (!tcp.ok()) return tcp.status();
+  tcp_ = std::move(tcp).value();
+  return Status::Ok();
+}
+
+void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
+  if (tcp_->draining()) req.wait_ms = 0;
+  uint64_t conn_id = c.id;
+  std::shared_ptr<bool> alive = alive_;
+  std::optional<Result<Deliveries>> now;
+  reserving_conn_ = conn_id;
+  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id, alive, &now](Result<Deliveries> r) {
+    if (reserving_conn_ == conn_id) {
+      now.emplace(std::move(r));
+      return;
+    }
+    auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
+    loop_->Post([this, conn_id, alive, shared] {
+      if (*alive) FinishReserve(conn_id, std::move(*shared));
+    });
+  });
+  reserving_conn_ = 0;
+  if (now) {
+    AnswerReserve(c, std::move(*now));
+    return;
+  }
+  static_cast<State&>(*c.state).reserve_ticket = ticket;
+  c.waiting = true;
+}
+
+void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
+  net::Connection* c = tcp_->Find(conn_id);
+  if (c == nullptr) {
+    // The client left while its jobs were on the way: give them back now
+    // rather than after their TTR.
+    if (r.ok()) {
+      for (const Delivery& d : *r) (void)queue_->Release(d.id, d.receipt, 0, "");
+    }
+    return;
+  }
+  static_cast<State&>(*c->state).reserve_ticket = 0;
+  c->waiting = false;
+  AnswerReserve(*c, std::move(r));
+  tcp_->Resume(*c);  // writes the answer, then serves what was pipelined behind it
+}
+
+void FrontEnd::OnClose(net::Connection& c) {
+  auto& s = static_cast<State&>(*c.state);
+  if (s.reserve_ticket != 0) queue_->CancelReserve(s.reserve_ticket);
+  s.reserve_ticket = 0;
+}
+
+void FrontEnd::OnDrain(net::Connection& c) {
+  auto& s = static_cast<State&>(*c.state);
+  // If the cancel loses the race, the answer is already on its way to the
+  // loop and FinishReserve writes it.
+  if (s.reserve_ticket != 0 && queue_->CancelReserve(s.reserve_ticket)) {
+    FinishReserve(c.id, Deliveries{});
+  }
+}
+
+}  // namespace delayq::server

@@ -1,0 +1,77 @@
+// FrontEnd: what the HTTP and RESP front ends share on top of net::TcpServer
+// — a Queue, and reserves that may have to wait.
+//
+// A reserve is one Queue::ReserveAsync. Its answer may come inside that call
+// (jobs were ready), later from the queue's own thread (a job fell due), or
+// inside another connection's request that made a job ready. Only the first
+// is written at once; the others are posted to the loop thread. While a
+// reserve waits its connection is parked (Connection::waiting): requests
+// pipelined behind it wait too, as with Redis's BLPOP, and are served once
+// the answer is written. No thread is held per waiting reserve.
+//
+// Jobs handed to a connection that closed before they could be written are
+// released at once rather than after their TTR.
+//
+// Thread-safety: the loop thread owns the front end, except that the
+// reserve callbacks it gives the queue may run on any thread; they only
+// post to the loop.
+#ifndef DELAYQ_SERVER_FRONT_END_H_
+#define DELAYQ_SERVER_FRONT_END_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "delayq/queue.h"
+#include "net/event_loop.h"
+#include "net/tcp_server.h"
+
+namespace delayq::server {
+
+class FrontEnd : public net::TcpHandler {
+ public:
+  ~FrontEnd() override;
+
+  int port() const { return tcp_->port(); }
+  size_t connections() const { return tcp_->connections(); }
+  // Shutdown: stop accepting, answer waiting reserves (empty), write what is
+  // owed, close. Drained() once every connection is gone.
+  void BeginDrain() { tcp_->BeginDrain(); }
+  bool Drained() const { return tcp_->Drained(); }
+
+ protected:
+  // Per-connection state of every front end.
+  struct State : net::ConnectionState {
+    uint64_t reserve_ticket = 0;  // non-zero while a reserve waits
+  };
+
+  FrontEnd(net::EventLoop* loop, Queue* queue);
+  // Binds the listener; call once from the subclass's factory.
+  Status Listen(net::TcpServerOptions options);
+
+  // Starts a reserve for c. AnswerReserve(c, result) writes the answer:
+  // inside this call if the queue answers at once, otherwise later with c
+  // parked meanwhile. While draining, reserves do not wait.
+  void StartReserve(net::Connection& c, ReserveRequest req);
+  virtual void AnswerReserve(net::Connection& c, Result<Deliveries> result) = 0;
+
+  // net::TcpHandler
+  void OnClose(net::Connection& c) override;
+  void OnDrain(net::Connection& c) override;
+
+  net::EventLoop* loop_;
+  Queue* queue_;
+  std::unique_ptr<net::TcpServer> tcp_;
+
+ private:
+  void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
+
+  // Set while StartReserve calls the queue, so an answer given inside that
+  // call is written at once instead of taking a trip through Post.
+  std::atomic<uint64_t> reserving_conn_{0};
+  std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_FRONT_END_H_

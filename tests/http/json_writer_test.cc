@@ -1,0 +1,134 @@
+#include "http/json_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace delayq::http {
+namespace {
+
+std::string Str(std::string_view s) {
+  std::string out;
+  JsonWriter(&out).String(s);
+  return out;
+}
+
+TEST(JsonWriter, CommasAreHandledAtEveryLevel) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Key("id");
+  w.String("j1");
+  w.Key("n");
+  w.Int(-3);
+  w.Key("list");
+  w.BeginArray();
+  w.Uint(1);
+  w.BeginObject();
+  w.EndObject();
+  w.BeginArray();
+  w.EndArray();
+  w.Bool(true);
+  w.Bool(false);
+  w.Null();
+  w.Raw("{\"r\":1}");
+  w.EndArray();
+  w.Key("o");
+  w.BeginObject();
+  w.Key("k");
+  w.Null();
+  w.EndObject();
+  w.EndObject();
+  EXPECT_EQ(out, R"({"id":"j1","n":-3,"list":[1,{},[],true,false,null,{"r":1}],"o":{"k":null}})");
+}
+
+TEST(JsonWriter, AppendsAfterExistingContent) {
+  std::string out = "prefix ";
+  JsonWriter w(&out);
+  w.BeginArray();
+  w.EndArray();
+  EXPECT_EQ(out, "prefix []");
+}
+
+TEST(JsonWriter, IntegersAtTheirLimits) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginArray();
+  w.Int(std::numeric_limits<int64_t>::min());
+  w.Int(std::numeric_limits<int64_t>::max());
+  w.Uint(std::numeric_limits<uint64_t>::max());
+  w.Int(0);
+  w.EndArray();
+  EXPECT_EQ(out, "[-9223372036854775808,9223372036854775807,18446744073709551615,0]");
+}
+
+TEST(JsonWriter, StringsAreEscaped) {
+  EXPECT_EQ(Str("plain"), "\"plain\"");
+  EXPECT_EQ(Str(""), "\"\"");
+  EXPECT_EQ(Str("q\"b\\s/"), R"("q\"b\\s/")");
+  EXPECT_EQ(Str("\b\f\n\r\t"), R"("\b\f\n\r\t")");
+  EXPECT_EQ(Str(std::string("\0\x01\x1f\x7f", 4)), "\"\\u0000\\u0001\\u001f\x7f\"");
+}
+
+TEST(JsonWriter, KeysAreEscapedToo) {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Key("a\"b\n");
+  w.Int(1);
+  w.EndObject();
+  EXPECT_EQ(out, R"({"a\"b\n":1})");
+}
+
+TEST(JsonWriter, ValidUtf8PassesThrough) {
+  const std::string s = "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80 \xEF\xBF\xBF \xF4\x8F\xBF\xBF";
+  EXPECT_TRUE(IsValidUtf8(s));
+  EXPECT_EQ(Str(s), "\"" + s + "\"");
+}
+
+TEST(JsonWriter, InvalidUtf8BecomesReplacementCharacters) {
+  const std::string r = "\xEF\xBF\xBD";
+  struct Case {
+    std::string in, out;
+  } cases[] = {
+      {"\xff", r},                          // never a UTF-8 byte
+      {"a\x80z", "a" + r + "z"},            // lone continuation byte
+      {"\xC3", r},                          // truncated at the end
+      {"\xC3z", r + "z"},                   // truncated before ASCII
+      {"\xE2\x82", r},                      // one U+FFFD for a truncated 3-byte form
+      {"\xC0\xAF", r + r},                  // overlong '/'
+      {"\xE0\x80\xAF", r + r + r},          // overlong, 3 bytes
+      {"\xED\xA0\x80", r + r + r},          // a surrogate
+      {"\xF4\x90\x80\x80", r + r + r + r},  // above U+10FFFF
+      {"\xF0\x9F\x98", r},                  // truncated 4-byte form
+      {"\xF5\x80", r + r},                  // lead byte out of range
+      {"\"\xff\n", "\\\"" + r + "\\n"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_FALSE(IsValidUtf8(c.in)) << c.out;
+    std::string got = Str(c.in);
+    EXPECT_EQ(got, "\"" + c.out + "\"");
+    EXPECT_TRUE(IsValidUtf8(got));
+  }
+}
+
+TEST(JsonWriter, EveryByteValueGivesValidUtf8) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  std::string got = Str(all);
+  EXPECT_TRUE(IsValidUtf8(got));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_GE(static_cast<unsigned char>(got[i]), 0x20) << "raw control byte at " << i;
+  }
+}
+
+TEST(IsValidUtf8, AcceptsAsciiAndEmpty) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8(std::string("a\0b", 3)));
+  EXPECT_FALSE(IsValidUtf8("abc\xff"));
+}
+
+}  // namespace
+}  // namespace delayq::http

@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""Black-box tests of the `delayq` client subcommands (add, reserve, finish, ...)
+against a real `delayq serve`: every subcommand is run as a subprocess, its
+text and --json output and its exit code checked. Each test class starts its
+own server on a free loopback port and ends it by PID. Nothing sleeps to wait
+for time: the one wait (a job falling due) is the CLI's own long-poll.
+
+    /usr/bin/python3 tests/integration/cli_test.py --binary build/bin/delayq
+
+Exit codes under test (src/cli/README.md): 0 ok, 1 server error, 2 usage,
+3 nothing there, 4 cannot talk to the server.
+"""
+import argparse
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import harness
+from harness import Server
+
+OK, SERVER_ERROR, USAGE, EMPTY, UNAVAILABLE = 0, 1, 2, 3, 4
+
+
+def run_cli(*args, server=None, input=None, env=None, timeout=30):
+    """Runs `delayq ARGS` with DELAYQ_SERVER pointing at `server`; stdout
+    and stderr as bytes."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+    if server is not None:
+        e["DELAYQ_SERVER"] = server.address
+    e.update(env or {})
+    return subprocess.run([harness.BINARY, *[str(a) for a in args]], input=input, env=e,
+                          capture_output=True, timeout=timeout)
+
+
+def fields(stdout):
+    """Human output `key: value` lines -> dict."""
+    out = {}
+    for line in stdout.decode().splitlines():
+        key, _, value = line.partition(":")
+        out[key] = value.strip()
+    return out
+
+
+def blocks(stdout):
+    """Human output of several jobs, separated by blank lines -> dicts."""
+    return [fields(b.encode()) for b in stdout.decode().split("\n\n") if b.strip()]
+
+
+class CliTestBase(unittest.TestCase):
+    server_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(*cls.server_args)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def cli(self, *args, **kw):
+        kw.setdefault("server", self.server)
+        return run_cli(*args, **kw)
+
+    def ok(self, *args, **kw):
+        r = self.cli(*args, **kw)
+        self.assertEqual(r.returncode, OK, (args, r.stderr))
+        self.assertEqual(r.stderr, b"")
+        return r.stdout
+
+    def ok_json(self, *args, **kw):
+        out = self.ok(*args, "--json", **kw)
+        self.assertTrue(out.endswith(b"\n") and out.count(b"\n") == 1, out)
+        return json.loads(out)
+
+    def fails(self, code, *args, stderr=None, **kw):
+        r = self.cli(*args, **kw)
+        self.assertEqual(r.returncode, code, (args, r.stdout, r.stderr))
+        if stderr is not None:
+            self.assertRegex(r.stderr.decode(), stderr)
+        return r
+
+    def usage_error(self, *args):
+        r = self.cli(*args)
+        self.assertEqual(r.returncode, USAGE, (args, r.stderr))
+        self.assertEqual(r.stdout, b"")
+        self.assertNotEqual(r.stderr, b"")
+        return r
+
+    def reserve_one(self, topic):
+        got = self.ok_json("reserve", topic)["jobs"]
+        self.assertEqual(len(got), 1)
+        return got[0]
+
+    def get(self, job_id):
+        return self.ok_json("get", job_id)
+
+
+class ClientCommandsTest(CliTestBase):
+    def test_ping_human_and_json(self):
+        self.assertEqual(self.ok("ping"), b"PONG\n")
+        self.assertEqual(self.ok_json("ping"), {"ok": True})
+
+    def test_add_prints_the_id_human_and_json(self):
+        generated = self.ok("add", "add.t", "hello").decode().strip()
+        self.assertRegex(generated, r"^\S+$")
+        self.assertEqual(self.get(generated)["body"], "hello")
+        self.assertEqual(self.ok_json("add", "add.t", "x", "--id", "add-1"), {"id": "add-1"})
+
+    def test_add_reads_a_binary_body_from_stdin(self):
+        body = b"from\x00stdin\xff\n"
+        self.ok("add", "stdin.t", "-", "--id", "stdin-1", input=body)
+        info = self.get("stdin-1")
+        self.assertNotIn("body", info)
+        self.assertEqual(base64.b64decode(info["body_base64"]), body)
+        human = fields(self.ok("get", "stdin-1"))
+        self.assertEqual(human["body"], r"from\x00stdin\xff\n")
+
+    def test_add_options_reach_the_server(self):
+        self.ok("add", "opt.t", "b", "--id", "opt-1", "--delay-ms", 60000, "--ttr-ms", 1234,
+                "--priority", 7, "--max-attempts", 3)
+        info = self.get("opt-1")
+        self.assertEqual(info["state"], "delayed")
+        self.assertEqual((info["ttr_ms"], info["priority"], info["max_attempts"]), (1234, 7, 3))
+        self.assertGreaterEqual(info["run_at_ms"] - info["created_at_ms"], 60000)
+        run_at = 253402300799000
+        self.ok("add", "opt.t", "--id", "opt-2", "--run-at-ms", run_at)
+        info = self.get("opt-2")
+        self.assertEqual((info["run_at_ms"], info["body"]), (run_at, ""))
+
+    def test_add_of_a_live_id_is_exists_and_replace_updates_it(self):
+        self.ok("add", "dup.t", "one", "--id", "dup-1")
+        self.fails(SERVER_ERROR, "add", "dup.t", "two", "--id", "dup-1",
+                   stderr=r"^delayq: EXISTS: .*dup-1")
+        self.assertEqual(self.get("dup-1")["body"], "one")
+        self.ok("add", "dup.t", "two", "--id", "dup-1", "--replace")
+        self.assertEqual(self.get("dup-1")["body"], "two")
+
+    def test_reserve_prints_one_block_per_job_and_finish_removes_it(self):
+        self.ok("add", "rf.t", "work", "--id", "rf-1")
+        jobs = blocks(self.ok("reserve", "rf.t"))
+        self.assertEqual(len(jobs), 1)
+        job = jobs[0]
+        self.assertEqual((job["id"], job["topic"], job["attempts"], job["body"]),
+                         ("rf-1", "rf.t", "1", "work"))
+        self.assertEqual(self.ok("finish", "rf-1", "--receipt", job["receipt"]), b"")
+        self.fails(EMPTY, "get", "rf-1", stderr=r"^delayq: no job 'rf-1'")
+
+    def test_reserve_json_takes_count_jobs_from_several_topics(self):
+        self.ok("add", "multi.a", "a", "--id", "multi-a", "--priority", 1)
+        self.ok("add", "multi.b", "b", "--id", "multi-b", "--priority", 2)
+        self.ok("add", "multi.b", "c", "--id", "multi-c", "--priority", 3)
+        jobs = self.ok_json("reserve", "multi.a", "multi.b", "--count", 2)["jobs"]
+        self.assertEqual(len(jobs), 2)
+        for j in jobs:
+            self.assertEqual(set(j), {"id", "topic", "body", "receipt", "attempts"})
+            self.assertEqual(j["attempts"], 1)
+        self.assertEqual(len(blocks(self.ok("reserve", "multi.a", "multi.b", "--count", 5))), 1)
+
+    def test_reserve_with_nothing_due_exits_3(self):
+        r = self.fails(EMPTY, "reserve", "nothing.t", "--wait-ms", 20, stderr=r"^delayq: no job")
+        self.assertEqual(r.stdout, b"")
+        r = self.fails(EMPTY, "reserve", "nothing.t", "--json")
+        self.assertEqual(json.loads(r.stdout), {"jobs": []})
+        self.assertEqual(r.stderr, b"")
+
+    def test_reserve_waits_for_a_job_that_falls_due(self):
+        self.ok("add", "due.t", "later", "--id", "due-1", "--delay-ms", 200)
+        start = time.monotonic()
+        job = self.ok_json("reserve", "due.t", "--wait-ms", 10000)["jobs"][0]
+        self.assertEqual(job["id"], "due-1")
+        self.assertGreaterEqual(time.monotonic() - start, 0.1)
+
+    def test_stale_receipt_and_not_reserved_are_server_errors(self):
+        self.ok("add", "stale.t", "x", "--id", "stale-1")
+        self.fails(SERVER_ERROR, "finish", "stale-1", stderr=r"^delayq: NOTRESERVED: ")
+        self.reserve_one("stale.t")
+        for cmd in ("finish", "touch", "bury", "release"):
+            self.fails(SERVER_ERROR, cmd, "stale-1", "--receipt", "0" * 24,
+                       stderr=r"^delayq: STALE: ")
+        self.assertEqual(self.get("stale-1")["state"], "reserved")
+
+    def test_unknown_id(self):
+        for cmd in ("finish", "delete", "touch", "bury", "kick", "release"):
+            self.fails(SERVER_ERROR, cmd, "no-such-job", stderr=r"^delayq: NOTFOUND: ")
+        r = self.fails(EMPTY, "get", "no-such-job", "--json")
+        self.assertEqual((json.loads(r.stdout), r.stderr), (None, b""))
+        self.fails(EMPTY, "get", "no-such-job", stderr=r"^delayq: no job 'no-such-job'\n$")
+
+    def test_release_reschedules_with_the_error_text(self):
+        self.ok("add", "rel.t", "x", "--id", "rel-1")
+        receipt = self.reserve_one("rel.t")["receipt"]
+        self.assertEqual(self.ok_json("release", "rel-1", "--receipt", receipt,
+                                      "--delay-ms", 60000, "--error", "boom \"quoted\""),
+                         {"ok": True})
+        info = self.get("rel-1")
+        self.assertEqual((info["state"], info["last_error"]), ("delayed", "boom \"quoted\""))
+        self.assertEqual(info["attempts"], 1)
+        self.ok("delete", "rel-1")
+
+    def test_release_without_a_receipt_makes_the_job_ready(self):
+        self.ok("add", "rel2.t", "x", "--id", "rel2-1")
+        self.reserve_one("rel2.t")
+        self.assertEqual(self.ok("release", "rel2-1"), b"")
+        self.assertEqual(self.get("rel2-1")["state"], "ready")
+
+    def test_touch_extends_the_reservation(self):
+        self.ok("add", "touch.t", "x", "--id", "touch-1", "--ttr-ms", 60000)
+        receipt = self.reserve_one("touch.t")["receipt"]
+        before = self.get("touch-1")["reserved_until_ms"]
+        deadline = time.monotonic() + 5
+        while True:  # until the clock moved, so the new deadline is later
+            self.assertEqual(self.ok("touch", "touch-1", "--receipt", receipt), b"")
+            after = self.get("touch-1")["reserved_until_ms"]
+            if after > before or time.monotonic() > deadline:
+                break
+        self.assertGreater(after, before)
+
+    def test_bury_peek_kick_and_kicktopic(self):
+        for i in range(3):
+            self.ok("add", "bury.t", "b%d" % i, "--id", "bury-%d" % i, "--priority", i)
+        for i in range(3):
+            job = self.reserve_one("bury.t")
+            self.assertEqual(job["id"], "bury-%d" % i)
+            self.ok("bury", job["id"], "--receipt", job["receipt"])
+        peeked = self.ok_json("peek", "bury.t", "--state", "buried")
+        self.assertEqual((peeked["id"], peeked["topic"], peeked["body"]),
+                         ("bury-0", "bury.t", "b0"))
+        self.assertEqual(fields(self.ok("peek", "bury.t", "--state", "BURIED"))["id"], "bury-0")
+        self.ok("kick", "bury-0")
+        self.assertEqual(self.get("bury-0")["state"], "ready")
+        self.assertEqual(self.ok("kicktopic", "bury.t", 1), b"1\n")
+        self.assertEqual(self.ok_json("kicktopic", "bury.t", 10), {"kicked": 1})
+        self.assertEqual(self.ok_json("kicktopic", "bury.t", 10), {"kicked": 0})
+        self.fails(EMPTY, "peek", "bury.t", "--state", "buried",
+                   stderr=r"^delayq: no buried job in topic 'bury.t'")
+
+    def test_peek_ready_and_delayed(self):
+        self.ok("add", "peek.t", "now", "--id", "peek-now")
+        self.ok("add", "peek.t", "later", "--id", "peek-later", "--delay-ms", 600000)
+        self.assertEqual(fields(self.ok("peek", "peek.t"))["id"], "peek-now")
+        self.assertEqual(self.ok_json("peek", "peek.t", "--state", "delayed")["id"], "peek-later")
+        r = self.fails(EMPTY, "peek", "peek.empty", "--json")
+        self.assertEqual((json.loads(r.stdout), r.stderr), (None, b""))
+
+    def test_delete(self):
+        self.ok("add", "del.t", "x", "--id", "del-1")
+        self.assertEqual(self.ok_json("delete", "del-1"), {"ok": True})
+        self.fails(EMPTY, "get", "del-1")
+
+    def test_topics_human_and_json(self):
+        self.ok("add", "topics.one", "x")
+        self.ok("add", "topics.two", "x")
+        names = self.ok_json("topics")["topics"]
+        self.assertTrue({"topics.one", "topics.two"} <= set(names))
+        self.assertTrue({"topics.one", "topics.two"} <= set(self.ok("topics").decode().split()))
+
+    def test_stats_of_the_server_and_of_a_topic(self):
+        self.ok("add", "stats.t", "x", "--id", "stats-1", "--delay-ms", 600000)
+        total = self.ok_json("stats")
+        self.assertGreaterEqual(total["added"], 1)
+        self.assertTrue(all(type(v) is int for v in total.values()), total)
+        topic = self.ok_json("stats", "stats.t")
+        self.assertEqual((topic["topic"], topic["delayed"], topic["ready"]), ("stats.t", 1, 0))
+        human = fields(self.ok("stats", "stats.t"))
+        self.assertEqual((human["topic"], human["delayed"]), ("stats.t", "1"))
+
+    def test_pause_and_resume(self):
+        self.ok("add", "pause.t", "x", "--id", "pause-1")
+        self.assertEqual(self.ok("pause", "pause.t", 0), b"")
+        self.assertEqual(self.ok_json("stats", "pause.t")["paused"], 1)
+        self.fails(EMPTY, "reserve", "pause.t")
+        self.assertEqual(self.ok_json("resume", "pause.t"), {"ok": True})
+        self.assertEqual(self.reserve_one("pause.t")["id"], "pause-1")
+
+    def test_json_escapes_text_and_carries_bytes_as_base64(self):
+        text = "quote\" back\\slash\nnew\ttab\x01ctl \u00e9\u20ac\U0001F600 \u2028"
+        self.ok("add", "esc.t", "-", "--id", "esc-1", input=text.encode())
+        job = self.reserve_one("esc.t")
+        self.assertEqual(job["body"], text)
+        self.assertEqual(self.get("esc-1")["body"], text)
+        for raw in (b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"abc\xe2\x82"):
+            self.ok("add", "esc.t", "-", "--id", "esc-raw", "--replace", input=raw)
+            info = self.get("esc-raw")
+            self.assertEqual(base64.b64decode(info["body_base64"]), raw)
+
+    def test_human_output_escapes_control_characters(self):
+        self.ok("add", "tty.t", "-", "--id", "tty-1", input=b"a\x1b[31mb\nc")
+        self.assertEqual(fields(self.ok("get", "tty-1"))["body"], r"a\x1b[31mb\nc")
+
+    def test_server_errors_name_the_code(self):
+        self.fails(SERVER_ERROR, "add", "bad topic!", "x", stderr=r"^delayq: INVALID: topic")
+        self.fails(SERVER_ERROR, "add", "neg.t", "x", "--delay-ms", -5,
+                   stderr=r"^delayq: INVALID: delay_ms")
+        self.fails(SERVER_ERROR, "reserve", "t", "--count", 0, stderr=r"^delayq: INVALID: COUNT")
+
+    def test_bad_arguments_are_usage_errors(self):
+        self.usage_error("add")                                   # topic missing
+        self.usage_error("add", "t", "--no-such-option")
+        self.usage_error("add", "t", "--delay-ms", "soon")
+        self.usage_error("add", "t", "--delay-ms", 1, "--run-at-ms", 2)
+        self.usage_error("reserve")
+        self.usage_error("peek", "t", "--state", "reserved")
+        self.usage_error("kicktopic", "t")
+        self.usage_error("finish", "a", "b")
+        r = self.fails(USAGE, "ping", "--server", "127.0.0.1:notaport",
+                       stderr=r"^delayq: --server: .*port")
+        self.assertEqual(r.stdout, b"")
+        self.fails(USAGE, "ping", "--server", "[::1")
+
+    def test_help_lists_the_exit_codes(self):
+        for args in ([], ["add"], ["reserve"]):
+            r = run_cli(*args, "--help")
+            self.assertEqual(r.returncode, 0)
+            self.assertIn(b"Exit codes", r.stdout)
+            self.assertIn(b"3  nothing there", r.stdout)
+
+    def test_server_flag_wins_over_the_environment(self):
+        env = {"DELAYQ_SERVER": "127.0.0.1:1"}
+        self.assertEqual(run_cli("ping", "--server", self.server.address, env=env).returncode, OK)
+        self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class ConnectionFailureTest(unittest.TestCase):
+    def test_a_closed_port_exits_4_with_a_hint(self):
+        port = closed_port()
+        for args in (["ping"], ["add", "t", "x"], ["reserve", "t", "--json"], ["get", "x"]):
+            r = run_cli(*args, "--server", "127.0.0.1:%d" % port)
+            self.assertEqual(r.returncode, UNAVAILABLE, (args, r.stderr))
+            self.assertEqual(r.stdout, b"")
+            self.assertRegex(r.stderr.decode(),
+                             r"^delayq: cannot connect to 127\.0\.0\.1:%d: Connection refused"
+                             r" .* is `delayq serve` running\?\n$" % port)
+
+    def test_a_server_that_closes_the_connection_exits_4(self):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def accept_and_close():
+            conn, _ = listener.accept()
+            conn.close()
+
+        t = threading.Thread(target=accept_and_close)
+        t.start()
+        r = run_cli("ping", "--server", "127.0.0.1:%d" % listener.getsockname()[1])
+        t.join(timeout=10)
+        listener.close()
+        self.assertEqual(r.returncode, UNAVAILABLE, r.stderr)
+        self.assertRegex(r.stderr.decode(), r"^delayq: .*127\.0\.0\.1")
+
+
+class AuthTest(CliTestBase):
+    server_args = ("--auth-token", "s3cret")
+
+    def test_commands_need_the_token(self):
+        self.fails(SERVER_ERROR, "stats", stderr=r"^delayq: NOAUTH: ")
+        self.fails(SERVER_ERROR, "stats", "--auth-token", "wrong",
+                   stderr=r"^delayq: NOAUTH: invalid token")
+
+    def test_the_token_from_the_flag_or_the_environment(self):
+        self.assertEqual(self.ok_json("add", "auth.t", "x", "--id", "auth-1",
+                                      "--auth-token", "s3cret"), {"id": "auth-1"})
+        info = self.ok_json("get", "auth-1", env={"DELAYQ_AUTH_TOKEN": "s3cret"})
+        self.assertEqual(info["id"], "auth-1")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    args, rest = parser.parse_known_args()
+    harness.BINARY = os.path.abspath(args.binary)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
