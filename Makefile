@@ -27,8 +27,9 @@ test: build
 	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test resp_test http_test delayq
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^fuzz[.]'
 
-# Starts the server in the foreground: the Redis protocol on 127.0.0.1:7701.
-# (The store is "memory" until the durable embedded store lands.)
+# Starts the server in the foreground: HTTP/JSON on 127.0.0.1:7700, the Redis
+# protocol on 127.0.0.1:7701. (The store is "memory" until the durable
+# embedded store lands.)
 run: build
 	$(BUILD)/bin/delayq serve
 
