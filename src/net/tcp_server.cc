@@ -18,6 +18,8 @@ namespace delayq::net {
 namespace {
 
 constexpr size_t kReadBytes = 64 * 1024;
+constexpr int kMaxReadsPerEvent = 4;
+constexpr size_t kMaxInputWhileWaiting = 1 << 20;
 
 // How often idle and slow connections are looked for: a quarter of the
 // shortest timeout, so one is enforced within 25% of its length.
@@ -118,6 +120,7 @@ void TcpServer::OnAccept() {
     c->id = next_id_++;
     c->fd = fd;
     c->last_input_ms = MonotonicNowMs();
+    c->output_high_water = std::min<size_t>(options_.max_output_bytes / 4 + 1, 1 << 20);
     uint64_t id = c->id;
     Connection& ref = *c;
     conns_[id] = std::move(c);
@@ -149,14 +152,17 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
     Flush(*c);
     if ((c = Find(id)) == nullptr) return;
   }
-  if (events & (EPOLLIN | EPOLLRDHUP)) ReadFrom(*c);
+  if ((events & (EPOLLIN | EPOLLRDHUP)) && c->reading) ReadFrom(*c);
 }
 
 void TcpServer::ReadFrom(Connection& c) {
   uint64_t id = c.id;
   char buf[kReadBytes];
   bool eof = false;
-  for (;;) {
+  // Up to kMaxReadsPerEvent full reads, then the requests are served:
+  // a client sending without pause cannot grow c.in without bound (the loop
+  // is level-triggered, so what is left is read on the next turn).
+  for (int reads = 0; reads < kMaxReadsPerEvent; ++reads) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
@@ -173,26 +179,15 @@ void TcpServer::ReadFrom(Connection& c) {
     return;
   }
   c.last_input_ms = MonotonicNowMs();
+  // After the client's FIN, what it sent before is still answered (unless
+  // it is waiting: the answer may still be read from a half-closed socket).
+  if (eof) c.peer_closed = true;
   if (c.closing) {
     c.in.clear();  // closing: what arrives now is not answered
   } else {
     Process(c);
   }
-  Connection* live = Find(id);
-  if (live == nullptr) return;
-  if (eof && !live->waiting) {
-    // Replies to what came before the FIN go out first; a parked long-poll
-    // is withdrawn by the close (its jobs, if any, go back at once).
-    Flush(*live);
-    Close(id);
-    return;
-  }
-  if (eof) {
-    // The client half-closed while waiting: nobody can read the answer.
-    Close(id);
-    return;
-  }
-  Flush(*live);
+  if (Connection* live = Find(id)) Flush(*live);
 }
 
 void TcpServer::Process(Connection& c) {
@@ -207,22 +202,31 @@ void TcpServer::Process(Connection& c) {
 }
 
 void TcpServer::Resume(Connection& c) {
-  uint64_t id = c.id;
-  if (!c.in.empty() && !c.closing) Process(c);
-  if (Connection* live = Find(id)) Flush(*live);
+  c.last_input_ms = MonotonicNowMs();  // a wait that just ended was not idleness
+  Flush(c);                            // writes the answer, then serves what waited behind it
 }
 
 void TcpServer::Flush(Connection& c) {
-  while (!c.out.empty()) {
-    ssize_t n = write(c.fd, c.out.data(), c.out.size());
-    if (n > 0) {
-      c.out.erase(0, static_cast<size_t>(n));
-      continue;
+  for (;;) {
+    while (!c.out.empty()) {
+      ssize_t n = write(c.fd, c.out.data(), c.out.size());
+      if (n > 0) {
+        c.out.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      Close(c.id);
+      return;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
-    Close(c.id);
-    return;
+    // All written, input left over (the handler stopped at the high water):
+    // serve more of it now.
+    if (c.out.empty() && !c.in.empty() && !c.waiting && !c.closing) {
+      size_t before = c.in.size();
+      Process(c);
+      if (c.in.size() != before) continue;
+    }
+    break;
   }
   if (c.out.size() > options_.max_output_bytes) {
     Log(LogLevel::kWarn, "%s: closing a connection with %zu bytes of unread replies",
@@ -230,15 +234,27 @@ void TcpServer::Flush(Connection& c) {
     Close(c.id);
     return;
   }
-  if (c.out.empty() && c.closing && !c.waiting) {
+  if (c.out.empty() && !c.waiting && (c.closing || c.peer_closed)) {
     Close(c.id);
     return;
   }
-  bool want = !c.out.empty();
-  if (want != c.want_write) {
-    c.want_write = want;
-    loop_->Modify(c.fd, EPOLLIN | EPOLLRDHUP | (want ? uint32_t{EPOLLOUT} : 0u));
-  }
+  UpdateEvents(c);
+}
+
+// Output pending: ask for EPOLLOUT. Output full: stop reading (EPOLLIN and
+// EPOLLRDHUP are level-triggered, so they would fire on every turn).
+void TcpServer::UpdateEvents(Connection& c) {
+  bool want_write = !c.out.empty();
+  // Not after the client's FIN (EPOLLRDHUP would fire on every turn), nor
+  // while the replies pile up, nor while a parked connection buffers more
+  // than a pipeline's worth of requests behind its wait.
+  bool reading = !c.peer_closed && !c.OutputFull() &&
+                 !(c.waiting && c.in.size() >= kMaxInputWhileWaiting);
+  if (want_write == c.want_write && reading == c.reading) return;
+  c.want_write = want_write;
+  c.reading = reading;
+  loop_->Modify(c.fd, (reading ? uint32_t{EPOLLIN | EPOLLRDHUP} : 0u) |
+                          (want_write ? uint32_t{EPOLLOUT} : 0u));
 }
 
 void TcpServer::Sweep() {

@@ -31,7 +31,10 @@ struct TcpServerOptions {
   std::string host = "127.0.0.1";  // IPv4 address to listen on. Default: loopback.
   int port = 0;                    // 0: any free port (see TcpServer::port()).
   size_t max_connections = 10'000;
-  size_t max_output_bytes = 64 << 20;  // a client that reads no replies is dropped
+  // Replies a client may leave unread before it is dropped. Input is not
+  // read while a quarter of this (at most 1 MiB) is waiting to be written,
+  // so a client that pipelines without reading meets backpressure first.
+  size_t max_output_bytes = 64 << 20;
   // A connection with nothing in flight is closed after this long without
   // input. 0: never. A connection waiting for its handler (a long-poll) is
   // not idle.
@@ -59,9 +62,16 @@ struct Connection {
   // timeout does not apply. The handler clears it and calls Resume.
   bool waiting = false;
 
+  // Handlers stop consuming input once `out` holds this much; the server
+  // hands them the rest when it has been written.
+  bool OutputFull() const { return out.size() >= output_high_water; }
+
   // TcpServer's own.
+  size_t output_high_water = 0;
   bool want_write = false;
-  int64_t last_input_ms = 0;
+  bool reading = true;        // EPOLLIN armed (see UpdateEvents)
+  bool peer_closed = false;   // the client sent FIN: close once answered
+  int64_t last_input_ms = 0;  // last input, or the end of a wait: idle since
   int64_t request_since_ms = -1;  // when the pending partial request began
 };
 
@@ -71,7 +81,8 @@ class TcpHandler {
   // A new connection: set up `c.state`.
   virtual void OnOpen(Connection& c) = 0;
   // Consume complete requests from the front of c.in, append replies to
-  // c.out. Called after each read unless c.waiting.
+  // c.out, and stop early when c.OutputFull(). Called after each read, and
+  // when the output has drained, unless c.waiting.
   virtual void OnInput(Connection& c) = 0;
   // c is about to be closed and destroyed (withdraw what waits for it).
   virtual void OnClose(Connection& c) = 0;
@@ -127,6 +138,7 @@ class TcpServer {
   void Process(Connection& c);
   void Sweep();
   void StopListening();
+  void UpdateEvents(Connection& c);
 
   EventLoop* loop_;
   TcpHandler* handler_;

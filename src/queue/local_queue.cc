@@ -141,23 +141,21 @@ Result<AddResult> LocalQueue::Add(const JobSpec& spec) {
 }
 
 uint64_t LocalQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback done) {
-  {
+  bool closed = false;
+  uint64_t ticket = WithEngine([&](engine::Engine& e) -> uint64_t {
     // A callback run by the destructor may reserve again: answer at once
     // rather than register a waiter nobody would ever answer.
-    std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) {
-      lock.unlock();
-      done(Unavailable("queue closed"));
+      closed = true;
       return 0;
     }
-  }
-  auto shared = std::make_shared<ReserveCallback>(std::move(done));
-  return WithEngine([&](engine::Engine& e) {
     // Runs under mu_ (inside an engine call): only queue the callback.
-    return e.Reserve(req, [this, shared](Result<Deliveries> r) {
-      deferred_.emplace_back(std::move(*shared), std::move(r));
+    return e.Reserve(req, [this, d = std::move(done)](Result<Deliveries> r) mutable {
+      deferred_.emplace_back(std::move(d), std::move(r));
     });
   });
+  if (closed) done(Unavailable("queue closed"));  // not moved from: the lambda was never made
+  return ticket;
 }
 
 bool LocalQueue::CancelReserve(uint64_t ticket) {

@@ -23,20 +23,22 @@ Status FrontEnd::Listen(net::TcpServerOptions options) {
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   if (tcp_->draining()) req.wait_ms = 0;
   uint64_t conn_id = c.id;
-  std::shared_ptr<bool> alive = alive_;
   std::optional<Result<Deliveries>> now;
+  inline_answer_ = &now;
   reserving_conn_ = conn_id;
-  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id, alive, &now](Result<Deliveries> r) {
-    if (reserving_conn_ == conn_id) {
-      now.emplace(std::move(r));
+  // Captures fit std::function's inline storage: no allocation per reserve.
+  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id](Result<Deliveries> r) {
+    if (reserving_conn_.load(std::memory_order_acquire) == conn_id) {
+      inline_answer_->emplace(std::move(r));  // inside ReserveAsync, on the loop thread
       return;
     }
     auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
-    loop_->Post([this, conn_id, alive, shared] {
+    loop_->Post([this, conn_id, alive = alive_, shared] {
       if (*alive) FinishReserve(conn_id, std::move(*shared));
     });
   });
-  reserving_conn_ = 0;
+  reserving_conn_.store(0, std::memory_order_release);
+  inline_answer_ = nullptr;
   if (now) {
     AnswerReserve(c, std::move(*now));
     return;

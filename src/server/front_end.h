@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "delayq/queue.h"
 #include "net/event_loop.h"
@@ -69,6 +70,7 @@ class FrontEnd : public net::TcpHandler {
   // Set while StartReserve calls the queue, so an answer given inside that
   // call is written at once instead of taking a trip through Post.
   std::atomic<uint64_t> reserving_conn_{0};
+  std::optional<Result<Deliveries>>* inline_answer_ = nullptr;  // where that answer goes
   std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
 };
 

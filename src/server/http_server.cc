@@ -262,8 +262,12 @@ class JsonFields {
     if (!e) return Status::Ok();
     int64_t v = 0;
     if (e->get_int64().get(v) || v < min || v > max) {
-      return InvalidArgument(std::string(key) + ": expected an integer " + std::to_string(min) +
-                             ".." + std::to_string(max));
+      std::string range;
+      if (min != INT64_MIN || max != INT64_MAX) {
+        range = " " + std::to_string(min) + ".." + std::to_string(max);
+      }
+      return InvalidArgument(std::string(key) + ": expected an integer" + range + ", got " +
+                             (e->is_int64() ? "one out of range" : std::string(TypeName(e->type()))));
     }
     *out = v;
     return Status::Ok();
@@ -339,6 +343,8 @@ class HttpServer::Api {
 
  private:
   // Response helpers: they answer the request being handled.
+  void Respond(Connection& c, int status, std::string_view content_type, std::string_view body,
+               std::string_view headers = {});
   void Json(Connection& c, int status, std::string_view json, std::string_view headers = {});
   void Error(Connection& c, const Status& st, std::string_view headers = {});
   void Ok(Connection& c, const Status& st);
@@ -364,6 +370,7 @@ class HttpServer::Api {
   // The request being answered.
   bool keep_alive_ = true;
   int version_ = 11;
+  bool head_ = false;  // HEAD: answered as GET, without the body
 };
 
 // --- connections -------------------------------------------------------------------
@@ -405,7 +412,7 @@ bool HttpServer::InRequest(const Connection& c) const {
 void HttpServer::OnInput(Connection& c) {
   HttpState& s = StateOf(c);
   size_t offset = 0;
-  while (!c.closing && !c.waiting && offset < c.in.size()) {
+  while (!c.closing && !c.waiting && !c.OutputFull() && offset < c.in.size()) {
     size_t consumed = 0;
     std::string_view rest(c.in.data() + offset, c.in.size() - offset);
     http::RequestParser::Status st = s.parser.Parse(rest, &consumed);
@@ -435,7 +442,13 @@ void HttpServer::AnswerReserve(Connection& c, Result<Deliveries> result) {
 
 void HttpServer::Api::Json(Connection& c, int status, std::string_view json,
                            std::string_view headers) {
-  AppendResponse(&c.out, status, kJson, json, keep_alive_, version_, headers);
+  Respond(c, status, kJson, json, headers);
+}
+
+void HttpServer::Api::Respond(Connection& c, int status, std::string_view content_type,
+                              std::string_view body, std::string_view headers) {
+  AppendResponse(&c.out, status, content_type, body, keep_alive_, version_, headers);
+  if (head_) c.out.resize(c.out.size() - body.size());  // the headers still tell its length
   if (!keep_alive_) c.closing = true;
 }
 
@@ -461,12 +474,19 @@ void HttpServer::Api::NotAllowed(Connection& c, std::string_view allow) {
 void HttpServer::Api::Handle(Connection& c, const http::Request& req) {
   keep_alive_ = req.keep_alive && !s_->tcp_->draining();
   version_ = req.version;
+  head_ = req.method == http::Method::kHead;
+  if (req.target.empty() || req.target[0] != '/') {
+    return Error(c, InvalidArgument("request target: expected a path starting with '/'"));
+  }
   http::Target target = http::SplitTarget(req.target);
   std::optional<std::vector<std::string>> segs = http::PathSegments(target.path);
   if (!segs) return Error(c, InvalidArgument("path: bad percent-encoding"));
+  if (!http::ValidQuery(target.query)) {
+    return Error(c, InvalidArgument("query: bad percent-encoding"));
+  }
   const std::vector<std::string>& p = *segs;
   const http::Method m = req.method;
-  const bool get = m == http::Method::kGet;
+  const bool get = m == http::Method::kGet || m == http::Method::kHead;
   const bool post = m == http::Method::kPost;
 
   if (p.size() == 1 && p[0] == "healthz") {
@@ -700,7 +720,7 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
                                   const std::string& topic, std::string_view action,
                                   std::string_view query) {
   Queue& q = *s_->queue_;
-  const bool get = req.method == http::Method::kGet;
+  const bool get = req.method == http::Method::kGet || req.method == http::Method::kHead;
   const bool post = req.method == http::Method::kPost;
   auto int_param = [&](std::string_view key, int64_t def,
                        std::optional<int64_t>* out) -> Status {
@@ -842,8 +862,7 @@ void HttpServer::Api::Metrics(Connection& c) {
     sample("delayq_topic_jobs", base + "\"reserved\"", ti.reserved);
     sample("delayq_topic_jobs", base + "\"buried\"", ti.buried);
   }
-  AppendResponse(&c.out, 200, "text/plain; version=0.0.4", t, keep_alive_, version_);
-  if (!keep_alive_) c.closing = true;
+  Respond(c, 200, "text/plain; version=0.0.4", t);
 }
 
 // --- the seed's protocol -----------------------------------------------------------
@@ -872,7 +891,7 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
     if (st.ok() && !topic) st = InvalidArgument("topic: required");
     if (st.ok() && !id) st = InvalidArgument("id: required (the seed's ids are the client's)");
     if (st.ok() && ttr && (*ttr < 1 || *ttr > UINT32_MAX)) {
-      st = InvalidArgument("TTR: expected seconds, at least 0.001");
+      st = InvalidArgument("TTR: expected seconds, 0.001..4294967.295");
     }
     if (!st.ok()) return SeedReply(c, st);
     spec.topic = std::move(*topic);

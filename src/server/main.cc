@@ -141,7 +141,7 @@ int Serve(const ServeOptions& o) {
   l->Remove(sfd);
   close(sfd);
   Log(LogLevel::kInfo, "stopped%s",
-      left == 0 ? "" : (" (" + std::to_string(left) + " connections cut at the deadline)").c_str());
+      left == 0 ? "" : (" (" + std::to_string(left) + " connections cut short)").c_str());
   return 0;
 }
 
@@ -160,9 +160,9 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand("serve", "run the server");
   AddOption(serve, "--store", o.store, "where jobs live: memory", "DELAYQ_STORE")
       ->check(CLI::IsMember({"memory"}));
-  AddOption(serve, "--data-dir", o.data_dir, "directory of the embedded store's log",
+  AddOption(serve, "--data-dir", o.data_dir, "directory of the embedded store's log (unused by --store memory)",
             "DELAYQ_DATA_DIR");
-  AddOption(serve, "--fsync", o.fsync, "embedded store: always | everysec | never",
+  AddOption(serve, "--fsync", o.fsync, "embedded store: always | everysec | never (unused by --store memory)",
             "DELAYQ_FSYNC")
       ->check(CLI::IsMember({"always", "everysec", "never"}));
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",

@@ -85,6 +85,7 @@ void AppendPair(std::string* out, std::string_view key, int64_t value) {
 // first, and the handler. Handlers parse, make one Queue call, and reply.
 const RespServer::CommandSpec RespServer::kCommands[] = {
     {"PING", 1, 2, false, &RespServer::CmdPing},
+    {"ECHO", 2, 2, false, &RespServer::CmdEcho},
     {"AUTH", 2, 2, false, &RespServer::CmdAuth},
     {"QUIT", 1, 1, false, &RespServer::CmdQuit},
     {"ADD", 6, 14, true, &RespServer::CmdAdd},
@@ -144,7 +145,7 @@ std::string_view RespServer::TimeoutReply() const {
 void RespServer::OnInput(Connection& c) {
   RespState& s = StateOf(c);
   size_t offset = 0;
-  while (!c.closing && !c.waiting && offset < c.in.size()) {
+  while (!c.closing && !c.waiting && !c.OutputFull() && offset < c.in.size()) {
     size_t consumed = 0;
     std::string_view rest(c.in.data() + offset, c.in.size() - offset);
     resp::RequestParser::Status st = s.parser.Parse(rest, &consumed);
@@ -193,14 +194,17 @@ void RespServer::CmdPing(Connection& c, const Args& a) {
   }
 }
 
+// redis-cli --pipe ends its input with an ECHO and waits for the echo.
+void RespServer::CmdEcho(Connection& c, const Args& a) { resp::AppendBulk(&c.out, a[1]); }
+
 void RespServer::CmdAuth(Connection& c, const Args& a) {
   if (options_.auth_token.empty()) {
     resp::AppendError(&c.out, "ERR AUTH called without a token configured");
     return;
   }
-  bool& authed = StateOf(c).authed;
-  authed = a[1] == options_.auth_token;
-  if (authed) {
+  // As in Redis, a failed AUTH leaves an earlier successful one in force.
+  if (a[1] == options_.auth_token) {
+    StateOf(c).authed = true;
     resp::AppendSimple(&c.out, "OK");
   } else {
     ReplyStatus(&c.out, Status(Code::kUnauthorized, "invalid token"));

@@ -59,6 +59,7 @@ class RespServer : public FrontEnd {
 
   // Commands (see kCommands).
   void CmdPing(Connection& c, const Args& a);
+  void CmdEcho(Connection& c, const Args& a);
   void CmdAuth(Connection& c, const Args& a);
   void CmdQuit(Connection& c, const Args& a);
   void CmdAdd(Connection& c, const Args& a);

@@ -207,6 +207,24 @@ class HttpApiTest(unittest.TestCase):
         self.assertIn(b'delayq_topic_jobs{topic="tp",state="delayed"} 1', text)
         self.assertIn(b"# TYPE delayq_added_total counter", text)
 
+    def test_head_is_get_without_a_body(self):
+        s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=5)
+        s.sendall(b"HEAD /healthz HTTP/1.1\r\n\r\nHEAD /v1/jobs HTTP/1.1\r\n\r\n"
+                  b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+        data = recv_all(s)
+        s.close()
+        head_ok, head_405, get_ok = data.split(b"HTTP/1.1 ")[1:]
+        self.assertTrue(head_ok.startswith(b"200") and head_ok.endswith(b"\r\n\r\n"), head_ok)
+        self.assertIn(b"Content-Length: 15\r\n", head_ok)  # the length GET's body would have
+        self.assertTrue(head_405.startswith(b"405") and head_405.endswith(b"\r\n\r\n"))
+        self.assertTrue(get_ok.endswith(b'{"status":"ok"}'))
+
+    def test_bad_query_encoding_is_an_error_not_a_default(self):
+        self.assertError(self.call("GET", "/v1/topics/q/peek?state=%zz"),
+                         400, "invalid_argument", "query")
+        self.assertError(self.call("POST", "/v1/topics/q/kick?n=%zz"),
+                         400, "invalid_argument", "query")
+
     def test_methods_and_unknown_endpoints(self):
         self.assertError(self.call("GET", "/v1/jobs"), 405, "invalid_argument", "POST")
         self.assertError(self.call("PUT", "/v1/stats"), 405, "invalid_argument")
@@ -399,6 +417,40 @@ class AdversarialTest(unittest.TestCase):
                 else:
                     self.assertEqual(st, 400, r)
         c.close()
+
+
+class ConnectionLimitsTest(unittest.TestCase):
+    """Limits that must not hurt well-behaved clients."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--idle-timeout-ms", "300", "--max-output-bytes", "100000",
+                            "--max-body", "60000")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+
+    def test_a_long_poll_longer_than_the_idle_timeout_keeps_its_connection(self):
+        c = Client(self.server.http_port)
+        self.assertEqual(c.call("POST", "/v1/reserve", {"topics": ["idle"], "wait_ms": 600}),
+                         (200, {"jobs": []}))
+        # The same connection, right away: the wait was not idleness.
+        self.assertEqual(c.call("GET", "/healthz")[0], 200)
+        c.close()
+
+    def test_pipelined_replies_beyond_the_output_limit_meet_backpressure_not_a_drop(self):
+        c = Client(self.server.http_port)
+        c.call("POST", "/v1/jobs", {"topic": "big", "id": "big-1", "body": "x" * 50000})
+        c.close()
+        n = 40  # 40 x 50 KB of replies: 20 times --max-output-bytes
+        s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10)
+        s.sendall(b"GET /v1/jobs/big-1 HTTP/1.1\r\n\r\n" * (n - 1) +
+                  b"GET /v1/jobs/big-1 HTTP/1.1\r\nConnection: close\r\n\r\n")
+        data = recv_all(s)
+        s.close()
+        self.assertEqual(data.count(b"HTTP/1.1 200 OK"), n)
+        self.assertNotIn("unread replies", "".join(self.server.log))
 
 
 class AuthTest(unittest.TestCase):

@@ -9,6 +9,7 @@ poll with a deadline, and long-polls are bounded by their own timeouts.
 import argparse
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -74,6 +75,15 @@ class RespServerTest(unittest.TestCase):
         # Nothing above changed the stored job.
         info = self.cmd("GET", "e1")
         self.assertEqual(dict(zip(info[::2], info[1::2]))[b"state"], b"ready")
+
+    def test_redis_cli_pipe_mode(self):
+        # redis-cli --pipe sends raw commands and ends with an ECHO it waits for.
+        cmds = "".join(f"ADD pipemode pm-{i} 0 60000 x\r\n" for i in range(100))
+        out = subprocess.run(["redis-cli", "-p", str(self.server.port), "--pipe"],
+                             input=cmds.encode(), capture_output=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn(b"errors: 0, replies: 100", out.stdout)
+        self.assertEqual(self.cmd("ECHO", "hi"), b"hi")
 
     def test_reserve_timeout_answers_nil(self):
         self.assertIsNone(self.cmd("RESERVE", "TIMEOUT", 50, "FROM", "empty.topic"))
@@ -163,6 +173,16 @@ class AuthTest(unittest.TestCase):
                 r.execute_command("AUTH", "wrong")
             self.assertTrue(r.execute_command("AUTH", "s3cret"))  # +OK reads as True
             self.assertTrue(r.execute_command("ADD", "a", "*", 0, 1000, "x"))
+            # As in Redis, a failed AUTH leaves the earlier one in force.
+            # (Raw socket: redis-py drops its connection on an auth error.)
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            s.sendall(b"AUTH s3cret\r\nAUTH wrong\r\nGET nope\r\n")  # GET needs AUTH
+            want = b"+OK\r\n-NOAUTH invalid token\r\n*-1\r\n"
+            data = b""
+            while len(data) < len(want):
+                data += s.recv(100)
+            s.close()
+            self.assertEqual(data, want)
         finally:
             self.assertEqual(server.stop(), 0)
 
