@@ -75,6 +75,20 @@ struct QueueStats {
   uint64_t kicked = 0;
 };
 
+// How an event-driven program (delayq serve) runs a queue's timers on its own
+// loop thread instead of a thread of the queue's: it polls PollFds() with its
+// other file descriptors and calls RunDue() when one is readable. Due jobs
+// then reach waiting reserves without a hop through another thread.
+class QueueDriver {
+ public:
+  virtual ~QueueDriver() = default;
+  // Readable (level-triggered) whenever the queue has timing work to do.
+  virtual std::vector<int> PollFds() const = 0;
+  // Runs what is due, answers the waits that ended, and re-arms the timers.
+  // Call from one thread: when a PollFds() fd is readable, and once at start.
+  virtual void RunDue() = 0;
+};
+
 class Queue {
  public:
   virtual ~Queue() = default;
@@ -157,6 +171,10 @@ class Queue {
   virtual Result<TopicInfo> Topic(std::string_view topic) = 0;
   virtual Result<QueueStats> Stats() = 0;
 
+  // Non-null when the queue was opened with QueueOptions::caller_loop: the
+  // caller must drive its timers (see QueueDriver). Owned by the queue.
+  virtual QueueDriver* driver() { return nullptr; }
+
  protected:
   Queue() = default;
 };
@@ -167,6 +185,9 @@ struct QueueOptions {
   // Default: SystemClock().
   std::shared_ptr<Clock> clock;
   Limits limits;
+  // false: the queue runs its timers on a thread of its own. true: it starts
+  // no thread; the caller drives it through Queue::driver(). Default: false.
+  bool caller_loop = false;
 };
 
 // Opens a queue. Errors: kInvalidArgument for an unknown store or bad option;

@@ -46,18 +46,18 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     return Internal("local queue: cannot create eventfd/timerfd");
   }
   return std::unique_ptr<LocalQueue>(
-      new LocalQueue(std::move(engine).value(), eo.clock, wake, wall, mono));
+      new LocalQueue(std::move(engine).value(), eo.clock, wake, wall, mono, options.caller_loop));
 }
 
 LocalQueue::LocalQueue(std::unique_ptr<engine::Engine> engine, std::shared_ptr<Clock> clock,
-                       int wake_fd, int wall_fd, int mono_fd)
+                       int wake_fd, int wall_fd, int mono_fd, bool caller_loop)
     : clock_(std::move(clock)),
       wake_fd_(wake_fd),
       wall_fd_(wall_fd),
       mono_fd_(mono_fd),
       engine_(std::move(engine)) {
   if (!clock_->IsRealTime()) clock_token_ = clock_->Subscribe([this] { Wake(); });
-  runner_ = std::thread([this] { RunLoop(); });
+  if (!caller_loop) runner_ = std::thread([this] { RunLoop(); });
 }
 
 LocalQueue::~LocalQueue() {
@@ -67,7 +67,7 @@ LocalQueue::~LocalQueue() {
     stopping_ = true;
   }
   Wake();
-  runner_.join();
+  if (runner_.joinable()) runner_.join();
   Deferred deferred;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -111,27 +111,36 @@ void LocalQueue::Arm(const engine::Engine::Deadlines& d) {
   ArmTimer(mono_fd_, d.mono_ms, /*cancel_on_set=*/false);
 }
 
+bool LocalQueue::RunDueOnce() {
+  Deferred deferred;
+  engine::Engine::Deadlines d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    engine_->Tick();
+    d = engine_->NextDeadlines();
+    armed_ = d;
+    deferred.swap(deferred_);
+  }
+  RunCallbacks(deferred);
+  Arm(d);
+  return true;
+}
+
 void LocalQueue::RunLoop() {
   pollfd fds[3] = {{wake_fd_, POLLIN, 0}, {wall_fd_, POLLIN, 0}, {mono_fd_, POLLIN, 0}};
-  for (;;) {
-    Deferred deferred;
-    engine::Engine::Deadlines d;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      engine_->Tick();
-      d = engine_->NextDeadlines();
-      armed_ = d;
-      deferred.swap(deferred_);
-    }
-    RunCallbacks(deferred);
-    Arm(d);
+  while (RunDueOnce()) {
     while (poll(fds, 3, -1) < 0 && errno == EINTR) {
     }
     for (const pollfd& p : fds) {
       if (p.revents != 0) Drain(p.fd);
     }
   }
+}
+
+void LocalQueue::RunDue() {
+  for (int fd : {wake_fd_, wall_fd_, mono_fd_}) Drain(fd);
+  RunDueOnce();
 }
 
 // --- the Queue operations: each is one engine call ---------------------------

@@ -12,6 +12,8 @@
 // monotonic deadline, plus an eventfd that calls use to wake it when they
 // create an earlier deadline. No polling loop: with nothing scheduled it
 // sleeps until woken. With a manual clock it sleeps until the clock moves.
+// With QueueOptions::caller_loop there is no runner: the caller's event loop
+// polls the same three descriptors and calls RunDue (QueueDriver).
 #ifndef DELAYQ_QUEUE_LOCAL_QUEUE_H_
 #define DELAYQ_QUEUE_LOCAL_QUEUE_H_
 
@@ -26,7 +28,7 @@
 
 namespace delayq {
 
-class LocalQueue final : public Queue {
+class LocalQueue final : public Queue, private QueueDriver {
  public:
   // Errors: as engine::Engine::Create; kInternal if the runner's file
   // descriptors cannot be made.
@@ -52,12 +54,20 @@ class LocalQueue final : public Queue {
   Result<std::vector<TopicInfo>> Topics() override;
   Result<TopicInfo> Topic(std::string_view topic) override;
   Result<QueueStats> Stats() override;
+  QueueDriver* driver() override { return runner_.joinable() ? nullptr : this; }
 
  private:
+  // QueueDriver (caller_loop only).
+  std::vector<int> PollFds() const override { return {wake_fd_, wall_fd_, mono_fd_}; }
+  void RunDue() override;
+  // One turn of the timing work: what is due, then the timers re-armed.
+  // False once the queue is stopping.
+  bool RunDueOnce();
+
   using Deferred = std::vector<std::pair<ReserveCallback, Result<Deliveries>>>;
 
   LocalQueue(std::unique_ptr<engine::Engine> engine, std::shared_ptr<Clock> clock, int wake_fd,
-             int wall_fd, int mono_fd);
+             int wall_fd, int mono_fd, bool caller_loop);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
@@ -81,7 +91,7 @@ class LocalQueue final : public Queue {
   engine::Engine::Deadlines armed_;  // what the runner sleeps until
   bool stopping_ = false;
 
-  std::thread runner_;  // started last, joined first
+  std::thread runner_;  // started last, joined first; none with caller_loop
 };
 
 }  // namespace delayq

@@ -3,12 +3,14 @@
 //   delayq serve [options]      every option also reads DELAYQ_<NAME>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/client_commands.h"
@@ -22,6 +24,7 @@ namespace {
 
 using delayq::Log;
 using delayq::LogLevel;
+using delayq::Status;
 
 struct ServeOptions {
   std::string store = "memory";
@@ -74,11 +77,24 @@ int Serve(const ServeOptions& o) {
   delayq::QueueOptions qo;
   qo.store = o.store;
   qo.limits.max_body_bytes = o.max_body;
+  // The queue's timers run on the loop thread: a job that falls due reaches
+  // its waiting reserve without waking a second thread first.
+  qo.caller_loop = true;
   auto queue = delayq::OpenQueue(qo);
   if (!queue.ok()) return Fail(queue.status());
   auto loop = delayq::net::EventLoop::Create();
   if (!loop.ok()) return Fail(loop.status());
   delayq::net::EventLoop* l = loop->get();
+  std::vector<int> queue_fds;
+  if (delayq::QueueDriver* driver = (*queue)->driver()) {
+    queue_fds = driver->PollFds();
+    for (int fd : queue_fds) {
+      if (Status st = l->Add(fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }); !st.ok()) {
+        return Fail(st);
+      }
+    }
+    driver->RunDue();
+  }
 
   delayq::server::HttpServerOptions ho;
   ho.tcp = TcpOptions(o, "HTTP", o.http_host, o.http_port);
@@ -111,7 +127,7 @@ int Serve(const ServeOptions& o) {
     }
     l->RunAfter(10, check_drained);
   };
-  (void)l->Add(sfd, 0x001 /* EPOLLIN */, [&](uint32_t) {
+  (void)l->Add(sfd, EPOLLIN, [&](uint32_t) {
     signalfd_siginfo info;
     while (read(sfd, &info, sizeof info) == sizeof info) {
     }
@@ -137,6 +153,7 @@ int Serve(const ServeOptions& o) {
   size_t left = (*http)->connections() + (*resp)->connections();
   http->reset();  // closes what is left; waiting reserves are withdrawn
   resp->reset();
+  for (int fd : queue_fds) l->Remove(fd);
   queue->reset();  // answers anything still waiting
   l->Remove(sfd);
   close(sfd);
