@@ -3,33 +3,157 @@
 // docs/benchmarks.md.
 //
 //   delayq-bench engine --jobs N --body 100   the engine alone, in process
+//   delayq-bench cycle|put|lateness|memory --proto resp|http|beanstalk ...
+//                                             a running server over the
+//                                             network (net_bench.h)
 #include <cstdio>
+#include <string>
 
 #include "CLI/CLI.hpp"
 #include "engine_bench.h"
+#include "net_bench.h"
+
+namespace {
+
+using delayq::bench::NetTarget;
+
+// `extra`: a plain-Redis protocol this subcommand also speaks, or nullptr.
+void AddTarget(CLI::App* cmd, NetTarget* t, const char* extra) {
+  std::string protos = "resp | http | beanstalk";
+  if (extra != nullptr) protos += std::string(" | ") + extra;
+  cmd->add_option("--proto", t->proto, protos)->capture_default_str();
+  cmd->add_option("--host", t->host, "server address (IPv4)")->capture_default_str();
+  cmd->add_option("--port", t->port,
+                  "server port (0: 7701 resp, 7700 http, 11300 beanstalk, 6379 redis)")
+      ->capture_default_str();
+  cmd->add_option("--stall-seconds", t->stall_seconds,
+                  "fail when the server owes replies this long")
+      ->capture_default_str();
+}
+
+CLI::App* AddEngine(CLI::App* app, delayq::bench::EngineBenchOptions* o) {
+  CLI::App* engine = app->add_subcommand("engine", "the engine alone, in process, no I/O");
+  engine->add_option("--jobs", o->jobs, "pending jobs for the memory and add-rate runs")
+      ->capture_default_str();
+  engine->add_option("--body", o->body_bytes, "body bytes per job")->capture_default_str();
+  engine->add_option("--id-bytes", o->id_bytes, "client-chosen id length; 0 = generated ids")
+      ->capture_default_str();
+  engine->add_option("--cycles", o->cycles, "add->reserve->finish lifecycles to time")
+      ->capture_default_str();
+  engine->add_option("--adds", o->adds, "adds timed for the add rates (0 = min(jobs, 1M))")
+      ->capture_default_str();
+  engine->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  engine->add_option("--rounds", o->rounds, "rounds per figure (medians are reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  return engine;
+}
+
+CLI::App* AddCycle(CLI::App* app, delayq::bench::CycleOptions* o) {
+  CLI::App* cycle = app->add_subcommand(
+      "cycle",
+      "add -> reserve -> finish over the network, `depth` cycles in flight per connection");
+  AddTarget(cycle, &o->target, nullptr);
+  cycle->add_option("--connections", o->connections, "connections")->capture_default_str();
+  cycle->add_option("--depth", o->depth, "cycles in flight per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cycle->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  cycle->add_option("--seconds", o->seconds, "timed seconds")->capture_default_str();
+  cycle->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
+      ->capture_default_str();
+  cycle->add_option("--rate", o->rate, "cycles/s in all, paced (0: unpaced)")
+      ->capture_default_str();
+  return cycle;
+}
+
+CLI::App* AddPut(CLI::App* app, delayq::bench::PutOptions* o) {
+  CLI::App* put = app->add_subcommand("put", "adds only over the network");
+  AddTarget(put, &o->target, "redis-set");
+  put->add_option("--connections", o->connections, "connections")->capture_default_str();
+  put->add_option("--depth", o->depth, "adds pipelined per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  put->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  put->add_option("--seconds", o->seconds, "timed seconds")->capture_default_str();
+  put->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
+      ->capture_default_str();
+  put->add_option("--delay-ms", o->delay_ms, "delay of the jobs")->capture_default_str();
+  return put;
+}
+
+CLI::App* AddLateness(CLI::App* app, delayq::bench::LatenessOptions* o) {
+  CLI::App* late = app->add_subcommand(
+      "lateness", "delivery time - due time of timed jobs, consumers in long-poll reserves");
+  AddTarget(late, &o->target, nullptr);
+  late->add_option("--jobs", o->jobs, "timed jobs preloaded")->capture_default_str();
+  late->add_option("--far-jobs", o->far_jobs,
+                   "jobs due in 1-2 h added first to the same topic (pending ballast)")
+      ->capture_default_str();
+  late->add_option("--window-seconds", o->window_seconds, "due times spread over this")
+      ->capture_default_str();
+  late->add_option("--lead-seconds", o->lead_seconds,
+                   "first due time after the start (must cover the preload)")
+      ->capture_default_str();
+  late->add_option("--consumers", o->consumers, "consumer connections")->capture_default_str();
+  late->add_option("--consumer-depth", o->consumer_depth,
+                   "reserves in flight per consumer connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  late->add_option("--load-rate", o->load_rate, "cycles/s on other topics meanwhile (0: none)")
+      ->capture_default_str();
+  late->add_option("--load-connections", o->load_connections, "connections of the load")
+      ->capture_default_str();
+  late->add_option("--load-depth", o->load_depth, "load cycles in flight per connection")
+      ->capture_default_str();
+  late->add_option("--preload-connections", o->preload_connections, "connections adding the jobs")
+      ->capture_default_str();
+  late->add_option("--preload-depth", o->preload_depth, "adds in flight per connection")
+      ->capture_default_str();
+  late->add_option("--paced-preload-seconds", o->paced_preload_seconds,
+                   "beanstalk: spread the timed adds evenly over this many seconds (0: no)")
+      ->capture_default_str();
+  late->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  late->add_option("--wait-ms", o->wait_ms, "consumers' long-poll wait")->capture_default_str();
+  late->add_option("--drain-seconds", o->drain_seconds,
+                   "after the last due time, wait this long for missing jobs")
+      ->capture_default_str();
+  late->add_option("--seed", o->seed, "random seed of the due times")->capture_default_str();
+  return late;
+}
+
+CLI::App* AddMemory(CLI::App* app, delayq::bench::MemoryOptions* o) {
+  CLI::App* mem = app->add_subcommand(
+      "memory", "RSS growth of the server process per pending job (jobs delayed 1 h)");
+  AddTarget(mem, &o->target, "redis-hashzset");
+  mem->add_option("--jobs", o->jobs, "jobs added")->capture_default_str();
+  mem->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  mem->add_option("--pid", o->pid, "server process whose VmRSS is read")->required();
+  mem->add_option("--connections", o->connections, "connections")->capture_default_str();
+  mem->add_option("--depth", o->depth, "adds in flight per connection")->capture_default_str();
+  return mem;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"delayq-bench: load generator and benchmarks for delayq"};
   app.require_subcommand(1);
-
   delayq::bench::EngineBenchOptions engine_opts;
-  CLI::App* engine = app.add_subcommand("engine", "the engine alone, in process, no I/O");
-  engine->add_option("--jobs", engine_opts.jobs, "pending jobs for the memory and add-rate runs")
-      ->capture_default_str();
-  engine->add_option("--body", engine_opts.body_bytes, "body bytes per job")->capture_default_str();
-  engine
-      ->add_option("--id-bytes", engine_opts.id_bytes, "client-chosen id length; 0 = generated ids")
-      ->capture_default_str();
-  engine->add_option("--cycles", engine_opts.cycles, "add->reserve->finish lifecycles to time")
-      ->capture_default_str();
-  engine->add_option("--adds", engine_opts.adds, "adds timed for the add rates (0 = min(jobs, 1M))")
-      ->capture_default_str();
-  engine->add_option("--seed", engine_opts.seed, "random seed")->capture_default_str();
-  engine->add_option("--rounds", engine_opts.rounds, "rounds per figure (medians are reported)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100));
-
+  delayq::bench::CycleOptions cycle_opts;
+  delayq::bench::PutOptions put_opts;
+  delayq::bench::LatenessOptions late_opts;
+  delayq::bench::MemoryOptions mem_opts;
+  CLI::App* engine = AddEngine(&app, &engine_opts);
+  CLI::App* cycle = AddCycle(&app, &cycle_opts);
+  CLI::App* put = AddPut(&app, &put_opts);
+  CLI::App* late = AddLateness(&app, &late_opts);
+  CLI::App* mem = AddMemory(&app, &mem_opts);
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);
+  if (cycle->parsed()) return delayq::bench::RunCycleBench(cycle_opts);
+  if (put->parsed()) return delayq::bench::RunPutBench(put_opts);
+  if (late->parsed()) return delayq::bench::RunLatenessBench(late_opts);
+  if (mem->parsed()) return delayq::bench::RunMemoryBench(mem_opts);
   return 2;
 }
