@@ -16,56 +16,76 @@ int64_t MonotonicNowMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
+namespace {
+
+int64_t MonotonicNowUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+void EpollAdd(int epoll_fd, int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<EventLoop>> EventLoop::Create() {
   int ep = epoll_create1(EPOLL_CLOEXEC);
+  int urgent = epoll_create1(EPOLL_CLOEXEC);
   int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (ep < 0 || wake < 0 || timer < 0) {
-    for (int fd : {ep, wake, timer}) {
+  if (ep < 0 || urgent < 0 || wake < 0 || timer < 0) {
+    for (int fd : {ep, urgent, wake, timer}) {
       if (fd >= 0) close(fd);
     }
     return Internal("event loop: cannot create epoll/eventfd/timerfd");
   }
-  auto loop = std::unique_ptr<EventLoop>(new EventLoop(ep, wake, timer));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = wake;
-  epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev);
-  ev.data.fd = timer;
-  epoll_ctl(ep, EPOLL_CTL_ADD, timer, &ev);
+  auto loop = std::unique_ptr<EventLoop>(new EventLoop(ep, urgent, wake, timer));
+  EpollAdd(urgent, wake, EPOLLIN);
+  EpollAdd(ep, urgent, EPOLLIN);
+  EpollAdd(ep, timer, EPOLLIN);
   return loop;
 }
 
-EventLoop::EventLoop(int epoll_fd, int wake_fd, int timer_fd)
-    : epoll_fd_(epoll_fd), wake_fd_(wake_fd), timer_fd_(timer_fd) {}
+EventLoop::EventLoop(int epoll_fd, int urgent_fd, int wake_fd, int timer_fd)
+    : epoll_fd_(epoll_fd), urgent_fd_(urgent_fd), wake_fd_(wake_fd), timer_fd_(timer_fd) {}
 
 EventLoop::~EventLoop() {
   close(epoll_fd_);
+  close(urgent_fd_);
   close(wake_fd_);
   close(timer_fd_);
 }
 
-Status EventLoop::Add(int fd, uint32_t events, IoHandler handler) {
+Status EventLoop::Add(int fd, uint32_t events, IoHandler handler, bool urgent) {
   epoll_event ev{};
   ev.events = events;
   ev.data.fd = fd;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+  if (epoll_ctl(urgent ? urgent_fd_ : epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     return Internal("epoll_ctl ADD failed: errno " + std::to_string(errno));
   }
-  handlers_[fd] = std::make_shared<IoHandler>(std::move(handler));
+  handlers_[fd] = Handler{std::make_shared<IoHandler>(std::move(handler)), urgent};
   return Status::Ok();
 }
 
 void EventLoop::Modify(int fd, uint32_t events) {
+  auto it = handlers_.find(fd);
+  if (it == handlers_.end()) return;
   epoll_event ev{};
   ev.events = events;
   ev.data.fd = fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
+  epoll_ctl(it->second.urgent ? urgent_fd_ : epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
 }
 
 void EventLoop::Remove(int fd) {
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  handlers_.erase(fd);
+  auto it = handlers_.find(fd);
+  if (it == handlers_.end()) return;
+  epoll_ctl(it->second.urgent ? urgent_fd_ : epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  handlers_.erase(it);
 }
 
 uint64_t EventLoop::RunAfter(int64_t ms, Task fn) {
@@ -141,6 +161,28 @@ void EventLoop::RunPosted() {
   for (Task& t : tasks) t();
 }
 
+void EventLoop::Dispatch(int fd, uint32_t events) {
+  if (fd == wake_fd_) {
+    RunPosted();
+  } else if (fd == timer_fd_) {
+    RunTimers();
+  } else if (fd == urgent_fd_) {
+    RunUrgent();
+  } else {
+    auto it = handlers_.find(fd);
+    if (it == handlers_.end()) return;          // removed earlier in this turn
+    std::shared_ptr<IoHandler> h = it->second.fn;  // survives its own Remove
+    (*h)(events);
+  }
+}
+
+void EventLoop::RunUrgent() {
+  constexpr int kMaxEvents = 16;
+  epoll_event events[kMaxEvents];
+  int n = epoll_wait(urgent_fd_, events, kMaxEvents, 0);
+  for (int i = 0; i < n; ++i) Dispatch(events[i].data.fd, events[i].events);
+}
+
 void EventLoop::Run() {
   constexpr int kMaxEvents = 256;
   epoll_event events[kMaxEvents];
@@ -151,17 +193,15 @@ void EventLoop::Run() {
     }
     int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
     if (n < 0 && errno != EINTR) return;
+    int64_t checked_us = n > 1 ? MonotonicNowUs() : 0;
     for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == wake_fd_) {
-        RunPosted();
-      } else if (fd == timer_fd_) {
-        RunTimers();
-      } else {
-        auto it = handlers_.find(fd);
-        if (it == handlers_.end()) continue;        // removed earlier in this turn
-        std::shared_ptr<IoHandler> h = it->second;  // survives its own Remove
-        (*h)(events[i].events);
+      Dispatch(events[i].data.fd, events[i].events);
+      if (n > 1 && i + 1 < n) {
+        int64_t now_us = MonotonicNowUs();
+        if (now_us - checked_us >= kUrgentCheckUs) {
+          RunUrgent();
+          checked_us = now_us;
+        }
       }
     }
   }

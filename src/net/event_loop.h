@@ -8,6 +8,13 @@
 // Timers are a multimap of monotonic deadlines behind one timerfd, armed at
 // the earliest; a loop turn runs the due ones. No polling: with nothing due
 // the loop sleeps in epoll_wait until an fd, a timer or a Post wakes it.
+//
+// Urgent work does not wait for a busy turn to end. Posted tasks and fds
+// added as urgent (a queue's timers) live in an epoll set of their own,
+// itself watched by the main one; while a turn works through many
+// connections, that set is checked without blocking every kUrgentCheckUs,
+// so a job falling due during a long turn is handed over within about that
+// long rather than after the whole turn.
 #ifndef DELAYQ_NET_EVENT_LOOP_H_
 #define DELAYQ_NET_EVENT_LOOP_H_
 
@@ -35,7 +42,8 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   // Loop thread only. `fd` stays owned by the caller; Remove before closing.
-  Status Add(int fd, uint32_t events, IoHandler handler);
+  // An urgent fd is served first and also in the middle of a long turn.
+  Status Add(int fd, uint32_t events, IoHandler handler, bool urgent = false);
   void Modify(int fd, uint32_t events);
   void Remove(int fd);
 
@@ -53,16 +61,28 @@ class EventLoop {
   void Stop();
 
  private:
-  EventLoop(int epoll_fd, int wake_fd, int timer_fd);
+  // How long a turn runs before it looks at the urgent set (microseconds).
+  static constexpr int64_t kUrgentCheckUs = 200;
+
+  struct Handler {
+    std::shared_ptr<IoHandler> fn;
+    bool urgent = false;
+  };
+
+  EventLoop(int epoll_fd, int urgent_fd, int wake_fd, int timer_fd);
   void RunTimers();
   void ArmTimer();
   void RunPosted();
+  // Serves whatever in the urgent set is ready, without blocking.
+  void RunUrgent();
+  void Dispatch(int fd, uint32_t events);
 
   const int epoll_fd_;
+  const int urgent_fd_;  // epoll set of the urgent fds and wake_fd_
   const int wake_fd_;
   const int timer_fd_;
   // Loop thread only.
-  std::unordered_map<int, std::shared_ptr<IoHandler>> handlers_;
+  std::unordered_map<int, Handler> handlers_;
   std::multimap<int64_t, std::pair<uint64_t, Task>> timers_;  // deadline -> (id, task)
   std::unordered_map<uint64_t, std::multimap<int64_t, std::pair<uint64_t, Task>>::iterator>
       timer_index_;

@@ -1,9 +1,20 @@
 #include "server/front_end.h"
 
+#include <time.h>
+
 #include <optional>
 #include <utility>
 
 namespace delayq::server {
+namespace {
+
+int64_t WallNowUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+}  // namespace
 
 FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue)
     : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)) {}
@@ -43,7 +54,9 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
     AnswerReserve(c, std::move(*now));
     return;
   }
-  static_cast<State&>(*c.state).reserve_ticket = ticket;
+  auto& s = static_cast<State&>(*c.state);
+  s.reserve_ticket = ticket;
+  s.parked_at_ms = WallNowUs() / 1000;
   c.waiting = true;
 }
 
@@ -57,8 +70,17 @@ void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
     }
     return;
   }
-  static_cast<State&>(*c->state).reserve_ticket = 0;
+  auto& s = static_cast<State&>(*c->state);
+  s.reserve_ticket = 0;
   c->waiting = false;
+  if (lateness_ != nullptr && r.ok() && !r->empty()) {
+    // Jobs that fell due while this reserve waited: how late they are,
+    // now that they are about to be written.
+    int64_t now_us = WallNowUs();
+    for (const Delivery& d : *r) {
+      if (d.run_at_ms >= s.parked_at_ms) lateness_->Record(now_us - d.run_at_ms * 1000);
+    }
+  }
   AnswerReserve(*c, std::move(r));
   tcp_->Resume(*c);  // writes the answer, then serves what was pipelined behind it
 }

@@ -26,6 +26,7 @@
 #include "delayq/queue.h"
 #include "net/event_loop.h"
 #include "net/tcp_server.h"
+#include "server/lateness.h"
 
 namespace delayq::server {
 
@@ -39,11 +40,15 @@ class FrontEnd : public net::TcpHandler {
   // owed, close. Drained() once every connection is gone.
   void BeginDrain() { tcp_->BeginDrain(); }
   bool Drained() const { return tcp_->Drained(); }
+  // Where the lateness of timed deliveries is recorded (shared by the front
+  // ends of one server; must outlive them). Null: not recorded.
+  void set_lateness(LatenessHistogram* h) { lateness_ = h; }
 
  protected:
   // Per-connection state of every front end.
   struct State : net::ConnectionState {
     uint64_t reserve_ticket = 0;  // non-zero while a reserve waits
+    int64_t parked_at_ms = 0;     // wall clock, when it began to wait
   };
 
   FrontEnd(net::EventLoop* loop, Queue* queue);
@@ -63,6 +68,7 @@ class FrontEnd : public net::TcpHandler {
   net::EventLoop* loop_;
   Queue* queue_;
   std::unique_ptr<net::TcpServer> tcp_;
+  LatenessHistogram* lateness_ = nullptr;
 
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);

@@ -809,6 +809,19 @@ void HttpServer::Api::Stats(Connection& c) {
     w.Key(k);
     w.Uint(v);
   }
+  const LatenessHistogram empty;
+  const LatenessHistogram& late = s_->lateness_ != nullptr ? *s_->lateness_ : empty;
+  const std::pair<std::string_view, uint64_t> lateness[] = {
+      {"due_lateness_count", late.count()},
+      {"due_lateness_p50_us", late.QuantileUs(0.5)},
+      {"due_lateness_p99_us", late.QuantileUs(0.99)},
+      {"due_lateness_p999_us", late.QuantileUs(0.999)},
+      {"due_lateness_max_us", late.max_us()},
+  };
+  for (const auto& [k, v] : lateness) {
+    w.Key(k);
+    w.Uint(v);
+  }
   w.EndObject();
   Json(c, 200, json_);
 }
@@ -850,6 +863,20 @@ void HttpServer::Api::Metrics(Connection& c) {
   for (const auto& [name, v] : counters) {
     metric(name, "counter", "Jobs since start.");
     sample(name, "", v);
+  }
+  if (const LatenessHistogram* late = s_->lateness_) {
+    metric("delayq_due_lateness_seconds", "histogram",
+           "From a job's run_at to its delivery to a reserve that was waiting for it.");
+    for (const char* le : {"0.0005", "0.001", "0.002", "0.005", "0.01", "0.1", "1"}) {
+      uint64_t us = static_cast<uint64_t>(std::stod(le) * 1e6 + 0.5);
+      sample("delayq_due_lateness_seconds_bucket", std::string("le=\"") + le + "\"",
+             late->CountAtMost(us));
+    }
+    sample("delayq_due_lateness_seconds_bucket", "le=\"+Inf\"", late->count());
+    t.append("delayq_due_lateness_seconds_sum ")
+        .append(std::to_string(static_cast<double>(late->sum_us()) / 1e6))
+        .append("\n");
+    sample("delayq_due_lateness_seconds_count", "", late->count());
   }
   metric("delayq_http_connections", "gauge", "Open HTTP connections.");
   sample("delayq_http_connections", "", s_->connections());

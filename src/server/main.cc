@@ -89,13 +89,16 @@ int Serve(const ServeOptions& o) {
   if (delayq::QueueDriver* driver = (*queue)->driver()) {
     queue_fds = driver->PollFds();
     for (int fd : queue_fds) {
-      if (Status st = l->Add(fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }); !st.ok()) {
+      if (Status st = l->Add(
+              fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, /*urgent=*/true);
+          !st.ok()) {
         return Fail(st);
       }
     }
     driver->RunDue();
   }
 
+  delayq::server::LatenessHistogram lateness;  // outlives both front ends
   delayq::server::HttpServerOptions ho;
   ho.tcp = TcpOptions(o, "HTTP", o.http_host, o.http_port);
   ho.auth_token = o.auth_token;
@@ -112,6 +115,9 @@ int Serve(const ServeOptions& o) {
   ro.parser.max_inline_bytes = o.max_header_bytes;
   auto resp = delayq::server::RespServer::Create(l, queue->get(), ro);
   if (!resp.ok()) return Fail(resp.status());
+
+  (*http)->set_lateness(&lateness);
+  (*resp)->set_lateness(&lateness);
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves
   // are answered empty, owed replies are written) for at most

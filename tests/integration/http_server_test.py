@@ -206,6 +206,8 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(st, 200)
         self.assertIn(b'delayq_topic_jobs{topic="tp",state="delayed"} 1', text)
         self.assertIn(b"# TYPE delayq_added_total counter", text)
+        self.assertIn(b'delayq_due_lateness_seconds_bucket{le="+Inf"}', text)
+        self.assertIn("due_lateness_p99_us", stats)
 
     def test_head_is_get_without_a_body(self):
         s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=5)

@@ -107,6 +107,10 @@ class RespServerTest(unittest.TestCase):
         self.assertEqual(got["jobs"][0][0], job_id)
         self.assertGreaterEqual(got["at"], run_at)  # never early
         self.assertLess(got["at"], run_at + 1000)    # and not a poll later
+        # The server measured that delivery's lateness too.
+        stats = dict(zip(*[iter(self.cmd("STATS"))] * 2))
+        self.assertGreaterEqual(int(stats[b"due_lateness_count"]), 1)
+        self.assertLess(int(stats[b"due_lateness_p50_us"]), 1_000_000)
 
     def test_pipeline_of_many_commands(self):
         pipe = self.r.pipeline(transaction=False)
