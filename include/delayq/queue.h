@@ -87,6 +87,10 @@ class QueueDriver {
   // Runs what is due, answers the waits that ended, and re-arms the timers.
   // Call from one thread: when a PollFds() fd is readable, and once at start.
   virtual void RunDue() = 0;
+  // Whether a timer deadline has passed, read without a system call: a busy
+  // loop asks between connections, to run RunDue without waiting for its
+  // turn to end. May say false for work a PollFds() fd will announce anyway.
+  virtual bool MaybeDue() const = 0;
 };
 
 class Queue {

@@ -136,6 +136,7 @@ void EventLoop::Post(Task fn) {
     std::lock_guard<std::mutex> lock(mu_);
     posted_.push_back(std::move(fn));
   }
+  posted_pending_.store(true, std::memory_order_release);
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
 }
@@ -157,6 +158,7 @@ void EventLoop::RunPosted() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks.swap(posted_);
+    posted_pending_.store(false, std::memory_order_relaxed);
   }
   for (Task& t : tasks) t();
 }
@@ -199,8 +201,11 @@ void EventLoop::Run() {
       if (n > 1 && i + 1 < n) {
         int64_t now_us = MonotonicNowUs();
         if (now_us - checked_us >= kUrgentCheckUs) {
-          RunUrgent();
           checked_us = now_us;
+          if (posted_pending_.load(std::memory_order_acquire) ||
+              (urgent_probe_ && urgent_probe_())) {
+            RunUrgent();
+          }
         }
       }
     }

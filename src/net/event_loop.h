@@ -11,13 +11,16 @@
 //
 // Urgent work does not wait for a busy turn to end. Posted tasks and fds
 // added as urgent (a queue's timers) live in an epoll set of their own,
-// itself watched by the main one; while a turn works through many
-// connections, that set is checked without blocking every kUrgentCheckUs,
-// so a job falling due during a long turn is handed over within about that
-// long rather than after the whole turn.
+// itself watched by the main one. While a turn works through many
+// connections, every kUrgentCheckUs it asks, without a system call, whether
+// urgent work is pending (a task was posted, or the urgent probe says a
+// deadline passed) and if so serves the urgent set there and then: a job
+// falling due during a long turn is handed over within about that long
+// rather than after the whole turn.
 #ifndef DELAYQ_NET_EVENT_LOOP_H_
 #define DELAYQ_NET_EVENT_LOOP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,6 +58,10 @@ class EventLoop {
   // Any thread: runs `fn` on the loop thread soon.
   void Post(Task fn);
 
+  // Loop thread only, before Run. Says, without a system call, whether an
+  // urgent fd may be ready (e.g. QueueDriver::MaybeDue).
+  void SetUrgentProbe(std::function<bool()> probe) { urgent_probe_ = std::move(probe); }
+
   // Runs until Stop(). Call from the thread that is to own the loop.
   void Run();
   // Any thread: makes Run() return after the current turn.
@@ -88,6 +95,9 @@ class EventLoop {
       timer_index_;
   uint64_t next_timer_ = 1;
   int64_t armed_ = -1;
+
+  std::function<bool()> urgent_probe_;
+  std::atomic<bool> posted_pending_{false};
 
   std::mutex mu_;
   std::vector<Task> posted_;  // GUARDED_BY(mu_)

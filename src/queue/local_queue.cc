@@ -97,7 +97,7 @@ auto LocalQueue::WithEngine(F&& fn) {
   auto result = fn(*engine_);
   engine::Engine::Deadlines d = engine_->NextDeadlines();
   bool earlier = d.wall_ms < armed_.wall_ms || d.mono_ms < armed_.mono_ms;
-  if (earlier) armed_ = d;  // the runner re-arms from the engine anyway
+  if (earlier) SetArmed(d);  // the runner re-arms from the engine anyway
   deferred.swap(deferred_);
   lock.unlock();
   if (earlier) Wake();
@@ -119,7 +119,7 @@ bool LocalQueue::RunDueOnce() {
     if (stopping_) return false;
     engine_->Tick();
     d = engine_->NextDeadlines();
-    armed_ = d;
+    SetArmed(d);
     deferred.swap(deferred_);
   }
   RunCallbacks(deferred);
@@ -136,6 +136,18 @@ void LocalQueue::RunLoop() {
       if (p.revents != 0) Drain(p.fd);
     }
   }
+}
+
+void LocalQueue::SetArmed(const engine::Engine::Deadlines& d) {
+  armed_ = d;
+  armed_wall_ms_.store(d.wall_ms, std::memory_order_relaxed);
+  armed_mono_ms_.store(d.mono_ms, std::memory_order_relaxed);
+}
+
+bool LocalQueue::MaybeDue() const {
+  if (!clock_->IsRealTime()) return false;  // a manual clock announces itself on wake_fd_
+  return clock_->NowMs() >= armed_wall_ms_.load(std::memory_order_relaxed) ||
+         clock_->MonotonicMs() >= armed_mono_ms_.load(std::memory_order_relaxed);
 }
 
 void LocalQueue::RunDue() {

@@ -17,6 +17,7 @@
 #ifndef DELAYQ_QUEUE_LOCAL_QUEUE_H_
 #define DELAYQ_QUEUE_LOCAL_QUEUE_H_
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -60,6 +61,7 @@ class LocalQueue final : public Queue, private QueueDriver {
   // QueueDriver (caller_loop only).
   std::vector<int> PollFds() const override { return {wake_fd_, wall_fd_, mono_fd_}; }
   void RunDue() override;
+  bool MaybeDue() const override;
   // One turn of the timing work: what is due, then the timers re-armed.
   // False once the queue is stopping.
   bool RunDueOnce();
@@ -89,6 +91,10 @@ class LocalQueue final : public Queue, private QueueDriver {
   std::unique_ptr<engine::Engine> engine_;
   Deferred deferred_;                // callbacks completed by the engine
   engine::Engine::Deadlines armed_;  // what the runner sleeps until
+  void SetArmed(const engine::Engine::Deadlines& d);
+  // Copies of armed_, readable without the mutex (MaybeDue).
+  std::atomic<int64_t> armed_wall_ms_{engine::kNever};
+  std::atomic<int64_t> armed_mono_ms_{engine::kNever};
   bool stopping_ = false;
 
   std::thread runner_;  // started last, joined first; none with caller_loop

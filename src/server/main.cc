@@ -96,6 +96,7 @@ int Serve(const ServeOptions& o) {
       }
     }
     driver->RunDue();
+    l->SetUrgentProbe([driver] { return driver->MaybeDue(); });
   }
 
   delayq::server::LatenessHistogram lateness;  // outlives both front ends

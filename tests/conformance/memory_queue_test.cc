@@ -125,6 +125,37 @@ class SystemClockHarness final : public QueueHarness {
   bool caller_loop_;
 };
 
+// QueueDriver::MaybeDue, which a busy loop asks between connections: false
+// until the armed deadline passes, true from then until RunDue re-arms.
+TEST(LocalQueueDriver, MaybeDueTurnsTrueAtTheDeadlineAndRunDueClearsIt) {
+  QueueOptions options;
+  options.caller_loop = true;
+  auto queue = OpenQueue(options);
+  ASSERT_TRUE(queue.ok());
+  QueueDriver* driver = (*queue)->driver();
+  ASSERT_NE(driver, nullptr);
+  driver->RunDue();
+  EXPECT_FALSE(driver->MaybeDue());  // nothing scheduled
+  JobSpec spec;
+  spec.topic = "t";
+  spec.delay_ms = 30;
+  auto added = (*queue)->Add(spec);
+  ASSERT_TRUE(added.ok());
+  driver->RunDue();  // what the loop does when the eventfd says "earlier deadline"
+  EXPECT_TRUE(SystemClock()->NowMs() >= added->run_at_ms || !driver->MaybeDue());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!driver->MaybeDue() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();  // polling with a deadline, as the loop would
+  }
+  ASSERT_TRUE(driver->MaybeDue());
+  EXPECT_GE(SystemClock()->NowMs(), added->run_at_ms);
+  driver->RunDue();
+  EXPECT_FALSE(driver->MaybeDue());
+  auto info = (*queue)->Get(added->id);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, JobState::kReady);
+}
+
 // Contract violations of LocalQueue found by the suite: none known. (Tags go
 // here when a test in queue_conformance.cc reports one.)
 const std::set<std::string> kMemoryKnownBugs = {};
