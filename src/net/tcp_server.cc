@@ -80,6 +80,7 @@ TcpServer::TcpServer(EventLoop* loop, TcpHandler* handler, TcpServerOptions opti
 
 TcpServer::~TcpServer() {
   loop_->CancelTimer(sweep_timer_);
+  loop_->CancelTimer(accept_timer_);
   StopListening();
   std::vector<uint64_t> ids;
   for (const auto& [id, c] : conns_) ids.push_back(id);
@@ -103,11 +104,22 @@ void TcpServer::OnAccept() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
-        Log(LogLevel::kWarn, "%s: cannot accept: %s (raise the open files limit)",
-            options_.name.c_str(), strerror(errno));
+        // Out of descriptors: the listener stays readable, so stop watching
+        // it for a moment rather than spin; connections wait in the backlog.
+        if (!accept_paused_logged_) {
+          Log(LogLevel::kWarn, "%s: cannot accept: %s (raise the open files limit)",
+              options_.name.c_str(), strerror(errno));
+          accept_paused_logged_ = true;
+        }
+        loop_->Modify(listen_fd_, 0);
+        accept_timer_ = loop_->RunAfter(100, [this] {
+          accept_timer_ = 0;
+          if (listen_fd_ >= 0) loop_->Modify(listen_fd_, EPOLLIN);
+        });
       }
       return;  // EAGAIN, or an error the next readiness retries
     }
+    accept_paused_logged_ = false;
     if (conns_.size() >= options_.max_connections) {
       std::string_view busy = handler_->BusyReply();
       [[maybe_unused]] ssize_t n = write(fd, busy.data(), busy.size());
@@ -149,6 +161,7 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
     return;
   }
   if (events & EPOLLOUT) {
+    c->last_input_ms = MonotonicNowMs();  // draining a backlog to a reading client is not idle
     Flush(*c);
     if ((c = Find(id)) == nullptr) return;
   }
@@ -192,11 +205,15 @@ void TcpServer::ReadFrom(Connection& c) {
 
 void TcpServer::Process(Connection& c) {
   if (c.waiting) return;
+  size_t out_before = c.out.size();
   handler_->OnInput(c);
+  // A request answered (or parked) means the client is making progress: the
+  // request timeout measures the one still arriving, from the latest input.
+  bool answered = c.out.size() != out_before || c.waiting;
   bool partial = !c.waiting && !c.closing && (!c.in.empty() || handler_->InRequest(c));
   if (!partial) {
     c.request_since_ms = -1;
-  } else if (c.request_since_ms < 0) {
+  } else if (c.request_since_ms < 0 || answered) {
     c.request_since_ms = c.last_input_ms;
   }
 }
@@ -263,7 +280,9 @@ void TcpServer::Sweep() {
   std::vector<uint64_t> idle, slow;
   for (const auto& [id, c] : conns_) {
     if (c->waiting) continue;
-    if (options_.request_timeout_ms > 0 && c->request_since_ms >= 0 &&
+    // Not while replies wait to be written: input may be held back by our
+    // own backpressure, and a slow reader is the idle timeout's business.
+    if (options_.request_timeout_ms > 0 && c->request_since_ms >= 0 && c->out.empty() &&
         now - c->request_since_ms >= options_.request_timeout_ms) {
       slow.push_back(id);
     } else if (options_.idle_timeout_ms > 0 && c->request_since_ms < 0 &&

@@ -148,6 +148,8 @@ class TcpServer {
   bool draining_ = false;
   uint64_t next_id_ = 1;
   uint64_t sweep_timer_ = 0;
+  uint64_t accept_timer_ = 0;  // re-enables accepting after running out of fds
+  bool accept_paused_logged_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
 };
 

@@ -105,6 +105,9 @@ RequestParser::Status RequestParser::Parse(std::string_view in, size_t* consumed
       if (s != Status::kCommand) return s;
     }
     size_t len = static_cast<size_t>(bulk_len_);
+    if (pos_ + len + 2 > limits_.max_command_bytes) {
+      return Fail("command longer than " + std::to_string(limits_.max_command_bytes) + " bytes");
+    }
     if (in.size() - pos_ < len + 2) return Status::kNeedMore;
     if (in[pos_ + len] != '\r' || in[pos_ + len + 1] != '\n') {
       return Fail("expected CRLF after bulk string");

@@ -8,6 +8,12 @@
 namespace delayq::server {
 namespace {
 
+// The reserve being made on this thread, if any: its answer, when given
+// inside the ReserveAsync call, is written at once. Per thread, so a queue
+// that answers on a thread of its own can never mistake its call for ours.
+thread_local const void* t_reserving_owner = nullptr;
+thread_local uint64_t t_reserving_conn = 0;
+
 int64_t WallNowUs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -36,10 +42,11 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   uint64_t conn_id = c.id;
   std::optional<Result<Deliveries>> now;
   inline_answer_ = &now;
-  reserving_conn_ = conn_id;
+  t_reserving_owner = this;
+  t_reserving_conn = conn_id;
   // Captures fit std::function's inline storage: no allocation per reserve.
   uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id](Result<Deliveries> r) {
-    if (reserving_conn_.load(std::memory_order_acquire) == conn_id) {
+    if (t_reserving_owner == this && t_reserving_conn == conn_id) {
       inline_answer_->emplace(std::move(r));  // inside ReserveAsync, on the loop thread
       return;
     }
@@ -48,7 +55,8 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
       if (*alive) FinishReserve(conn_id, std::move(*shared));
     });
   });
-  reserving_conn_.store(0, std::memory_order_release);
+  t_reserving_owner = nullptr;
+  t_reserving_conn = 0;
   inline_answer_ = nullptr;
   if (now) {
     AnswerReserve(c, std::move(*now));

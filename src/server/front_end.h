@@ -14,11 +14,13 @@
 //
 // Thread-safety: the loop thread owns the front end, except that the
 // reserve callbacks it gives the queue may run on any thread; they only
-// post to the loop.
+// post to the loop. Destroy it on the loop thread, and only when no
+// callback of its can be running on another thread: with a queue driven by
+// the same loop (QueueOptions::caller_loop, as `delayq serve` runs), or
+// after the queue has stopped.
 #ifndef DELAYQ_SERVER_FRONT_END_H_
 #define DELAYQ_SERVER_FRONT_END_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -73,10 +75,9 @@ class FrontEnd : public net::TcpHandler {
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
 
-  // Set while StartReserve calls the queue, so an answer given inside that
-  // call is written at once instead of taking a trip through Post.
-  std::atomic<uint64_t> reserving_conn_{0};
-  std::optional<Result<Deliveries>>* inline_answer_ = nullptr;  // where that answer goes
+  // Where an answer given inside StartReserve's ReserveAsync call goes
+  // (see t_reserving_* in the .cc): written at once, not via Post.
+  std::optional<Result<Deliveries>>* inline_answer_ = nullptr;
   std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
 };
 

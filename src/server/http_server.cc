@@ -633,6 +633,7 @@ void HttpServer::Api::AnswerReserve(Connection& c, Result<Deliveries> r) {
   PendingReply kind = std::exchange(s.pending, PendingReply::kNone);
   keep_alive_ = s.pending_keep_alive && !s_->tcp_->draining();
   version_ = s.pending_version;
+  head_ = false;  // reserves are POSTs; a HEAD handled meanwhile must not strip this body
   if (kind == PendingReply::kPop) {
     if (!r.ok()) return SeedReply(c, r.status());
     if (r->empty()) return SeedReply(c, Status::Ok());

@@ -114,6 +114,9 @@ int Serve(const ServeOptions& o) {
   ro.auth_token = o.auth_token;
   ro.parser.max_bulk_bytes = o.max_body + 1024;
   ro.parser.max_inline_bytes = o.max_header_bytes;
+  // Every command of SPEC §7 is one body plus small arguments.
+  ro.parser.max_args = 256;
+  ro.parser.max_command_bytes = o.max_body + 64 * 1024;
   auto resp = delayq::server::RespServer::Create(l, queue->get(), ro);
   if (!resp.ok()) return Fail(resp.status());
 
@@ -124,6 +127,7 @@ int Serve(const ServeOptions& o) {
   // are answered empty, owed replies are written) for at most
   // shutdown_timeout_ms; a second signal stops at once.
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) return Fail(delayq::Internal("signalfd failed: SIGTERM could not stop the server"));
   bool draining = false;
   int64_t drain_deadline = 0;
   std::function<void()> check_drained = [&] {
@@ -134,7 +138,7 @@ int Serve(const ServeOptions& o) {
     }
     l->RunAfter(10, check_drained);
   };
-  (void)l->Add(sfd, EPOLLIN, [&](uint32_t) {
+  Status watched = l->Add(sfd, EPOLLIN, [&](uint32_t) {
     signalfd_siginfo info;
     while (read(sfd, &info, sizeof info) == sizeof info) {
     }
@@ -151,6 +155,7 @@ int Serve(const ServeOptions& o) {
     (*resp)->BeginDrain();
     check_drained();
   });
+  if (!watched.ok()) return Fail(watched);
 
   Log(LogLevel::kInfo, "delayq %s: store %s%s", "0.1.0", o.store.c_str(),
       o.auth_token.empty() ? "" : ", auth required");

@@ -252,6 +252,28 @@ class HttpApiTest(unittest.TestCase):
         self.assertLess(got["at"], added["run_at_ms"] + 1000)   # not a poll later
         waiter.close()
 
+    def test_a_head_request_does_not_strip_a_waiting_reserves_answer(self):
+        waiter = Client(self.server.http_port)
+        got = {}
+
+        def wait():
+            got["r"] = waiter.call("POST", "/v1/reserve", {"topics": ["headrace"],
+                                                           "wait_ms": 5000})
+
+        t = threading.Thread(target=wait)
+        t.start()
+        wait_until(lambda: self.call("GET", "/v1/topics/headrace")[1]["waiting"] == 1,
+                   what="the reserve to park")
+        s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=5)
+        s.sendall(b"HEAD /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+        recv_all(s)
+        s.close()
+        self.call("POST", "/v1/jobs", {"topic": "headrace", "id": "hr-1", "body": "intact"})
+        t.join(timeout=10)
+        status, body = got["r"]
+        self.assertEqual((status, body["jobs"][0]["body"]), (200, "intact"))
+        waiter.close()
+
     def test_reserve_wait_runs_out_empty(self):
         self.assertEqual(self.call("POST", "/v1/reserve", {"topics": ["none"], "wait_ms": 30}),
                          (200, {"jobs": []}))
@@ -379,6 +401,25 @@ class AdversarialTest(unittest.TestCase):
         data = recv_all(s)  # the server gives up after --request-timeout-ms
         s.close()
         self.assertTrue(data.startswith(b"HTTP/1.1 408"), data[:100])
+
+    def test_a_busy_pipelining_client_is_not_cut_by_the_request_timeout(self):
+        # Every write completes one request and begins the next, for twice
+        # the request timeout: a request is always half-received, and yet
+        # the client makes progress all along.
+        s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=5)
+        s.sendall(b"GET /heal")
+        start = time.monotonic()
+        answered = 0
+        while time.monotonic() - start < 0.8:
+            s.sendall(b"thz HTTP/1.1\r\n\r\nGET /heal")
+            data = b""
+            while not data.endswith(b'{"status":"ok"}'):
+                chunk = s.recv(4096)
+                self.assertNotEqual(chunk, b"", "closed after %d answers" % answered)
+                data += chunk
+            self.assertNotIn(b"408", data)
+            answered += 1
+        s.close()
 
     def test_idle_connection_is_closed(self):
         s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=5)

@@ -134,6 +134,25 @@ class RespServerTest(unittest.TestCase):
         info = self.cmd("GET", "k1")
         self.assertEqual(dict(zip(info[::2], info[1::2]))[b"body"], b"kept")
 
+    def test_many_arguments_cannot_add_up_past_the_command_limit(self):
+        # Each argument is under the body limit; together they are far over
+        # it. The server refuses before buffering them.
+        self.cmd("ADD", "keep2", "k2", 0, 60000, "kept")
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        arg = b"$200000\r\n" + b"x" * 200000 + b"\r\n"
+        s.sendall(b"*200\r\n$3\r\nADD\r\n" + arg * 2)
+        data = b""
+        while not data.endswith(b"\r\n"):
+            chunk = s.recv(1000)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        self.assertTrue(data.startswith(b"-ERR Protocol error: "), data)
+        self.assertIn(b"command longer than", data)
+        info = dict(zip(*[iter(self.cmd("GET", "k2"))] * 2))
+        self.assertEqual(info[b"body"], b"kept")
+
     def test_commands_sent_before_the_client_closes_are_answered(self):
         # Exactly 64 KiB, the server's read size, so a read that fills its
         # buffer is followed by one that sees the FIN.

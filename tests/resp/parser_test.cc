@@ -97,6 +97,19 @@ TEST(RequestParser, LimitsAreEnforced) {
   EXPECT_EQ(Feed("0123456789", 64, limits), (std::vector<Args>{{"ERR:too big inline request"}}));
 }
 
+TEST(RequestParser, ManyArgumentsCannotAddUpPastTheCommandLimit) {
+  ParserLimits limits;
+  limits.max_bulk_bytes = 10;
+  limits.max_command_bytes = 40;
+  // Each argument is within max_bulk_bytes; together they are not. The
+  // error comes as soon as the header of the bulk that crosses the limit is
+  // read, before its bytes arrive.
+  EXPECT_EQ(Feed("*4\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n$10\r\n", 64, limits),
+            (std::vector<Args>{{"ERR:command longer than 40 bytes"}}));
+  EXPECT_EQ(Feed("*2\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n", 64, limits),
+            (std::vector<Args>{{"0123456789", "0123456789"}}));
+}
+
 TEST(RequestParser, MalformedFramingIsAnError) {
   EXPECT_EQ(Feed("*1\r\n+PING\r\n", 64), (std::vector<Args>{{"ERR:expected '$', got '+'"}}));
   EXPECT_EQ(Feed("*1\r\n$4\r\nPINGxx", 64),
