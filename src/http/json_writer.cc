@@ -55,6 +55,12 @@ size_t Utf8SequenceAt(std::string_view s, size_t i, size_t* bad) {
 
 bool IsValidUtf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
 
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  if (static_cast<unsigned char>(s[i]) < 0x80) return 1;
+  size_t bad = 0;
+  return Utf8SequenceAt(s, i, &bad);
+}
+
 void JsonWriter::Key(std::string_view key) {
   Separate();
   AppendQuoted(key);

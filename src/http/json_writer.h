@@ -29,6 +29,9 @@ namespace delayq::http {
 // True when `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no
 // surrogates, nothing above U+10FFFF). SIMD-fast (simdjson).
 bool IsValidUtf8(std::string_view s);
+// The length of the well-formed UTF-8 sequence starting at s[i] (1 for
+// ASCII), or 0 when the bytes there are not one (same rules as above).
+size_t Utf8SequenceLength(std::string_view s, size_t i);
 
 class JsonWriter {
  public:

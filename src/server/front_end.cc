@@ -8,11 +8,16 @@
 namespace delayq::server {
 namespace {
 
-// The reserve being made on this thread, if any: its answer, when given
-// inside the ReserveAsync call, is written at once. Per thread, so a queue
-// that answers on a thread of its own can never mistake its call for ours.
-thread_local const void* t_reserving_owner = nullptr;
-thread_local uint64_t t_reserving_conn = 0;
+// The reserve being made on this thread, if any, and where its answer goes
+// when the queue gives it inside the ReserveAsync call (it is then written
+// at once). Per thread, so a queue that answers on a thread of its own can
+// never mistake its call for ours.
+struct Reserving {
+  const void* owner = nullptr;  // the FrontEnd
+  uint64_t conn = 0;
+  std::optional<Result<Deliveries>>* answer = nullptr;
+};
+thread_local Reserving t_reserving;
 
 int64_t WallNowUs() {
   timespec ts{};
@@ -41,13 +46,11 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   if (tcp_->draining()) req.wait_ms = 0;
   uint64_t conn_id = c.id;
   std::optional<Result<Deliveries>> now;
-  inline_answer_ = &now;
-  t_reserving_owner = this;
-  t_reserving_conn = conn_id;
+  t_reserving = {this, conn_id, &now};
   // Captures fit std::function's inline storage: no allocation per reserve.
   uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id](Result<Deliveries> r) {
-    if (t_reserving_owner == this && t_reserving_conn == conn_id) {
-      inline_answer_->emplace(std::move(r));  // inside ReserveAsync, on the loop thread
+    if (t_reserving.owner == this && t_reserving.conn == conn_id) {
+      t_reserving.answer->emplace(std::move(r));  // inside ReserveAsync, on this thread
       return;
     }
     auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
@@ -55,9 +58,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
       if (*alive) FinishReserve(conn_id, std::move(*shared));
     });
   });
-  t_reserving_owner = nullptr;
-  t_reserving_conn = 0;
-  inline_answer_ = nullptr;
+  t_reserving = {};
   if (now) {
     AnswerReserve(c, std::move(*now));
     return;

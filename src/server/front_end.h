@@ -75,9 +75,6 @@ class FrontEnd : public net::TcpHandler {
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
 
-  // Where an answer given inside StartReserve's ReserveAsync call goes
-  // (see t_reserving_* in the .cc): written at once, not via Post.
-  std::optional<Result<Deliveries>>* inline_answer_ = nullptr;
   std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
 };
 

@@ -45,8 +45,8 @@ struct ServeOptions {
   std::string log_level = "info";
 };
 
-delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name,
-                                         std::string host, int port) {
+delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name, std::string host,
+                                         int port) {
   delayq::net::TcpServerOptions t;
   t.name = std::move(name);
   t.host = std::move(host);
@@ -189,10 +189,10 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand("serve", "run the server");
   AddOption(serve, "--store", o.store, "where jobs live: memory", "DELAYQ_STORE")
       ->check(CLI::IsMember({"memory"}));
-  AddOption(serve, "--data-dir", o.data_dir, "directory of the embedded store's log (unused by --store memory)",
-            "DELAYQ_DATA_DIR");
-  AddOption(serve, "--fsync", o.fsync, "embedded store: always | everysec | never (unused by --store memory)",
-            "DELAYQ_FSYNC")
+  AddOption(serve, "--data-dir", o.data_dir,
+            "directory of the embedded store's log (unused by --store memory)", "DELAYQ_DATA_DIR");
+  AddOption(serve, "--fsync", o.fsync,
+            "embedded store: always | everysec | never (unused by --store memory)", "DELAYQ_FSYNC")
       ->check(CLI::IsMember({"always", "everysec", "never"}));
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
             "DELAYQ_HTTP_HOST");
@@ -219,7 +219,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{256}, size_t{1} << 20));
   AddOption(serve, "--max-output-bytes", o.max_output_bytes,
             "replies a client may leave unread before it is disconnected, bytes",
-            "DELAYQ_MAX_OUTPUT_BYTES");
+            "DELAYQ_MAX_OUTPUT_BYTES")
+      ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
   AddOption(serve, "--idle-timeout-ms", o.idle_timeout_ms,
             "close connections idle this long (0: never; a waiting reserve is not idle)",
             "DELAYQ_IDLE_TIMEOUT_MS")

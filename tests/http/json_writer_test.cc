@@ -130,5 +130,16 @@ TEST(IsValidUtf8, AcceptsAsciiAndEmpty) {
   EXPECT_FALSE(IsValidUtf8("abc\xff"));
 }
 
+TEST(Utf8SequenceLength, MeasuresOneSequenceOrSaysIllFormed) {
+  EXPECT_EQ(Utf8SequenceLength("a", 0), 1u);
+  EXPECT_EQ(Utf8SequenceLength("\xc3\xa9", 0), 2u);          // é
+  EXPECT_EQ(Utf8SequenceLength("x\xe2\x82\xac", 1), 3u);     // €
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x9f\x98\x80", 0), 4u);  // 😀
+  EXPECT_EQ(Utf8SequenceLength("\xc0\xaf", 0), 0u);          // overlong
+  EXPECT_EQ(Utf8SequenceLength("\xed\xa0\x80", 0), 0u);      // surrogate
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82", 0), 0u);          // cut short
+  EXPECT_EQ(Utf8SequenceLength("\xff", 0), 0u);
+}
+
 }  // namespace
 }  // namespace delayq::http
