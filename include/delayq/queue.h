@@ -27,6 +27,10 @@
 
 namespace delayq {
 
+namespace store {
+class FileSystem;
+}
+
 inline constexpr uint32_t kMaxReserveCount = 1000;
 inline constexpr size_t kMaxReserveTopics = 100;
 
@@ -91,6 +95,18 @@ class QueueDriver {
   // loop asks between connections, to run RunDue without waiting for its
   // turn to end. May say false for work a PollFds() fd will announce anyway.
   virtual bool MaybeDue() const = 0;
+
+  // Durability, for a store with a log ("embedded"); a store without one
+  // keeps these defaults. A reply to a call may go out once Released() has
+  // reached the Mark() read after the call, and not before. Flush() ends a
+  // loop turn: it writes what the turn's calls changed, together (and with
+  // fsync always starts the fdatasync that will release them; a PollFds()
+  // fd says when it has). Failed(): the store can no longer make changes
+  // durable, so what waits for Released() never gets it.
+  virtual uint64_t Mark() const { return 0; }
+  virtual uint64_t Released() const { return 0; }
+  virtual void Flush() {}
+  virtual bool Failed() const { return false; }
 };
 
 class Queue {
@@ -184,8 +200,23 @@ class Queue {
 };
 
 struct QueueOptions {
+  // "embedded": in-process, kept in a durable log in data_dir (SPEC §2).
   // "memory": in-process, nothing kept across restarts. Default: "memory".
   std::string store = "memory";
+  // "embedded": the directory of its log, created if missing; one queue at
+  // a time may use it. Default: "data".
+  std::string data_dir = "data";
+  // "embedded": when a change counts as done (SPEC §4). "always": once an
+  // fdatasync covers it (calls block until then, sharing fdatasyncs);
+  // "everysec": once written (survives a killed process; an fdatasync each
+  // second bounds a power loss); "never": once written, synced by the OS.
+  // Default: "everysec".
+  std::string fsync = "everysec";
+  // "embedded": a log segment is closed at this size. Default: 64 MiB.
+  uint64_t segment_bytes = 64 << 20;
+  // "embedded": where files are reached; tests wrap it to inject failures.
+  // Default: the real file system.
+  std::shared_ptr<store::FileSystem> file_system;
   // Default: SystemClock().
   std::shared_ptr<Clock> clock;
   Limits limits;
@@ -194,8 +225,10 @@ struct QueueOptions {
   bool caller_loop = false;
 };
 
-// Opens a queue. Errors: kInvalidArgument for an unknown store or bad option;
-// kUnavailable when the store cannot be reached.
+// Opens a queue; "embedded" first recovers every job from its log.
+// Errors: kInvalidArgument for an unknown store or bad option; kUnavailable
+// when the store cannot be reached (a data directory that cannot be made,
+// read or locked); kInternal for a damaged log (file, offset and why).
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options);
 
 }  // namespace delayq

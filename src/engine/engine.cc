@@ -163,6 +163,7 @@ void Engine::ExpireReservations() {
                       std::to_string(r->attempts) + ")";
     // Back where it was in its topic: run_at is unchanged.
     EndAttempt(h, std::nullopt, why);
+    JournalUpdate(h);
   }
 }
 
@@ -293,10 +294,11 @@ Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_vie
 
 // --- records -----------------------------------------------------------------------
 
-uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t seq,
-                              uint32_t topic, int64_t run_at) {
+uint32_t Engine::CreateRecord(std::string_view id, std::string_view body, uint64_t seq,
+                              uint32_t topic, int64_t run_at, uint32_t ttr_ms, uint32_t priority,
+                              uint32_t max_attempts) {
   size_t id_bytes = id.size();
-  size_t inline_size = sizeof(JobRecord) + id_bytes + spec.body.size();
+  size_t inline_size = sizeof(JobRecord) + id_bytes + body.size();
   bool out_of_line = inline_size > JobArena::kMaxRecordBytes;
   size_t size = out_of_line ? sizeof(JobRecord) + id_bytes + sizeof(char*) : inline_size;
   uint32_t h = arena_->Allocate(size);
@@ -304,25 +306,25 @@ uint32_t Engine::CreateRecord(const JobSpec& spec, std::string_view id, uint64_t
   JobRecord* r = Rec(h);
   r->run_at_ms = run_at;
   r->seq = seq;
-  r->ttr_ms = spec.ttr_ms;
-  r->priority = spec.priority;
-  r->max_attempts = spec.max_attempts;
+  r->ttr_ms = ttr_ms;
+  r->priority = priority;
+  r->max_attempts = max_attempts;
   r->attempts = 0;
   r->pos = kNotInHeap;
   r->topic = topic;
-  r->body_len = static_cast<uint32_t>(spec.body.size());
+  r->body_len = static_cast<uint32_t>(body.size());
   r->id_len = static_cast<uint16_t>(id.size());
   r->state = static_cast<uint8_t>(JobState::kDelayed);
   r->flags = out_of_line ? JobRecord::kFlagBodyOutOfLine : 0;
   if (!id.empty()) std::memcpy(r->data(), id.data(), id.size());
   char* body_dst = r->data() + id_bytes;
   if (out_of_line) {
-    char* block = new char[spec.body.size()];
-    std::memcpy(block, spec.body.data(), spec.body.size());
+    char* block = new char[body.size()];
+    std::memcpy(block, body.data(), body.size());
     std::memcpy(body_dst, &block, sizeof block);
     big_bodies_.insert(h);
-  } else if (!spec.body.empty()) {
-    std::memcpy(body_dst, spec.body.data(), spec.body.size());
+  } else if (!body.empty()) {
+    std::memcpy(body_dst, body.data(), body.size());
   }
   return h;
 }
@@ -472,6 +474,7 @@ Delivery Engine::Deliver(uint32_t h) {
   ++r->attempts;
   ++counters_.reserves;
   AttachReserved(h, now_mono_ + r->ttr_ms);
+  JournalUpdate(h);
   Delivery d;
   char buf[kGeneratedIdBytes];
   d.id = std::string(IdOf(r, h, buf));
@@ -635,7 +638,8 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   }
   // The new record first: if memory runs out, a replaced job stays as it was.
   uint32_t topic = TopicIndex(spec.topic);
-  uint32_t h = CreateRecord(spec, id, NextSeq(), topic, run_at);
+  uint32_t h = CreateRecord(id, spec.body, NextSeq(), topic, run_at, spec.ttr_ms, spec.priority,
+                            spec.max_attempts);
   if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
   char buf[kGeneratedIdBytes];
   // A client may have taken a generated id's exact text as its own id; only
@@ -645,6 +649,7 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
     Rec(h)->seq = NextSeq();
   }
   if (old != 0) {
+    JournalRemoved(old);
     Detach(old);
     DestroyRecord(old);
     ++counters_.replaced;
@@ -653,6 +658,7 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   ++live_jobs_;
   ++counters_.added;
   Schedule(h);
+  JournalPut(h);
   AddResult result;
   result.id = std::string(IdOf(Rec(h), h, buf));
   result.state = StateOf(h);
@@ -666,6 +672,7 @@ Status Engine::Finish(std::string_view id, std::string_view receipt) {
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
+  JournalRemoved(h);
   Detach(h);
   DestroyRecord(h);
   ++counters_.finished;
@@ -676,6 +683,7 @@ Status Engine::Delete(std::string_view id) {
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
+  JournalRemoved(h);
   Detach(h);
   DestroyRecord(h);
   ++counters_.deleted;
@@ -693,6 +701,7 @@ Status Engine::Release(std::string_view id, std::string_view receipt, int64_t de
   Detach(h);
   ++counters_.released;
   EndAttempt(h, now_wall_ + delay_ms, error);
+  JournalUpdate(h);
   ServePending();
   return Status::Ok();
 }
@@ -705,6 +714,7 @@ Status Engine::Touch(std::string_view id, std::string_view receipt) {
   JobRecord* r = Rec(h);
   reservations_.At(r->pos).until_mono = now_mono_ + r->ttr_ms;
   reservations_.Fix(r->pos);
+  JournalUpdate(h);
   return Status::Ok();
 }
 
@@ -716,6 +726,7 @@ Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_v
   Detach(h);
   SetLastError(h, reason);
   AttachBuried(h);
+  JournalUpdate(h);
   return Status::Ok();
 }
 
@@ -733,6 +744,7 @@ Status Engine::Kick(std::string_view id) {
   if (state == JobState::kDelayed) Rec(h)->run_at_ms = now_wall_;
   ++counters_.kicked;
   AttachReady(h);
+  JournalUpdate(h);
   ServePending();
   return Status::Ok();
 }
@@ -748,6 +760,7 @@ Result<uint64_t> Engine::KickTopic(std::string_view topic, uint64_t n) {
     uint32_t h = ts.buried.begin()->second;
     Detach(h);
     AttachReady(h);
+    JournalUpdate(h);
     ++kicked;
   }
   counters_.kicked += kicked;
@@ -813,6 +826,7 @@ Status Engine::Pause(std::string_view topic, int64_t duration_ms) {
   topics_[t]->paused_until_mono =
       duration_ms == 0 ? kNever : now_mono_ + std::min<int64_t>(duration_ms, kMaxDelayMs);
   paused_topics_.insert(t);
+  if (journal_ != nullptr) journal_->TopicPause(topic, PauseEndWall(*topics_[t]));
   return Status::Ok();
 }
 
@@ -823,6 +837,7 @@ Status Engine::Resume(std::string_view topic) {
   if (it == topic_index_.end()) return Status::Ok();
   topics_[it->second]->paused_until_mono = 0;
   paused_topics_.erase(it->second);
+  if (journal_ != nullptr) journal_->TopicPause(topic, 0);
   MarkServe(it->second);
   ServePending();
   return Status::Ok();
@@ -883,6 +898,154 @@ QueueStats Engine::Stats() {
   s.topics = Topics().size();
   s.waiting = waiters_.size();
   return s;
+}
+
+// --- durability --------------------------------------------------------------------
+
+JobImage Engine::ImageOf(uint32_t h, char (&id_buf)[kGeneratedIdBytes]) const {
+  const JobRecord* r = Rec(h);
+  JobImage img;
+  img.id = IdOf(r, h, id_buf);
+  img.generated_id = r->id_len == 0;
+  img.seq = r->seq;
+  img.topic = topics_[r->topic]->name;
+  img.state = StateOf(h);
+  img.run_at_ms = r->run_at_ms;
+  if (img.state == JobState::kReserved) {
+    img.reserved_until_ms = now_wall_ + (reservations_.At(r->pos).until_mono - now_mono_);
+  }
+  img.ttr_ms = r->ttr_ms;
+  img.priority = r->priority;
+  img.max_attempts = r->max_attempts;
+  img.attempts = r->attempts;
+  if (r->flags & JobRecord::kFlagHasLastError) img.last_error = last_errors_.at(h);
+  img.body = r->body();
+  return img;
+}
+
+void Engine::JournalPut(uint32_t h) {
+  if (journal_ == nullptr) return;
+  char buf[kGeneratedIdBytes];
+  journal_->JobPut(ImageOf(h, buf));
+}
+
+void Engine::JournalUpdate(uint32_t h) {
+  if (journal_ == nullptr) return;
+  char buf[kGeneratedIdBytes];
+  journal_->JobUpdate(ImageOf(h, buf));
+}
+
+void Engine::JournalRemoved(uint32_t h) {
+  if (journal_ == nullptr) return;
+  char buf[kGeneratedIdBytes];
+  journal_->JobRemoved(ImageOf(h, buf));
+}
+
+int64_t Engine::PauseEndWall(const TopicState& t) const {
+  if (t.paused_until_mono == kNever) return -1;
+  if (t.paused_until_mono <= now_mono_) return 0;
+  return now_wall_ + (t.paused_until_mono - now_mono_);
+}
+
+Status Engine::RestorePut(const JobImage& job) {
+  Advance();
+  RestoreSeq(job.seq);
+  if (uint32_t old = FindJob(job.id); old != 0) {
+    Detach(old);
+    DestroyRecord(old);
+  }
+  // The handle a generated id names is not this process's: keep its text.
+  uint32_t topic = TopicIndex(job.topic);
+  uint32_t h = CreateRecord(job.id, job.body, job.seq, topic, job.run_at_ms, job.ttr_ms,
+                            job.priority, job.max_attempts);
+  if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
+  if (!job.generated_id && LooksGenerated(job.id)) client_took_generated_form_ = true;
+  ids_.insert(h);
+  ++live_jobs_;
+  JobRecord* r = Rec(h);
+  r->attempts = job.attempts;
+  SetLastError(h, job.last_error);
+  switch (job.state) {
+    case JobState::kReady:
+      AttachReady(h);  // ready stays ready, whatever the clock says now
+      break;
+    case JobState::kDelayed:
+      Schedule(h);
+      break;
+    case JobState::kReserved:
+      AttachReserved(h, now_mono_ + std::max<int64_t>(0, job.reserved_until_ms - now_wall_));
+      break;
+    case JobState::kBuried:
+      AttachBuried(h);
+      --counters_.buried_total;
+      break;
+  }
+  return Status::Ok();
+}
+
+void Engine::RestoreUpdate(const JobImage& job) {
+  Advance();
+  uint32_t h = FindJob(job.id);
+  if (h == 0 || Rec(h)->seq != job.seq) return;
+  Detach(h);
+  JobRecord* r = Rec(h);
+  r->attempts = job.attempts;
+  r->run_at_ms = job.run_at_ms;
+  SetLastError(h, job.last_error);
+  switch (job.state) {
+    case JobState::kReady:
+      AttachReady(h);
+      break;
+    case JobState::kDelayed:
+      Schedule(h);
+      break;
+    case JobState::kReserved:
+      AttachReserved(h, now_mono_ + std::max<int64_t>(0, job.reserved_until_ms - now_wall_));
+      break;
+    case JobState::kBuried:
+      AttachBuried(h);
+      --counters_.buried_total;
+      break;
+  }
+}
+
+void Engine::RestoreRemove(std::string_view id, uint64_t seq) {
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0 || Rec(h)->seq != seq) return;
+  Detach(h);
+  DestroyRecord(h);
+}
+
+void Engine::RestorePause(std::string_view topic, int64_t paused_until_ms) {
+  Advance();
+  uint32_t t = TopicIndex(topic);
+  TopicState& ts = *topics_[t];
+  if (paused_until_ms == 0 || (paused_until_ms > 0 && paused_until_ms <= now_wall_)) {
+    ts.paused_until_mono = 0;
+    paused_topics_.erase(t);
+    return;
+  }
+  ts.paused_until_mono = paused_until_ms < 0 ? kNever : now_mono_ + (paused_until_ms - now_wall_);
+  paused_topics_.insert(t);
+}
+
+bool Engine::FindImage(std::string_view id, uint64_t seq, JobImage* image) {
+  uint32_t h = FindJob(id);
+  if (h == 0 || (seq != 0 && Rec(h)->seq != seq)) return false;
+  char buf[kGeneratedIdBytes];
+  *image = ImageOf(h, buf);
+  image->id = id;  // the same text, and it outlives `buf`
+  return true;
+}
+
+std::vector<std::pair<std::string, int64_t>> Engine::PausedTopics() {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (uint32_t t : paused_topics_) {
+    int64_t end = PauseEndWall(*topics_[t]);
+    if (end != 0) out.emplace_back(topics_[t]->name, end);
+  }
+  return out;
 }
 
 }  // namespace delayq::engine

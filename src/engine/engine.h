@@ -50,6 +50,7 @@
 #include "engine/huge_page_allocator.h"
 #include "engine/job_arena.h"
 #include "engine/job_record.h"
+#include "engine/journal.h"
 
 namespace delayq::engine {
 
@@ -115,6 +116,32 @@ class Engine {
   // Milliseconds until NextDeadlines() by the engine's clock, 0 if overdue,
   // -1 if nothing is scheduled.
   int64_t MsUntilNextDeadline() const;
+
+  // --- durability (the embedded store) -----------------------------------
+  // Tells `journal` every durable change from now on (nullptr: nobody).
+  void SetJournal(Journal* journal) { journal_ = journal; }
+
+  // Replay: rebuilds state from what a Journal was told, in the same order.
+  // A job comes back in the state it had: a reservation with its deadline
+  // (wall clock; one that ran out meanwhile times out on the next call), a
+  // delayed job whose run_at passed is ready at once. A restored job keeps
+  // its id text, generated or not. Updates and removals of a job that is not
+  // there (or is there with another seq) are ignored: their add was
+  // compacted away with them. Errors: kUnavailable when memory runs out.
+  Status RestorePut(const JobImage& job);
+  void RestoreUpdate(const JobImage& job);
+  void RestoreRemove(std::string_view id, uint64_t seq);
+  void RestorePause(std::string_view topic, int64_t paused_until_ms);
+  // Generated ids and seqs continue after `seq`.
+  void RestoreSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
+  uint64_t last_seq() const { return last_seq_; }
+
+  // The live job `id` if it is still the incarnation `seq` (0: any; compaction asks
+  // whether a logged add is still needed). The image points into the engine
+  // and into `id`: valid until the next call.
+  bool FindImage(std::string_view id, uint64_t seq, JobImage* image);
+  // Topics paused now, with the wall-clock end of the pause (-1: until resumed).
+  std::vector<std::pair<std::string, int64_t>> PausedTopics();
 
   size_t job_count() const { return live_jobs_; }
   const Clock& clock() const { return *clock_; }
@@ -245,8 +272,14 @@ class Engine {
 
   // Creates the record for `spec` (`id` empty for a generated one); neither
   // indexes it by id nor schedules it. Returns 0 when memory is exhausted.
-  uint32_t CreateRecord(const JobSpec& spec, std::string_view id, uint64_t seq, uint32_t topic,
-                        int64_t run_at);
+  uint32_t CreateRecord(std::string_view id, std::string_view body, uint64_t seq, uint32_t topic,
+                        int64_t run_at, uint32_t ttr_ms, uint32_t priority, uint32_t max_attempts);
+  // The job as the journal sees it, and the calls that tell it.
+  JobImage ImageOf(uint32_t h, char (&id_buf)[kGeneratedIdBytes]) const;
+  void JournalPut(uint32_t h);
+  void JournalUpdate(uint32_t h);
+  void JournalRemoved(uint32_t h);
+  int64_t PauseEndWall(const TopicState& t) const;
   void DestroyRecord(uint32_t h);
   // Removes the job from the index of its state / puts it in the index of a
   // new state.
@@ -300,6 +333,7 @@ class Engine {
   uint64_t next_waiter_ = 1;
 
   QueueStats counters_;  // only the counter fields are kept here
+  Journal* journal_ = nullptr;
 };
 
 }  // namespace delayq::engine

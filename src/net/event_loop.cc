@@ -193,6 +193,7 @@ void EventLoop::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
     }
+    if (turn_end_) turn_end_();
     int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
     if (n < 0 && errno != EINTR) return;
     int64_t checked_us = n > 1 ? MonotonicNowUs() : 0;

@@ -62,6 +62,11 @@ class EventLoop {
   // urgent fd may be ready (e.g. QueueDriver::MaybeDue).
   void SetUrgentProbe(std::function<bool()> probe) { urgent_probe_ = std::move(probe); }
 
+  // Loop thread only, before Run. Runs at the end of every turn, before the
+  // loop waits again (the store writes what the turn changed, then the held
+  // replies go out).
+  void SetTurnEnd(std::function<void()> fn) { turn_end_ = std::move(fn); }
+
   // Runs until Stop(). Call from the thread that is to own the loop.
   void Run();
   // Any thread: makes Run() return after the current turn.
@@ -97,6 +102,7 @@ class EventLoop {
   int64_t armed_ = -1;
 
   std::function<bool()> urgent_probe_;
+  std::function<void()> turn_end_;
   std::atomic<bool> posted_pending_{false};
 
   std::mutex mu_;

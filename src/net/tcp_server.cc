@@ -225,10 +225,24 @@ void TcpServer::Resume(Connection& c) {
 
 void TcpServer::Flush(Connection& c) {
   for (;;) {
+    if (gate_ != nullptr && !c.out.empty()) {
+      if (c.out.size() > c.stamped) {
+        c.hold_until = gate_->Mark();
+        c.stamped = c.out.size();
+      }
+      if (c.hold_until > gate_->Released()) {
+        if (!c.held) {
+          c.held = true;
+          held_.push_back(c.id);
+        }
+        break;
+      }
+    }
     while (!c.out.empty()) {
       ssize_t n = write(c.fd, c.out.data(), c.out.size());
       if (n > 0) {
         c.out.erase(0, static_cast<size_t>(n));
+        c.stamped = c.stamped > static_cast<size_t>(n) ? c.stamped - static_cast<size_t>(n) : 0;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -261,7 +275,7 @@ void TcpServer::Flush(Connection& c) {
 // Output pending: ask for EPOLLOUT. Output full: stop reading (EPOLLIN and
 // EPOLLRDHUP are level-triggered, so they would fire on every turn).
 void TcpServer::UpdateEvents(Connection& c) {
-  bool want_write = !c.out.empty();
+  bool want_write = !c.out.empty() && !c.held;
   // Not after the client's FIN (EPOLLRDHUP would fire on every turn), nor
   // while the replies pile up, nor while a parked connection buffers more
   // than a pipeline's worth of requests behind its wait.
@@ -304,6 +318,29 @@ void TcpServer::Sweep() {
         options_.name.c_str(), slow.size(), static_cast<long long>(options_.request_timeout_ms));
   }
   sweep_timer_ = loop_->RunAfter(SweepInterval(options_), [this] { Sweep(); });
+}
+
+void TcpServer::ReleaseHeld() {
+  if (held_.empty()) return;
+  uint64_t released = gate_->Released();
+  bool failed = gate_->Failed();
+  std::vector<uint64_t> ids;
+  ids.swap(held_);
+  for (uint64_t id : ids) {
+    Connection* c = Find(id);
+    if (c == nullptr) continue;
+    c->held = false;
+    if (c->hold_until <= released) {
+      Flush(*c);  // holds it again if more replies came meanwhile
+    } else if (failed) {
+      Log(LogLevel::kWarn, "%s: closing a connection whose replies wait for a failed store",
+          options_.name.c_str());
+      Close(id);
+    } else {
+      c->held = true;
+      held_.push_back(id);
+    }
+  }
 }
 
 void TcpServer::BeginDrain() {

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "delayq/status.h"
 #include "net/event_loop.h"
@@ -41,6 +42,18 @@ struct TcpServerOptions {
   int64_t idle_timeout_ms = 0;
   // A request that has begun must be complete within this long. 0: no limit.
   int64_t request_timeout_ms = 0;
+};
+
+// What replies may have to wait for before they are written: a store's log
+// (QueueDriver's Mark / Released / Failed). A reply appended when Mark() was
+// m goes out once Released() >= m; if Failed() first, its connection is
+// closed instead (the client cannot know whether its change was kept).
+class OutputGate {
+ public:
+  virtual ~OutputGate() = default;
+  virtual uint64_t Mark() const = 0;
+  virtual uint64_t Released() const = 0;
+  virtual bool Failed() const = 0;
 };
 
 // Handlers may keep per-connection state in Connection::state.
@@ -73,6 +86,10 @@ struct Connection {
   bool peer_closed = false;   // the client sent FIN: close once answered
   int64_t last_input_ms = 0;  // last input, or the end of a wait: idle since
   int64_t request_since_ms = -1;  // when the pending partial request began
+  // The output gate's (see OutputGate).
+  size_t stamped = 0;        // leading bytes of `out` whose hold_until is known
+  uint64_t hold_until = 0;   // Released() these bytes wait for
+  bool held = false;         // in TcpServer::held_
 };
 
 class TcpHandler {
@@ -124,6 +141,11 @@ class TcpServer {
   void Resume(Connection& c);
   void Close(uint64_t id);
 
+  // Replies wait for `gate` (nullptr: none) before they are written. Call
+  // ReleaseHeld at the end of each loop turn, after the gate may have moved.
+  void SetOutputGate(OutputGate* gate) { gate_ = gate; }
+  void ReleaseHeld();
+
   // Shutdown: stop accepting, answer what waits, finish writing, close each
   // connection once its replies are out. Drained() tells when all are gone.
   void BeginDrain();
@@ -151,6 +173,8 @@ class TcpServer {
   uint64_t accept_timer_ = 0;  // re-enables accepting after running out of fds
   bool accept_paused_logged_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
+  OutputGate* gate_ = nullptr;
+  std::vector<uint64_t> held_;  // connections whose replies wait for the gate
 };
 
 }  // namespace delayq::net

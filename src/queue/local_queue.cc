@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <unordered_map>
+
+#include "common/log.h"
 
 namespace delayq {
 namespace {
@@ -28,7 +32,74 @@ void Drain(int fd) {
   }
 }
 
+constexpr size_t kCompactChunk = 256 << 10;
+
 }  // namespace
+
+// Tells the log what the engine changed, and keeps the live-bytes estimate
+// that decides when to compact. Runs inside engine calls (under mu_).
+class LocalQueue::LogJournal final : public engine::Journal {
+ public:
+  LogJournal(store::Log* log, std::atomic<uint64_t>* live) : log_(log), live_(live) {}
+  void JobPut(const engine::JobImage& job) override {
+    log_->AppendPut(job);
+    live_->fetch_add(store::PutBytes(job), std::memory_order_relaxed);
+  }
+  void JobUpdate(const engine::JobImage& job) override { log_->AppendUpdate(job); }
+  void JobRemoved(const engine::JobImage& job) override {
+    log_->AppendRemove(job.id, job.seq);
+    live_->fetch_sub(store::PutBytes(job), std::memory_order_relaxed);
+  }
+  void TopicPause(std::string_view topic, int64_t paused_until_ms) override {
+    log_->AppendPause(topic, paused_until_ms);
+  }
+
+ private:
+  store::Log* log_;
+  std::atomic<uint64_t>* live_;
+};
+
+Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& options,
+                                                        engine::Engine& engine,
+                                                        store::RecoveryReport* report,
+                                                        uint64_t* live_bytes) {
+  store::LogOptions lo;
+  lo.dir = options.data_dir;
+  if (!store::ParseFsyncPolicy(options.fsync, &lo.fsync)) {
+    return InvalidArgument("fsync: '" + options.fsync + "' is not always, everysec or never");
+  }
+  if (options.segment_bytes < 4096) return InvalidArgument("segment_bytes: at least 4096");
+  lo.segment_bytes = options.segment_bytes;
+  lo.fs = options.file_system;
+  uint64_t live = 0;
+  auto replay = [&](const store::Record& rec) -> Status {
+    engine::JobImage old;
+    switch (rec.type) {
+      case store::RecordType::kPut: {
+        if (engine.FindImage(rec.job.id, 0, &old)) live -= store::PutBytes(old);
+        if (Status s = engine.RestorePut(rec.job); !s.ok()) return s;
+        live += store::PutBytes(rec.job);
+        break;
+      }
+      case store::RecordType::kUpdate:
+        engine.RestoreUpdate(rec.job);
+        break;
+      case store::RecordType::kRemove:
+        if (engine.FindImage(rec.job.id, rec.job.seq, &old)) live -= store::PutBytes(old);
+        engine.RestoreRemove(rec.job.id, rec.job.seq);
+        break;
+      case store::RecordType::kPause:
+        engine.RestorePause(rec.topic, rec.paused_until_ms);
+        break;
+    }
+    return Status::Ok();
+  };
+  auto log = store::Log::Open(lo, replay, report);
+  if (!log.ok()) return log.status();
+  engine.RestoreSeq((*log)->last_seq());
+  *live_bytes = live;
+  return log;
+}
 
 Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options) {
   engine::EngineOptions eo;
@@ -36,6 +107,17 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   eo.limits = options.limits;
   auto engine = engine::Engine::Create(eo);
   if (!engine.ok()) return engine.status();
+  std::unique_ptr<store::Log> log;
+  store::RecoveryReport report;
+  uint64_t live = 0;
+  auto started = std::chrono::steady_clock::now();
+  if (options.store == "embedded") {
+    auto opened = OpenLog(options, **engine, &report, &live);
+    if (!opened.ok()) return opened.status();
+    log = std::move(opened).value();
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   int wall = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
   int mono = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -45,17 +127,30 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     }
     return Internal("local queue: cannot create eventfd/timerfd");
   }
-  return std::unique_ptr<LocalQueue>(
-      new LocalQueue(std::move(engine).value(), eo.clock, wake, wall, mono, options.caller_loop));
+  auto q = std::unique_ptr<LocalQueue>(new LocalQueue(std::move(engine).value(), std::move(log),
+                                                      eo.clock, wake, wall, mono,
+                                                      options.caller_loop));
+  q->recovery_ = report;
+  q->recovery_seconds_ = seconds;
+  q->live_bytes_.store(live);
+  q->log_segment_bytes_ = options.segment_bytes;
+  return q;
 }
 
-LocalQueue::LocalQueue(std::unique_ptr<engine::Engine> engine, std::shared_ptr<Clock> clock,
-                       int wake_fd, int wall_fd, int mono_fd, bool caller_loop)
+LocalQueue::LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
+                       std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd,
+                       bool caller_loop)
     : clock_(std::move(clock)),
       wake_fd_(wake_fd),
       wall_fd_(wall_fd),
       mono_fd_(mono_fd),
-      engine_(std::move(engine)) {
+      engine_(std::move(engine)),
+      log_(std::move(log)),
+      caller_loop_(caller_loop) {
+  if (log_) {
+    journal_ = std::make_unique<LogJournal>(log_.get(), &live_bytes_);
+    engine_->SetJournal(journal_.get());
+  }
   if (!clock_->IsRealTime()) clock_token_ = clock_->Subscribe([this] { Wake(); });
   if (!caller_loop) runner_ = std::thread([this] { RunLoop(); });
 }
@@ -75,6 +170,10 @@ LocalQueue::~LocalQueue() {
     deferred.swap(deferred_);
   }
   RunCallbacks(deferred);
+  if (log_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    engine_->SetJournal(nullptr);
+  }
   close(wake_fd_);
   close(wall_fd_);
   close(mono_fd_);
@@ -105,6 +204,23 @@ auto LocalQueue::WithEngine(F&& fn) {
   return result;
 }
 
+template <typename F>
+auto LocalQueue::Change(F&& fn) {
+  using R = decltype(fn(*engine_));
+  if (log_ == nullptr) return WithEngine(std::forward<F>(fn));
+  if (Status s = log_->health(); !s.ok()) return R(s);
+  uint64_t mark = 0;
+  auto result = WithEngine([&](engine::Engine& e) {
+    auto r = fn(e);
+    mark = log_->end();
+    return r;
+  });
+  if (!caller_loop_) {
+    if (Status s = log_->WaitReleased(mark); !s.ok()) return R(s);
+  }
+  return result;
+}
+
 void LocalQueue::Arm(const engine::Engine::Deadlines& d) {
   if (!clock_->IsRealTime()) return;  // a manual clock wakes us when it moves
   ArmTimer(wall_fd_, d.wall_ms, /*cancel_on_set=*/true);
@@ -114,23 +230,32 @@ void LocalQueue::Arm(const engine::Engine::Deadlines& d) {
 bool LocalQueue::RunDueOnce() {
   Deferred deferred;
   engine::Engine::Deadlines d;
+  bool more = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     engine_->Tick();
+    if (log_ && CompactStep()) more = true;
     d = engine_->NextDeadlines();
     SetArmed(d);
     deferred.swap(deferred_);
   }
+  // Without a caller's loop nobody else writes what timers and reserves
+  // changed: write it here (the caller's loop does it in Flush).
+  if (log_ && !caller_loop_) (void)log_->WriteOut();
   RunCallbacks(deferred);
   Arm(d);
+  if (more) Wake();
   return true;
 }
 
 void LocalQueue::RunLoop() {
-  pollfd fds[3] = {{wake_fd_, POLLIN, 0}, {wall_fd_, POLLIN, 0}, {mono_fd_, POLLIN, 0}};
+  pollfd fds[4] = {{wake_fd_, POLLIN, 0},
+                   {wall_fd_, POLLIN, 0},
+                   {mono_fd_, POLLIN, 0},
+                   {log_ ? log_->notify_fd() : -1, POLLIN, 0}};
   while (RunDueOnce()) {
-    while (poll(fds, 3, -1) < 0 && errno == EINTR) {
+    while (poll(fds, 4, -1) < 0 && errno == EINTR) {
     }
     for (const pollfd& p : fds) {
       if (p.revents != 0) Drain(p.fd);
@@ -150,18 +275,139 @@ bool LocalQueue::MaybeDue() const {
          clock_->MonotonicMs() >= armed_mono_ms_.load(std::memory_order_relaxed);
 }
 
+std::vector<int> LocalQueue::PollFds() const {
+  std::vector<int> fds = {wake_fd_, wall_fd_, mono_fd_};
+  if (log_) fds.push_back(log_->notify_fd());
+  return fds;
+}
+
 void LocalQueue::RunDue() {
-  for (int fd : {wake_fd_, wall_fd_, mono_fd_}) Drain(fd);
+  for (int fd : PollFds()) Drain(fd);
   RunDueOnce();
+}
+
+void LocalQueue::Flush() {
+  if (log_ == nullptr) return;
+  (void)log_->WriteOut();
+  if (compaction_idle_.load(std::memory_order_relaxed) && ShouldCompact()) Wake();
+}
+
+// --- compaction ----------------------------------------------------------------
+
+bool LocalQueue::ShouldCompact() const {
+  // Dead bytes beyond both the live ones and one segment: then copying the
+  // live jobs of the oldest segment forward costs at most what it frees.
+  uint64_t live = live_bytes_.load(std::memory_order_relaxed);
+  uint64_t disk = log_->disk_bytes();
+  return disk > live && disk - live > std::max<uint64_t>(live, log_segment_bytes_) &&
+         log_->OldestClosed() != 0;
+}
+
+bool LocalQueue::CompactStep() {
+  Compaction& c = compaction_;
+  if (c.stuck) return false;
+  if (c.segment == 0) {
+    if (!ShouldCompact()) return false;
+    c = Compaction{};
+    c.segment = log_->OldestClosed();
+    compaction_idle_.store(false, std::memory_order_relaxed);
+  }
+  if (!c.scanned) {
+    auto chunk = log_->ReadClosed(c.segment, c.offset, kCompactChunk);
+    if (!chunk.ok()) {
+      Log(LogLevel::kError, "compaction: %s; compaction stops until restart",
+          chunk.status().message().c_str());
+      c.stuck = true;
+      return false;
+    }
+    bool end = chunk->size() < kCompactChunk;
+    c.offset += chunk->size();
+    c.carry.append(*chunk);
+    std::string_view rest = c.carry;
+    std::vector<std::pair<std::string, int64_t>> paused;
+    bool paused_read = false;
+    for (;;) {
+      store::Record rec;
+      size_t size = 0;
+      std::string error;
+      store::ReadOutcome got = store::ReadRecord(rest, &rec, &size, &error);
+      if (got == store::ReadOutcome::kIncomplete) break;
+      if (got == store::ReadOutcome::kCorrupt) {
+        Log(LogLevel::kError, "compaction: segment %llu: %s; compaction stops until restart",
+            static_cast<unsigned long long>(c.segment), error.c_str());
+        c.stuck = true;
+        return false;
+      }
+      rest.remove_prefix(size);
+      engine::JobImage live;
+      if (rec.type == store::RecordType::kPut && engine_->FindImage(rec.job.id, rec.job.seq, &live)) {
+        log_->AppendRewrite(live);
+      } else if (rec.type == store::RecordType::kPause) {
+        if (!paused_read) {
+          paused = engine_->PausedTopics();
+          paused_read = true;
+        }
+        for (const auto& [topic, until] : paused) {
+          if (topic == rec.topic) log_->AppendPause(topic, until);
+        }
+      }
+    }
+    c.carry.erase(0, c.carry.size() - rest.size());
+    if (!end) return true;
+    if (!c.carry.empty()) {
+      Log(LogLevel::kError, "compaction: segment %llu ends in a partial record; compaction stops",
+          static_cast<unsigned long long>(c.segment));
+      c.stuck = true;
+      return false;
+    }
+    c.scanned = true;
+    c.remove_after = log_->end();
+  }
+  // What was copied must be on disk before the only other copy goes.
+  if (log_->synced() < c.remove_after) {
+    if (log_->written() < c.remove_after) (void)log_->WriteOut();
+    log_->RequestSync();  // the notify fd brings us back
+    return false;
+  }
+  uint64_t segment = c.segment;
+  c = Compaction{};
+  compaction_idle_.store(true, std::memory_order_relaxed);
+  if (Status s = log_->RemoveClosed(segment); !s.ok()) {
+    Log(LogLevel::kError, "compaction: %s; compaction stops until restart", s.message().c_str());
+    c.stuck = true;
+    return false;
+  }
+  return true;
+}
+
+LocalQueue::StoreStats LocalQueue::store_stats() {
+  StoreStats s;
+  if (log_ == nullptr) return s;
+  s.log = log_->stats();
+  s.live_bytes = live_bytes_.load(std::memory_order_relaxed);
+  s.recovery = recovery_;
+  s.recovery_seconds = recovery_seconds_;
+  return s;
+}
+
+std::string_view LocalQueue::fsync_policy() const {
+  return log_ ? store::FsyncPolicyName(log_->policy()) : std::string_view("none");
 }
 
 // --- the Queue operations: each is one engine call ---------------------------
 
 Result<AddResult> LocalQueue::Add(const JobSpec& spec) {
-  return WithEngine([&](engine::Engine& e) { return e.Add(spec); });
+  return Change([&](engine::Engine& e) { return e.Add(spec); });
 }
 
 uint64_t LocalQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback done) {
+  // A reserve changes the job (attempts, deadline): refused like any change.
+  if (log_) {
+    if (Status s = log_->health(); !s.ok()) {
+      done(std::move(s));
+      return 0;
+    }
+  }
   bool closed = false;
   uint64_t ticket = WithEngine([&](engine::Engine& e) -> uint64_t {
     // A callback run by the destructor may reserve again: answer at once
@@ -176,6 +422,8 @@ uint64_t LocalQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback don
     });
   });
   if (closed) done(Unavailable("queue closed"));  // not moved from: the lambda was never made
+  // Not waited for: a reservation that is lost comes back as ready.
+  if (log_ && !caller_loop_) (void)log_->WriteOut();
   return ticket;
 }
 
@@ -184,32 +432,32 @@ bool LocalQueue::CancelReserve(uint64_t ticket) {
 }
 
 Status LocalQueue::Finish(std::string_view id, std::string_view receipt) {
-  return WithEngine([&](engine::Engine& e) { return e.Finish(id, receipt); });
+  return Change([&](engine::Engine& e) { return e.Finish(id, receipt); });
 }
 
 Status LocalQueue::Delete(std::string_view id) {
-  return WithEngine([&](engine::Engine& e) { return e.Delete(id); });
+  return Change([&](engine::Engine& e) { return e.Delete(id); });
 }
 
 Status LocalQueue::Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                            std::string_view error) {
-  return WithEngine([&](engine::Engine& e) { return e.Release(id, receipt, delay_ms, error); });
+  return Change([&](engine::Engine& e) { return e.Release(id, receipt, delay_ms, error); });
 }
 
 Status LocalQueue::Touch(std::string_view id, std::string_view receipt) {
-  return WithEngine([&](engine::Engine& e) { return e.Touch(id, receipt); });
+  return Change([&](engine::Engine& e) { return e.Touch(id, receipt); });
 }
 
 Status LocalQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
-  return WithEngine([&](engine::Engine& e) { return e.Bury(id, receipt, reason); });
+  return Change([&](engine::Engine& e) { return e.Bury(id, receipt, reason); });
 }
 
 Status LocalQueue::Kick(std::string_view id) {
-  return WithEngine([&](engine::Engine& e) { return e.Kick(id); });
+  return Change([&](engine::Engine& e) { return e.Kick(id); });
 }
 
 Result<uint64_t> LocalQueue::KickTopic(std::string_view topic, uint64_t n) {
-  return WithEngine([&](engine::Engine& e) { return e.KickTopic(topic, n); });
+  return Change([&](engine::Engine& e) { return e.KickTopic(topic, n); });
 }
 
 Result<JobInfo> LocalQueue::Get(std::string_view id) {
@@ -221,11 +469,11 @@ Result<JobInfo> LocalQueue::Peek(std::string_view topic, JobState state) {
 }
 
 Status LocalQueue::Pause(std::string_view topic, int64_t duration_ms) {
-  return WithEngine([&](engine::Engine& e) { return e.Pause(topic, duration_ms); });
+  return Change([&](engine::Engine& e) { return e.Pause(topic, duration_ms); });
 }
 
 Status LocalQueue::Resume(std::string_view topic) {
-  return WithEngine([&](engine::Engine& e) { return e.Resume(topic); });
+  return Change([&](engine::Engine& e) { return e.Resume(topic); });
 }
 
 Result<std::vector<TopicInfo>> LocalQueue::Topics() {

@@ -1,5 +1,17 @@
 // LocalQueue: the Queue interface over an in-process Engine, safe to call from
-// any number of threads (store "memory"; the embedded store adds its log).
+// any number of threads: store "memory", and store "embedded", which adds a
+// durable log (store::Log) that the engine tells every change (Journal).
+//
+// Embedded: Open replays the log into the engine. A change is refused with
+// the log's error while the log cannot write (nothing changes then). After a
+// change, a call returns once the log has released it under the fsync policy
+// (with caller_loop, the caller holds its reply instead: QueueDriver::Mark).
+// Compaction runs in small steps on the timing thread (or the caller's loop):
+// when the log holds more dead bytes than live ones (and more than a
+// segment), the oldest closed segment is read, every job whose add it holds
+// and which is still live is written again at the head, and once that is
+// synced the segment is deleted. A step reads 256 KiB, so it never holds the
+// engine for more than a few milliseconds.
 //
 // One mutex guards the engine; each call holds it for the engine operation
 // only. Reserve callbacks never run under the mutex: the engine's callbacks
@@ -26,6 +38,7 @@
 
 #include "delayq/queue.h"
 #include "engine/engine.h"
+#include "store/log.h"
 
 namespace delayq {
 
@@ -57,24 +70,53 @@ class LocalQueue final : public Queue, private QueueDriver {
   Result<QueueStats> Stats() override;
   QueueDriver* driver() override { return runner_.joinable() ? nullptr : this; }
 
+  // Embedded only: the log's figures, compaction's, and what recovery found.
+  struct StoreStats {
+    store::LogStats log;
+    uint64_t live_bytes = 0;  // estimated bytes of the live jobs' records
+    store::RecoveryReport recovery;
+    double recovery_seconds = 0;
+  };
+  bool embedded() const { return log_ != nullptr; }
+  StoreStats store_stats();
+  std::string_view fsync_policy() const;
+
  private:
+  class LogJournal;
+
   // QueueDriver (caller_loop only).
-  std::vector<int> PollFds() const override { return {wake_fd_, wall_fd_, mono_fd_}; }
+  std::vector<int> PollFds() const override;
   void RunDue() override;
   bool MaybeDue() const override;
+  uint64_t Mark() const override { return log_ ? log_->end() : 0; }
+  uint64_t Released() const override { return log_ ? log_->released() : 0; }
+  void Flush() override;
+  bool Failed() const override { return log_ && log_->failed(); }
   // One turn of the timing work: what is due, then the timers re-armed.
   // False once the queue is stopping.
   bool RunDueOnce();
 
   using Deferred = std::vector<std::pair<ReserveCallback, Result<Deliveries>>>;
 
-  LocalQueue(std::unique_ptr<engine::Engine> engine, std::shared_ptr<Clock> clock, int wake_fd,
-             int wall_fd, int mono_fd, bool caller_loop);
+  LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
+             std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd,
+             bool caller_loop);
+  static Result<std::unique_ptr<store::Log>> OpenLog(const QueueOptions& options,
+                                                     engine::Engine& engine,
+                                                     store::RecoveryReport* report,
+                                                     uint64_t* live_bytes);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
   template <typename F>
   auto WithEngine(F&& fn);
+  // WithEngine for a call that changes something: refused while the log
+  // cannot write; waits for the log afterwards unless the caller drives us.
+  template <typename F>
+  auto Change(F&& fn);
+  // One step of compaction (REQUIRES: mu_); true if there is more to do now.
+  bool CompactStep();
+  bool ShouldCompact() const;
   void RunCallbacks(Deferred& deferred);
   void Wake();
   void RunLoop();
@@ -96,6 +138,24 @@ class LocalQueue final : public Queue, private QueueDriver {
   std::atomic<int64_t> armed_wall_ms_{engine::kNever};
   std::atomic<int64_t> armed_mono_ms_{engine::kNever};
   bool stopping_ = false;
+
+  // Embedded only. The journal is the engine's; the log outlives it.
+  std::unique_ptr<store::Log> log_;
+  std::unique_ptr<LogJournal> journal_;
+  std::atomic<uint64_t> live_bytes_{0};
+  store::RecoveryReport recovery_;
+  double recovery_seconds_ = 0;
+  const bool caller_loop_;
+  uint64_t log_segment_bytes_ = 0;
+  std::atomic<bool> compaction_idle_{true};
+  struct Compaction {
+    uint64_t segment = 0;  // being compacted; 0: none
+    uint64_t offset = 0;   // of its records read so far
+    std::string carry;     // a record cut by the end of a read
+    bool scanned = false;
+    uint64_t remove_after = 0;  // log position to be synced before it goes
+    bool stuck = false;         // a segment could not be read: no more tries
+  } compaction_;  // GUARDED_BY(mu_)
 
   std::thread runner_;  // started last, joined first; none with caller_loop
 };

@@ -16,12 +16,12 @@ Result<Deliveries> Queue::Reserve(const ReserveRequest& req) {
 }
 
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options) {
-  if (options.store == "memory") {
+  if (options.store == "memory" || options.store == "embedded") {
     auto q = LocalQueue::Open(options);
     if (!q.ok()) return q.status();
     return std::unique_ptr<Queue>(std::move(q).value());
   }
-  return InvalidArgument("store: '" + options.store + "' is not supported (use \"memory\")");
+  return InvalidArgument("store: '" + options.store + "' is not supported (use \"embedded\" or \"memory\")");
 }
 
 }  // namespace delayq

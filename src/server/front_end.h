@@ -42,6 +42,7 @@ class FrontEnd : public net::TcpHandler {
   // owed, close. Drained() once every connection is gone.
   void BeginDrain() { tcp_->BeginDrain(); }
   bool Drained() const { return tcp_->Drained(); }
+  net::TcpServer* tcp() { return tcp_.get(); }
   // Where the lateness of timed deliveries is recorded (shared by the front
   // ends of one server; must outlive them). Null: not recorded.
   void set_lateness(LatenessHistogram* h) { lateness_ = h; }

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "delayq/queue.h"
 #include "net/event_loop.h"
+#include "queue/local_queue.h"
 #include "server/http_server.h"
 #include "server/resp_server.h"
 
@@ -27,9 +28,10 @@ using delayq::LogLevel;
 using delayq::Status;
 
 struct ServeOptions {
-  std::string store = "memory";
+  std::string store = "embedded";
   std::string data_dir = "./data";
   std::string fsync = "everysec";
+  uint64_t segment_bytes = 64 << 20;
   std::string http_host = "127.0.0.1";
   int http_port = 7700;
   std::string resp_host = "127.0.0.1";
@@ -58,6 +60,18 @@ delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name
   return t;
 }
 
+// Replies wait for the store's log (QueueDriver) under the fsync policy.
+class LogGate final : public delayq::net::OutputGate {
+ public:
+  explicit LogGate(delayq::QueueDriver* d) : d_(d) {}
+  uint64_t Mark() const override { return d_->Mark(); }
+  uint64_t Released() const override { return d_->Released(); }
+  bool Failed() const override { return d_->Failed(); }
+
+ private:
+  delayq::QueueDriver* d_;
+};
+
 int Fail(const delayq::Status& s) {
   Log(LogLevel::kError, "%s", s.ToString().c_str());
   return 1;
@@ -76,12 +90,32 @@ int Serve(const ServeOptions& o) {
 
   delayq::QueueOptions qo;
   qo.store = o.store;
+  qo.data_dir = o.data_dir;
+  qo.fsync = o.fsync;
+  qo.segment_bytes = o.segment_bytes;
   qo.limits.max_body_bytes = o.max_body;
   // The queue's timers run on the loop thread: a job that falls due reaches
   // its waiting reserve without waking a second thread first.
   qo.caller_loop = true;
+  if (o.store == "embedded") {
+    Log(LogLevel::kInfo, "opening the embedded store in %s (fsync %s)", o.data_dir.c_str(),
+        o.fsync.c_str());
+  }
   auto queue = delayq::OpenQueue(qo);
   if (!queue.ok()) return Fail(queue.status());
+  if (auto* local = dynamic_cast<delayq::LocalQueue*>(queue->get()); local && local->embedded()) {
+    delayq::LocalQueue::StoreStats st = local->store_stats();
+    Log(LogLevel::kInfo, "recovered %llu jobs from %llu records in %llu segments (%.1f MB) in %.3f s",
+        static_cast<unsigned long long>((*queue)->Stats()->jobs),
+        static_cast<unsigned long long>(st.recovery.records),
+        static_cast<unsigned long long>(st.recovery.segments), st.recovery.bytes / 1e6,
+        st.recovery_seconds);
+    if (st.recovery.torn_bytes > 0) {
+      Log(LogLevel::kWarn, "the log ended in %llu bytes of a record cut short (%s): cut off",
+          static_cast<unsigned long long>(st.recovery.torn_bytes),
+          st.recovery.torn_reason.c_str());
+    }
+  }
   auto loop = delayq::net::EventLoop::Create();
   if (!loop.ok()) return Fail(loop.status());
   delayq::net::EventLoop* l = loop->get();
@@ -98,6 +132,7 @@ int Serve(const ServeOptions& o) {
     driver->RunDue();
     l->SetUrgentProbe([driver] { return driver->MaybeDue(); });
   }
+  std::unique_ptr<LogGate> gate;
 
   delayq::server::LatenessHistogram lateness;  // outlives both front ends
   delayq::server::HttpServerOptions ho;
@@ -122,6 +157,18 @@ int Serve(const ServeOptions& o) {
 
   (*http)->set_lateness(&lateness);
   (*resp)->set_lateness(&lateness);
+  if (delayq::QueueDriver* driver = (*queue)->driver(); driver && o.store == "embedded") {
+    // Group commit: what every connection changed in a turn is written
+    // together at its end, then the replies that waited for it go out.
+    gate = std::make_unique<LogGate>(driver);
+    (*http)->tcp()->SetOutputGate(gate.get());
+    (*resp)->tcp()->SetOutputGate(gate.get());
+    l->SetTurnEnd([driver, h = http->get(), r = resp->get()] {
+      driver->Flush();
+      h->tcp()->ReleaseHeld();
+      r->tcp()->ReleaseHeld();
+    });
+  }
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves
   // are answered empty, owed replies are written) for at most
@@ -157,7 +204,8 @@ int Serve(const ServeOptions& o) {
   });
   if (!watched.ok()) return Fail(watched);
 
-  Log(LogLevel::kInfo, "delayq %s: store %s%s", "0.1.0", o.store.c_str(),
+  Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(),
+      o.store == "embedded" ? (" in " + o.data_dir + ", fsync " + o.fsync).c_str() : "",
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
   Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
@@ -166,7 +214,7 @@ int Serve(const ServeOptions& o) {
   http->reset();  // closes what is left; waiting reserves are withdrawn
   resp->reset();
   for (int fd : queue_fds) l->Remove(fd);
-  queue->reset();  // answers anything still waiting
+  queue->reset();  // answers anything still waiting; the log is written and synced
   l->Remove(sfd);
   close(sfd);
   Log(LogLevel::kInfo, "stopped%s",
@@ -187,13 +235,20 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ServeOptions o;
   CLI::App* serve = app.add_subcommand("serve", "run the server");
-  AddOption(serve, "--store", o.store, "where jobs live: memory", "DELAYQ_STORE")
-      ->check(CLI::IsMember({"memory"}));
+  AddOption(serve, "--store", o.store,
+            "where jobs live: embedded (a durable log in --data-dir) | memory (nothing kept)",
+            "DELAYQ_STORE")
+      ->check(CLI::IsMember({"embedded", "memory"}));
   AddOption(serve, "--data-dir", o.data_dir,
-            "directory of the embedded store's log (unused by --store memory)", "DELAYQ_DATA_DIR");
+            "directory of the embedded store's log, created if missing", "DELAYQ_DATA_DIR");
   AddOption(serve, "--fsync", o.fsync,
-            "embedded store: always | everysec | never (unused by --store memory)", "DELAYQ_FSYNC")
+            "embedded store: when a change is acknowledged: always (after an fdatasync that "
+            "covers it) | everysec (once written; fdatasync each second) | never (once written)",
+            "DELAYQ_FSYNC")
       ->check(CLI::IsMember({"always", "everysec", "never"}));
+  AddOption(serve, "--segment-bytes", o.segment_bytes,
+            "embedded store: size at which a log segment is closed", "DELAYQ_SEGMENT_BYTES")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 40));
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
             "DELAYQ_HTTP_HOST");
   AddOption(serve, "--http-port", o.http_port, "port of the HTTP/JSON API (0: any free port)",

@@ -1,0 +1,54 @@
+// Journal: how the engine tells a durable store what changed, and JobImage:
+// a job's durable fields, viewed in place (no copies).
+//
+// The engine calls the journal inside each state change, in the order the
+// changes happen, so the calls replayed in order rebuild the same jobs and
+// pauses (Engine::Restore*). Not every transition is told, only those that
+// cannot be derived from time (the decision is written down in
+// docs/log-format.md):
+//   JobPut      a job was added (or replaced: JobRemoved of the old one first)
+//   JobUpdate   reserved, released, touched, buried, kicked, TTR ran out
+//   JobRemoved  finished, deleted, replaced
+//   TopicPause  paused or resumed
+// Not told: delayed -> ready (run_at says when), a pause that ran out
+// (its end time says when), waits of reserves (they do not survive a restart).
+#ifndef DELAYQ_ENGINE_JOURNAL_H_
+#define DELAYQ_ENGINE_JOURNAL_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "delayq/job.h"
+
+namespace delayq::engine {
+
+struct JobImage {
+  std::string_view id;
+  bool generated_id = false;  // the engine made the id up (see FormatGeneratedId)
+  uint64_t seq = 0;           // unique per add: a replaced job has a new one
+  std::string_view topic;
+  JobState state = JobState::kDelayed;
+  int64_t run_at_ms = 0;
+  int64_t reserved_until_ms = 0;  // wall clock; only for kReserved
+  uint32_t ttr_ms = 0;
+  uint32_t priority = 0;
+  uint32_t max_attempts = 0;
+  uint32_t attempts = 0;
+  std::string_view last_error;
+  std::string_view body;
+};
+
+class Journal {
+ public:
+  virtual ~Journal() = default;
+  // Each gets the job as it is after the change (JobRemoved: just before).
+  virtual void JobPut(const JobImage& job) = 0;
+  virtual void JobUpdate(const JobImage& job) = 0;
+  virtual void JobRemoved(const JobImage& job) = 0;
+  // paused_until_ms: wall clock; 0 = not paused, -1 = until resumed.
+  virtual void TopicPause(std::string_view topic, int64_t paused_until_ms) = 0;
+};
+
+}  // namespace delayq::engine
+
+#endif  // DELAYQ_ENGINE_JOURNAL_H_

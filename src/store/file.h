@@ -1,0 +1,60 @@
+// FileSystem: every file operation the embedded store makes, behind one
+// interface, so tests can wrap the real one and inject failures (short
+// writes, ENOSPC, fsync errors, a crash at a chosen operation).
+//
+// Errors carry the path and strerror text; kUnavailable for every I/O error.
+#ifndef DELAYQ_STORE_FILE_H_
+#define DELAYQ_STORE_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "delayq/status.h"
+
+namespace delayq::store {
+
+// An open file. Not thread-safe, except that Sync may run on one thread
+// while Append runs on another (the store's sync thread).
+class File {
+ public:
+  virtual ~File() = default;
+  // Appends at the end. Returns the bytes written: fewer than `n` only
+  // together with an error status (a short write), reported by `error`.
+  virtual size_t Append(const char* data, size_t n, Status* error) = 0;
+  // fdatasync(2).
+  virtual Status Sync() = 0;
+  // Reads up to n bytes at `offset`; fewer only at the end of the file.
+  virtual Result<size_t> ReadAt(uint64_t offset, char* buf, size_t n) = 0;
+  // Cuts the file to `size` bytes (and syncs).
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Result<uint64_t> Size() = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // Opens for appending and reading; creates when `create` (failing if it
+  // exists), else it must exist.
+  virtual Result<std::unique_ptr<File>> Open(const std::string& path, bool create) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  // Names (not paths) of the entries of `dir`, unsorted.
+  virtual Result<std::vector<std::string>> List(const std::string& dir) = 0;
+  // fsync(2) of the directory: makes creations and removals in it durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+  // Creates `dir` and missing parents (mode 0755); fine if it exists.
+  virtual Status CreateDir(const std::string& dir) = 0;
+  // Takes an exclusive lock on `path` (created if missing) for the life of
+  // the returned file: a second store on the same directory is refused.
+  virtual Result<std::unique_ptr<File>> Lock(const std::string& path) = 0;
+};
+
+// The real one: POSIX calls on local files.
+std::shared_ptr<FileSystem> PosixFileSystem();
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_FILE_H_

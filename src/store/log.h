@@ -1,0 +1,209 @@
+// Log: the embedded store's durable, segmented, append-only record of what
+// changed (format: log_format.h, docs/log-format.md).
+//
+// Writing. Records are encoded into an in-memory buffer as the engine makes
+// its changes (Append*). WriteOut() writes the whole buffer with one write(2):
+// the server calls it once per loop turn, so the changes of every connection
+// in a turn leave together (group commit). Positions are byte counts since
+// open: end() grows with Append, written() with WriteOut, synced() with each
+// fdatasync. released() is what a reply may wait for under the fsync policy:
+//   always    synced(): a sync thread fdatasyncs whatever was written when it
+//             is asked (RequestSync), so one fdatasync covers every write
+//             waiting for it, and the next covers what came meanwhile
+//   everysec  written(); the sync thread fdatasyncs once a second
+//   never     written(); the OS writes back when it likes
+// A segment is closed (fdatasynced) when it reaches segment_bytes, so only the
+// newest segment can end in a torn record.
+//
+// Failures. A write that fails (ENOSPC, EIO) keeps what it could not write and
+// tries again on the next WriteOut, at most every 100 ms (the notify fd wakes
+// the owner for it); health() is the error meanwhile, so the owner refuses new
+// changes and serves again once a write succeeds. A failed fdatasync is final
+// (after one, Linux may have dropped the dirty pages: retrying could claim
+// durability for lost data): health() stays failed until the process restarts
+// and recovers from what is on disk.
+//
+// Reading. Open() replays every record, oldest segment first, through a
+// callback; a torn tail of the newest segment is cut off and reported;
+// damage anywhere else stops Open with an error naming file and offset.
+// Writing then continues in a new segment.
+//
+// Thread-safety: Append*, WriteOut and the segment calls are made by one
+// owner at a time (the queue's mutex); positions and health() may be read by
+// any thread; the sync thread is the log's own.
+#ifndef DELAYQ_STORE_LOG_H_
+#define DELAYQ_STORE_LOG_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "delayq/status.h"
+#include "engine/journal.h"
+#include "store/file.h"
+#include "store/log_format.h"
+
+namespace delayq::store {
+
+enum class FsyncPolicy { kAlways, kEverySec, kNever };
+
+// "always", "everysec", "never"; nullopt-like false for anything else.
+bool ParseFsyncPolicy(std::string_view name, FsyncPolicy* policy);
+std::string_view FsyncPolicyName(FsyncPolicy policy);
+
+struct LogOptions {
+  std::string dir;  // created if missing
+  FsyncPolicy fsync = FsyncPolicy::kEverySec;
+  uint64_t segment_bytes = 64 << 20;
+  std::shared_ptr<FileSystem> fs;  // default: PosixFileSystem()
+};
+
+struct LogStats {
+  uint64_t writes = 0;          // write(2) batches
+  uint64_t syncs = 0;           // fdatasync calls
+  uint64_t appended_bytes = 0;  // since open
+  uint64_t disk_bytes = 0;      // segment files now
+  uint64_t segments = 0;
+  uint64_t rewritten_bytes = 0;  // by compaction
+  uint64_t removed_segments = 0;
+};
+
+// What recovery found; reported in the log and the server's start-up line.
+struct RecoveryReport {
+  uint64_t segments = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  uint64_t torn_bytes = 0;  // cut from the end of the newest segment
+  std::string torn_reason;
+};
+
+class Log {
+ public:
+  using Replay = std::function<Status(const Record&)>;
+
+  // Opens `options.dir` (creating it), locks it, replays every record
+  // through `replay` (an error from it stops Open), then starts a segment.
+  // Errors: kUnavailable for files and directories (path and errno text),
+  // kInternal for damage (file, offset, what is wrong).
+  static Result<std::unique_ptr<Log>> Open(const LogOptions& options, const Replay& replay,
+                                           RecoveryReport* report);
+  // Writes what is buffered, fdatasyncs, stops the sync thread.
+  ~Log();
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+
+  // --- appending (owner) ----------------------------------------------------
+  void AppendPut(const engine::JobImage& job);
+  // A kPut of a live job by compaction (counted apart).
+  void AppendRewrite(const engine::JobImage& job);
+  void AppendUpdate(const engine::JobImage& job);
+  void AppendRemove(std::string_view id, uint64_t seq);
+  void AppendPause(std::string_view topic, int64_t paused_until_ms);
+  // Every later segment header says no seq above this was issued before it.
+  void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
+  // The highest job seq the log has seen (replay included).
+  uint64_t last_seq() const { return last_seq_; }
+
+  // Writes the buffer (one write(2)) and closes the segment if it is full.
+  // With fsync always, also asks the sync thread for a sync. Errors: as health().
+  Status WriteOut();
+  // Blocks until released() >= pos (writing and syncing as needed, together
+  // with whoever else waits), or the log has failed.
+  Status WaitReleased(uint64_t pos);
+  // Asks the sync thread to fdatasync what has been written.
+  void RequestSync();
+
+  uint64_t end() const { return end_.load(std::memory_order_acquire); }
+  uint64_t written() const { return written_.load(std::memory_order_acquire); }
+  uint64_t synced() const { return synced_.load(std::memory_order_acquire); }
+  uint64_t released() const { return policy_ == FsyncPolicy::kAlways ? synced() : written(); }
+  // Ok, or why changes cannot be made durable now.
+  Status health() const;
+  // True once an fdatasync has failed (see the top of this file).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Readable when released() moved, a write should be retried, or a second
+  // passed with activity (the owner's chance to compact). Level: drain it.
+  int notify_fd() const { return notify_fd_; }
+  FsyncPolicy policy() const { return policy_; }
+  LogStats stats() const;
+
+  // --- compaction (owner) ---------------------------------------------------
+  // The oldest closed segment (never the one being written), or 0 for none.
+  uint64_t OldestClosed() const;
+  // Reads up to n bytes of a closed segment's records, from `offset` bytes
+  // after its header. Returns fewer only at its end.
+  Result<std::string> ReadClosed(uint64_t number, uint64_t offset, size_t n);
+  // Deletes a closed segment. Call only once everything it held that is
+  // still needed has been appended again and synced.
+  Status RemoveClosed(uint64_t number);
+  uint64_t disk_bytes() const;
+
+ private:
+  struct Segment {
+    uint64_t number = 0;
+    std::string path;
+    uint64_t bytes = 0;
+    std::shared_ptr<File> file;  // open while it is the one being written
+  };
+
+  explicit Log(const LogOptions& options);
+  static std::string SegmentName(uint64_t number);
+  Status Recover(const Replay& replay, RecoveryReport* report);
+  Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
+  Status StartSegment(uint64_t number);
+  Status WriteOutLocked();  // REQUIRES: io_mu_
+  void SyncLoop();
+  void Notify();
+
+  const LogOptions options_;
+  const FsyncPolicy policy_;
+  std::shared_ptr<FileSystem> fs_;
+  std::unique_ptr<File> lock_;
+  int notify_fd_ = -1;
+
+  // Appending: the owner's (under its own mutex), plus the swap in WriteOut.
+  std::mutex buf_mu_;
+  std::string buf_;  // GUARDED_BY(buf_mu_)
+  uint64_t last_seq_ = 0;
+  std::atomic<uint64_t> end_{0};
+  std::atomic<uint64_t> rewritten_bytes_{0};
+
+  // Writing: one writer at a time.
+  std::mutex io_mu_;
+  std::string unwritten_;  // GUARDED_BY(io_mu_): a failed write's remainder
+  int64_t last_failed_write_ms_ = 0;
+  std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> synced_{0};
+
+  // Segments; the last one is being written.
+  mutable std::mutex seg_mu_;
+  std::deque<Segment> segments_;  // GUARDED_BY(seg_mu_)
+  uint64_t removed_segments_ = 0;  // GUARDED_BY(seg_mu_)
+
+  mutable std::mutex state_mu_;
+  Status write_error_;  // GUARDED_BY(state_mu_)
+  Status sync_error_;   // GUARDED_BY(state_mu_)
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> writes_{0};
+  std::atomic<uint64_t> syncs_{0};
+
+  // Held while the newest segment is synced or closed.
+  std::mutex rotate_mu_;
+  // The sync thread.
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;     // wakes the sync thread
+  std::condition_variable synced_cv_;   // wakes WaitReleased
+  uint64_t sync_requested_ = 0;          // GUARDED_BY(sync_mu_)
+  bool stop_ = false;                    // GUARDED_BY(sync_mu_)
+  std::thread sync_thread_;
+};
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_LOG_H_

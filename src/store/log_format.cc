@@ -1,0 +1,256 @@
+#include "store/log_format.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace delayq::store {
+namespace {
+
+constexpr uint8_t kFlagGenerated = 1;
+constexpr uint8_t kFlagError = 2;
+
+void PutU32(uint32_t v, char* p) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void PutU64(uint64_t v, char* p) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+void PutVarint(uint64_t v, std::string* out) {
+  char buf[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out->append(buf, n);
+}
+void PutSigned(int64_t v, std::string* out) {
+  PutVarint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63), out);
+}
+void PutString(std::string_view s, std::string* out) {
+  PutVarint(s.size(), out);
+  out->append(s);
+}
+
+uint32_t Checksum(const char* p, size_t n) { return static_cast<uint32_t>(XXH3_64bits(p, n)); }
+
+// Starts a record: reserves the checksum and length, writes the type.
+size_t Begin(RecordType type, std::string* out) {
+  size_t start = out->size();
+  out->append(8, '\0');
+  out->push_back(static_cast<char>(type));
+  return start;
+}
+// Fills in the length and checksum of the record that began at `start`.
+void End(size_t start, std::string* out) {
+  char* p = out->data() + start;
+  auto length = static_cast<uint32_t>(out->size() - start - 8);
+  PutU32(length, p + 4);
+  PutU32(Checksum(p + 4, length + 4), p);
+}
+
+// Reads a payload; every getter fails once the bytes run out.
+class Reader {
+ public:
+  explicit Reader(std::string_view b) : p_(b.data()), end_(b.data() + b.size()) {}
+  bool Varint(uint64_t* v) {
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) return false;
+      auto byte = static_cast<uint8_t>(*p_++);
+      r |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) {
+        *v = r;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool U32(uint32_t* v) {
+    uint64_t x;
+    if (!Varint(&x) || x > 0xffffffffu) return false;
+    *v = static_cast<uint32_t>(x);
+    return true;
+  }
+  bool Signed(int64_t* v) {
+    uint64_t x;
+    if (!Varint(&x)) return false;
+    *v = static_cast<int64_t>((x >> 1) ^ (~(x & 1) + 1));
+    return true;
+  }
+  bool Byte(uint8_t* v) {
+    if (p_ == end_) return false;
+    *v = static_cast<uint8_t>(*p_++);
+    return true;
+  }
+  bool String(std::string_view* s) {
+    uint64_t n;
+    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
+    *s = std::string_view(p_, n);
+    p_ += n;
+    return true;
+  }
+  bool Done() const { return p_ == end_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+bool ValidState(uint8_t s) { return s <= static_cast<uint8_t>(JobState::kBuried); }
+
+bool DecodeJobState(Reader& r, engine::JobImage* job, uint8_t* flags) {
+  uint8_t state;
+  if (!r.Byte(flags) || !r.Byte(&state) || !ValidState(state) || !r.Varint(&job->seq) ||
+      !r.Signed(&job->run_at_ms)) {
+    return false;
+  }
+  job->state = static_cast<JobState>(state);
+  if (job->state == JobState::kReserved && !r.Signed(&job->reserved_until_ms)) return false;
+  return true;
+}
+
+}  // namespace
+
+void EncodeSegmentHeader(const SegmentHeader& h, std::string* out) {
+  char buf[kSegmentHeaderBytes] = {};
+  std::memcpy(buf, kSegmentMagic.data(), kSegmentMagic.size());
+  PutU32(kFormatVersion, buf + 8);
+  PutU64(h.number, buf + 16);
+  PutU64(h.last_seq, buf + 24);
+  out->append(buf, sizeof buf);
+}
+
+Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h) {
+  if (bytes.size() < kSegmentHeaderBytes) return Internal("segment header is cut short");
+  if (bytes.substr(0, kSegmentMagic.size()) != kSegmentMagic) {
+    return Internal("not a delayq log segment (wrong magic bytes)");
+  }
+  uint32_t version = GetU32(bytes.data() + 8);
+  if (version != kFormatVersion) {
+    return Internal("log format version " + std::to_string(version) + ", this delayq reads " +
+                    std::to_string(kFormatVersion));
+  }
+  h->number = GetU64(bytes.data() + 16);
+  h->last_seq = GetU64(bytes.data() + 24);
+  return Status::Ok();
+}
+
+void EncodePut(const engine::JobImage& job, std::string* out) {
+  size_t start = Begin(RecordType::kPut, out);
+  uint8_t flags = (job.generated_id ? kFlagGenerated : 0) | (job.last_error.empty() ? 0 : kFlagError);
+  out->push_back(static_cast<char>(flags));
+  out->push_back(static_cast<char>(job.state));
+  PutVarint(job.seq, out);
+  PutSigned(job.run_at_ms, out);
+  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms, out);
+  PutVarint(job.ttr_ms, out);
+  PutVarint(job.priority, out);
+  PutVarint(job.max_attempts, out);
+  PutVarint(job.attempts, out);
+  PutString(job.id, out);
+  PutString(job.topic, out);
+  if (!job.last_error.empty()) PutString(job.last_error, out);
+  PutString(job.body, out);
+  End(start, out);
+}
+
+void EncodeUpdate(const engine::JobImage& job, std::string* out) {
+  size_t start = Begin(RecordType::kUpdate, out);
+  uint8_t flags = job.last_error.empty() ? 0 : kFlagError;
+  out->push_back(static_cast<char>(flags));
+  out->push_back(static_cast<char>(job.state));
+  PutVarint(job.seq, out);
+  PutSigned(job.run_at_ms, out);
+  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms, out);
+  PutVarint(job.attempts, out);
+  PutString(job.id, out);
+  if (!job.last_error.empty()) PutString(job.last_error, out);
+  End(start, out);
+}
+
+void EncodeRemove(std::string_view id, uint64_t seq, std::string* out) {
+  size_t start = Begin(RecordType::kRemove, out);
+  PutVarint(seq, out);
+  PutString(id, out);
+  End(start, out);
+}
+
+void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out) {
+  size_t start = Begin(RecordType::kPause, out);
+  PutSigned(paused_until_ms, out);
+  PutString(topic, out);
+  End(start, out);
+}
+
+ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std::string* error) {
+  if (bytes.size() < kRecordHeaderBytes) return ReadOutcome::kIncomplete;
+  uint32_t checksum = GetU32(bytes.data());
+  uint32_t length = GetU32(bytes.data() + 4);
+  if (length == 0 || length > kMaxRecordLength) {
+    *error = "record length " + std::to_string(length) + " is impossible";
+    return ReadOutcome::kCorrupt;
+  }
+  if (bytes.size() - 8 < length) return ReadOutcome::kIncomplete;
+  if (Checksum(bytes.data() + 4, length + 4) != checksum) {
+    *error = "record checksum does not match";
+    return ReadOutcome::kCorrupt;
+  }
+  *size = 8 + size_t{length};
+  auto type = static_cast<uint8_t>(bytes[8]);
+  Reader r(bytes.substr(kRecordHeaderBytes, length - 1));
+  *record = Record{};
+  engine::JobImage& job = record->job;
+  bool ok = false;
+  uint8_t flags = 0;
+  switch (type) {
+    case static_cast<uint8_t>(RecordType::kPut):
+      record->type = RecordType::kPut;
+      ok = DecodeJobState(r, &job, &flags) && r.U32(&job.ttr_ms) && r.U32(&job.priority) &&
+           r.U32(&job.max_attempts) && r.U32(&job.attempts) && r.String(&job.id) &&
+           r.String(&job.topic) && (!(flags & kFlagError) || r.String(&job.last_error)) &&
+           r.String(&job.body);
+      job.generated_id = flags & kFlagGenerated;
+      break;
+    case static_cast<uint8_t>(RecordType::kUpdate):
+      record->type = RecordType::kUpdate;
+      ok = DecodeJobState(r, &job, &flags) && r.U32(&job.attempts) && r.String(&job.id) &&
+           (!(flags & kFlagError) || r.String(&job.last_error));
+      break;
+    case static_cast<uint8_t>(RecordType::kRemove):
+      record->type = RecordType::kRemove;
+      ok = r.Varint(&job.seq) && r.String(&job.id);
+      break;
+    case static_cast<uint8_t>(RecordType::kPause):
+      record->type = RecordType::kPause;
+      ok = r.Signed(&record->paused_until_ms) && r.String(&record->topic);
+      break;
+    default:
+      *error = "unknown record type " + std::to_string(type);
+      return ReadOutcome::kCorrupt;
+  }
+  if (!ok || !r.Done()) {
+    *error = "record content does not parse (type " + std::to_string(type) + ")";
+    return ReadOutcome::kCorrupt;
+  }
+  return ReadOutcome::kRecord;
+}
+
+size_t PutBytes(const engine::JobImage& job) {
+  return kRecordHeaderBytes + 24 + job.id.size() + job.topic.size() + job.body.size();
+}
+
+}  // namespace delayq::store

@@ -1,0 +1,74 @@
+// The embedded store's on-disk format, version 1 (docs/log-format.md is the
+// description for humans; this file and log_format.cc are the definition).
+//
+// A segment file starts with a 32-byte header:
+//   magic "DQLOG\r\n\x1a" (8) | version u32 | zero u32 | segment number u64 | last seq u64
+// followed by records:
+//   checksum u32 | length u32 | type u8 | payload (length - 1 bytes)
+// Integers in headers are little-endian. The checksum is the low 32 bits of
+// XXH3-64 over the length, type and payload bytes. Payloads use LEB128
+// varints (signed values zigzag-encoded) and strings as varint length + bytes.
+#ifndef DELAYQ_STORE_LOG_FORMAT_H_
+#define DELAYQ_STORE_LOG_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+#include "engine/journal.h"
+
+namespace delayq::store {
+
+inline constexpr std::string_view kSegmentMagic{"DQLOG\r\n\x1a", 8};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr size_t kSegmentHeaderBytes = 32;
+inline constexpr size_t kRecordHeaderBytes = 9;  // checksum, length, type
+// Larger lengths are damage, not records (a body is at most 1 GiB).
+inline constexpr uint32_t kMaxRecordLength = (1u << 30) + (1u << 20);
+
+enum class RecordType : uint8_t {
+  kPut = 1,     // a job in full: added, replaced, or rewritten by compaction
+  kUpdate = 2,  // a job's state, attempts, run_at, deadline and last_error
+  kRemove = 3,  // a job finished or deleted (or replaced)
+  kPause = 4,   // a topic paused or resumed
+};
+
+struct SegmentHeader {
+  uint64_t number = 0;
+  uint64_t last_seq = 0;  // every job seq in earlier segments is <= this
+};
+
+void EncodeSegmentHeader(const SegmentHeader& h, std::string* out);
+// Errors: kInternal naming what is wrong (magic, version).
+Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h);
+
+// Each appends one whole record (header included) to `out`.
+void EncodePut(const engine::JobImage& job, std::string* out);
+void EncodeUpdate(const engine::JobImage& job, std::string* out);
+void EncodeRemove(std::string_view id, uint64_t seq, std::string* out);
+void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out);
+
+// One decoded record; string views point into the bytes it was read from.
+struct Record {
+  RecordType type = RecordType::kPut;
+  engine::JobImage job;           // kPut, kUpdate, kRemove (id and seq)
+  std::string_view topic;         // kPause
+  int64_t paused_until_ms = 0;    // kPause
+};
+
+// What ReadRecord found at the front of `bytes`.
+enum class ReadOutcome {
+  kRecord,     // *record and *size are set
+  kIncomplete, // fewer bytes than the record needs: the end of what was written
+  kCorrupt,    // checksum or content wrong; *error says how
+};
+ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std::string* error);
+
+// The bytes a job's kPut record takes, near enough for space accounting.
+size_t PutBytes(const engine::JobImage& job);
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_LOG_FORMAT_H_
