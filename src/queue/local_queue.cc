@@ -387,6 +387,7 @@ LocalQueue::StoreStats LocalQueue::store_stats() {
   s.live_bytes = live_bytes_.load(std::memory_order_relaxed);
   s.recovery = recovery_;
   s.recovery_seconds = recovery_seconds_;
+  s.failing = !log_->health().ok();
   return s;
 }
 

@@ -76,6 +76,7 @@ class LocalQueue final : public Queue, private QueueDriver {
     uint64_t live_bytes = 0;  // estimated bytes of the live jobs' records
     store::RecoveryReport recovery;
     double recovery_seconds = 0;
+    bool failing = false;  // the log cannot write now (or has failed for good)
   };
   bool embedded() const { return log_ != nullptr; }
   StoreStats store_stats();

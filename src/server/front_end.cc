@@ -1,5 +1,7 @@
 #include "server/front_end.h"
 
+#include "queue/local_queue.h"
+
 #include <time.h>
 
 #include <optional>
@@ -107,6 +109,25 @@ void FrontEnd::OnDrain(net::Connection& c) {
   if (s.reserve_ticket != 0 && queue_->CancelReserve(s.reserve_ticket)) {
     FinishReserve(c.id, Deliveries{});
   }
+}
+
+std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const {
+  auto* local = dynamic_cast<LocalQueue*>(queue_);
+  if (local == nullptr || !local->embedded()) return {};
+  LocalQueue::StoreStats st = local->store_stats();
+  return {
+      {"log_writes", st.log.writes},
+      {"log_syncs", st.log.syncs},
+      {"log_bytes", st.log.appended_bytes},
+      {"disk_bytes", st.log.disk_bytes},
+      {"log_segments", st.log.segments},
+      {"live_bytes", st.live_bytes},
+      {"rewritten_bytes", st.log.rewritten_bytes},
+      {"removed_segments", st.log.removed_segments},
+      {"recovered_records", st.recovery.records},
+      {"recovery_ms", static_cast<uint64_t>(st.recovery_seconds * 1000 + 0.5)},
+      {"store_failing", st.failing ? 1u : 0u},
+  };
 }
 
 }  // namespace delayq::server

@@ -810,6 +810,10 @@ void HttpServer::Api::Stats(Connection& c) {
     w.Key(k);
     w.Uint(v);
   }
+  for (const auto& [k, v] : s_->StoreFields()) {
+    w.Key(k);
+    w.Uint(v);
+  }
   const LatenessHistogram empty;
   const LatenessHistogram& late = s_->lateness_ != nullptr ? *s_->lateness_ : empty;
   const std::pair<std::string_view, uint64_t> lateness[] = {
@@ -878,6 +882,11 @@ void HttpServer::Api::Metrics(Connection& c) {
         .append(std::to_string(static_cast<double>(late->sum_us()) / 1e6))
         .append("\n");
     sample("delayq_due_lateness_seconds_count", "", late->count());
+  }
+  for (const auto& [k, v] : s_->StoreFields()) {
+    std::string name = "delayq_store_" + std::string(k);
+    metric(name, "gauge", "The embedded store (see /v1/stats in docs/api.md).");
+    sample(name, "", v);
   }
   metric("delayq_http_connections", "gauge", "Open HTTP connections.");
   sample("delayq_http_connections", "", s_->connections());

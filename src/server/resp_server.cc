@@ -437,9 +437,12 @@ void RespServer::CmdStats(Connection& c, const Args& a) {
       {"due_lateness_p999_us", late.QuantileUs(0.999)},
       {"due_lateness_max_us", late.max_us()},
   };
-  resp::AppendArrayHeader(&c.out, 2 * (std::size(fields) + std::size(lateness)));
+  auto store = StoreFields();
+  resp::AppendArrayHeader(&c.out,
+                          2 * (std::size(fields) + std::size(lateness) + store.size()));
   for (const auto& [k, v] : fields) AppendPair(&c.out, k, static_cast<int64_t>(v));
   for (const auto& [k, v] : lateness) AppendPair(&c.out, k, static_cast<int64_t>(v));
+  for (const auto& [k, v] : store) AppendPair(&c.out, k, static_cast<int64_t>(v));
 }
 
 }  // namespace delayq::server

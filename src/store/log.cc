@@ -412,7 +412,11 @@ Status Log::WaitReleased(uint64_t pos) {
     if (failed()) return health();
     if (written() < pos) {
       std::lock_guard<std::mutex> lock(io_mu_);
-      if (written() < pos) (void)WriteOutLocked();
+      if (written() < pos) {
+        // The change stays in memory and is written once the disk lets us;
+        // the caller cannot be told it is durable now.
+        if (Status s = WriteOutLocked(); !s.ok()) return s;
+      }
     }
     if (released() >= pos) return Status::Ok();
     std::unique_lock<std::mutex> lock(sync_mu_);

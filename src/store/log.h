@@ -114,7 +114,8 @@ class Log {
   // With fsync always, also asks the sync thread for a sync. Errors: as health().
   Status WriteOut();
   // Blocks until released() >= pos (writing and syncing as needed, together
-  // with whoever else waits), or the log has failed.
+  // with whoever else waits). Errors: health() when the write fails or the
+  // log has failed; what was appended is still written later if it can be.
   Status WaitReleased(uint64_t pos);
   // Asks the sync thread to fdatasync what has been written.
   void RequestSync();
