@@ -217,6 +217,13 @@ auto LocalQueue::Change(F&& fn) {
   });
   if (!caller_loop_) {
     if (Status s = log_->WaitReleased(mark); !s.ok()) return R(s);
+    MaybeCompact();
+    // Callers in a tight loop can keep the timing thread from the mutex for
+    // long: while compaction is under way, each change also takes a step.
+    if (!compaction_idle_.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (CompactStep()) Wake();
+    }
   }
   return result;
 }
@@ -289,7 +296,15 @@ void LocalQueue::RunDue() {
 void LocalQueue::Flush() {
   if (log_ == nullptr) return;
   (void)log_->WriteOut();
-  if (compaction_idle_.load(std::memory_order_relaxed) && ShouldCompact()) Wake();
+  MaybeCompact();
+}
+
+void LocalQueue::MaybeCompact() {
+  // The timing thread (or the caller's loop) takes the steps.
+  if (compaction_idle_.load(std::memory_order_relaxed) && ShouldCompact()) {
+    compaction_idle_.store(false, std::memory_order_relaxed);
+    Wake();
+  }
 }
 
 // --- compaction ----------------------------------------------------------------
@@ -299,7 +314,7 @@ bool LocalQueue::ShouldCompact() const {
   // live jobs of the oldest segment forward costs at most what it frees.
   uint64_t live = live_bytes_.load(std::memory_order_relaxed);
   uint64_t disk = log_->disk_bytes();
-  return disk > live && disk - live > std::max<uint64_t>(live, log_segment_bytes_) &&
+  return disk > live && disk - live > std::max<uint64_t>(live, 2 * log_segment_bytes_) &&
          log_->OldestClosed() != 0;
 }
 
@@ -307,7 +322,10 @@ bool LocalQueue::CompactStep() {
   Compaction& c = compaction_;
   if (c.stuck) return false;
   if (c.segment == 0) {
-    if (!ShouldCompact()) return false;
+    if (!ShouldCompact()) {
+      compaction_idle_.store(true, std::memory_order_relaxed);
+      return false;
+    }
     c = Compaction{};
     c.segment = log_->OldestClosed();
     compaction_idle_.store(false, std::memory_order_relaxed);

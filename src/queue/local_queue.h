@@ -118,6 +118,8 @@ class LocalQueue final : public Queue, private QueueDriver {
   // One step of compaction (REQUIRES: mu_); true if there is more to do now.
   bool CompactStep();
   bool ShouldCompact() const;
+  // Wakes the timing thread (or the caller's loop) to compact, if due.
+  void MaybeCompact();
   void RunCallbacks(Deferred& deferred);
   void Wake();
   void RunLoop();

@@ -142,6 +142,7 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
     if (Status s = ReplaySegment(seg, newest, replay, report); !s.ok()) return s;
     if (seg.bytes == 0) continue;  // a newest segment torn before its header: removed
     ++report->segments;
+    disk_bytes_ += seg.bytes;
     segments_.push_back(std::move(seg));
   }
   return Status::Ok();
@@ -263,6 +264,7 @@ Status Log::StartSegment(uint64_t number) {
   if (Status s = fs_->SyncDir(options_.dir); !s.ok()) return s;
   seg.bytes = header.size();
   std::lock_guard<std::mutex> lock(seg_mu_);
+  disk_bytes_ += seg.bytes;
   segments_.push_back(std::move(seg));
   return Status::Ok();
 }
@@ -338,6 +340,7 @@ Status Log::WriteOutLocked() {
   {
     std::lock_guard<std::mutex> lock(seg_mu_);
     segments_.back().bytes += n;
+    disk_bytes_ += n;
   }
   if (n < unwritten_.size()) {
     // Keep the rest; a record cut here is completed by the retry (the file
@@ -511,18 +514,11 @@ LogStats Log::stats() const {
   s.syncs = syncs_.load(std::memory_order_relaxed);
   s.appended_bytes = end();
   s.rewritten_bytes = rewritten_bytes_.load(std::memory_order_relaxed);
+  s.disk_bytes = disk_bytes();
   std::lock_guard<std::mutex> lock(seg_mu_);
-  for (const Segment& seg : segments_) s.disk_bytes += seg.bytes;
   s.segments = segments_.size();
   s.removed_segments = removed_segments_;
   return s;
-}
-
-uint64_t Log::disk_bytes() const {
-  std::lock_guard<std::mutex> lock(seg_mu_);
-  uint64_t total = 0;
-  for (const Segment& seg : segments_) total += seg.bytes;
-  return total;
 }
 
 // --- compaction ----------------------------------------------------------------------
@@ -564,6 +560,7 @@ Status Log::RemoveClosed(uint64_t number) {
   if (Status s = fs_->Remove(path); !s.ok()) return s;
   (void)fs_->SyncDir(options_.dir);
   std::lock_guard<std::mutex> lock(seg_mu_);
+  disk_bytes_ -= segments_.front().bytes;
   segments_.pop_front();
   ++removed_segments_;
   return Status::Ok();

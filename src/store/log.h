@@ -143,7 +143,7 @@ class Log {
   // Deletes a closed segment. Call only once everything it held that is
   // still needed has been appended again and synced.
   Status RemoveClosed(uint64_t number);
-  uint64_t disk_bytes() const;
+  uint64_t disk_bytes() const { return disk_bytes_.load(std::memory_order_relaxed); }
 
  private:
   struct Segment {
@@ -186,6 +186,7 @@ class Log {
   mutable std::mutex seg_mu_;
   std::deque<Segment> segments_;  // GUARDED_BY(seg_mu_)
   uint64_t removed_segments_ = 0;  // GUARDED_BY(seg_mu_)
+  std::atomic<uint64_t> disk_bytes_{0};  // sum of segments_[*].bytes
 
   mutable std::mutex state_mu_;
   Status write_error_;  // GUARDED_BY(state_mu_)

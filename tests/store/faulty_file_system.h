@@ -1,0 +1,107 @@
+// FaultyFileSystem: the real file system with failures injected at chosen
+// points, for the store's tests. A "point" is every Append, Sync and SyncDir,
+// counted from 1 across all files.
+//
+//   crash_at = N   at point N the process "dies": an Append writes only
+//                  `torn_bytes` of its data (a torn write), a Sync does
+//                  nothing, and every later operation writes nothing and
+//                  fails, as if the process were gone (what reached the file
+//                  before stays, as the page cache keeps it on a real crash)
+//   full           Appends write `torn_bytes` at most, then fail with ENOSPC,
+//                  until it is cleared: the disk is full
+//   fail_sync      every Sync fails with EIO
+#ifndef DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
+#define DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/file.h"
+
+namespace delayq::store {
+
+class FaultyFileSystem final : public FileSystem {
+ public:
+  std::atomic<uint64_t> points{0};
+  std::atomic<uint64_t> crash_at{0};  // 0: never
+  std::atomic<size_t> torn_bytes{0};
+  std::atomic<bool> full{false};
+  std::atomic<bool> fail_sync{false};
+  std::atomic<bool> crashed{false};
+
+  Result<std::unique_ptr<File>> Open(const std::string& path, bool create) override {
+    if (crashed) return Unavailable("crashed");
+    auto f = real_->Open(path, create);
+    if (!f.ok()) return f.status();
+    return std::unique_ptr<File>(new FaultyFile(this, std::move(f).value()));
+  }
+  Status Remove(const std::string& path) override {
+    if (crashed) return Unavailable("crashed");
+    return real_->Remove(path);
+  }
+  Result<std::vector<std::string>> List(const std::string& dir) override {
+    return real_->List(dir);
+  }
+  Status SyncDir(const std::string& dir) override {
+    if (Point() || crashed) return Unavailable("crashed");
+    return real_->SyncDir(dir);
+  }
+  Status CreateDir(const std::string& dir) override { return real_->CreateDir(dir); }
+  Result<std::unique_ptr<File>> Lock(const std::string& path) override { return real_->Lock(path); }
+
+ private:
+  // Counts a point; true if the crash happens at it.
+  bool Point() {
+    uint64_t n = ++points;
+    if (crash_at != 0 && n == crash_at) {
+      crashed = true;
+      return true;
+    }
+    return false;
+  }
+
+  class FaultyFile final : public File {
+   public:
+    FaultyFile(FaultyFileSystem* fs, std::unique_ptr<File> f) : fs_(fs), f_(std::move(f)) {}
+    size_t Append(const char* data, size_t n, Status* error) override {
+      bool crash_now = fs_->Point();
+      if (crash_now || fs_->full) {
+        size_t part = std::min(n, fs_->torn_bytes.load());
+        size_t done = part == 0 ? 0 : f_->Append(data, part, error);
+        *error = crash_now ? Unavailable("crashed") : Unavailable("write: No space left on device");
+        return done;
+      }
+      if (fs_->crashed) {
+        *error = Unavailable("crashed");
+        return 0;
+      }
+      return f_->Append(data, n, error);
+    }
+    Status Sync() override {
+      if (fs_->Point() || fs_->crashed) return Unavailable("crashed");
+      if (fs_->fail_sync) return Unavailable("fdatasync: Input/output error");
+      return f_->Sync();
+    }
+    Result<size_t> ReadAt(uint64_t offset, char* buf, size_t n) override {
+      return f_->ReadAt(offset, buf, n);
+    }
+    Status Truncate(uint64_t size) override {
+      if (fs_->crashed) return Unavailable("crashed");
+      return f_->Truncate(size);
+    }
+    Result<uint64_t> Size() override { return f_->Size(); }
+    const std::string& path() const override { return f_->path(); }
+
+   private:
+    FaultyFileSystem* fs_;
+    std::unique_ptr<File> f_;
+  };
+
+  std::shared_ptr<FileSystem> real_ = PosixFileSystem();
+};
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_

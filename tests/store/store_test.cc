@@ -1,0 +1,567 @@
+// The embedded store: its record format, recovery (whole, torn, damaged),
+// failures injected at every write and sync point, a full disk, a failed
+// fdatasync, compaction in bounded disk, and the data directory's errors.
+// Real files in a temporary directory; the queue is the public Queue.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "delayq/queue.h"
+#include "gtest/gtest.h"
+#include "queue/local_queue.h"
+#include "store/faulty_file_system.h"
+#include "store/log_format.h"
+
+namespace delayq::store {
+namespace {
+
+// A directory of its own under $TMPDIR, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = getenv("TMPDIR");
+    std::string tmpl = std::string(base ? base : "/tmp") + "/delayq-store-test.XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+  std::string data() const { return path_ + "/data"; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<std::string> Segments(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.rfind("log-", 0) == 0) out.push_back(dir + "/" + n);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+QueueOptions Embedded(const std::string& dir, std::string fsync = "always") {
+  QueueOptions o;
+  o.store = "embedded";
+  o.data_dir = dir;
+  o.fsync = std::move(fsync);
+  return o;
+}
+
+std::unique_ptr<Queue> MustOpen(const QueueOptions& o) {
+  auto q = OpenQueue(o);
+  EXPECT_TRUE(q.ok()) << q.status().ToString();
+  return q.ok() ? std::move(q).value() : nullptr;
+}
+
+JobSpec Spec(std::string topic, std::string id, std::string body, int64_t delay_ms = 0) {
+  JobSpec s;
+  s.topic = std::move(topic);
+  s.id = std::move(id);
+  s.body = std::move(body);
+  s.delay_ms = delay_ms;
+  return s;
+}
+
+Delivery ReserveOne(Queue& q, const std::string& topic) {
+  ReserveRequest r;
+  r.topics = {topic};
+  auto got = q.Reserve(r);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got.ok() ? got->size() : 0, 1u);
+  return got.ok() && !got->empty() ? (*got)[0] : Delivery{};
+}
+
+// Polls `pred` for up to 10 s.
+template <typename P>
+bool Eventually(P pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a poll interval
+  }
+  return true;
+}
+
+// --- the record format -----------------------------------------------------------
+
+TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
+  engine::JobImage job;
+  job.id = "order-42";
+  job.seq = 123456789;
+  job.topic = "close.order";
+  job.state = JobState::kReserved;
+  job.run_at_ms = 1'800'000'000'000;
+  job.reserved_until_ms = 1'800'000'060'000;
+  job.ttr_ms = 60000;
+  job.priority = 7;
+  job.max_attempts = 3;
+  job.attempts = 2;
+  job.last_error = "timeout";
+  const std::string body("\0binary\xff", 8);
+  job.body = body;
+  std::string bytes;
+  EncodePut(job, &bytes);
+  EncodeUpdate(job, &bytes);
+  EncodeRemove(job.id, job.seq, &bytes);
+  EncodePause("t", -1, &bytes);
+
+  std::string_view rest = bytes;
+  Record r;
+  size_t size = 0;
+  std::string error;
+  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  EXPECT_EQ(r.type, RecordType::kPut);
+  EXPECT_EQ(r.job.id, job.id);
+  EXPECT_EQ(r.job.seq, job.seq);
+  EXPECT_EQ(r.job.topic, job.topic);
+  EXPECT_EQ(r.job.state, job.state);
+  EXPECT_EQ(r.job.run_at_ms, job.run_at_ms);
+  EXPECT_EQ(r.job.reserved_until_ms, job.reserved_until_ms);
+  EXPECT_EQ(r.job.ttr_ms, job.ttr_ms);
+  EXPECT_EQ(r.job.priority, job.priority);
+  EXPECT_EQ(r.job.max_attempts, job.max_attempts);
+  EXPECT_EQ(r.job.attempts, job.attempts);
+  EXPECT_EQ(r.job.last_error, job.last_error);
+  EXPECT_EQ(r.job.body, job.body);
+  rest.remove_prefix(size);
+  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  EXPECT_EQ(r.type, RecordType::kUpdate);
+  EXPECT_EQ(r.job.attempts, 2u);
+  EXPECT_EQ(r.job.reserved_until_ms, job.reserved_until_ms);
+  EXPECT_EQ(r.job.last_error, "timeout");
+  rest.remove_prefix(size);
+  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  EXPECT_EQ(r.type, RecordType::kRemove);
+  EXPECT_EQ(r.job.id, job.id);
+  EXPECT_EQ(r.job.seq, job.seq);
+  rest.remove_prefix(size);
+  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  EXPECT_EQ(r.type, RecordType::kPause);
+  EXPECT_EQ(r.topic, "t");
+  EXPECT_EQ(r.paused_until_ms, -1);
+  rest.remove_prefix(size);
+  EXPECT_TRUE(rest.empty());
+}
+
+TEST(LogFormat, EveryCutIsIncompleteAndEveryFlippedBitIsCorrupt) {
+  engine::JobImage job;
+  job.id = "a";
+  job.seq = 1;
+  job.topic = "t";
+  job.body = "hello";
+  std::string bytes;
+  EncodePut(job, &bytes);
+  Record r;
+  size_t size = 0;
+  std::string error;
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    ReadOutcome got = ReadRecord(std::string_view(bytes).substr(0, cut), &r, &size, &error);
+    EXPECT_EQ(got, ReadOutcome::kIncomplete) << "cut at " << cut;
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = bytes;
+      bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
+      ReadOutcome got = ReadRecord(bad, &r, &size, &error);
+      // A flipped length may look like a longer record still arriving.
+      EXPECT_NE(got, ReadOutcome::kRecord) << "byte " << i << " bit " << bit;
+    }
+  }
+}
+
+TEST(LogFormat, SegmentHeaderChecksMagicAndVersion) {
+  std::string h;
+  EncodeSegmentHeader(SegmentHeader{5, 99}, &h);
+  SegmentHeader got;
+  ASSERT_TRUE(DecodeSegmentHeader(h, &got).ok());
+  EXPECT_EQ(got.number, 5u);
+  EXPECT_EQ(got.last_seq, 99u);
+  std::string bad = h;
+  bad[0] = 'X';
+  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("magic"), std::string::npos);
+  bad = h;
+  bad[8] = 2;
+  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 2"), std::string::npos);
+}
+
+// --- reopening -------------------------------------------------------------------
+
+TEST(EmbeddedStore, EveryJobStateAndPauseComesBackAfterReopen) {
+  TempDir tmp;
+  std::string receipt;
+  std::string generated;
+  {
+    auto q = MustOpen(Embedded(tmp.data()));
+    ASSERT_TRUE(q);
+    ASSERT_TRUE(q->Add(Spec("t", "delayed", "d", 3'600'000)).ok());
+    ASSERT_TRUE(q->Add(Spec("t", "ready", std::string("r\0\xff", 3))).ok());
+    auto gen = q->Add(Spec("g", "", "generated body"));
+    ASSERT_TRUE(gen.ok());
+    generated = gen->id;
+    ASSERT_TRUE(q->Add(Spec("r", "reserved", "x")).ok());
+    receipt = ReserveOne(*q, "r").receipt;
+    ASSERT_TRUE(q->Add(Spec("b", "buried", "y")).ok());
+    Delivery b = ReserveOne(*q, "b");
+    ASSERT_TRUE(q->Bury("buried", b.receipt, "bad input").ok());
+    ASSERT_TRUE(q->Add(Spec("f", "finished", "z")).ok());
+    ASSERT_TRUE(q->Finish("finished", ReserveOne(*q, "f").receipt).ok());
+    ASSERT_TRUE(q->Add(Spec("f", "deleted", "z")).ok());
+    ASSERT_TRUE(q->Delete("deleted").ok());
+    JobSpec big = Spec("big", "big", std::string(200 * 1024, 'B'));
+    ASSERT_TRUE(q->Add(big).ok());
+    JobSpec replaced = Spec("t", "replaced", "old");
+    ASSERT_TRUE(q->Add(replaced).ok());
+    replaced.body = "new";
+    replaced.replace = true;
+    ASSERT_TRUE(q->Add(replaced).ok());
+    ASSERT_TRUE(q->Pause("paused", 0).ok());
+    ASSERT_TRUE(q->Pause("resumed", 0).ok());
+    ASSERT_TRUE(q->Resume("resumed").ok());
+  }
+  auto q = MustOpen(Embedded(tmp.data()));
+  ASSERT_TRUE(q);
+  auto stats = q->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->jobs, 7u);
+  EXPECT_EQ(q->Get("delayed")->state, JobState::kDelayed);
+  EXPECT_EQ(q->Get("ready")->body, std::string("r\0\xff", 3));
+  EXPECT_EQ(q->Get(generated)->body, "generated body");
+  EXPECT_EQ(q->Get("reserved")->state, JobState::kReserved);
+  EXPECT_EQ(q->Get("reserved")->receipt, receipt);
+  EXPECT_EQ(q->Get("reserved")->attempts, 1u);
+  EXPECT_EQ(q->Get("buried")->state, JobState::kBuried);
+  EXPECT_EQ(q->Get("buried")->last_error, "bad input");
+  EXPECT_EQ(q->Get("big")->body.size(), 200u * 1024);
+  EXPECT_EQ(q->Get("replaced")->body, "new");
+  EXPECT_EQ(q->Get("finished").status().code(), Code::kNotFound);
+  EXPECT_EQ(q->Get("deleted").status().code(), Code::kNotFound);
+  EXPECT_TRUE(q->Topic("paused")->paused);
+  EXPECT_FALSE(q->Topic("resumed")->paused);
+  // The reservation kept its receipt: the worker that held it can finish.
+  EXPECT_TRUE(q->Finish("reserved", receipt).ok());
+  // New generated ids do not collide with restored ones.
+  auto again = q->Add(Spec("g", "", "second"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->id, generated);
+  EXPECT_GT(again->id, generated);
+}
+
+TEST(EmbeddedStore, JobsThatFellDueWhileClosedAreReadyAtOnce) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Embedded(tmp.data());
+  o.clock = clock;
+  {
+    auto q = MustOpen(o);
+    ASSERT_TRUE(q->Add(Spec("t", "soon", "s", 60'000)).ok());
+    ASSERT_TRUE(q->Add(Spec("t", "later", "l", 600'000)).ok());
+    ASSERT_TRUE(q->Add(Spec("r", "held", "h")).ok());
+    ReserveOne(*q, "r");  // TTR 60 s
+  }
+  clock->Advance(120'000);  // "down" for two minutes
+  auto q = MustOpen(o);
+  EXPECT_EQ(q->Get("soon")->state, JobState::kReady);
+  EXPECT_EQ(q->Get("later")->state, JobState::kDelayed);
+  // Its TTR ran out while closed: back to ready, with the attempt counted.
+  auto held = q->Get("held");
+  EXPECT_EQ(held->state, JobState::kReady);
+  EXPECT_EQ(held->attempts, 1u);
+  EXPECT_EQ(ReserveOne(*q, "t").id, "soon");
+}
+
+TEST(EmbeddedStore, TornTailIsCutAndReported) {
+  TempDir tmp;
+  {
+    auto q = MustOpen(Embedded(tmp.data()));
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), "b")).ok());
+  }
+  std::vector<std::string> segs = Segments(tmp.data());
+  ASSERT_FALSE(segs.empty());
+  // The newest segment with content ends in half a record.
+  std::string last = segs.back();
+  for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
+    if (FileSize(*it) > kSegmentHeaderBytes) {
+      last = *it;
+      break;
+    }
+  }
+  uint64_t size = FileSize(last);
+  ASSERT_EQ(truncate(last.c_str(), static_cast<off_t>(size - 3)), 0);
+  // Remove the empty newer segments so `last` is the newest.
+  for (const std::string& s : segs) {
+    if (s > last) std::remove(s.c_str());
+  }
+  auto q = OpenQueue(Embedded(tmp.data()));
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto* local = dynamic_cast<LocalQueue*>(q->get());
+  ASSERT_NE(local, nullptr);
+  EXPECT_GT(local->store_stats().recovery.torn_bytes, 0u);
+  EXPECT_EQ((*q)->Stats()->jobs, 9u);  // the torn add is gone, the rest are whole
+  EXPECT_EQ((*q)->Get("j9").status().code(), Code::kNotFound);
+  EXPECT_TRUE((*q)->Get("j8").ok());
+}
+
+TEST(EmbeddedStore, DamageInAnOlderSegmentRefusesToStartNamingFileAndOffset) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 4096;
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), std::string(100, 'x'))).ok());
+    }
+  }
+  std::vector<std::string> segs = Segments(tmp.data());
+  ASSERT_GE(segs.size(), 3u);
+  {
+    std::fstream f(segs[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x55');
+  }
+  auto q = OpenQueue(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), Code::kInternal);
+  EXPECT_NE(q.status().message().find(segs[0]), std::string::npos) << q.status().ToString();
+  EXPECT_NE(q.status().message().find("damaged at byte"), std::string::npos);
+}
+
+// --- failures injected through the file interface --------------------------------
+
+// Runs a fixed workload on a queue whose file system crashes at point
+// `crash_at`, noting what was acknowledged; then reopens on the real file
+// system and checks that every acknowledged add (not acknowledged finished)
+// is there with its body, and no acknowledged finish or delete came back.
+// Returns false once crash_at is past the workload's last point.
+bool CrashAt(uint64_t crash_at, size_t torn) {
+  TempDir tmp;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  fs->crash_at = crash_at;
+  fs->torn_bytes = torn;
+  QueueOptions o = Embedded(tmp.data(), "always");
+  o.segment_bytes = 4096;  // segments roll during the workload
+  o.file_system = fs;
+  std::map<std::string, std::string> acked;  // id -> body
+  std::set<std::string> gone;                // removals acknowledged
+  std::set<std::string> tried;               // removals attempted: either way
+  {
+    auto q = OpenQueue(o);
+    if (!q.ok()) return true;  // crashed while opening: nothing was acknowledged
+    for (int i = 0; i < 40; ++i) {
+      std::string id = "j" + std::to_string(i);
+      std::string body = std::string(60, static_cast<char>('a' + i % 26)) + id;
+      if ((*q)->Add(Spec("t", id, body)).ok()) acked[id] = body;
+      if (i % 3 == 2) {
+        std::string victim = "j" + std::to_string(i - 1);
+        tried.insert(victim);
+        if ((*q)->Delete(victim).ok()) gone.insert(victim);
+      }
+      if (i % 5 == 4) {
+        ReserveRequest r;
+        r.topics = {"t"};
+        auto got = (*q)->Reserve(r);
+        if (got.ok() && !got->empty()) {
+          const Delivery& d = (*got)[0];
+          if (i % 10 == 9) {
+            tried.insert(d.id);
+            if ((*q)->Finish(d.id, d.receipt).ok()) gone.insert(d.id);
+          } else {
+            (void)(*q)->Release(d.id, d.receipt, 0, "again");
+          }
+        }
+      }
+    }
+  }
+  bool reached = fs->crashed;
+  auto q = OpenQueue(Embedded(tmp.data(), "always"));
+  EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
+  if (!q.ok()) return false;
+  for (const auto& [id, body] : acked) {
+    auto got = (*q)->Get(id);
+    if (gone.count(id) != 0) {
+      EXPECT_EQ(got.status().code(), Code::kNotFound) << "crash at " << crash_at << ": " << id;
+    } else if (tried.count(id) != 0) {
+      if (got.ok()) EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+    } else {
+      EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
+      if (got.ok()) EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+    }
+  }
+  return reached;
+}
+
+TEST(EmbeddedStoreFaults, CrashAtEveryWriteAndSyncPointLosesNothingAcknowledged) {
+  for (size_t torn : {size_t{0}, size_t{7}}) {
+    uint64_t point = 1;
+    while (CrashAt(point, torn) && !HasFailure()) ++point;
+    EXPECT_GT(point, 50u) << "the workload should pass many points";
+  }
+}
+
+TEST(EmbeddedStoreFaults, FullDiskRefusesChangesKeepsJobsAndResumesWhenSpaceReturns) {
+  TempDir tmp;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  QueueOptions o = Embedded(tmp.data(), "everysec");
+  o.file_system = fs;
+  auto q = MustOpen(o);
+  ASSERT_TRUE(q->Add(Spec("t", "before", "kept")).ok());
+  fs->torn_bytes = 5;  // the first failing write gets a few bytes out
+  fs->full = true;
+  auto during = q->Add(Spec("t", "during", "d"));
+  ASSERT_FALSE(during.ok());
+  EXPECT_EQ(during.status().code(), Code::kUnavailable);
+  EXPECT_NE(during.status().message().find("No space left"), std::string::npos)
+      << during.status().ToString();
+  // Refused outright now, and reads still work.
+  auto refused = q->Add(Spec("t", "refused", "r"));
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable);
+  EXPECT_EQ(q->Get("refused").status().code(), Code::kNotFound);
+  EXPECT_EQ(q->Get("before")->body, "kept");
+  fs->full = false;
+  ASSERT_TRUE(Eventually([&] { return q->Add(Spec("t", "after", "a")).ok(); }));
+  q.reset();
+  auto reopened = MustOpen(Embedded(tmp.data()));
+  EXPECT_EQ(reopened->Get("before")->body, "kept");
+  EXPECT_EQ(reopened->Get("after")->body, "a");
+  // Its reply was an error, but it was kept in memory and written on retry.
+  EXPECT_EQ(reopened->Get("during")->body, "d");
+  EXPECT_EQ(reopened->Get("refused").status().code(), Code::kNotFound);
+}
+
+TEST(EmbeddedStoreFaults, FailedFdatasyncStopsChangesForGoodAndKeepsWhatWasAcknowledged) {
+  TempDir tmp;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  QueueOptions o = Embedded(tmp.data(), "always");
+  o.file_system = fs;
+  auto q = MustOpen(o);
+  ASSERT_TRUE(q->Add(Spec("t", "acked", "a")).ok());
+  fs->fail_sync = true;
+  auto failed = q->Add(Spec("t", "unknown", "u"));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("storage failed"), std::string::npos)
+      << failed.status().ToString();
+  fs->fail_sync = false;  // even so: after a failed fdatasync nothing is trusted
+  EXPECT_EQ(q->Add(Spec("t", "later", "l")).status().code(), Code::kUnavailable);
+  EXPECT_TRUE(q->Get("acked").ok());
+  q.reset();
+  auto reopened = MustOpen(Embedded(tmp.data()));
+  EXPECT_EQ(reopened->Get("acked")->body, "a");
+  EXPECT_EQ(reopened->Get("later").status().code(), Code::kNotFound);
+  EXPECT_TRUE(reopened->Add(Spec("t", "later", "l")).ok());  // a restart recovers
+}
+
+// --- compaction --------------------------------------------------------------------
+
+uint64_t DiskBytes(Queue& q) {
+  return dynamic_cast<LocalQueue&>(q).store_stats().log.disk_bytes;
+}
+
+TEST(EmbeddedStoreCompaction, AddAndFinishForeverRunsInBoundedDisk) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 16 << 10;
+  auto q = MustOpen(o);
+  // One job added first and kept: it pins the oldest segment until
+  // compaction copies it forward.
+  ASSERT_TRUE(q->Add(Spec("keep", "pinned", "still here", 3'600'000)).ok());
+  uint64_t peak = 0;
+  for (int i = 0; i < 20000; ++i) {
+    auto added = q->Add(Spec("t", "", std::string(100, 'x')));
+    ASSERT_TRUE(added.ok());
+    Delivery d = ReserveOne(*q, "t");
+    ASSERT_EQ(d.id, added->id);
+    ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    if (i % 1000 == 999) peak = std::max(peak, DiskBytes(*q));
+  }
+  // ~3 MB went through the log; what stays is a few segments.
+  EXPECT_GT(dynamic_cast<LocalQueue&>(*q).store_stats().log.appended_bytes, 2'000'000u);
+  EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 4 * o.segment_bytes; }))
+      << DiskBytes(*q);
+  EXPECT_LT(peak, 8 * o.segment_bytes);
+  EXPECT_GT(dynamic_cast<LocalQueue&>(*q).store_stats().log.removed_segments, 10u);
+  q.reset();
+  auto reopened = MustOpen(o);
+  EXPECT_EQ(reopened->Get("pinned")->body, "still here");
+  EXPECT_EQ(reopened->Stats()->jobs, 1u);
+}
+
+TEST(EmbeddedStoreCompaction, ReleaseWithDelayForeverRunsInBoundedDisk) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 16 << 10;
+  o.clock = clock;
+  auto q = MustOpen(o);
+  for (int j = 0; j < 10; ++j) {
+    ASSERT_TRUE(q->Add(Spec("t", "retry" + std::to_string(j), std::string(200, 'r'))).ok());
+  }
+  for (int i = 0; i < 5000; ++i) {
+    Delivery d = ReserveOne(*q, "t");
+    ASSERT_TRUE(q->Release(d.id, d.receipt, 1000, "try later").ok());
+    clock->Advance(100);
+  }
+  EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 4 * o.segment_bytes; }))
+      << DiskBytes(*q);
+  q.reset();
+  auto reopened = MustOpen(o);
+  EXPECT_EQ(reopened->Stats()->jobs, 10u);
+  EXPECT_EQ(reopened->Get("retry3")->body, std::string(200, 'r'));
+  EXPECT_EQ(reopened->Get("retry3")->last_error, "try later");
+}
+
+// --- the data directory ----------------------------------------------------------
+
+TEST(EmbeddedStore, MissingDirectoryIsCreatedAndASecondQueueOnItIsRefused) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/a/b/data";
+  auto first = MustOpen(Embedded(dir));
+  ASSERT_TRUE(first);
+  auto second = OpenQueue(Embedded(dir));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Code::kUnavailable);
+  EXPECT_NE(second.status().message().find("another delayq"), std::string::npos)
+      << second.status().ToString();
+}
+
+TEST(EmbeddedStore, DirectoryThatCannotBeMadeIsAClearError) {
+  TempDir tmp;
+  std::string file = tmp.path() + "/plain-file";
+  std::ofstream(file) << "x";
+  auto q = OpenQueue(Embedded(file + "/data"));
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), Code::kUnavailable);
+  EXPECT_NE(q.status().message().find(file), std::string::npos) << q.status().ToString();
+  EXPECT_NE(q.status().message().find("Not a directory"), std::string::npos)
+      << q.status().ToString();
+}
+
+TEST(EmbeddedStore, BadOptionsAreRejectedByName) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "sometimes");
+  auto q = OpenQueue(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("fsync"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace delayq::store
