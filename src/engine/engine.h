@@ -135,6 +135,9 @@ class Engine {
   // Generated ids and seqs continue after `seq`.
   void RestoreSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   uint64_t last_seq() const { return last_seq_; }
+  // The Stats counters start from zero (after a replay: they count since
+  // this process opened the queue, not what replaying did).
+  void ResetCounters() { counters_ = QueueStats{}; }
 
   // The live job `id` if it is still the incarnation `seq` (0: any; compaction asks
   // whether a logged add is still needed). The image points into the engine

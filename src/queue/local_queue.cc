@@ -97,6 +97,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();
   engine.RestoreSeq((*log)->last_seq());
+  engine.ResetCounters();
   *live_bytes = live;
   return log;
 }
