@@ -1,13 +1,18 @@
-// The smallest embedded use of delayq: open an in-process queue, add a job due
-// in 200 ms, wait for it with a blocking reserve, finish it.
+// The smallest embedded use of delayq: open an in-process queue kept in a
+// durable log, add a job due in 200 ms, wait for it with a blocking reserve,
+// finish it.
 //
-//   build/bin/delayq-example-embedded
+//   build/bin/delayq-example-embedded [DATA_DIR]     (default: ./example-data)
 #include <cstdio>
 
 #include "delayq/queue.h"
 
-int main() {
-  auto queue = delayq::OpenQueue({});  // store "memory", the system clock
+int main(int argc, char** argv) {
+  delayq::QueueOptions options;
+  options.store = "embedded";  // {} alone: store "memory", nothing kept
+  options.data_dir = argc > 1 ? argv[1] : "example-data";
+  options.fsync = "always";  // each call returns once its change is on disk
+  auto queue = delayq::OpenQueue(options);
   if (!queue.ok()) {
     std::fprintf(stderr, "open: %s\n", queue.status().ToString().c_str());
     return 1;
@@ -17,6 +22,7 @@ int main() {
   spec.id = "order-42";
   spec.delay_ms = 200;
   spec.body = R"({"order":42})";
+  spec.replace = true;  // a run that died before finishing left it there: start it over
   auto added = (*queue)->Add(spec);
   if (!added.ok()) {
     std::fprintf(stderr, "add: %s\n", added.status().ToString().c_str());
