@@ -401,10 +401,14 @@ bool CrashAt(uint64_t crash_at, size_t torn) {
     if (gone.count(id) != 0) {
       EXPECT_EQ(got.status().code(), Code::kNotFound) << "crash at " << crash_at << ": " << id;
     } else if (tried.count(id) != 0) {
-      if (got.ok()) EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      if (got.ok()) {
+        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      }
     } else {
       EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
-      if (got.ok()) EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      if (got.ok()) {
+        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      }
     }
   }
   return reached;
