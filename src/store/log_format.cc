@@ -4,11 +4,28 @@
 
 #include <cstring>
 
+#include "engine/job_record.h"
+
 namespace delayq::store {
 namespace {
 
-constexpr uint8_t kFlagGenerated = 1;
-constexpr uint8_t kFlagError = 2;
+constexpr uint8_t kFlagGenerated = 1;  // the engine made the id up
+constexpr uint8_t kFlagError = 2;      // a last_error follows
+constexpr uint8_t kFlagIdHandle = 4;   // the id is in the generated form of this seq: only
+                                       // its handle part is stored
+
+// The job's creation time, which run_at and deadlines are stored relative to
+// (most are a delay away from it: a few bytes instead of six).
+int64_t Base(uint64_t seq) {
+  return static_cast<int64_t>(seq >> engine::JobRecord::kSeqCounterBits);
+}
+
+// An id of the generated form whose seq part is the record's seq is stored
+// as its handle part alone; anything else as text.
+bool IdIsHandle(std::string_view id, uint64_t seq, uint32_t* handle) {
+  uint64_t id_seq = 0;
+  return engine::ParseGeneratedId(id, &id_seq, handle) && id_seq == seq;
+}
 
 void PutU32(uint32_t v, char* p) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
@@ -114,12 +131,29 @@ bool ValidState(uint8_t s) { return s <= static_cast<uint8_t>(JobState::kBuried)
 
 bool DecodeJobState(Reader& r, engine::JobImage* job, uint8_t* flags) {
   uint8_t state;
+  int64_t run_at = 0;
   if (!r.Byte(flags) || !r.Byte(&state) || !ValidState(state) || !r.Varint(&job->seq) ||
-      !r.Signed(&job->run_at_ms)) {
+      !r.Signed(&run_at)) {
     return false;
   }
   job->state = static_cast<JobState>(state);
-  if (job->state == JobState::kReserved && !r.Signed(&job->reserved_until_ms)) return false;
+  job->run_at_ms = Base(job->seq) + run_at;
+  if (job->state == JobState::kReserved) {
+    int64_t until = 0;
+    if (!r.Signed(&until)) return false;
+    job->reserved_until_ms = job->run_at_ms + until;
+  }
+  return true;
+}
+
+// The id: text, or (kFlagIdHandle) the handle part of the generated form,
+// whose text is then written into `buf`.
+bool DecodeId(Reader& r, uint8_t flags, uint64_t seq, char (&buf)[engine::kGeneratedIdBytes],
+              std::string_view* id) {
+  if (!(flags & kFlagIdHandle)) return r.String(id);
+  uint32_t handle = 0;
+  if (!r.U32(&handle)) return false;
+  *id = engine::FormatGeneratedId(seq, handle, buf);
   return true;
 }
 
@@ -151,17 +185,24 @@ Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h) {
 
 void EncodePut(const engine::JobImage& job, std::string* out) {
   size_t start = Begin(RecordType::kPut, out);
-  uint8_t flags = (job.generated_id ? kFlagGenerated : 0) | (job.last_error.empty() ? 0 : kFlagError);
+  uint32_t handle = 0;
+  bool id_handle = IdIsHandle(job.id, job.seq, &handle);
+  uint8_t flags = (job.generated_id ? kFlagGenerated : 0) |
+                  (job.last_error.empty() ? 0 : kFlagError) | (id_handle ? kFlagIdHandle : 0);
   out->push_back(static_cast<char>(flags));
   out->push_back(static_cast<char>(job.state));
   PutVarint(job.seq, out);
-  PutSigned(job.run_at_ms, out);
-  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms, out);
+  PutSigned(job.run_at_ms - Base(job.seq), out);
+  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms - job.run_at_ms, out);
   PutVarint(job.ttr_ms, out);
   PutVarint(job.priority, out);
   PutVarint(job.max_attempts, out);
   PutVarint(job.attempts, out);
-  PutString(job.id, out);
+  if (id_handle) {
+    PutVarint(handle, out);
+  } else {
+    PutString(job.id, out);
+  }
   PutString(job.topic, out);
   if (!job.last_error.empty()) PutString(job.last_error, out);
   PutString(job.body, out);
@@ -170,22 +211,35 @@ void EncodePut(const engine::JobImage& job, std::string* out) {
 
 void EncodeUpdate(const engine::JobImage& job, std::string* out) {
   size_t start = Begin(RecordType::kUpdate, out);
-  uint8_t flags = job.last_error.empty() ? 0 : kFlagError;
+  uint32_t handle = 0;
+  bool id_handle = IdIsHandle(job.id, job.seq, &handle);
+  uint8_t flags = (job.last_error.empty() ? 0 : kFlagError) | (id_handle ? kFlagIdHandle : 0);
   out->push_back(static_cast<char>(flags));
   out->push_back(static_cast<char>(job.state));
   PutVarint(job.seq, out);
-  PutSigned(job.run_at_ms, out);
-  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms, out);
+  PutSigned(job.run_at_ms - Base(job.seq), out);
+  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms - job.run_at_ms, out);
   PutVarint(job.attempts, out);
-  PutString(job.id, out);
+  if (id_handle) {
+    PutVarint(handle, out);
+  } else {
+    PutString(job.id, out);
+  }
   if (!job.last_error.empty()) PutString(job.last_error, out);
   End(start, out);
 }
 
 void EncodeRemove(std::string_view id, uint64_t seq, std::string* out) {
   size_t start = Begin(RecordType::kRemove, out);
+  uint32_t handle = 0;
+  bool id_handle = IdIsHandle(id, seq, &handle);
+  out->push_back(static_cast<char>(id_handle ? kFlagIdHandle : 0));
   PutVarint(seq, out);
-  PutString(id, out);
+  if (id_handle) {
+    PutVarint(handle, out);
+  } else {
+    PutString(id, out);
+  }
   End(start, out);
 }
 
@@ -212,7 +266,10 @@ ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std
   *size = 8 + size_t{length};
   auto type = static_cast<uint8_t>(bytes[8]);
   Reader r(bytes.substr(kRecordHeaderBytes, length - 1));
-  *record = Record{};
+  record->type = RecordType::kPut;
+  record->job = engine::JobImage{};
+  record->topic = {};
+  record->paused_until_ms = 0;
   engine::JobImage& job = record->job;
   bool ok = false;
   uint8_t flags = 0;
@@ -220,19 +277,21 @@ ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std
     case static_cast<uint8_t>(RecordType::kPut):
       record->type = RecordType::kPut;
       ok = DecodeJobState(r, &job, &flags) && r.U32(&job.ttr_ms) && r.U32(&job.priority) &&
-           r.U32(&job.max_attempts) && r.U32(&job.attempts) && r.String(&job.id) &&
+           r.U32(&job.max_attempts) && r.U32(&job.attempts) &&
+           DecodeId(r, flags, job.seq, record->id_buf, &job.id) &&
            r.String(&job.topic) && (!(flags & kFlagError) || r.String(&job.last_error)) &&
            r.String(&job.body);
       job.generated_id = flags & kFlagGenerated;
       break;
     case static_cast<uint8_t>(RecordType::kUpdate):
       record->type = RecordType::kUpdate;
-      ok = DecodeJobState(r, &job, &flags) && r.U32(&job.attempts) && r.String(&job.id) &&
+      ok = DecodeJobState(r, &job, &flags) && r.U32(&job.attempts) &&
+           DecodeId(r, flags, job.seq, record->id_buf, &job.id) &&
            (!(flags & kFlagError) || r.String(&job.last_error));
       break;
     case static_cast<uint8_t>(RecordType::kRemove):
       record->type = RecordType::kRemove;
-      ok = r.Varint(&job.seq) && r.String(&job.id);
+      ok = r.Byte(&flags) && r.Varint(&job.seq) && DecodeId(r, flags, job.seq, record->id_buf, &job.id);
       break;
     case static_cast<uint8_t>(RecordType::kPause):
       record->type = RecordType::kPause;
@@ -252,5 +311,7 @@ ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std
 size_t PutBytes(const engine::JobImage& job) {
   return kRecordHeaderBytes + 24 + job.id.size() + job.topic.size() + job.body.size();
 }
+// (id.size() overstates a generated id by ~20 bytes; the same on add and
+// removal, so the sum stays true to within that.)
 
 }  // namespace delayq::store

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "delayq/status.h"
+#include "engine/job_record.h"
 #include "engine/journal.h"
 
 namespace delayq::store {
@@ -50,12 +51,18 @@ void EncodeUpdate(const engine::JobImage& job, std::string* out);
 void EncodeRemove(std::string_view id, uint64_t seq, std::string* out);
 void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out);
 
-// One decoded record; string views point into the bytes it was read from.
+// One decoded record; string views point into the bytes it was read from,
+// or into the record itself (a generated id's text): not copyable.
 struct Record {
+  Record() = default;
+  Record(const Record&) = delete;
+  Record& operator=(const Record&) = delete;
+
   RecordType type = RecordType::kPut;
   engine::JobImage job;           // kPut, kUpdate, kRemove (id and seq)
   std::string_view topic;         // kPause
   int64_t paused_until_ms = 0;    // kPause
+  char id_buf[engine::kGeneratedIdBytes];
 };
 
 // What ReadRecord found at the front of `bytes`.
