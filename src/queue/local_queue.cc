@@ -311,12 +311,15 @@ void LocalQueue::MaybeCompact() {
 // --- compaction ----------------------------------------------------------------
 
 bool LocalQueue::ShouldCompact() const {
-  // Dead bytes beyond both the live ones and one segment: then copying the
+  uint64_t oldest = log_->OldestClosed();
+  if (oldest == 0) return false;
+  // Nothing live in it: deleting it costs no reading.
+  if (log_->LivePuts(oldest) <= 0) return true;
+  // Dead bytes beyond both the live ones and two segments: then copying the
   // live jobs of the oldest segment forward costs at most what it frees.
   uint64_t live = live_bytes_.load(std::memory_order_relaxed);
   uint64_t disk = log_->disk_bytes();
-  return disk > live && disk - live > std::max<uint64_t>(live, 2 * log_segment_bytes_) &&
-         log_->OldestClosed() != 0;
+  return disk > live && disk - live > std::max<uint64_t>(live, 2 * log_segment_bytes_);
 }
 
 bool LocalQueue::CompactStep() {
@@ -330,6 +333,14 @@ bool LocalQueue::CompactStep() {
     c = Compaction{};
     c.segment = log_->OldestClosed();
     compaction_idle_.store(false, std::memory_order_relaxed);
+    if (log_->LivePuts(c.segment) <= 0) {
+      // No job needs it; only its pauses may, and those are written anew.
+      if (log_->HasPauses(c.segment)) {
+        for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
+      }
+      c.scanned = true;
+      c.remove_after = log_->end();
+    }
   }
   if (!c.scanned) {
     auto chunk = log_->ReadClosed(c.segment, c.offset, kCompactChunk);

@@ -110,11 +110,6 @@ int Serve(const ServeOptions& o) {
         static_cast<unsigned long long>(st.recovery.records),
         static_cast<unsigned long long>(st.recovery.segments), st.recovery.bytes / 1e6,
         st.recovery_seconds);
-    if (st.recovery.torn_bytes > 0) {
-      Log(LogLevel::kWarn, "the log ended in %llu bytes of a record cut short (%s): cut off",
-          static_cast<unsigned long long>(st.recovery.torn_bytes),
-          st.recovery.torn_reason.c_str());
-    }
   }
   auto loop = delayq::net::EventLoop::Create();
   if (!loop.ok()) return Fail(loop.status());

@@ -96,8 +96,7 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   if (log->notify_fd_ < 0) return Internal("log: cannot create an eventfd");
   *report = RecoveryReport{};
   if (Status s = log->Recover(replay, report); !s.ok()) return s;
-  uint64_t next = log->segments_.empty() ? 1 : log->segments_.back().number + 1;
-  if (Status s = log->StartSegment(next); !s.ok()) return s;
+  if (Status s = log->OpenHead(); !s.ok()) return s;
   log->sync_thread_ = std::thread([l = log.get()] { l->SyncLoop(); });
   return log;
 }
@@ -124,6 +123,19 @@ Log::~Log() {
   if (notify_fd_ >= 0) close(notify_fd_);
 }
 
+// Writing continues in the newest segment if it has room, else in a new one.
+Status Log::OpenHead() {
+  if (!segments_.empty() && segments_.back().bytes < options_.segment_bytes) {
+    auto file = fs_->Open(segments_.back().path, /*create=*/false);
+    if (!file.ok()) return file.status();
+    segments_.back().file = std::move(file).value();
+    return Status::Ok();
+  }
+  uint64_t next = segments_.empty() ? 1 : segments_.back().number + 1;
+  accounts_.push_back(Account{next, last_seq_ + 1});
+  return StartSegment(next, last_seq_);
+}
+
 // --- recovery ------------------------------------------------------------------
 
 Status Log::Recover(const Replay& replay, RecoveryReport* report) {
@@ -134,6 +146,16 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
     if (uint64_t n = ParseSegmentName(name); n != 0) numbers.push_back(n);
   }
   std::sort(numbers.begin(), numbers.end());
+  for (size_t i = 1; i < numbers.size(); ++i) {
+    // Compaction deletes the oldest segment only: a gap is a lost file.
+    if (numbers[i] != numbers[i - 1] + 1) {
+      return Internal("log segment " + options_.dir + "/" + SegmentName(numbers[i - 1] + 1) +
+                      " is missing (segments " + std::to_string(numbers[i - 1]) + " and " +
+                      std::to_string(numbers[i]) +
+                      " are there): the changes it held are lost, so delayq will not start on a "
+                      "guess; see docs/log-format.md, \"Damage\"");
+    }
+  }
   for (size_t i = 0; i < numbers.size(); ++i) {
     Segment seg;
     seg.number = numbers[i];
@@ -187,6 +209,7 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
   if (Status s = DecodeSegmentHeader(header, &h); !s.ok()) return damage(0, s.message());
   if (h.number != seg.number) return damage(0, "header names segment " + std::to_string(h.number));
   last_seq_ = std::max(last_seq_, h.last_seq);
+  accounts_.push_back(Account{seg.number, h.last_seq + 1});
 
   std::string buf;
   size_t pos = 0;                     // in buf
@@ -202,13 +225,30 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
     }
     if (outcome == ReadOutcome::kRecord) {
       if (Status s = replay(rec); !s.ok()) return s;
-      if (rec.type == RecordType::kPut) last_seq_ = std::max(last_seq_, rec.job.seq);
+      switch (rec.type) {
+        case RecordType::kPut:
+          last_seq_ = std::max(last_seq_, rec.job.seq);
+          CountPut(rec.job.seq, seg.number);
+          break;
+        case RecordType::kRemove:
+          CountRemove(rec.job.seq);
+          break;
+        case RecordType::kPause:
+          accounts_.back().has_pauses = true;
+          break;
+        case RecordType::kUpdate:
+          break;
+      }
       ++report->records;
       pos += rec_size;
       continue;
     }
     if (outcome == ReadOutcome::kCorrupt) {
-      if (newest) return cut(base + pos, error);
+      if (newest) {
+        auto torn = IsTornTail(*file, base + pos, *size);
+        if (!torn.ok()) return torn.status();
+        if (*torn) return cut(base + pos, error);
+      }
       return damage(base + pos, error);
     }
     // Incomplete: read more, or this is the end.
@@ -240,9 +280,79 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
   return Status::Ok();
 }
 
+// A bad record in the newest segment is a torn write only if nothing whole
+// follows it: zeros to the end, or a last record that is itself the bad one.
+// A whole record after it means damage amid acknowledged records: cutting
+// there would throw them away.
+Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size) {
+  std::string rest(size - offset, '\0');
+  auto got = file.ReadAt(offset, rest.data(), rest.size());
+  if (!got.ok()) return got.status();
+  rest.resize(*got);
+  if (rest.find_first_not_of('\0') == std::string::npos) return true;
+  if (rest.size() < 8) return true;
+  uint32_t len = 0;
+  for (int i = 3; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(rest[4 + i]);
+  if (len == 0 || len > kMaxRecordLength || 8 + uint64_t{len} >= rest.size()) return true;
+  Record next;
+  size_t next_size = 0;
+  std::string error;
+  return ReadRecord(std::string_view(rest).substr(8 + len), &next, &next_size, &error) !=
+         ReadOutcome::kRecord;
+}
+
+// --- space accounting ------------------------------------------------------------------
+
+Log::Account* Log::AccountOf(uint64_t number) {
+  if (accounts_.empty() || number < accounts_.front().number ||
+      number - accounts_.front().number >= accounts_.size()) {
+    return nullptr;
+  }
+  return &accounts_[number - accounts_.front().number];
+}
+
+uint64_t Log::SegmentOfSeq(uint64_t seq) const {
+  if (!moved_.empty()) {
+    auto it = moved_.find(seq);
+    if (it != moved_.end()) return it->second;
+  }
+  // Adds are written in seq order, so segments own consecutive seq ranges.
+  auto it = std::upper_bound(accounts_.begin(), accounts_.end(), seq,
+                             [](uint64_t v, const Account& a) { return v < a.first_seq; });
+  if (it == accounts_.begin()) return 0;  // in a segment already deleted
+  return std::prev(it)->number;
+}
+
+void Log::CountPut(uint64_t seq, uint64_t number) {
+  Account* a = AccountOf(number);
+  if (a == nullptr) return;
+  if (seq < a->first_seq) {  // a job added earlier, written again by compaction
+    if (Account* old = AccountOf(SegmentOfSeq(seq)); old != nullptr && old != a) --old->live_puts;
+    moved_[seq] = number;
+  }
+  ++a->live_puts;
+}
+
+void Log::CountRemove(uint64_t seq) {
+  if (Account* a = AccountOf(SegmentOfSeq(seq)); a != nullptr) --a->live_puts;
+  if (!moved_.empty()) moved_.erase(seq);
+}
+
+int64_t Log::LivePuts(uint64_t number) {
+  std::lock_guard<std::mutex> lock(buf_mu_);
+  Account* a = AccountOf(number);
+  return a == nullptr ? 0 : a->live_puts;
+}
+
+bool Log::HasPauses(uint64_t number) {
+  std::lock_guard<std::mutex> lock(buf_mu_);
+  Account* a = AccountOf(number);
+  return a != nullptr && a->has_pauses;
+}
+
 // --- writing -----------------------------------------------------------------------
 
-Status Log::StartSegment(uint64_t number) {
+Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
   Segment seg;
   seg.number = number;
   seg.path = options_.dir + "/" + SegmentName(number);
@@ -250,7 +360,7 @@ Status Log::StartSegment(uint64_t number) {
   if (!created.ok()) return created.status();
   seg.file = std::move(created).value();
   std::string header;
-  EncodeSegmentHeader(SegmentHeader{number, last_seq_}, &header);
+  EncodeSegmentHeader(SegmentHeader{number, last_seq}, &header);
   Status error;
   size_t n = seg.file->Append(header.data(), header.size(), &error);
   if (n != header.size()) {
@@ -274,6 +384,7 @@ void Log::AppendPut(const engine::JobImage& job) {
   size_t before = buf_.size();
   EncodePut(job, &buf_);
   NoteSeq(job.seq);
+  CountPut(job.seq, accounts_.back().number);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
@@ -294,6 +405,7 @@ void Log::AppendRemove(std::string_view id, uint64_t seq) {
   std::lock_guard<std::mutex> lock(buf_mu_);
   size_t before = buf_.size();
   EncodeRemove(id, seq, &buf_);
+  CountRemove(seq);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
@@ -301,6 +413,7 @@ void Log::AppendPause(std::string_view topic, int64_t paused_until_ms) {
   std::lock_guard<std::mutex> lock(buf_mu_);
   size_t before = buf_.size();
   EncodePause(topic, paused_until_ms, &buf_);
+  accounts_.back().has_pauses = true;
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
@@ -311,24 +424,56 @@ Status Log::WriteOut() {
 
 Status Log::WriteOutLocked() {
   if (failed()) return health();
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(buf_mu_);
-    target = end();
-    if (unwritten_.empty()) {
-      unwritten_.swap(buf_);
-    } else {
-      unwritten_.append(buf_);
-      buf_.clear();
-    }
-  }
-  if (unwritten_.empty()) return Status::Ok();
-  bool retrying = false;
+  bool retrying;
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     retrying = !write_error_.ok();
   }
   if (retrying && MonoMs() - last_failed_write_ms_ < kRetryWriteMs) return health();
+  // What a failed write left belongs to the segment it began in: first.
+  if (!unwritten_.empty()) {
+    if (Status s = WriteUnwritten(); !s.ok()) return s;
+  }
+  if (rotate_pending_) {
+    if (Status s = Rotate(); !s.ok()) return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(buf_mu_);
+    unwritten_.swap(buf_);
+    unwritten_end_ = end();
+    // A batch that fills the segment is its last: what is appended from now
+    // on is counted in the next one, where it will be written.
+    uint64_t head_bytes;
+    {
+      std::lock_guard<std::mutex> seg(seg_mu_);
+      head_bytes = segments_.back().bytes;
+    }
+    if (!unwritten_.empty() && head_bytes + unwritten_.size() >= options_.segment_bytes) {
+      accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+      rotate_pending_ = true;
+    }
+  }
+  if (!unwritten_.empty()) {
+    if (Status s = WriteUnwritten(); !s.ok()) return s;
+  }
+  if (rotate_pending_) {
+    if (Status s = Rotate(); !s.ok()) return s;
+  }
+  if (retrying) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    write_error_ = Status::Ok();
+    ::delayq::Log(LogLevel::kInfo, "log: writing again");
+  }
+  uint64_t target = written();
+  if (policy_ == FsyncPolicy::kAlways && synced() < target) {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    sync_requested_ = std::max(sync_requested_, target);
+    sync_cv_.notify_one();
+  }
+  return Status::Ok();
+}
+
+Status Log::WriteUnwritten() {
   std::shared_ptr<File> file;
   {
     std::lock_guard<std::mutex> lock(seg_mu_);
@@ -342,33 +487,32 @@ Status Log::WriteOutLocked() {
     segments_.back().bytes += n;
     disk_bytes_ += n;
   }
-  if (n < unwritten_.size()) {
-    // Keep the rest; a record cut here is completed by the retry (the file
-    // is append-only, so the bytes continue exactly where they stopped).
-    unwritten_.erase(0, n);
-    written_.store(target - unwritten_.size(), std::memory_order_release);
-    last_failed_write_ms_ = MonoMs();
-    std::lock_guard<std::mutex> lock(state_mu_);
-    if (write_error_.ok()) {
-      ::delayq::Log(LogLevel::kError, "log: %s; changes are refused until a write succeeds",
-          error.message().c_str());
-    }
-    write_error_ = Unavailable("storage: " + error.message());
-    return write_error_;
+  if (n == unwritten_.size()) {
+    unwritten_.clear();
+    written_.store(unwritten_end_, std::memory_order_release);
+    return Status::Ok();
   }
-  unwritten_.clear();
-  written_.store(target, std::memory_order_release);
-  if (retrying) {
-    std::lock_guard<std::mutex> lock(state_mu_);
-    write_error_ = Status::Ok();
-    ::delayq::Log(LogLevel::kInfo, "log: writing again");
+  // Keep the rest; a record cut here is completed by the retry (the file is
+  // append-only, so the bytes continue exactly where they stopped).
+  unwritten_.erase(0, n);
+  written_.store(unwritten_end_ - unwritten_.size(), std::memory_order_release);
+  last_failed_write_ms_ = MonoMs();
+  std::lock_guard<std::mutex> lock(state_mu_);
+  if (write_error_.ok()) {
+    ::delayq::Log(LogLevel::kError, "log: %s; changes are refused until a write succeeds",
+                  error.message().c_str());
   }
-  uint64_t seg_bytes;
+  write_error_ = Unavailable("storage: " + error.message());
+  return write_error_;
+}
+
+Status Log::Rotate() {
+  std::shared_ptr<File> file;
   {
     std::lock_guard<std::mutex> lock(seg_mu_);
-    seg_bytes = segments_.back().bytes;
+    file = segments_.back().file;
   }
-  if (seg_bytes >= options_.segment_bytes) {
+  {
     // Close the full segment: synced, so that only the newest can be torn.
     std::lock_guard<std::mutex> lock(rotate_mu_);  // not while the sync thread syncs it
     Status s = file->Sync();
@@ -377,29 +521,27 @@ Status Log::WriteOutLocked() {
       std::lock_guard<std::mutex> state(state_mu_);
       sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
       failed_.store(true, std::memory_order_release);
-      ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted", s.message().c_str());
+      ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted",
+                    s.message().c_str());
       return sync_error_;
     }
-    synced_.store(target, std::memory_order_release);
-    uint64_t next;
-    {
-      std::lock_guard<std::mutex> seg(seg_mu_);
-      next = segments_.back().number + 1;
-    }
-    // The old segment stays the newest until the new one exists.
-    if (Status s2 = StartSegment(next); !s2.ok()) {
-      std::lock_guard<std::mutex> state(state_mu_);
-      write_error_ = Unavailable("storage: " + s2.message());
-      return write_error_;
-    }
-    std::lock_guard<std::mutex> seg(seg_mu_);
-    segments_[segments_.size() - 2].file.reset();
   }
-  if (policy_ == FsyncPolicy::kAlways && synced() < target) {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    sync_requested_ = std::max(sync_requested_, target);
-    sync_cv_.notify_one();
+  synced_.store(std::max(synced(), written()), std::memory_order_release);
+  Account next;
+  {
+    std::lock_guard<std::mutex> lock(buf_mu_);
+    next = accounts_.back();
   }
+  // The old segment stays the newest until the new one exists.
+  if (Status s = StartSegment(next.number, next.first_seq - 1); !s.ok()) {
+    last_failed_write_ms_ = MonoMs();
+    std::lock_guard<std::mutex> state(state_mu_);
+    write_error_ = Unavailable("storage: " + s.message());
+    return write_error_;
+  }
+  rotate_pending_ = false;
+  std::lock_guard<std::mutex> seg(seg_mu_);
+  segments_[segments_.size() - 2].file.reset();
   return Status::Ok();
 }
 
@@ -559,6 +701,10 @@ Status Log::RemoveClosed(uint64_t number) {
   }
   if (Status s = fs_->Remove(path); !s.ok()) return s;
   (void)fs_->SyncDir(options_.dir);
+  {
+    std::lock_guard<std::mutex> lock(buf_mu_);
+    if (!accounts_.empty() && accounts_.front().number == number) accounts_.pop_front();
+  }
   std::lock_guard<std::mutex> lock(seg_mu_);
   disk_bytes_ -= segments_.front().bytes;
   segments_.pop_front();

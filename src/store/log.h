@@ -43,6 +43,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "delayq/status.h"
 #include "engine/journal.h"
@@ -140,6 +141,11 @@ class Log {
   // Reads up to n bytes of a closed segment's records, from `offset` bytes
   // after its header. Returns fewer only at its end.
   Result<std::string> ReadClosed(uint64_t number, uint64_t offset, size_t n);
+  // Live jobs whose latest PUT is in the segment (0 for one already gone),
+  // and whether it holds PAUSE records. A segment with no live PUTs holds
+  // nothing a replay needs but its pauses, so compaction need not read it.
+  int64_t LivePuts(uint64_t number);
+  bool HasPauses(uint64_t number);
   // Deletes a closed segment. Call only once everything it held that is
   // still needed has been appended again and synced.
   Status RemoveClosed(uint64_t number);
@@ -153,12 +159,31 @@ class Log {
     std::shared_ptr<File> file;  // open while it is the one being written
   };
 
+  // What each segment holds that matters to compaction; one per segment, in
+  // order, including the next one while the newest is being closed.
+  struct Account {
+    uint64_t number = 0;
+    uint64_t first_seq = 0;  // adds written here have seq >= this (and < the next's)
+    int64_t live_puts = 0;
+    bool has_pauses = false;
+  };
+
   explicit Log(const LogOptions& options);
   static std::string SegmentName(uint64_t number);
   Status Recover(const Replay& replay, RecoveryReport* report);
   Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
-  Status StartSegment(uint64_t number);
-  Status WriteOutLocked();  // REQUIRES: io_mu_
+  static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size);
+  Status OpenHead();
+  Status StartSegment(uint64_t number, uint64_t last_seq);
+  // REQUIRES: io_mu_.
+  Status WriteOutLocked();
+  Status WriteUnwritten();
+  Status Rotate();
+  // REQUIRES: buf_mu_ (or recovery, before any thread).
+  Account* AccountOf(uint64_t number);
+  uint64_t SegmentOfSeq(uint64_t seq) const;  // 0: a segment already deleted
+  void CountPut(uint64_t seq, uint64_t number);
+  void CountRemove(uint64_t seq);
   void SyncLoop();
   void Notify();
 
@@ -172,12 +197,18 @@ class Log {
   std::mutex buf_mu_;
   std::string buf_;  // GUARDED_BY(buf_mu_)
   uint64_t last_seq_ = 0;
+  std::deque<Account> accounts_;  // GUARDED_BY(buf_mu_)
+  // seq -> segment, for jobs whose latest PUT was written by compaction
+  // (outside the segment their seq falls in).
+  std::unordered_map<uint64_t, uint64_t> moved_;  // GUARDED_BY(buf_mu_)
   std::atomic<uint64_t> end_{0};
   std::atomic<uint64_t> rewritten_bytes_{0};
 
   // Writing: one writer at a time.
   std::mutex io_mu_;
-  std::string unwritten_;  // GUARDED_BY(io_mu_): a failed write's remainder
+  std::string unwritten_;  // GUARDED_BY(io_mu_): the batch being written, or a failed write's rest
+  uint64_t unwritten_end_ = 0;  // log position at the end of unwritten_
+  bool rotate_pending_ = false;  // GUARDED_BY(io_mu_): the newest segment is full
   int64_t last_failed_write_ms_ = 0;
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> synced_{0};
