@@ -3,7 +3,7 @@
 // docs/benchmarks.md.
 //
 //   delayq-bench engine --jobs N --body 100   the engine alone, in process
-//   delayq-bench cycle|put|lateness|memory --proto resp|http|beanstalk ...
+//   delayq-bench cycle|put|reservelat|lateness|memory --proto resp|http|beanstalk ...
 //                                             a running server over the
 //                                             network (net_bench.h)
 #include <cstdio>
@@ -64,6 +64,10 @@ CLI::App* AddCycle(CLI::App* app, delayq::bench::CycleOptions* o) {
       ->capture_default_str();
   cycle->add_option("--rate", o->rate, "cycles/s in all, paced (0: unpaced)")
       ->capture_default_str();
+  cycle
+      ->add_option("--jobs", o->jobs,
+                   "run exactly this many cycles, then end (0: --seconds; no warm-up)")
+      ->capture_default_str();
   return cycle;
 }
 
@@ -79,7 +83,22 @@ CLI::App* AddPut(CLI::App* app, delayq::bench::PutOptions* o) {
   put->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
       ->capture_default_str();
   put->add_option("--delay-ms", o->delay_ms, "delay of the jobs")->capture_default_str();
+  put->add_option("--jobs", o->jobs,
+                  "add exactly this many jobs, then end (0: --seconds; no warm-up)")
+      ->capture_default_str();
   return put;
+}
+
+CLI::App* AddReserveLatency(CLI::App* app, delayq::bench::ReserveLatencyOptions* o) {
+  CLI::App* rl = app->add_subcommand(
+      "reservelat",
+      "one connection, one request at a time: add -> reserve -> finish; round trip of each");
+  AddTarget(rl, &o->target, nullptr);
+  rl->add_option("--cycles", o->cycles, "cycles timed")->capture_default_str();
+  rl->add_option("--warmup-cycles", o->warmup_cycles, "untimed cycles first")
+      ->capture_default_str();
+  rl->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  return rl;
 }
 
 CLI::App* AddLateness(CLI::App* app, delayq::bench::LatenessOptions* o) {
@@ -142,17 +161,20 @@ int main(int argc, char** argv) {
   delayq::bench::EngineBenchOptions engine_opts;
   delayq::bench::CycleOptions cycle_opts;
   delayq::bench::PutOptions put_opts;
+  delayq::bench::ReserveLatencyOptions rl_opts;
   delayq::bench::LatenessOptions late_opts;
   delayq::bench::MemoryOptions mem_opts;
   CLI::App* engine = AddEngine(&app, &engine_opts);
   CLI::App* cycle = AddCycle(&app, &cycle_opts);
   CLI::App* put = AddPut(&app, &put_opts);
+  CLI::App* rl = AddReserveLatency(&app, &rl_opts);
   CLI::App* late = AddLateness(&app, &late_opts);
   CLI::App* mem = AddMemory(&app, &mem_opts);
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);
   if (cycle->parsed()) return delayq::bench::RunCycleBench(cycle_opts);
   if (put->parsed()) return delayq::bench::RunPutBench(put_opts);
+  if (rl->parsed()) return delayq::bench::RunReserveLatencyBench(rl_opts);
   if (late->parsed()) return delayq::bench::RunLatenessBench(late_opts);
   if (mem->parsed()) return delayq::bench::RunMemoryBench(mem_opts);
   return 2;

@@ -3,7 +3,8 @@
 //
 //   CycleRole     batches of add + reserve (+ the previous batch's finishes)
 //                 per connection; paced to a rate or as fast as replies come;
-//                 in put mode, batches of adds only
+//                 in put mode, batches of adds only; optionally N cycles
+//                 (adds) in all, then done
 //   PreloadRole   keeps `depth` adds in flight per connection until N jobs
 //                 are added (lateness, memory)
 //   ConsumerRole  a few long-poll reserves waiting per connection; a job's
@@ -38,6 +39,8 @@ namespace delayq::bench {
 namespace {
 
 constexpr int64_t kNsPerS = 1'000'000'000;
+// A run bounded by its number of jobs rather than its time (~31 years).
+constexpr double kUnlimitedSeconds = 1e9;
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
@@ -138,6 +141,7 @@ class CycleRole {
     double rate = 0;         // cycles (or adds) per second in all; 0: unpaced
     int64_t delay_ms = 0;    // of the adds
     int64_t reserve_wait_ms = 1000;
+    uint64_t max_cycles = 0;   // > 0: begin this many cycles (adds) in all, then no more
     std::string topic_prefix;  // connection i uses prefix + "-" + i
     std::string body;
   };
@@ -215,6 +219,8 @@ class CycleRole {
 
   // No more adds; what was reserved is still finished.
   void StopSoon() { stopping_ = true; }
+  // All of max_cycles were begun (never true without a maximum).
+  bool Exhausted() const { return cfg_.max_cycles != 0 && total_started_ >= cfg_.max_cycles; }
   bool Drained() const {
     for (int i = 0; i < cfg_.conns; ++i) {
       Conn& c = loop_->conn(cfg_.first_conn + i);
@@ -256,6 +262,9 @@ class CycleRole {
       budget = std::clamp<int64_t>(due - static_cast<int64_t>(s.started), 0, budget);
       if (budget < cfg_.depth && !on_tick) return;
     }
+    if (cfg_.max_cycles != 0) {
+      budget = std::min<int64_t>(budget, static_cast<int64_t>(cfg_.max_cycles - total_started_));
+    }
     if (budget == 0 && c.staged() == 0 && c.pending() == 0) return;
     c.SendStaged();
     AddArgs a;
@@ -267,6 +276,7 @@ class CycleRole {
       for (int64_t i = 0; i < budget; ++i) c.Reserve(s.topic, cfg_.reserve_wait_ms);
     }
     s.started += static_cast<uint64_t>(budget);
+    total_started_ += static_cast<uint64_t>(budget);
     s.batch_sent_ns = loop_->now_ns();
     s.in_batch = true;
   }
@@ -275,6 +285,7 @@ class CycleRole {
   Config cfg_;
   std::vector<ConnState> state_;
   int64_t start_ns_ = 0;
+  uint64_t total_started_ = 0;
   bool stopping_ = false;
   Counts counts_;
   Histogram batch_latency_;  // a batch's write to its last reply
@@ -283,6 +294,8 @@ class CycleRole {
 
 // Runs one CycleRole over all of a loop's connections for warm-up +
 // seconds, then drains it. The role's counts cover the timed part only.
+// A role with a maximum of cycles that were all begun ends the run as soon
+// as they are answered, all of them counted (give it no warm-up).
 class TimedRun : public NetLoop::Handler {
  public:
   TimedRun(NetLoop* loop, CycleRole* role, double warmup_s, double seconds)
@@ -292,7 +305,13 @@ class TimedRun : public NetLoop::Handler {
         run_ns_(static_cast<int64_t>(seconds * kNsPerS)) {}
 
   void OnReply(Conn& c, const Pending& p, const Reply& r) override { role_->OnReply(c, p, r); }
-  void OnReplies(Conn& c) override { role_->OnReplies(c); }
+  void OnReplies(Conn& c) override {
+    role_->OnReplies(c);
+    if (measuring_ && !stopped_ && role_->Exhausted() && role_->Drained()) {
+      Snapshot(loop_->now_ns());
+      loop_->Stop();
+    }
+  }
   bool OnTick() override {
     int64_t now = loop_->now_ns();
     if (!started_) {
@@ -305,13 +324,9 @@ class TimedRun : public NetLoop::Handler {
       cpu_start_ = CpuSeconds();
       role_->ResetCounts();
     }
-    if (measuring_ && !stopped_ && now >= measure_start_ns_ + run_ns_) {
-      stopped_ = true;
-      elapsed_ns_ = now - measure_start_ns_;
-      cpu_ = CpuSeconds() - cpu_start_;
-      counts_ = role_->counts();
-      batch_latency_ = role_->batch_latency();
-      add_latency_ = role_->add_latency();
+    if (measuring_ && !stopped_ &&
+        (now >= measure_start_ns_ + run_ns_ || (role_->Exhausted() && role_->Drained()))) {
+      Snapshot(now);
       role_->StopSoon();
     }
     if (stopped_ && role_->Drained()) return false;
@@ -326,6 +341,15 @@ class TimedRun : public NetLoop::Handler {
   const Histogram& add_latency() const { return add_latency_; }
 
  private:
+  void Snapshot(int64_t now) {
+    stopped_ = true;
+    elapsed_ns_ = now - measure_start_ns_;
+    cpu_ = CpuSeconds() - cpu_start_;
+    counts_ = role_->counts();
+    batch_latency_ = role_->batch_latency();
+    add_latency_ = role_->add_latency();
+  }
+
   NetLoop* loop_;
   CycleRole* role_;
   int64_t warm_end_ns_;
@@ -452,10 +476,12 @@ int RunCycleBench(const CycleOptions& o) {
   cfg.depth = o.depth;
   cfg.reserve_wait_ms = o.reserve_wait_ms;
   cfg.rate = o.rate;
+  cfg.max_cycles = o.jobs;
   cfg.topic_prefix = TopicPrefix() + "-cycle";
   cfg.body.assign(o.body_bytes, 'x');
   CycleRole role(s.loop.get(), cfg);
-  TimedRun run(s.loop.get(), &role, o.warmup_seconds, o.seconds);
+  TimedRun run(s.loop.get(), &role, o.jobs != 0 ? 0 : o.warmup_seconds,
+               o.jobs != 0 ? kUnlimitedSeconds : o.seconds);
   int64_t tick_ns = o.rate > 0 ? 1'000'000 : 10'000'000;  // paced batches start on ticks
   if (Status st = s.loop->Run(run, tick_ns); !st.ok()) return Fail(st);
   const Counts& c = run.counts();
@@ -467,6 +493,7 @@ int RunCycleBench(const CycleOptions& o) {
       o.target.proto.c_str(), s.port, o.connections, o.depth, o.body_bytes, secs, c.finishes,
       static_cast<double>(c.finishes) / secs,
       static_cast<double>(c.adds + c.reserves + c.empty + c.finishes + c.errors) / secs, c.empty);
+  if (o.jobs != 0) std::printf(",\"jobs\":%" PRIu64, o.jobs);
   std::printf(",\"client_cpu_s\":%.2f", run.client_cpu_seconds());
   PrintErrors(c);
   PrintLatency("batch", run.batch_latency());
@@ -483,10 +510,12 @@ int RunPutBench(const PutOptions& o) {
   cfg.depth = o.depth;
   cfg.adds_only = true;
   cfg.delay_ms = o.delay_ms;
+  cfg.max_cycles = o.jobs;
   cfg.topic_prefix = TopicPrefix() + "-put";
   cfg.body.assign(o.body_bytes, 'x');
   CycleRole role(s.loop.get(), cfg);
-  TimedRun run(s.loop.get(), &role, o.warmup_seconds, o.seconds);
+  TimedRun run(s.loop.get(), &role, o.jobs != 0 ? 0 : o.warmup_seconds,
+               o.jobs != 0 ? kUnlimitedSeconds : o.seconds);
   if (Status st = s.loop->Run(run, 10'000'000); !st.ok()) return Fail(st);
   const Counts& c = run.counts();
   double secs = run.seconds();
@@ -495,9 +524,151 @@ int RunPutBench(const PutOptions& o) {
       "\"body_bytes\":%zu,\"seconds\":%.2f,\"adds\":%" PRIu64 ",\"adds_per_s\":%.0f",
       o.target.proto.c_str(), s.port, o.connections, o.depth, o.body_bytes, secs, c.adds,
       static_cast<double>(c.adds) / secs);
+  if (o.jobs != 0) std::printf(",\"jobs\":%" PRIu64 ",\"delay_ms\":%" PRId64, o.jobs, o.delay_ms);
   std::printf(",\"client_cpu_s\":%.2f", run.client_cpu_seconds());
   PrintErrors(c);
   PrintLatency("latency", run.add_latency());
+  std::printf("}\n");
+  return c.errors == 0 ? 0 : 1;
+}
+
+// --- reservelat ----------------------------------------------------------------
+
+namespace {
+
+// add -> reserve -> finish on one connection, each request written when the
+// previous one is answered.
+class ReserveLatencyRun : public NetLoop::Handler {
+ public:
+  ReserveLatencyRun(NetLoop* loop, const ReserveLatencyOptions& o, std::string topic)
+      : loop_(loop), o_(o), topic_(std::move(topic)), body_(o.body_bytes, 'x') {}
+
+  void OnReply(Conn& c, const Pending& p, const Reply& r) override {
+    int64_t rtt = loop_->now_ns() - p.sent_ns;
+    switch (p.op) {
+      case Op::kBind:
+        if (r.kind == Reply::Kind::kError) Error(c, "bind", r.error);
+        return;
+      case Op::kAddAux:
+        return;
+      case Op::kAdd:
+        if (r.kind == Reply::Kind::kError) return Error(c, "add", r.error);
+        add_.Record(rtt);
+        c.Reserve(topic_, o_.reserve_wait_ms);
+        return;
+      case Op::kReserve:
+        if (r.kind == Reply::Kind::kJob) {
+          reserve_.Record(rtt);
+          c.Finish(r.id, r.receipt);  // copies id and receipt into the output
+        } else if (r.kind == Reply::Kind::kEmpty) {
+          ++counts_.empty;  // the job is due at once: should not happen
+          c.Reserve(topic_, o_.reserve_wait_ms);
+        } else {
+          Error(c, "reserve", r.error);
+        }
+        return;
+      case Op::kFinish:
+        if (r.kind == Reply::Kind::kError) return Error(c, "finish", r.error);
+        finish_.Record(rtt);
+        ++counts_.finishes;
+        Next(c);
+        return;
+    }
+  }
+
+  bool OnTick() override {
+    if (!started_) {
+      started_ = true;
+      Conn& c = loop_->conn(0);
+      c.Bind(topic_);
+      Next(c);
+    }
+    return !done_;
+  }
+
+  double seconds() const { return static_cast<double>(end_ns_ - start_ns_) / 1e9; }
+  double client_cpu_seconds() const { return cpu_; }
+  const Counts& counts() const { return counts_; }
+  const Histogram& add() const { return add_; }
+  const Histogram& reserve() const { return reserve_; }
+  const Histogram& finish() const { return finish_; }
+
+ private:
+  // After a finish (or at the start): the next cycle's add, or the end.
+  void Next(Conn& c) {
+    if (!measuring_ && counts_.finishes >= o_.warmup_cycles) {
+      measuring_ = true;
+      counts_.finishes = counts_.empty = 0;  // errors of the warm-up stay counted
+      add_.Reset();
+      reserve_.Reset();
+      finish_.Reset();
+      start_ns_ = loop_->now_ns();
+      cpu_start_ = CpuSeconds();
+    }
+    if (measuring_ && counts_.finishes >= o_.cycles) return End();
+    AddArgs a;
+    a.topic = topic_;
+    a.body = body_;
+    c.Add(a);
+  }
+  void Error(Conn& c, std::string_view what, std::string_view msg) {
+    counts_.Error(what, msg);
+    // Go on with a fresh cycle: an error leaves nothing in flight.
+    if (counts_.errors > 100) return End();
+    if (what != "bind") Next(c);
+  }
+  void End() {
+    done_ = true;
+    end_ns_ = loop_->now_ns();
+    cpu_ = CpuSeconds() - cpu_start_;
+    loop_->Stop();
+  }
+
+  NetLoop* loop_;
+  const ReserveLatencyOptions& o_;
+  std::string topic_;
+  std::string body_;
+  bool started_ = false, measuring_ = false, done_ = false;
+  int64_t start_ns_ = 0, end_ns_ = 0;
+  double cpu_start_ = 0, cpu_ = 0;
+  Counts counts_;
+  Histogram add_, reserve_, finish_;
+};
+
+void PrintUs(const char* name, const Histogram& h) {
+  auto us = [](int64_t ns) { return static_cast<double>(ns) / 1e3; };
+  std::printf(
+      ",\"%s_p50_us\":%.1f,\"%s_p90_us\":%.1f,\"%s_p99_us\":%.1f,\"%s_p999_us\":%.1f"
+      ",\"%s_max_us\":%.1f",
+      name, us(h.Percentile(50)), name, us(h.Percentile(90)), name, us(h.Percentile(99)), name,
+      us(h.Percentile(99.9)), name, us(h.max()));
+}
+
+}  // namespace
+
+int RunReserveLatencyBench(const ReserveLatencyOptions& o) {
+  if (!Supports(o.target, "reservelat")) return 2;
+  if (o.cycles == 0) {
+    std::fprintf(stderr, "delayq-bench: --cycles must be at least 1\n");
+    return 2;
+  }
+  Setup s;
+  if (int rc = Open(o.target, 1, &s); rc != 0) return rc;
+  ReserveLatencyRun run(s.loop.get(), o, TopicPrefix() + "-rlat");
+  if (Status st = s.loop->Run(run, 10'000'000); !st.ok()) return Fail(st);
+  const Counts& c = run.counts();
+  double secs = run.seconds();
+  std::printf(
+      "{\"bench\":\"reservelat\",\"proto\":\"%s\",\"port\":%d,\"body_bytes\":%zu"
+      ",\"warmup_cycles\":%" PRIu64 ",\"cycles\":%" PRIu64
+      ",\"seconds\":%.2f,\"cycles_per_s\":%.0f,\"empty_reserves\":%" PRIu64,
+      o.target.proto.c_str(), s.port, o.body_bytes, o.warmup_cycles, c.finishes, secs,
+      secs > 0 ? static_cast<double>(c.finishes) / secs : 0.0, c.empty);
+  PrintUs("reserve", run.reserve());
+  PrintUs("add", run.add());
+  PrintUs("finish", run.finish());
+  std::printf(",\"client_cpu_s\":%.2f", run.client_cpu_seconds());
+  PrintErrors(c);
   std::printf("}\n");
   return c.errors == 0 ? 0 : 1;
 }

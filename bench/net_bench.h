@@ -5,6 +5,8 @@
 //
 //   cycle     add -> reserve -> finish, N connections, D cycles in flight each
 //   put       adds only
+//   reservelat one connection, one request at a time: add, reserve,
+//             finish; the round trip of each reserve
 //   lateness  delivery time - due time of 1M timed jobs, optionally under load
 //   memory    RSS growth of the server per pending job
 //
@@ -44,6 +46,9 @@ struct CycleOptions {
   double warmup_seconds = 1;
   int64_t reserve_wait_ms = 1000;  // a reserve finds its job at once; this is a safety net
   double rate = 0;                 // cycles/s in all, paced; 0: as fast as replies come
+  // > 0: begin exactly this many cycles, then end once they are finished
+  // (no time limit; every cycle is counted, warmup_seconds is not used).
+  uint64_t jobs = 0;
 };
 
 // Adds only: each connection writes `depth` adds and waits for their
@@ -56,6 +61,22 @@ struct PutOptions {
   double seconds = 10;
   double warmup_seconds = 1;
   int64_t delay_ms = 0;
+  // > 0: add exactly this many jobs, then end once all are answered (no
+  // time limit; every add is counted, warmup_seconds is not used).
+  uint64_t jobs = 0;
+};
+
+// One connection, one request in flight: add, then reserve that job, then
+// finish it, each written after the previous reply, `cycles` times after
+// `warmup_cycles` uncounted ones. Reports the round trip of each kind of
+// request, the reserve's above all: how fast the server finds a due job
+// (SPEC §12: reserve after 10M finished jobs vs a fresh server).
+struct ReserveLatencyOptions {
+  NetTarget target;
+  uint64_t cycles = 20'000;
+  uint64_t warmup_cycles = 1'000;
+  size_t body_bytes = 100;
+  int64_t reserve_wait_ms = 1000;  // the job is due at once; this is a safety net
 };
 
 // Preloads `jobs` jobs due uniformly at random over [t0 + lead, t0 + lead +
@@ -116,6 +137,7 @@ struct MemoryOptions {
 // answering), 2 (bad options).
 int RunCycleBench(const CycleOptions& o);
 int RunPutBench(const PutOptions& o);
+int RunReserveLatencyBench(const ReserveLatencyOptions& o);
 int RunLatenessBench(const LatenessOptions& o);
 int RunMemoryBench(const MemoryOptions& o);
 

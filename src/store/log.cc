@@ -437,6 +437,7 @@ Status Log::WriteOutLocked() {
   if (rotate_pending_) {
     if (Status s = Rotate(); !s.ok()) return s;
   }
+  bool presync = false;
   {
     std::lock_guard<std::mutex> lock(buf_mu_);
     unwritten_.swap(buf_);
@@ -451,8 +452,14 @@ Status Log::WriteOutLocked() {
     if (!unwritten_.empty() && head_bytes + unwritten_.size() >= options_.segment_bytes) {
       accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
       rotate_pending_ = true;
+    } else if (!presynced_ && head_bytes >= options_.segment_bytes / 16 * 15) {
+      // Nearly full: have the sync thread sync it now, so that closing it
+      // (an fdatasync on this thread) finds little left to write back.
+      presynced_ = true;
+      presync = true;
     }
   }
+  if (presync) RequestSync();
   if (!unwritten_.empty()) {
     if (Status s = WriteUnwritten(); !s.ok()) return s;
   }
@@ -540,6 +547,7 @@ Status Log::Rotate() {
     return write_error_;
   }
   rotate_pending_ = false;
+  presynced_ = false;
   std::lock_guard<std::mutex> seg(seg_mu_);
   segments_[segments_.size() - 2].file.reset();
   return Status::Ok();

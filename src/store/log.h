@@ -209,6 +209,7 @@ class Log {
   std::string unwritten_;  // GUARDED_BY(io_mu_): the batch being written, or a failed write's rest
   uint64_t unwritten_end_ = 0;  // log position at the end of unwritten_
   bool rotate_pending_ = false;  // GUARDED_BY(io_mu_): the newest segment is full
+  bool presynced_ = false;       // GUARDED_BY(io_mu_): a sync was asked as it neared full
   int64_t last_failed_write_ms_ = 0;
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> synced_{0};
