@@ -947,13 +947,18 @@ int64_t Engine::PauseEndWall(const TopicState& t) const {
   return now_wall_ + (t.paused_until_mono - now_mono_);
 }
 
-Status Engine::RestorePut(const JobImage& job) {
-  Advance();
-  RestoreSeq(job.seq);
-  if (uint32_t old = FindJob(job.id); old != 0) {
-    Detach(old);
-    DestroyRecord(old);
+Status Engine::RestorePut(const JobImage& job, bool* replaced) {
+  // A seq above every one seen is a new job (a replacing add logs the
+  // removal first); only a job written again by compaction needs the lookup.
+  *replaced = false;
+  if (job.seq <= last_seq_) {
+    if (uint32_t old = FindJob(job.id); old != 0) {
+      Detach(old);
+      DestroyRecord(old);
+      *replaced = true;
+    }
   }
+  RestoreSeq(job.seq);
   // The handle a generated id names is not this process's: keep its text.
   uint32_t topic = TopicIndex(job.topic);
   uint32_t h = CreateRecord(job.id, job.body, job.seq, topic, job.run_at_ms, job.ttr_ms,
@@ -964,7 +969,12 @@ Status Engine::RestorePut(const JobImage& job) {
   ++live_jobs_;
   JobRecord* r = Rec(h);
   r->attempts = job.attempts;
-  SetLastError(h, job.last_error);
+  if (!job.last_error.empty()) SetLastError(h, job.last_error);
+  AttachRestored(h, job);
+  return Status::Ok();
+}
+
+void Engine::AttachRestored(uint32_t h, const JobImage& job) {
   switch (job.state) {
     case JobState::kReady:
       AttachReady(h);  // ready stays ready, whatever the clock says now
@@ -973,6 +983,8 @@ Status Engine::RestorePut(const JobImage& job) {
       Schedule(h);
       break;
     case JobState::kReserved:
+      // The deadline is wall clock in the log; one that passed while
+      // delayq was down times out on the first Tick.
       AttachReserved(h, now_mono_ + std::max<int64_t>(0, job.reserved_until_ms - now_wall_));
       break;
     case JobState::kBuried:
@@ -980,11 +992,9 @@ Status Engine::RestorePut(const JobImage& job) {
       --counters_.buried_total;
       break;
   }
-  return Status::Ok();
 }
 
 void Engine::RestoreUpdate(const JobImage& job) {
-  Advance();
   uint32_t h = FindJob(job.id);
   if (h == 0 || Rec(h)->seq != job.seq) return;
   Detach(h);
@@ -992,25 +1002,10 @@ void Engine::RestoreUpdate(const JobImage& job) {
   r->attempts = job.attempts;
   r->run_at_ms = job.run_at_ms;
   SetLastError(h, job.last_error);
-  switch (job.state) {
-    case JobState::kReady:
-      AttachReady(h);
-      break;
-    case JobState::kDelayed:
-      Schedule(h);
-      break;
-    case JobState::kReserved:
-      AttachReserved(h, now_mono_ + std::max<int64_t>(0, job.reserved_until_ms - now_wall_));
-      break;
-    case JobState::kBuried:
-      AttachBuried(h);
-      --counters_.buried_total;
-      break;
-  }
+  AttachRestored(h, job);
 }
 
 void Engine::RestoreRemove(std::string_view id, uint64_t seq) {
-  Advance();
   uint32_t h = FindJob(id);
   if (h == 0 || Rec(h)->seq != seq) return;
   Detach(h);
@@ -1018,7 +1013,6 @@ void Engine::RestoreRemove(std::string_view id, uint64_t seq) {
 }
 
 void Engine::RestorePause(std::string_view topic, int64_t paused_until_ms) {
-  Advance();
   uint32_t t = TopicIndex(topic);
   TopicState& ts = *topics_[t];
   if (paused_until_ms == 0 || (paused_until_ms > 0 && paused_until_ms <= now_wall_)) {

@@ -121,14 +121,19 @@ class Engine {
   // Tells `journal` every durable change from now on (nullptr: nobody).
   void SetJournal(Journal* journal) { journal_ = journal; }
 
-  // Replay: rebuilds state from what a Journal was told, in the same order.
-  // A job comes back in the state it had: a reservation with its deadline
-  // (wall clock; one that ran out meanwhile times out on the next call), a
-  // delayed job whose run_at passed is ready at once. A restored job keeps
-  // its id text, generated or not. Updates and removals of a job that is not
-  // there (or is there with another seq) are ignored: their add was
-  // compacted away with them. Errors: kUnavailable when memory runs out.
-  Status RestorePut(const JobImage& job);
+  // Replay: rebuilds state from what a Journal was told, in the same order,
+  // on an engine nobody else has called yet. Times are judged by the clocks
+  // as the engine read them when it was created; Tick() afterwards. A job
+  // comes back in the state it had: a reservation with its deadline (wall
+  // clock; one that ran out meanwhile times out on the first Tick), a delayed
+  // job whose run_at passed is ready at once. A restored job keeps its id
+  // text, generated or not. Updates and removals of a job that is not there
+  // (or is there with another seq) are ignored: their add was compacted away
+  // with them. RestorePut says whether it replaced a live job of that id (a
+  // copy compaction wrote). Errors: kUnavailable when memory runs out.
+  Status RestorePut(const JobImage& job, bool* replaced);
+  // Room in the id table for `jobs` restored jobs, so replay does not rehash.
+  void ReserveIds(size_t jobs) { ids_.reserve(jobs); }
   void RestoreUpdate(const JobImage& job);
   void RestoreRemove(std::string_view id, uint64_t seq);
   void RestorePause(std::string_view topic, int64_t paused_until_ms);
@@ -282,6 +287,7 @@ class Engine {
   void JournalPut(uint32_t h);
   void JournalUpdate(uint32_t h);
   void JournalRemoved(uint32_t h);
+  void AttachRestored(uint32_t h, const JobImage& job);
   int64_t PauseEndWall(const TopicState& t) const;
   void DestroyRecord(uint32_t h);
   // Removes the job from the index of its state / puts it in the index of a

@@ -76,9 +76,10 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
     engine::JobImage old;
     switch (rec.type) {
       case store::RecordType::kPut: {
-        if (engine.FindImage(rec.job.id, 0, &old)) live -= store::PutBytes(old);
-        if (Status s = engine.RestorePut(rec.job); !s.ok()) return s;
-        live += store::PutBytes(rec.job);
+        bool replaced = false;
+        if (Status s = engine.RestorePut(rec.job, &replaced); !s.ok()) return s;
+        // A replaced job is the same job copied forward: the same size.
+        if (!replaced) live += store::PutBytes(rec.job);
         break;
       }
       case store::RecordType::kUpdate:
@@ -94,9 +95,13 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
     }
     return Status::Ok();
   };
+  // Room for the jobs the log may hold (it keeps within about twice the
+  // live set, at ~150 bytes a job), so the id table does not grow in steps.
+  engine.ReserveIds(store::Log::SizeOnDisk(lo) / 300);
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();
   engine.RestoreSeq((*log)->last_seq());
+  engine.Tick();  // what fell due or ran out while delayq was down
   engine.ResetCounters();
   *live_bytes = live;
   return log;

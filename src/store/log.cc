@@ -101,6 +101,21 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   return log;
 }
 
+uint64_t Log::SizeOnDisk(const LogOptions& options) {
+  std::shared_ptr<FileSystem> fs = options.fs ? options.fs : PosixFileSystem();
+  auto names = fs->List(options.dir);
+  if (!names.ok()) return 0;
+  uint64_t total = 0;
+  for (const std::string& name : *names) {
+    if (ParseSegmentName(name) == 0) continue;
+    auto file = fs->Open(options.dir + "/" + name, /*create=*/false);
+    if (!file.ok()) continue;
+    auto size = (*file)->Size();
+    if (size.ok()) total += *size;
+  }
+  return total;
+}
+
 Log::~Log() {
   if (sync_thread_.joinable()) {
     {

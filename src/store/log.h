@@ -94,6 +94,8 @@ class Log {
   // kInternal for damage (file, offset, what is wrong).
   static Result<std::unique_ptr<Log>> Open(const LogOptions& options, const Replay& replay,
                                            RecoveryReport* report);
+  // Bytes of the segment files in options.dir (0 if there are none).
+  static uint64_t SizeOnDisk(const LogOptions& options);
   // Writes what is buffered, fdatasyncs, stops the sync thread.
   ~Log();
   Log(const Log&) = delete;
