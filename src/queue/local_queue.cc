@@ -333,7 +333,9 @@ bool LocalQueue::CompactStep() {
   if (c.segment == 0) {
     if (!ShouldCompact()) {
       compaction_idle_.store(true, std::memory_order_relaxed);
-      return false;
+      // Idle, and nothing live in the segment being written: close it, so
+      // that the next step deletes it.
+      return log_->RollIfIdleAndDead(std::min<uint64_t>(log_segment_bytes_ / 4, 1 << 20));
     }
     c = Compaction{};
     c.segment = log_->OldestClosed();

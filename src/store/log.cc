@@ -353,6 +353,23 @@ void Log::CountRemove(uint64_t seq) {
   if (!moved_.empty()) moved_.erase(seq);
 }
 
+bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
+  if (MonoMs() - last_write_ms_.load(std::memory_order_relaxed) < 500 || failed()) return false;
+  std::lock_guard<std::mutex> io(io_mu_);
+  if (!unwritten_.empty() || rotate_pending_) return false;
+  {
+    std::lock_guard<std::mutex> lock(buf_mu_);
+    if (!buf_.empty() || accounts_.back().live_puts > 0) return false;
+    {
+      std::lock_guard<std::mutex> seg(seg_mu_);
+      if (segments_.back().bytes < min_bytes) return false;
+    }
+    accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+    rotate_pending_ = true;
+  }
+  return Rotate().ok();
+}
+
 int64_t Log::LivePuts(uint64_t number) {
   std::lock_guard<std::mutex> lock(buf_mu_);
   Account* a = AccountOf(number);
@@ -509,6 +526,7 @@ Status Log::WriteUnwritten() {
     segments_.back().bytes += n;
     disk_bytes_ += n;
   }
+  last_write_ms_.store(MonoMs(), std::memory_order_relaxed);
   if (n == unwritten_.size()) {
     unwritten_.clear();
     written_.store(unwritten_end_, std::memory_order_release);
@@ -622,6 +640,10 @@ void Log::SyncLoop() {
     if (!asked && !second) continue;
     uint64_t target = written();
     bool activity = target != last_written;
+    // Wake-ups for the first seconds after writing stopped: the owner's
+    // chance to let an idle log shrink (Log::RollIfIdleAndDead).
+    bool stopped = second && !activity &&
+                   MonoMs() - last_write_ms_.load(std::memory_order_relaxed) < 2500;
     last_written = target;
     if (second) last_sync = MonoMs();
     bool sync = target > synced() && !failed() &&
@@ -654,7 +676,7 @@ void Log::SyncLoop() {
       }
       synced_cv_.notify_all();
     }
-    if (sync || activity || failed()) {
+    if (sync || activity || stopped || failed()) {
       lock.unlock();
       Notify();
       lock.lock();

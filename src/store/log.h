@@ -148,6 +148,11 @@ class Log {
   // nothing a replay needs but its pauses, so compaction need not read it.
   int64_t LivePuts(uint64_t number);
   bool HasPauses(uint64_t number);
+  // When nothing was written for half a second and no live job's PUT is in the
+  // segment being written, and it holds at least `min_bytes`: closes it, so
+  // that compaction can delete it (an idle log shrinks to its live set).
+  // Returns whether it did.
+  bool RollIfIdleAndDead(uint64_t min_bytes);
   // Deletes a closed segment. Call only once everything it held that is
   // still needed has been appended again and synced.
   Status RemoveClosed(uint64_t number);
@@ -212,6 +217,7 @@ class Log {
   uint64_t unwritten_end_ = 0;  // log position at the end of unwritten_
   bool rotate_pending_ = false;  // GUARDED_BY(io_mu_): the newest segment is full
   bool presynced_ = false;       // GUARDED_BY(io_mu_): a sync was asked as it neared full
+  std::atomic<int64_t> last_write_ms_{0};  // monotonic, of the last batch written
   int64_t last_failed_write_ms_ = 0;
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> synced_{0};
