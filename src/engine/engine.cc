@@ -902,10 +902,14 @@ QueueStats Engine::Stats() {
 
 // --- durability --------------------------------------------------------------------
 
-JobImage Engine::ImageOf(uint32_t h, char (&id_buf)[kGeneratedIdBytes]) const {
+JobImage Engine::ImageOf(uint32_t h) const {
   const JobRecord* r = Rec(h);
   JobImage img;
-  img.id = IdOf(r, h, id_buf);
+  if (r->id_len == 0) {
+    img.handle = h;  // the text is derived; not formatted here
+  } else {
+    img.id = std::string_view(r->data(), r->id_len);
+  }
   img.generated_id = r->id_len == 0;
   img.seq = r->seq;
   img.topic = topics_[r->topic]->name;
@@ -924,21 +928,15 @@ JobImage Engine::ImageOf(uint32_t h, char (&id_buf)[kGeneratedIdBytes]) const {
 }
 
 void Engine::JournalPut(uint32_t h) {
-  if (journal_ == nullptr) return;
-  char buf[kGeneratedIdBytes];
-  journal_->JobPut(ImageOf(h, buf));
+  if (journal_ != nullptr) journal_->JobPut(ImageOf(h));
 }
 
 void Engine::JournalUpdate(uint32_t h) {
-  if (journal_ == nullptr) return;
-  char buf[kGeneratedIdBytes];
-  journal_->JobUpdate(ImageOf(h, buf));
+  if (journal_ != nullptr) journal_->JobUpdate(ImageOf(h));
 }
 
 void Engine::JournalRemoved(uint32_t h) {
-  if (journal_ == nullptr) return;
-  char buf[kGeneratedIdBytes];
-  journal_->JobRemoved(ImageOf(h, buf));
+  if (journal_ != nullptr) journal_->JobRemoved(ImageOf(h));
 }
 
 int64_t Engine::PauseEndWall(const TopicState& t) const {
@@ -1027,9 +1025,8 @@ void Engine::RestorePause(std::string_view topic, int64_t paused_until_ms) {
 bool Engine::FindImage(std::string_view id, uint64_t seq, JobImage* image) {
   uint32_t h = FindJob(id);
   if (h == 0 || (seq != 0 && Rec(h)->seq != seq)) return false;
-  char buf[kGeneratedIdBytes];
-  *image = ImageOf(h, buf);
-  image->id = id;  // the same text, and it outlives `buf`
+  *image = ImageOf(h);
+  image->id = id;  // the same text, spelled out
   return true;
 }
 

@@ -283,7 +283,7 @@ class Engine {
   uint32_t CreateRecord(std::string_view id, std::string_view body, uint64_t seq, uint32_t topic,
                         int64_t run_at, uint32_t ttr_ms, uint32_t priority, uint32_t max_attempts);
   // The job as the journal sees it, and the calls that tell it.
-  JobImage ImageOf(uint32_t h, char (&id_buf)[kGeneratedIdBytes]) const;
+  JobImage ImageOf(uint32_t h) const;
   void JournalPut(uint32_t h);
   void JournalUpdate(uint32_t h);
   void JournalRemoved(uint32_t h);

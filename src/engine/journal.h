@@ -23,7 +23,11 @@
 namespace delayq::engine {
 
 struct JobImage {
+  // The id's text; empty when `handle` says it instead.
   std::string_view id;
+  // Non-zero: the id is FormatGeneratedId(seq, handle), not spelled out (the
+  // engine's own generated ids, as it hands them to the journal).
+  uint32_t handle = 0;
   bool generated_id = false;  // the engine made the id up (see FormatGeneratedId)
   uint64_t seq = 0;           // unique per add: a replaced job has a new one
   std::string_view topic;

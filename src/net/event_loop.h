@@ -64,7 +64,7 @@ class EventLoop {
 
   // Loop thread only, before Run. Runs at the end of every turn, before the
   // loop waits again (the store writes what the turn changed, then the held
-  // replies go out).
+  // replies go out), and every kTurnEndUs within a long turn.
   void SetTurnEnd(std::function<void()> fn) { turn_end_ = std::move(fn); }
 
   // Runs until Stop(). Call from the thread that is to own the loop.
@@ -75,6 +75,8 @@ class EventLoop {
  private:
   // How long a turn runs before it looks at the urgent set (microseconds).
   static constexpr int64_t kUrgentCheckUs = 200;
+  // How long a turn runs before it calls the turn-end function anyway.
+  static constexpr int64_t kTurnEndUs = 100;
 
   struct Handler {
     std::shared_ptr<IoHandler> fn;

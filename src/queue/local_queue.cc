@@ -47,7 +47,7 @@ class LocalQueue::LogJournal final : public engine::Journal {
   }
   void JobUpdate(const engine::JobImage& job) override { log_->AppendUpdate(job); }
   void JobRemoved(const engine::JobImage& job) override {
-    log_->AppendRemove(job.id, job.seq);
+    log_->AppendRemove(job);
     live_->fetch_sub(store::PutBytes(job), std::memory_order_relaxed);
   }
   void TopicPause(std::string_view topic, int64_t paused_until_ms) override {

@@ -433,11 +433,11 @@ void Log::AppendUpdate(const engine::JobImage& job) {
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
-void Log::AppendRemove(std::string_view id, uint64_t seq) {
+void Log::AppendRemove(const engine::JobImage& job) {
   std::lock_guard<std::mutex> lock(buf_mu_);
   size_t before = buf_.size();
-  EncodeRemove(id, seq, &buf_);
-  CountRemove(seq);
+  EncodeRemove(job, &buf_);
+  CountRemove(job.seq);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 

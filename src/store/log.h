@@ -106,7 +106,7 @@ class Log {
   // A kPut of a live job by compaction (counted apart).
   void AppendRewrite(const engine::JobImage& job);
   void AppendUpdate(const engine::JobImage& job);
-  void AppendRemove(std::string_view id, uint64_t seq);
+  void AppendRemove(const engine::JobImage& job);
   void AppendPause(std::string_view topic, int64_t paused_until_ms);
   // Every later segment header says no seq above this was issued before it.
   void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }

@@ -44,40 +44,8 @@ uint64_t GetU64(const char* p) {
   return v;
 }
 
-void PutVarint(uint64_t v, std::string* out) {
-  char buf[10];
-  size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  out->append(buf, n);
-}
-void PutSigned(int64_t v, std::string* out) {
-  PutVarint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63), out);
-}
-void PutString(std::string_view s, std::string* out) {
-  PutVarint(s.size(), out);
-  out->append(s);
-}
 
 uint32_t Checksum(const char* p, size_t n) { return static_cast<uint32_t>(XXH3_64bits(p, n)); }
-
-// Starts a record: reserves the checksum and length, writes the type.
-size_t Begin(RecordType type, std::string* out) {
-  size_t start = out->size();
-  out->append(8, '\0');
-  out->push_back(static_cast<char>(type));
-  return start;
-}
-// Fills in the length and checksum of the record that began at `start`.
-void End(size_t start, std::string* out) {
-  char* p = out->data() + start;
-  auto length = static_cast<uint32_t>(out->size() - start - 8);
-  PutU32(length, p + 4);
-  PutU32(Checksum(p + 4, length + 4), p);
-}
 
 // Reads a payload; every getter fails once the bytes run out.
 class Reader {
@@ -183,71 +151,120 @@ Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h) {
   return Status::Ok();
 }
 
-void EncodePut(const engine::JobImage& job, std::string* out) {
-  size_t start = Begin(RecordType::kPut, out);
-  uint32_t handle = 0;
-  bool id_handle = IdIsHandle(job.id, job.seq, &handle);
-  uint8_t flags = (job.generated_id ? kFlagGenerated : 0) |
-                  (job.last_error.empty() ? 0 : kFlagError) | (id_handle ? kFlagIdHandle : 0);
-  out->push_back(static_cast<char>(flags));
-  out->push_back(static_cast<char>(job.state));
-  PutVarint(job.seq, out);
-  PutSigned(job.run_at_ms - Base(job.seq), out);
-  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms - job.run_at_ms, out);
-  PutVarint(job.ttr_ms, out);
-  PutVarint(job.priority, out);
-  PutVarint(job.max_attempts, out);
-  PutVarint(job.attempts, out);
-  if (id_handle) {
-    PutVarint(handle, out);
-  } else {
-    PutString(job.id, out);
+namespace {
+
+// Writes one record into `out`: room for the most it can take is made
+// first, fields go in through a pointer, and the string is cut to what was
+// written (one resize instead of a capacity check per byte).
+class RecordWriter {
+ public:
+  RecordWriter(RecordType type, size_t max_payload, std::string* out)
+      : out_(out), start_(out->size()) {
+    out->resize(start_ + kRecordHeaderBytes + max_payload);
+    p_ = out->data() + start_ + 8;
+    *p_++ = static_cast<char>(type);
   }
-  PutString(job.topic, out);
-  if (!job.last_error.empty()) PutString(job.last_error, out);
-  PutString(job.body, out);
-  End(start, out);
+  void Byte(uint8_t v) { *p_++ = static_cast<char>(v); }
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<char>(v);
+  }
+  void Signed(int64_t v) {
+    Varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+  void String(std::string_view s) {
+    Varint(s.size());
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  // The id: its handle when it is this seq's generated form, else its text.
+  void Id(const engine::JobImage& job) {
+    uint32_t handle = job.handle;
+    if (handle != 0 || IdIsHandle(job.id, job.seq, &handle)) {
+      Varint(handle);
+    } else {
+      String(job.id);
+    }
+  }
+  // Fills in the length and checksum, and cuts `out` to the record's end.
+  void Finish() {
+    char* start = out_->data() + start_;
+    auto length = static_cast<uint32_t>(p_ - start - 8);
+    PutU32(length, start + 4);
+    PutU32(Checksum(start + 4, length + 4), start);
+    out_->resize(static_cast<size_t>(p_ - out_->data()));
+  }
+
+  static constexpr size_t kVarint = 10;
+  static size_t StringMax(std::string_view s) { return kVarint + s.size(); }
+
+ private:
+  std::string* out_;
+  size_t start_;
+  char* p_;
+};
+
+uint8_t IdFlag(const engine::JobImage& job) {
+  uint32_t handle = 0;
+  return job.handle != 0 || IdIsHandle(job.id, job.seq, &handle) ? kFlagIdHandle : 0;
+}
+
+}  // namespace
+
+void EncodePut(const engine::JobImage& job, std::string* out) {
+  size_t max = 2 + 8 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
+               RecordWriter::StringMax(job.topic) + RecordWriter::StringMax(job.last_error) +
+               RecordWriter::StringMax(job.body);
+  RecordWriter w(RecordType::kPut, max, out);
+  w.Byte((job.generated_id ? kFlagGenerated : 0) | (job.last_error.empty() ? 0 : kFlagError) |
+         IdFlag(job));
+  w.Byte(static_cast<uint8_t>(job.state));
+  w.Varint(job.seq);
+  w.Signed(job.run_at_ms - Base(job.seq));
+  if (job.state == JobState::kReserved) w.Signed(job.reserved_until_ms - job.run_at_ms);
+  w.Varint(job.ttr_ms);
+  w.Varint(job.priority);
+  w.Varint(job.max_attempts);
+  w.Varint(job.attempts);
+  w.Id(job);
+  w.String(job.topic);
+  if (!job.last_error.empty()) w.String(job.last_error);
+  w.String(job.body);
+  w.Finish();
 }
 
 void EncodeUpdate(const engine::JobImage& job, std::string* out) {
-  size_t start = Begin(RecordType::kUpdate, out);
-  uint32_t handle = 0;
-  bool id_handle = IdIsHandle(job.id, job.seq, &handle);
-  uint8_t flags = (job.last_error.empty() ? 0 : kFlagError) | (id_handle ? kFlagIdHandle : 0);
-  out->push_back(static_cast<char>(flags));
-  out->push_back(static_cast<char>(job.state));
-  PutVarint(job.seq, out);
-  PutSigned(job.run_at_ms - Base(job.seq), out);
-  if (job.state == JobState::kReserved) PutSigned(job.reserved_until_ms - job.run_at_ms, out);
-  PutVarint(job.attempts, out);
-  if (id_handle) {
-    PutVarint(handle, out);
-  } else {
-    PutString(job.id, out);
-  }
-  if (!job.last_error.empty()) PutString(job.last_error, out);
-  End(start, out);
+  size_t max = 2 + 4 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
+               RecordWriter::StringMax(job.last_error);
+  RecordWriter w(RecordType::kUpdate, max, out);
+  w.Byte((job.last_error.empty() ? 0 : kFlagError) | IdFlag(job));
+  w.Byte(static_cast<uint8_t>(job.state));
+  w.Varint(job.seq);
+  w.Signed(job.run_at_ms - Base(job.seq));
+  if (job.state == JobState::kReserved) w.Signed(job.reserved_until_ms - job.run_at_ms);
+  w.Varint(job.attempts);
+  w.Id(job);
+  if (!job.last_error.empty()) w.String(job.last_error);
+  w.Finish();
 }
 
-void EncodeRemove(std::string_view id, uint64_t seq, std::string* out) {
-  size_t start = Begin(RecordType::kRemove, out);
-  uint32_t handle = 0;
-  bool id_handle = IdIsHandle(id, seq, &handle);
-  out->push_back(static_cast<char>(id_handle ? kFlagIdHandle : 0));
-  PutVarint(seq, out);
-  if (id_handle) {
-    PutVarint(handle, out);
-  } else {
-    PutString(id, out);
-  }
-  End(start, out);
+void EncodeRemove(const engine::JobImage& job, std::string* out) {
+  RecordWriter w(RecordType::kRemove, 1 + RecordWriter::kVarint + RecordWriter::StringMax(job.id),
+                 out);
+  w.Byte(IdFlag(job));
+  w.Varint(job.seq);
+  w.Id(job);
+  w.Finish();
 }
 
 void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out) {
-  size_t start = Begin(RecordType::kPause, out);
-  PutSigned(paused_until_ms, out);
-  PutString(topic, out);
-  End(start, out);
+  RecordWriter w(RecordType::kPause, RecordWriter::kVarint + RecordWriter::StringMax(topic), out);
+  w.Signed(paused_until_ms);
+  w.String(topic);
+  w.Finish();
 }
 
 ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std::string* error) {
@@ -309,7 +326,8 @@ ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std
 }
 
 size_t PutBytes(const engine::JobImage& job) {
-  return kRecordHeaderBytes + 24 + job.id.size() + job.topic.size() + job.body.size();
+  size_t id = job.handle != 0 ? engine::kGeneratedIdBytes : job.id.size();
+  return kRecordHeaderBytes + 24 + id + job.topic.size() + job.body.size();
 }
 // (id.size() overstates a generated id by ~20 bytes; the same on add and
 // removal, so the sum stays true to within that.)

@@ -48,7 +48,7 @@ Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h);
 // Each appends one whole record (header included) to `out`.
 void EncodePut(const engine::JobImage& job, std::string* out);
 void EncodeUpdate(const engine::JobImage& job, std::string* out);
-void EncodeRemove(std::string_view id, uint64_t seq, std::string* out);
+void EncodeRemove(const engine::JobImage& job, std::string* out);  // id (or handle) and seq
 void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out);
 
 // One decoded record; string views point into the bytes it was read from,

@@ -123,7 +123,7 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   std::string bytes;
   EncodePut(job, &bytes);
   EncodeUpdate(job, &bytes);
-  EncodeRemove(job.id, job.seq, &bytes);
+  EncodeRemove(job, &bytes);
   EncodePause("t", -1, &bytes);
 
   std::string_view rest = bytes;
@@ -162,6 +162,32 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   EXPECT_EQ(r.paused_until_ms, -1);
   rest.remove_prefix(size);
   EXPECT_TRUE(rest.empty());
+}
+
+TEST(LogFormat, AGeneratedIdTravelsAsItsHandleAndComesBackAsText) {
+  engine::JobImage job;
+  job.seq = 0x1a2b3c4d5e6f7788;
+  job.handle = 0x1234;
+  job.generated_id = true;
+  job.topic = "t";
+  job.body = "b";
+  std::string bytes;
+  EncodePut(job, &bytes);
+  EncodeRemove(job, &bytes);
+  char text[engine::kGeneratedIdBytes];
+  std::string_view want = engine::FormatGeneratedId(job.seq, job.handle, text);
+  std::string_view rest = bytes;
+  Record r;
+  size_t size = 0;
+  std::string error;
+  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  EXPECT_EQ(r.job.id, want);
+  EXPECT_TRUE(r.job.generated_id);
+  EXPECT_LT(size, 40u);  // 24 hex digits would not fit with the rest
+  rest.remove_prefix(size);
+  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  EXPECT_EQ(r.type, RecordType::kRemove);
+  EXPECT_EQ(r.job.id, want);
 }
 
 TEST(LogFormat, EveryCutIsIncompleteAndEveryFlippedBitIsCorrupt) {
