@@ -76,7 +76,7 @@ class EventLoop {
   // How long a turn runs before it looks at the urgent set (microseconds).
   static constexpr int64_t kUrgentCheckUs = 200;
   // How long a turn runs before it calls the turn-end function anyway.
-  static constexpr int64_t kTurnEndUs = 100;
+  static constexpr int64_t kTurnEndUs = 500;
 
   struct Handler {
     std::shared_ptr<IoHandler> fn;

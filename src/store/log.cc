@@ -358,7 +358,7 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
   std::lock_guard<std::mutex> io(io_mu_);
   if (!unwritten_.empty() || rotate_pending_) return false;
   {
-    std::lock_guard<std::mutex> lock(buf_mu_);
+    std::lock_guard<SpinLock> lock(buf_mu_);
     if (!buf_.empty() || accounts_.back().live_puts > 0) return false;
     {
       std::lock_guard<std::mutex> seg(seg_mu_);
@@ -371,13 +371,13 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
 }
 
 int64_t Log::LivePuts(uint64_t number) {
-  std::lock_guard<std::mutex> lock(buf_mu_);
+  std::lock_guard<SpinLock> lock(buf_mu_);
   Account* a = AccountOf(number);
   return a == nullptr ? 0 : a->live_puts;
 }
 
 bool Log::HasPauses(uint64_t number) {
-  std::lock_guard<std::mutex> lock(buf_mu_);
+  std::lock_guard<SpinLock> lock(buf_mu_);
   Account* a = AccountOf(number);
   return a != nullptr && a->has_pauses;
 }
@@ -412,7 +412,7 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
 }
 
 void Log::AppendPut(const engine::JobImage& job) {
-  std::lock_guard<std::mutex> lock(buf_mu_);
+  std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
   EncodePut(job, &buf_);
   NoteSeq(job.seq);
@@ -427,14 +427,14 @@ void Log::AppendRewrite(const engine::JobImage& job) {
 }
 
 void Log::AppendUpdate(const engine::JobImage& job) {
-  std::lock_guard<std::mutex> lock(buf_mu_);
+  std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
   EncodeUpdate(job, &buf_);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
 void Log::AppendRemove(const engine::JobImage& job) {
-  std::lock_guard<std::mutex> lock(buf_mu_);
+  std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
   EncodeRemove(job, &buf_);
   CountRemove(job.seq);
@@ -442,7 +442,7 @@ void Log::AppendRemove(const engine::JobImage& job) {
 }
 
 void Log::AppendPause(std::string_view topic, int64_t paused_until_ms) {
-  std::lock_guard<std::mutex> lock(buf_mu_);
+  std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
   EncodePause(topic, paused_until_ms, &buf_);
   accounts_.back().has_pauses = true;
@@ -471,7 +471,7 @@ Status Log::WriteOutLocked() {
   }
   bool presync = false;
   {
-    std::lock_guard<std::mutex> lock(buf_mu_);
+    std::lock_guard<SpinLock> lock(buf_mu_);
     unwritten_.swap(buf_);
     unwritten_end_ = end();
     // A batch that fills the segment is its last: what is appended from now
@@ -501,6 +501,7 @@ Status Log::WriteOutLocked() {
   if (retrying) {
     std::lock_guard<std::mutex> lock(state_mu_);
     write_error_ = Status::Ok();
+    troubled_.store(!sync_error_.ok(), std::memory_order_release);
     ::delayq::Log(LogLevel::kInfo, "log: writing again");
   }
   uint64_t target = written();
@@ -543,6 +544,7 @@ Status Log::WriteUnwritten() {
                   error.message().c_str());
   }
   write_error_ = Unavailable("storage: " + error.message());
+  troubled_.store(true, std::memory_order_release);
   return write_error_;
 }
 
@@ -561,6 +563,7 @@ Status Log::Rotate() {
       std::lock_guard<std::mutex> state(state_mu_);
       sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
       failed_.store(true, std::memory_order_release);
+      troubled_.store(true, std::memory_order_release);
       ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted",
                     s.message().c_str());
       return sync_error_;
@@ -569,7 +572,7 @@ Status Log::Rotate() {
   synced_.store(std::max(synced(), written()), std::memory_order_release);
   Account next;
   {
-    std::lock_guard<std::mutex> lock(buf_mu_);
+    std::lock_guard<SpinLock> lock(buf_mu_);
     next = accounts_.back();
   }
   // The old segment stays the newest until the new one exists.
@@ -577,6 +580,7 @@ Status Log::Rotate() {
     last_failed_write_ms_ = MonoMs();
     std::lock_guard<std::mutex> state(state_mu_);
     write_error_ = Unavailable("storage: " + s.message());
+    troubled_.store(true, std::memory_order_release);
     return write_error_;
   }
   rotate_pending_ = false;
@@ -672,6 +676,8 @@ void Log::SyncLoop() {
         std::lock_guard<std::mutex> state(state_mu_);
         sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
         failed_.store(true, std::memory_order_release);
+        troubled_.store(true, std::memory_order_release);
+      troubled_.store(true, std::memory_order_release);
         ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted", s.message().c_str());
       }
       synced_cv_.notify_all();
@@ -690,6 +696,7 @@ void Log::Notify() {
 }
 
 Status Log::health() const {
+  if (!troubled_.load(std::memory_order_acquire)) return Status::Ok();
   std::lock_guard<std::mutex> lock(state_mu_);
   if (!sync_error_.ok()) return sync_error_;
   return write_error_;
@@ -747,7 +754,7 @@ Status Log::RemoveClosed(uint64_t number) {
   if (Status s = fs_->Remove(path); !s.ok()) return s;
   (void)fs_->SyncDir(options_.dir);
   {
-    std::lock_guard<std::mutex> lock(buf_mu_);
+    std::lock_guard<SpinLock> lock(buf_mu_);
     if (!accounts_.empty() && accounts_.front().number == number) accounts_.pop_front();
   }
   std::lock_guard<std::mutex> lock(seg_mu_);
