@@ -1,7 +1,5 @@
 #include "net/event_loop.h"
 
-#include <cstdlib>
-
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -213,8 +211,7 @@ void EventLoop::Run() {
         }
         // A long turn ends early for what waits on its end (replies held
         // for the log): the clients served first need not wait for the last.
-        static const int64_t kTE = getenv("DQ_TE") ? atoll(getenv("DQ_TE")) : kTurnEndUs;
-        if (turn_end_ && now_us - ended_us >= kTE) {
+        if (turn_end_ && now_us - ended_us >= kTurnEndUs) {
           ended_us = now_us;
           turn_end_();
         }
