@@ -367,7 +367,7 @@ bool LocalQueue::CompactStep() {
       store::Record rec;
       size_t size = 0;
       std::string error;
-      store::ReadOutcome got = store::ReadRecord(rest, &rec, &size, &error);
+      store::ReadOutcome got = store::ReadRecord(rest, c.segment, &rec, &size, &error);
       if (got == store::ReadOutcome::kIncomplete) break;
       if (got == store::ReadOutcome::kCorrupt) {
         Log(LogLevel::kError, "compaction: segment %llu: %s; compaction stops until restart",

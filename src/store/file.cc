@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace delayq::store {
@@ -18,15 +19,19 @@ Status Errno(const std::string& what, const std::string& path, int err) {
 
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+    struct stat st;
+    if (fstat(fd_, &st) == 0) pos_ = static_cast<uint64_t>(st.st_size);
+  }
   ~PosixFile() override { close(fd_); }
 
   size_t Append(const char* data, size_t n, Status* error) override {
     size_t done = 0;
     while (done < n) {
-      ssize_t w = write(fd_, data + done, n - done);
+      ssize_t w = pwrite(fd_, data + done, n - done, static_cast<off_t>(pos_));
       if (w > 0) {
         done += static_cast<size_t>(w);
+        pos_ += static_cast<uint64_t>(w);
         continue;
       }
       if (w < 0 && errno == EINTR) continue;
@@ -35,6 +40,8 @@ class PosixFile final : public File {
     }
     return done;
   }
+
+  void SetWritePosition(uint64_t offset) override { pos_ = offset; }
 
   Status Sync() override {
     if (fdatasync(fd_) != 0) return Errno("cannot fdatasync", path_, errno);
@@ -72,12 +79,13 @@ class PosixFile final : public File {
  private:
   const int fd_;
   const std::string path_;
+  uint64_t pos_ = 0;
 };
 
 class Posix final : public FileSystem {
  public:
   Result<std::unique_ptr<File>> Open(const std::string& path, bool create) override {
-    int flags = O_RDWR | O_APPEND | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
     int fd = open(path.c_str(), flags, 0644);
     if (fd < 0) return Errno(create ? "cannot create" : "cannot open", path, errno);
     return std::unique_ptr<File>(new PosixFile(fd, path));
@@ -85,6 +93,11 @@ class Posix final : public FileSystem {
 
   Status Remove(const std::string& path) override {
     if (unlink(path.c_str()) != 0) return Errno("cannot remove", path, errno);
+    return Status::Ok();
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename " + from + " to", to, errno);
     return Status::Ok();
   }
 

@@ -21,9 +21,12 @@ namespace delayq::store {
 class File {
  public:
   virtual ~File() = default;
-  // Appends at the end. Returns the bytes written: fewer than `n` only
-  // together with an error status (a short write), reported by `error`.
+  // Writes at the write position and moves it on. Returns the bytes
+  // written: fewer than `n` only together with an error status (a short
+  // write), reported by `error`. The position starts at the file's end.
   virtual size_t Append(const char* data, size_t n, Status* error) = 0;
+  // Moves the write position (a reused file is written from its start).
+  virtual void SetWritePosition(uint64_t offset) = 0;
   // fdatasync(2).
   virtual Status Sync() = 0;
   // Reads up to n bytes at `offset`; fewer only at the end of the file.
@@ -41,6 +44,8 @@ class FileSystem {
   // exists), else it must exist.
   virtual Result<std::unique_ptr<File>> Open(const std::string& path, bool create) = 0;
   virtual Status Remove(const std::string& path) = 0;
+  // rename(2): replaces `to` if it exists.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // Names (not paths) of the entries of `dir`, unsorted.
   virtual Result<std::vector<std::string>> List(const std::string& dir) = 0;
   // fsync(2) of the directory: makes creations and removals in it durable.

@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::string_view kSegmentPrefix = "log-";
 constexpr std::string_view kSegmentSuffix = ".dq";
+constexpr std::string_view kSpareName = "spare.dq";  // a deleted segment kept for reuse
 constexpr size_t kReadChunk = 4 << 20;
 constexpr int64_t kRetryWriteMs = 100;
 
@@ -73,6 +74,8 @@ std::string_view FsyncPolicyName(FsyncPolicy policy) {
   return "?";
 }
 
+std::string Log::SparePath() const { return options_.dir + "/" + std::string(kSpareName); }
+
 std::string Log::SegmentName(uint64_t number) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(number));
@@ -96,6 +99,10 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   if (log->notify_fd_ < 0) return Internal("log: cannot create an eventfd");
   *report = RecoveryReport{};
   if (Status s = log->Recover(replay, report); !s.ok()) return s;
+  auto names = log->fs_->List(options.dir);
+  if (names.ok()) {
+    for (const std::string& name : *names) log->has_spare_ |= name == kSpareName;
+  }
   if (Status s = log->OpenHead(); !s.ok()) return s;
   log->sync_thread_ = std::thread([l = log.get()] { l->SyncLoop(); });
   return log;
@@ -129,11 +136,17 @@ Log::~Log() {
     sync_cv_.notify_all();
     sync_thread_.join();
     std::shared_ptr<File> file;
+    uint64_t logical = 0;
     {
       std::lock_guard<std::mutex> lock(seg_mu_);
-      if (!segments_.empty()) file = segments_.back().file;
+      if (!segments_.empty()) {
+        file = segments_.back().file;
+        logical = segments_.back().bytes;
+      }
     }
-    if (file && !failed() && written() > synced()) (void)file->Sync();
+    // Cut to its records (a reused file may hold more) and synced: a clean
+    // stop leaves nothing for the next start to cut.
+    if (file && !failed() && unwritten_.empty()) (void)file->Truncate(logical);
   }
   if (notify_fd_ >= 0) close(notify_fd_);
 }
@@ -202,8 +215,10 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
   auto cut = [&](uint64_t offset, const std::string& why) -> Status {
     report->torn_bytes += *size - offset;
     report->torn_reason = why;
-    ::delayq::Log(LogLevel::kWarn, "log: %s ends in %llu bytes that are not a whole record (%s): cut off",
-        seg.path.c_str(), static_cast<unsigned long long>(*size - offset), why.c_str());
+    ::delayq::Log(LogLevel::kWarn,
+                  "log: %s ends in %llu bytes after its last whole record (%s: a write cut "
+                  "short, or the unused rest of a reused file): cut off",
+                  seg.path.c_str(), static_cast<unsigned long long>(*size - offset), why.c_str());
     if (offset < kSegmentHeaderBytes) {
       file.reset();
       seg.bytes = 0;
@@ -222,7 +237,11 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
   }
   SegmentHeader h;
   if (Status s = DecodeSegmentHeader(header, &h); !s.ok()) return damage(0, s.message());
-  if (h.number != seg.number) return damage(0, "header names segment " + std::to_string(h.number));
+  if (h.number != seg.number) {
+    // A reused file renamed into place before its new header was written.
+    if (newest) return cut(0, "header of another segment");
+    return damage(0, "header names segment " + std::to_string(h.number));
+  }
   last_seq_ = std::max(last_seq_, h.last_seq);
   accounts_.push_back(Account{seg.number, h.last_seq + 1});
 
@@ -236,7 +255,7 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
     std::string error;
     ReadOutcome outcome = ReadOutcome::kIncomplete;
     if (pos < buf.size()) {
-      outcome = ReadRecord(std::string_view(buf).substr(pos), &rec, &rec_size, &error);
+      outcome = ReadRecord(std::string_view(buf).substr(pos), seg.number, &rec, &rec_size, &error);
     }
     if (outcome == ReadOutcome::kRecord) {
       if (Status s = replay(rec); !s.ok()) return s;
@@ -260,7 +279,7 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
     }
     if (outcome == ReadOutcome::kCorrupt) {
       if (newest) {
-        auto torn = IsTornTail(*file, base + pos, *size);
+        auto torn = IsTornTail(*file, base + pos, *size, seg.number);
         if (!torn.ok()) return torn.status();
         if (*torn) return cut(base + pos, error);
       }
@@ -299,7 +318,7 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
 // follows it: zeros to the end, or a last record that is itself the bad one.
 // A whole record after it means damage amid acknowledged records: cutting
 // there would throw them away.
-Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size) {
+Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment) {
   std::string rest(size - offset, '\0');
   auto got = file.ReadAt(offset, rest.data(), rest.size());
   if (!got.ok()) return got.status();
@@ -312,7 +331,7 @@ Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size) {
   Record next;
   size_t next_size = 0;
   std::string error;
-  return ReadRecord(std::string_view(rest).substr(8 + len), &next, &next_size, &error) !=
+  return ReadRecord(std::string_view(rest).substr(8 + len), segment, &next, &next_size, &error) !=
          ReadOutcome::kRecord;
 }
 
@@ -367,7 +386,10 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
     accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
     rotate_pending_ = true;
   }
-  return Rotate().ok();
+  if (!Rotate().ok()) return false;
+  // Idle: the spare file goes too, so that the disk holds the live set.
+  if (has_spare_ && fs_->Remove(SparePath()).ok()) has_spare_ = false;
+  return true;
 }
 
 int64_t Log::LivePuts(uint64_t number) {
@@ -388,9 +410,22 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
   Segment seg;
   seg.number = number;
   seg.path = options_.dir + "/" + SegmentName(number);
-  auto created = fs_->Open(seg.path, /*create=*/true);
-  if (!created.ok()) return created.status();
-  seg.file = std::move(created).value();
+  if (has_spare_) {
+    // A deleted segment's file, reused: its pages are still cached and its
+    // blocks allocated, so writing over them costs a fraction of growing a
+    // new file. Old records in it do not check out (their checksums have
+    // another segment's seed), and the file is cut to size when closed.
+    has_spare_ = false;
+    if (Status s = fs_->Rename(SparePath(), seg.path); !s.ok()) return s;
+    auto reused = fs_->Open(seg.path, /*create=*/false);
+    if (!reused.ok()) return reused.status();
+    seg.file = std::move(reused).value();
+    seg.file->SetWritePosition(0);
+  } else {
+    auto created = fs_->Open(seg.path, /*create=*/true);
+    if (!created.ok()) return created.status();
+    seg.file = std::move(created).value();
+  }
   std::string header;
   EncodeSegmentHeader(SegmentHeader{number, last_seq}, &header);
   Status error;
@@ -414,7 +449,7 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
 void Log::AppendPut(const engine::JobImage& job) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
-  EncodePut(job, &buf_);
+  EncodePut(job, accounts_.back().number, &buf_);
   NoteSeq(job.seq);
   CountPut(job.seq, accounts_.back().number);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
@@ -429,14 +464,14 @@ void Log::AppendRewrite(const engine::JobImage& job) {
 void Log::AppendUpdate(const engine::JobImage& job) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
-  EncodeUpdate(job, &buf_);
+  EncodeUpdate(job, accounts_.back().number, &buf_);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
 void Log::AppendRemove(const engine::JobImage& job) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
-  EncodeRemove(job, &buf_);
+  EncodeRemove(job, accounts_.back().number, &buf_);
   CountRemove(job.seq);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
@@ -444,7 +479,7 @@ void Log::AppendRemove(const engine::JobImage& job) {
 void Log::AppendPause(std::string_view topic, int64_t paused_until_ms) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
-  EncodePause(topic, paused_until_ms, &buf_);
+  EncodePause(topic, paused_until_ms, accounts_.back().number, &buf_);
   accounts_.back().has_pauses = true;
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
@@ -554,10 +589,16 @@ Status Log::Rotate() {
     std::lock_guard<std::mutex> lock(seg_mu_);
     file = segments_.back().file;
   }
+  uint64_t logical;
   {
-    // Close the full segment: synced, so that only the newest can be torn.
+    std::lock_guard<std::mutex> lock(seg_mu_);
+    logical = segments_.back().bytes;
+  }
+  {
+    // Close the full segment: cut to its records (a reused file may hold
+    // more) and synced, so that only the newest can end in anything else.
     std::lock_guard<std::mutex> lock(rotate_mu_);  // not while the sync thread syncs it
-    Status s = file->Sync();
+    Status s = file->Truncate(logical);
     syncs_.fetch_add(1, std::memory_order_relaxed);
     if (!s.ok()) {
       std::lock_guard<std::mutex> state(state_mu_);
@@ -751,7 +792,15 @@ Status Log::RemoveClosed(uint64_t number) {
     }
     path = segments_.front().path;
   }
-  if (Status s = fs_->Remove(path); !s.ok()) return s;
+  {
+    // One deleted segment is kept, as the file of the next new one.
+    std::lock_guard<std::mutex> io(io_mu_);
+    if (!has_spare_ && fs_->Rename(path, SparePath()).ok()) {
+      has_spare_ = true;
+    } else if (Status s = fs_->Remove(path); !s.ok()) {
+      return s;
+    }
+  }
   (void)fs_->SyncDir(options_.dir);
   {
     std::lock_guard<SpinLock> lock(buf_mu_);

@@ -197,7 +197,8 @@ class Log {
   static std::string SegmentName(uint64_t number);
   Status Recover(const Replay& replay, RecoveryReport* report);
   Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
-  static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size);
+  static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment);
+  std::string SparePath() const;
   Status OpenHead();
   Status StartSegment(uint64_t number, uint64_t last_seq);
   // REQUIRES: io_mu_.
@@ -236,6 +237,7 @@ class Log {
   std::string unwritten_;  // GUARDED_BY(io_mu_): the batch being written, or a failed write's rest
   uint64_t unwritten_end_ = 0;  // log position at the end of unwritten_
   bool rotate_pending_ = false;  // GUARDED_BY(io_mu_): the newest segment is full
+  bool has_spare_ = false;       // GUARDED_BY(io_mu_): spare.dq exists, for the next segment
   bool presynced_ = false;       // GUARDED_BY(io_mu_): a sync was asked as it neared full
   std::atomic<int64_t> last_write_ms_{0};  // monotonic, of the last batch written
   int64_t last_failed_write_ms_ = 0;

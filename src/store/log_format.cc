@@ -45,7 +45,11 @@ uint64_t GetU64(const char* p) {
 }
 
 
-uint32_t Checksum(const char* p, size_t n) { return static_cast<uint32_t>(XXH3_64bits(p, n)); }
+// Seeded with the segment number: a record left over from a segment file's
+// earlier use (segment files are reused) does not check out in its new one.
+uint32_t Checksum(const char* p, size_t n, uint64_t segment) {
+  return static_cast<uint32_t>(XXH3_64bits_withSeed(p, n, segment));
+}
 
 // Reads a payload; every getter fails once the bytes run out.
 class Reader {
@@ -158,8 +162,8 @@ namespace {
 // written (one resize instead of a capacity check per byte).
 class RecordWriter {
  public:
-  RecordWriter(RecordType type, size_t max_payload, std::string* out)
-      : out_(out), start_(out->size()) {
+  RecordWriter(RecordType type, size_t max_payload, uint64_t segment, std::string* out)
+      : out_(out), start_(out->size()), segment_(segment) {
     out->resize(start_ + kRecordHeaderBytes + max_payload);
     p_ = out->data() + start_ + 8;
     *p_++ = static_cast<char>(type);
@@ -194,7 +198,7 @@ class RecordWriter {
     char* start = out_->data() + start_;
     auto length = static_cast<uint32_t>(p_ - start - 8);
     PutU32(length, start + 4);
-    PutU32(Checksum(start + 4, length + 4), start);
+    PutU32(Checksum(start + 4, length + 4, segment_), start);
     out_->resize(static_cast<size_t>(p_ - out_->data()));
   }
 
@@ -204,6 +208,7 @@ class RecordWriter {
  private:
   std::string* out_;
   size_t start_;
+  uint64_t segment_;
   char* p_;
 };
 
@@ -214,11 +219,11 @@ uint8_t IdFlag(const engine::JobImage& job) {
 
 }  // namespace
 
-void EncodePut(const engine::JobImage& job, std::string* out) {
+void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) {
   size_t max = 2 + 8 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
                RecordWriter::StringMax(job.topic) + RecordWriter::StringMax(job.last_error) +
                RecordWriter::StringMax(job.body);
-  RecordWriter w(RecordType::kPut, max, out);
+  RecordWriter w(RecordType::kPut, max, segment, out);
   w.Byte((job.generated_id ? kFlagGenerated : 0) | (job.last_error.empty() ? 0 : kFlagError) |
          IdFlag(job));
   w.Byte(static_cast<uint8_t>(job.state));
@@ -236,10 +241,10 @@ void EncodePut(const engine::JobImage& job, std::string* out) {
   w.Finish();
 }
 
-void EncodeUpdate(const engine::JobImage& job, std::string* out) {
+void EncodeUpdate(const engine::JobImage& job, uint64_t segment, std::string* out) {
   size_t max = 2 + 4 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
                RecordWriter::StringMax(job.last_error);
-  RecordWriter w(RecordType::kUpdate, max, out);
+  RecordWriter w(RecordType::kUpdate, max, segment, out);
   w.Byte((job.last_error.empty() ? 0 : kFlagError) | IdFlag(job));
   w.Byte(static_cast<uint8_t>(job.state));
   w.Varint(job.seq);
@@ -251,23 +256,26 @@ void EncodeUpdate(const engine::JobImage& job, std::string* out) {
   w.Finish();
 }
 
-void EncodeRemove(const engine::JobImage& job, std::string* out) {
+void EncodeRemove(const engine::JobImage& job, uint64_t segment, std::string* out) {
   RecordWriter w(RecordType::kRemove, 1 + RecordWriter::kVarint + RecordWriter::StringMax(job.id),
-                 out);
+                 segment, out);
   w.Byte(IdFlag(job));
   w.Varint(job.seq);
   w.Id(job);
   w.Finish();
 }
 
-void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out) {
-  RecordWriter w(RecordType::kPause, RecordWriter::kVarint + RecordWriter::StringMax(topic), out);
+void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segment,
+                 std::string* out) {
+  RecordWriter w(RecordType::kPause, RecordWriter::kVarint + RecordWriter::StringMax(topic),
+                 segment, out);
   w.Signed(paused_until_ms);
   w.String(topic);
   w.Finish();
 }
 
-ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std::string* error) {
+ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record, size_t* size,
+                       std::string* error) {
   if (bytes.size() < kRecordHeaderBytes) return ReadOutcome::kIncomplete;
   uint32_t checksum = GetU32(bytes.data());
   uint32_t length = GetU32(bytes.data() + 4);
@@ -276,7 +284,7 @@ ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std
     return ReadOutcome::kCorrupt;
   }
   if (bytes.size() - 8 < length) return ReadOutcome::kIncomplete;
-  if (Checksum(bytes.data() + 4, length + 4) != checksum) {
+  if (Checksum(bytes.data() + 4, length + 4, segment) != checksum) {
     *error = "record checksum does not match";
     return ReadOutcome::kCorrupt;
   }

@@ -6,7 +6,8 @@
 // followed by records:
 //   checksum u32 | length u32 | type u8 | payload (length - 1 bytes)
 // Integers in headers are little-endian. The checksum is the low 32 bits of
-// XXH3-64 over the length, type and payload bytes. Payloads use LEB128
+// XXH3-64, seeded with the segment number, over the length, type and payload
+// bytes. Payloads use LEB128
 // varints (signed values zigzag-encoded) and strings as varint length + bytes.
 #ifndef DELAYQ_STORE_LOG_FORMAT_H_
 #define DELAYQ_STORE_LOG_FORMAT_H_
@@ -45,11 +46,14 @@ void EncodeSegmentHeader(const SegmentHeader& h, std::string* out);
 // Errors: kInternal naming what is wrong (magic, version).
 Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h);
 
-// Each appends one whole record (header included) to `out`.
-void EncodePut(const engine::JobImage& job, std::string* out);
-void EncodeUpdate(const engine::JobImage& job, std::string* out);
-void EncodeRemove(const engine::JobImage& job, std::string* out);  // id (or handle) and seq
-void EncodePause(std::string_view topic, int64_t paused_until_ms, std::string* out);
+// Each appends one whole record (header included) to `out`, for the segment
+// numbered `segment` (its checksum's seed).
+void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out);
+void EncodeUpdate(const engine::JobImage& job, uint64_t segment, std::string* out);
+void EncodeRemove(const engine::JobImage& job, uint64_t segment,
+                  std::string* out);  // id (or handle) and seq
+void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segment,
+                 std::string* out);
 
 // One decoded record; string views point into the bytes it was read from,
 // or into the record itself (a generated id's text): not copyable.
@@ -71,7 +75,9 @@ enum class ReadOutcome {
   kIncomplete, // fewer bytes than the record needs: the end of what was written
   kCorrupt,    // checksum or content wrong; *error says how
 };
-ReadOutcome ReadRecord(std::string_view bytes, Record* record, size_t* size, std::string* error);
+// `segment`: the number of the segment the bytes were read from.
+ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record, size_t* size,
+                       std::string* error);
 
 // The bytes a job's kPut record takes, near enough for space accounting.
 size_t PutBytes(const engine::JobImage& job);

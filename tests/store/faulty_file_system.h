@@ -41,6 +41,10 @@ class FaultyFileSystem final : public FileSystem {
     if (crashed) return Unavailable("crashed");
     return real_->Remove(path);
   }
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (crashed) return Unavailable("crashed");
+    return real_->Rename(from, to);
+  }
   Result<std::vector<std::string>> List(const std::string& dir) override {
     return real_->List(dir);
   }
@@ -79,6 +83,7 @@ class FaultyFileSystem final : public FileSystem {
       }
       return f_->Append(data, n, error);
     }
+    void SetWritePosition(uint64_t offset) override { f_->SetWritePosition(offset); }
     Status Sync() override {
       if (fs_->Point() || fs_->crashed) return Unavailable("crashed");
       if (fs_->fail_sync) return Unavailable("fdatasync: Input/output error");

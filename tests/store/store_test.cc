@@ -121,16 +121,16 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   const std::string body("\0binary\xff", 8);
   job.body = body;
   std::string bytes;
-  EncodePut(job, &bytes);
-  EncodeUpdate(job, &bytes);
-  EncodeRemove(job, &bytes);
-  EncodePause("t", -1, &bytes);
+  EncodePut(job, 7, &bytes);
+  EncodeUpdate(job, 7, &bytes);
+  EncodeRemove(job, 7, &bytes);
+  EncodePause("t", -1, 7, &bytes);
 
   std::string_view rest = bytes;
   Record r;
   size_t size = 0;
   std::string error;
-  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kPut);
   EXPECT_EQ(r.job.id, job.id);
   EXPECT_EQ(r.job.seq, job.seq);
@@ -145,18 +145,18 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   EXPECT_EQ(r.job.last_error, job.last_error);
   EXPECT_EQ(r.job.body, job.body);
   rest.remove_prefix(size);
-  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kUpdate);
   EXPECT_EQ(r.job.attempts, 2u);
   EXPECT_EQ(r.job.reserved_until_ms, job.reserved_until_ms);
   EXPECT_EQ(r.job.last_error, "timeout");
   rest.remove_prefix(size);
-  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kRemove);
   EXPECT_EQ(r.job.id, job.id);
   EXPECT_EQ(r.job.seq, job.seq);
   rest.remove_prefix(size);
-  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kPause);
   EXPECT_EQ(r.topic, "t");
   EXPECT_EQ(r.paused_until_ms, -1);
@@ -172,20 +172,20 @@ TEST(LogFormat, AGeneratedIdTravelsAsItsHandleAndComesBackAsText) {
   job.topic = "t";
   job.body = "b";
   std::string bytes;
-  EncodePut(job, &bytes);
-  EncodeRemove(job, &bytes);
+  EncodePut(job, 7, &bytes);
+  EncodeRemove(job, 7, &bytes);
   char text[engine::kGeneratedIdBytes];
   std::string_view want = engine::FormatGeneratedId(job.seq, job.handle, text);
   std::string_view rest = bytes;
   Record r;
   size_t size = 0;
   std::string error;
-  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.job.id, want);
   EXPECT_TRUE(r.job.generated_id);
   EXPECT_LT(size, 40u);  // 24 hex digits would not fit with the rest
   rest.remove_prefix(size);
-  ASSERT_EQ(ReadRecord(rest, &r, &size, &error), ReadOutcome::kRecord) << error;
+  ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kRemove);
   EXPECT_EQ(r.job.id, want);
 }
@@ -197,19 +197,21 @@ TEST(LogFormat, EveryCutIsIncompleteAndEveryFlippedBitIsCorrupt) {
   job.topic = "t";
   job.body = "hello";
   std::string bytes;
-  EncodePut(job, &bytes);
+  EncodePut(job, 7, &bytes);
   Record r;
   size_t size = 0;
   std::string error;
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
-    ReadOutcome got = ReadRecord(std::string_view(bytes).substr(0, cut), &r, &size, &error);
+    ReadOutcome got = ReadRecord(std::string_view(bytes).substr(0, cut), 7, &r, &size, &error);
     EXPECT_EQ(got, ReadOutcome::kIncomplete) << "cut at " << cut;
   }
+  // Read as a record of another segment, it does not check out either.
+  EXPECT_EQ(ReadRecord(bytes, 8, &r, &size, &error), ReadOutcome::kCorrupt);
   for (size_t i = 0; i < bytes.size(); ++i) {
     for (int bit = 0; bit < 8; ++bit) {
       std::string bad = bytes;
       bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
-      ReadOutcome got = ReadRecord(bad, &r, &size, &error);
+      ReadOutcome got = ReadRecord(bad, 7, &r, &size, &error);
       // A flipped length may look like a longer record still arriving.
       EXPECT_NE(got, ReadOutcome::kRecord) << "byte " << i << " bit " << bit;
     }
@@ -370,6 +372,52 @@ TEST(EmbeddedStore, DamageInAnOlderSegmentRefusesToStartNamingFileAndOffset) {
   EXPECT_EQ(q.status().code(), Code::kInternal);
   EXPECT_NE(q.status().message().find(segs[0]), std::string::npos) << q.status().ToString();
   EXPECT_NE(q.status().message().find("damaged at byte"), std::string::npos);
+}
+
+TEST(EmbeddedStore, AReusedFileRenamedIntoPlaceBeforeItsHeaderIsCutAtRecovery) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 4096;
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), std::string(100, 'x'))).ok());
+    }
+  }
+  std::vector<std::string> segs = Segments(tmp.data());
+  ASSERT_GE(segs.size(), 2u);
+  // What a crash leaves between renaming a spare into place and writing
+  // its header: the next segment's name on an old segment's bytes.
+  char next[64];
+  std::snprintf(next, sizeof next, "/log-%016llx.dq",
+                static_cast<unsigned long long>(segs.size() + 1));
+  ASSERT_EQ(std::system(("cp '" + segs.front() + "' '" + tmp.data() + next + "'").c_str()), 0);
+  auto q = OpenQueue(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ((*q)->Stats()->jobs, 100u);
+}
+
+TEST(EmbeddedStore, SegmentFilesAreReusedAndOldRecordsInThemDoNotComeBack) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 4096;
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 3000; ++i) {
+      auto added = q->Add(Spec("t", "", std::string(100, 'a' + i % 26)));
+      ASSERT_TRUE(added.ok());
+      Delivery d = ReserveOne(*q, "t");
+      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    }
+    ASSERT_TRUE(q->Add(Spec("t", "last", "kept")).ok());
+    EXPECT_GT(dynamic_cast<LocalQueue&>(*q).store_stats().log.removed_segments, 10u);
+  }
+  // The spare file was written over many times; a reopen sees only "last".
+  std::ifstream spare(tmp.data() + "/spare.dq");
+  EXPECT_TRUE(spare.good());
+  auto q = MustOpen(o);
+  EXPECT_EQ(q->Stats()->jobs, 1u);
+  EXPECT_EQ(q->Get("last")->body, "kept");
 }
 
 // --- failures injected through the file interface --------------------------------
