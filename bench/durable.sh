@@ -322,10 +322,13 @@ if want 2; then
       --depth 1 "${cyc[@]}"
     bench "s2_always_d${DEPTH}_r$r" "$dq_pid" "$dq_http" cycle --proto resp --port "$dq_resp" \
       --depth "$DEPTH" "${cyc[@]}"
+    bench "s2_beanstalkd_d${DEPTH}_r$r" "$bs_pid" - cycle --proto beanstalk --port "$bs_port" \
+      --depth "$DEPTH" "${cyc[@]}"
   done
   median s2_always_d1 cycles_per_s
   median s2_beanstalkd_d1 cycles_per_s
   median "s2_always_d$DEPTH" cycles_per_s
+  median "s2_beanstalkd_d$DEPTH" cycles_per_s
   stop_pid "$dq_pid"
   stop_pid "$bs_pid"
 fi
@@ -572,6 +575,9 @@ s = {
     "beanstalkd_f0_d1_server_cpu_s": g("s2_beanstalkd_d1", "server_cpu_s"),
     "always_d%s_cycles_per_s" % depth: g("s2_always_d" + depth, "cycles_per_s"),
     "always_d%s_jobs_per_sync" % depth: g("s2_always_d" + depth, "jobs_per_sync"),
+    "beanstalkd_f0_d%s_cycles_per_s" % depth: g("s2_beanstalkd_d" + depth, "cycles_per_s"),
+    "always_over_beanstalkd_f0_d%s" % depth: ratio(g("s2_always_d" + depth, "cycles_per_s"),
+                                                  g("s2_beanstalkd_d" + depth, "cycles_per_s"), 1),
     "restart_jobs": s3.get("jobs_before_kill"),
     "restart_first_answer_s": s3.get("first_answer_s"),
     "restart_all_jobs_s": s3.get("all_jobs_s"),
@@ -633,8 +639,9 @@ rows = [
     ("jobs per fdatasync, always, 1 in flight (fdatasyncs/s)",
      s["always_d1_jobs_per_sync"], "", None,
      "" if s["always_d1_syncs_per_s"] is None else "%s/s" % s["always_d1_syncs_per_s"]),
-    ("cycles/s, always, %s in flight (jobs per fdatasync)" % depth,
-     s["always_d%s_cycles_per_s" % depth], "", None,
+    ("cycles/s, %s conns x %s in flight: embedded always vs beanstalkd -b -f0 (jobs per fdatasync)" % (conns, depth),
+     s["always_d%s_cycles_per_s" % depth], s["beanstalkd_f0_d%s_cycles_per_s" % depth],
+     s["always_over_beanstalkd_f0_d%s" % depth],
      "" if s["always_d%s_jobs_per_sync" % depth] is None
      else "%s per sync" % s["always_d%s_jobs_per_sync" % depth]),
     ("restart with %s pending: exec to first PING answered, s (server's recovery_ms)"
@@ -665,7 +672,7 @@ rows = [
 print()
 print("| measure | delayq | peer / reference | ratio | target |")
 print("| --- | --- | --- | --- | --- |")
-step_of_row = [1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+step_of_row = [1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
 assert len(step_of_row) == len(rows)
 for step, (name, a, b, q, t) in zip(step_of_row, rows):
     if str(step) not in steps.split():

@@ -44,6 +44,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "delayq/status.h"
 #include "engine/journal.h"
@@ -197,6 +198,18 @@ class Log {
   static std::string SegmentName(uint64_t number);
   Status Recover(const Replay& replay, RecoveryReport* report);
   Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
+  // Records read and checked from one chunk of a segment, by ReadChunk.
+  struct Chunk {
+    Status status;
+    std::string buf;  // the records' bytes: a carried-over part, then the chunk read
+    uint64_t base = 0;  // file offset of buf[0]
+    std::vector<std::unique_ptr<Record>> records;  // whole ones, in order
+    size_t consumed = 0;  // bytes of buf they take
+    ReadOutcome stop = ReadOutcome::kIncomplete;  // what followed them
+    std::string error;    // why, if kCorrupt
+    bool eof = false;     // the read reached the end of the file
+  };
+  static Chunk ReadChunk(File* file, std::string carry, uint64_t base, uint64_t segment);
   static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment);
   std::string SparePath() const;
   Status OpenHead();
