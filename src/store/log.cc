@@ -396,20 +396,23 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
   if (MonoMs() - last_write_ms_.load(std::memory_order_relaxed) < 500 || failed()) return false;
   std::lock_guard<std::mutex> io(io_mu_);
   if (!unwritten_.empty() || rotate_pending_) return false;
+  bool roll;
   {
     std::lock_guard<SpinLock> lock(buf_mu_);
     if (!buf_.empty() || accounts_.back().live_puts > 0) return false;
     {
       std::lock_guard<std::mutex> seg(seg_mu_);
-      if (segments_.back().bytes < min_bytes) return false;
+      roll = segments_.back().bytes >= min_bytes;
     }
-    accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
-    rotate_pending_ = true;
+    if (roll) {
+      accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+      rotate_pending_ = true;
+    }
   }
-  if (!Rotate().ok()) return false;
+  if (roll && !Rotate().ok()) return false;
   // Idle: the spare file goes too, so that the disk holds the live set.
   if (has_spare_ && fs_->Remove(SparePath()).ok()) has_spare_ = false;
-  return true;
+  return roll;
 }
 
 int64_t Log::LivePuts(uint64_t number) {
