@@ -102,8 +102,9 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh  # (the cwd is the repository root by now)
 
-log() { echo "# $(date -u +%T) $*" >&2; }
 # busy_pct: how busy the two CPUs were over the last second, in percent
 # (called between steps, when nothing of this script runs).
 busy_pct() {
@@ -131,40 +132,12 @@ want() {
   fi
 }
 
-free_port() {
-  $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_port() {  # up to 10 s
-  local i
-  for i in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "nothing listens on 127.0.0.1:$1" >&2
-  exit 1
-}
-
-# start NAME COMMAND...: runs it in the background, logs to OUT/NAME.log,
-# sets $started to its PID.
-start() {
-  local name=$1
-  shift
-  "$@" >"$OUT/$name.log" 2>&1 &
-  started=$!
-  pids+=("$started")
-}
-
 # new_datadir NAME: a fresh, empty directory under DATA_ROOT in $datadir.
 new_datadir() {
   datadir=$(mktemp -d "$DATA_ROOT/$1.XXXXXX")
   datadirs+=("$datadir")
 }
 
-# CPU seconds (user + system) a process has used so far.
-cpu_s() {
-  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
-}
 now() { date +%s.%N; }
 
 # stats HTTP_PORT: delayq's /v1/stats (a JSON object), or {} when it does not answer.

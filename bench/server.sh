@@ -70,37 +70,8 @@ cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-
-log() { echo "# $(date -u +%T) $*" >&2; }
-
-free_port() {
-  $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_port() {  # up to 10 s
-  local i
-  for i in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "nothing listens on 127.0.0.1:$1" >&2
-  exit 1
-}
-
-# start NAME COMMAND...: runs it in the background, logs to OUT/NAME.log,
-# sets $started to its PID.
-start() {
-  local name=$1
-  shift
-  "$@" >"$OUT/$name.log" 2>&1 &
-  started=$!
-  pids+=("$started")
-}
-
-# CPU seconds (user + system) a process has used so far.
-cpu_s() {
-  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh  # (the cwd is the repository root by now)
 
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a - b }'; }
 
