@@ -514,8 +514,8 @@ Status Log::WriteOut() {
 
 Status Log::WriteOutLocked() {
   if (failed()) return health();
-  bool retrying;
-  {
+  bool retrying = false;
+  if (troubled_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(state_mu_);
     retrying = !write_error_.ok();
   }
@@ -591,8 +591,8 @@ Status Log::WriteUnwritten() {
     written_.store(unwritten_end_, std::memory_order_release);
     return Status::Ok();
   }
-  // Keep the rest; a record cut here is completed by the retry (the file is
-  // append-only, so the bytes continue exactly where they stopped).
+  // Keep the rest; a record cut here is completed by the retry (the write
+  // position moved by what was written, so the bytes continue exactly there).
   unwritten_.erase(0, n);
   written_.store(unwritten_end_ - unwritten_.size(), std::memory_order_release);
   last_failed_write_ms_ = MonoMs();
