@@ -124,6 +124,7 @@ std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const
       {"live_bytes", st.live_bytes},
       {"rewritten_bytes", st.log.rewritten_bytes},
       {"removed_segments", st.log.removed_segments},
+      {"reused_files", st.log.reused_files},
       {"recovered_records", st.recovery.records},
       {"recovery_ms", static_cast<uint64_t>(st.recovery_seconds * 1000 + 0.5)},
       {"store_failing", st.failing ? 1u : 0u},

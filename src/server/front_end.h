@@ -60,7 +60,7 @@ class FrontEnd : public net::TcpHandler {
   FrontEnd(net::EventLoop* loop, Queue* queue);
   // The embedded store's figures for STATS (empty for other stores):
   // log_writes, log_syncs, log_bytes, disk_bytes, log_segments, live_bytes,
-  // rewritten_bytes, removed_segments, recovered_records, recovery_ms,
+  // rewritten_bytes, removed_segments, reused_files, recovered_records, recovery_ms,
   // store_failing (1 while the log cannot write).
   std::vector<std::pair<std::string_view, uint64_t>> StoreFields() const;
   // Binds the listener; call once from the subclass's factory.

@@ -444,6 +444,7 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
     if (!reused.ok()) return reused.status();
     seg.file = std::move(reused).value();
     seg.file->SetWritePosition(0);
+    reused_files_.fetch_add(1, std::memory_order_relaxed);
   } else {
     auto created = fs_->Open(seg.path, /*create=*/true);
     if (!created.ok()) return created.status();
@@ -772,6 +773,7 @@ LogStats Log::stats() const {
   s.syncs = syncs_.load(std::memory_order_relaxed);
   s.appended_bytes = end();
   s.rewritten_bytes = rewritten_bytes_.load(std::memory_order_relaxed);
+  s.reused_files = reused_files_.load(std::memory_order_relaxed);
   s.disk_bytes = disk_bytes();
   std::lock_guard<std::mutex> lock(seg_mu_);
   s.segments = segments_.size();

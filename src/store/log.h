@@ -92,6 +92,7 @@ struct LogStats {
   uint64_t segments = 0;
   uint64_t rewritten_bytes = 0;  // by compaction
   uint64_t removed_segments = 0;
+  uint64_t reused_files = 0;  // segments written over a deleted one's file
 };
 
 // What recovery found; reported in the log and the server's start-up line.
@@ -251,6 +252,7 @@ class Log {
   uint64_t unwritten_end_ = 0;  // log position at the end of unwritten_
   bool rotate_pending_ = false;  // GUARDED_BY(io_mu_): the newest segment is full
   bool has_spare_ = false;       // GUARDED_BY(io_mu_): spare.dq exists, for the next segment
+  std::atomic<uint64_t> reused_files_{0};
   bool presynced_ = false;       // GUARDED_BY(io_mu_): a sync was asked as it neared full
   std::atomic<int64_t> last_write_ms_{0};  // monotonic, of the last batch written
   int64_t last_failed_write_ms_ = 0;
