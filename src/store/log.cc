@@ -695,7 +695,9 @@ void Log::SyncLoop() {
       write_failing = !write_error_.ok();
     }
     int64_t wait_ms = write_failing ? kRetryWriteMs : 1000 - (MonoMs() - last_sync);
-    if (sync_requested_ <= synced() && wait_ms > 0) {
+    // After a failed fdatasync nothing more is synced: requests stay unmet,
+    // and must not keep this thread from sleeping.
+    if ((sync_requested_ <= synced() || failed()) && wait_ms > 0) {
       sync_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms));
       if (stop_) break;
     }

@@ -541,6 +541,18 @@ TEST(EmbeddedStoreFaults, FailedFdatasyncStopsChangesForGoodAndKeepsWhatWasAckno
   fs->fail_sync = false;  // even so: after a failed fdatasync nothing is trusted
   EXPECT_EQ(q->Add(Spec("t", "later", "l")).status().code(), Code::kUnavailable);
   EXPECT_TRUE(q->Get("acked").ok());
+  // The failed store sleeps: its threads do not spin on the sync it cannot do.
+  auto cpu_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1'000'000;
+  };
+  int64_t cpu0 = cpu_ms();
+  auto wall0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - wall0 < std::chrono::milliseconds(300)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // measuring idle CPU
+  }
+  EXPECT_LT(cpu_ms() - cpu0, 150) << "a thread spins after the failed fdatasync";
   q.reset();
   auto reopened = MustOpen(Embedded(tmp.data()));
   EXPECT_EQ(reopened->Get("acked")->body, "a");
