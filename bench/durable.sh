@@ -231,24 +231,6 @@ EOF
   echo >&2
 }
 
-# median NAME KEY: of OUT/NAME_r*.json, the run with the median KEY becomes
-# OUT/NAME.json, with every round's KEY added (rounds alternate between the
-# servers compared, so a drift of the machine's speed hits each alike).
-median() {
-  $PY - "$OUT" "$1" "$2" <<'EOF'
-import glob, json, os, sys
-out, name, key = sys.argv[1:4]
-runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, name + "_r*.json")))]
-runs = [r for r in runs if r.get(key) is not None]
-if runs:
-    runs.sort(key=lambda r: r[key])
-    m = dict(runs[len(runs) // 2])
-    m["rounds_" + key] = [r[key] for r in runs]
-    m["name"] = name
-    json.dump(m, open(os.path.join(out, name + ".json"), "w"))
-EOF
-}
-
 log "machine: $(nproc) cpu, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
   "load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
 log "output in $OUT, data in $DATA_ROOT ($(df -T "$DATA_ROOT" | awk 'NR == 2 { print $2 }'))," \

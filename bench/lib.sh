@@ -32,3 +32,21 @@ start() {
 cpu_s() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
+
+# median NAME KEY: of OUT/NAME_r*.json, the run with the median KEY becomes
+# OUT/NAME.json, with every round's KEY added (rounds alternate between the
+# servers compared, so a drift of the machine's speed hits each alike).
+median() {
+  $PY - "$OUT" "$1" "$2" <<'EOF'
+import glob, json, os, sys
+out, name, key = sys.argv[1:4]
+runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, name + "_r*.json")))]
+runs = [r for r in runs if r.get(key) is not None]
+if runs:
+    runs.sort(key=lambda r: r[key])
+    m = dict(runs[len(runs) // 2])
+    m["rounds_" + key] = [r[key] for r in runs]
+    m["name"] = name
+    json.dump(m, open(os.path.join(out, name + ".json"), "w"))
+EOF
+}

@@ -1024,7 +1024,7 @@ void Engine::RestorePause(std::string_view topic, int64_t paused_until_ms) {
 
 bool Engine::FindImage(std::string_view id, uint64_t seq, JobImage* image) {
   uint32_t h = FindJob(id);
-  if (h == 0 || (seq != 0 && Rec(h)->seq != seq)) return false;
+  if (h == 0 || Rec(h)->seq != seq) return false;
   *image = ImageOf(h);
   image->id = id;  // the same text, spelled out
   return true;

@@ -144,7 +144,7 @@ class Engine {
   // this process opened the queue, not what replaying did).
   void ResetCounters() { counters_ = QueueStats{}; }
 
-  // The live job `id` if it is still the incarnation `seq` (0: any; compaction asks
+  // The live job `id` if it is still the incarnation `seq` (compaction asks
   // whether a logged add is still needed). The image points into the engine
   // and into `id`: valid until the next call.
   bool FindImage(std::string_view id, uint64_t seq, JobImage* image);

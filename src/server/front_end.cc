@@ -131,4 +131,18 @@ std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const
   };
 }
 
+std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::SharedStatsFields() const {
+  const LatenessHistogram empty;
+  const LatenessHistogram& late = lateness_ != nullptr ? *lateness_ : empty;
+  std::vector<std::pair<std::string_view, uint64_t>> out = {
+      {"due_lateness_count", late.count()},
+      {"due_lateness_p50_us", late.QuantileUs(0.5)},
+      {"due_lateness_p99_us", late.QuantileUs(0.99)},
+      {"due_lateness_p999_us", late.QuantileUs(0.999)},
+      {"due_lateness_max_us", late.max_us()},
+  };
+  for (const auto& field : StoreFields()) out.push_back(field);
+  return out;
+}
+
 }  // namespace delayq::server

@@ -810,20 +810,7 @@ void HttpServer::Api::Stats(Connection& c) {
     w.Key(k);
     w.Uint(v);
   }
-  for (const auto& [k, v] : s_->StoreFields()) {
-    w.Key(k);
-    w.Uint(v);
-  }
-  const LatenessHistogram empty;
-  const LatenessHistogram& late = s_->lateness_ != nullptr ? *s_->lateness_ : empty;
-  const std::pair<std::string_view, uint64_t> lateness[] = {
-      {"due_lateness_count", late.count()},
-      {"due_lateness_p50_us", late.QuantileUs(0.5)},
-      {"due_lateness_p99_us", late.QuantileUs(0.99)},
-      {"due_lateness_p999_us", late.QuantileUs(0.999)},
-      {"due_lateness_max_us", late.max_us()},
-  };
-  for (const auto& [k, v] : lateness) {
+  for (const auto& [k, v] : s_->SharedStatsFields()) {
     w.Key(k);
     w.Uint(v);
   }

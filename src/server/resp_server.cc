@@ -428,21 +428,10 @@ void RespServer::CmdStats(Connection& c, const Args& a) {
       {"kicked", s.kicked},
       {"connections", connections()},
   };
-  const LatenessHistogram empty;
-  const LatenessHistogram& late = lateness_ != nullptr ? *lateness_ : empty;
-  const std::pair<std::string_view, uint64_t> lateness[] = {
-      {"due_lateness_count", late.count()},
-      {"due_lateness_p50_us", late.QuantileUs(0.5)},
-      {"due_lateness_p99_us", late.QuantileUs(0.99)},
-      {"due_lateness_p999_us", late.QuantileUs(0.999)},
-      {"due_lateness_max_us", late.max_us()},
-  };
-  auto store = StoreFields();
-  resp::AppendArrayHeader(&c.out,
-                          2 * (std::size(fields) + std::size(lateness) + store.size()));
+  auto shared = SharedStatsFields();
+  resp::AppendArrayHeader(&c.out, 2 * (std::size(fields) + shared.size()));
   for (const auto& [k, v] : fields) AppendPair(&c.out, k, static_cast<int64_t>(v));
-  for (const auto& [k, v] : lateness) AppendPair(&c.out, k, static_cast<int64_t>(v));
-  for (const auto& [k, v] : store) AppendPair(&c.out, k, static_cast<int64_t>(v));
+  for (const auto& [k, v] : shared) AppendPair(&c.out, k, static_cast<int64_t>(v));
 }
 
 }  // namespace delayq::server

@@ -249,15 +249,15 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
   // Reading and checking records (I/O, checksums, decoding) runs on a
   // second thread, a chunk ahead of applying them here: a restart spends
   // about as long on each.
-  auto next = std::async(std::launch::async, &Log::ReadChunk, file.get(), std::string(),
+  auto next = std::async(std::launch::async, &Log::ReadChunk, file.get(), *size, std::string(),
                          uint64_t{kSegmentHeaderBytes}, seg.number);
   for (;;) {
     Chunk c = next.get();
     if (!c.status.ok()) return c.status;
     bool more = c.stop == ReadOutcome::kIncomplete && !c.eof;
     if (more) {
-      next = std::async(std::launch::async, &Log::ReadChunk, file.get(), c.buf.substr(c.consumed),
-                        c.base + c.consumed, seg.number);
+      next = std::async(std::launch::async, &Log::ReadChunk, file.get(), *size,
+                        c.buf.substr(c.consumed), c.base + c.consumed, seg.number);
     }
     for (const std::unique_ptr<Record>& rec : c.records) {
       if (Status s = replay(*rec); !s.ok()) {
@@ -299,7 +299,8 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
   return Status::Ok();
 }
 
-Log::Chunk Log::ReadChunk(File* file, std::string carry, uint64_t base, uint64_t segment) {
+Log::Chunk Log::ReadChunk(File* file, uint64_t file_size, std::string carry, uint64_t base,
+                          uint64_t segment) {
   Chunk c;
   c.buf = std::move(carry);
   c.base = base;
@@ -312,6 +313,10 @@ Log::Chunk Log::ReadChunk(File* file, std::string carry, uint64_t base, uint64_t
     }
   }
   size_t old = c.buf.size();
+  // Never more than the file holds: a damaged length must not cost a
+  // gigabyte of memory before its checksum is read.
+  uint64_t left = file_size > base + old ? file_size - (base + old) : 0;
+  want = static_cast<size_t>(std::min<uint64_t>(want, left));
   c.buf.resize(old + want);
   auto n = file->ReadAt(base + old, c.buf.data() + old, want);
   if (!n.ok()) {
@@ -319,7 +324,7 @@ Log::Chunk Log::ReadChunk(File* file, std::string carry, uint64_t base, uint64_t
     return c;
   }
   c.buf.resize(old + *n);
-  c.eof = *n < want;
+  c.eof = *n < want || base + old + *n >= file_size;
   std::string_view rest = c.buf;
   for (;;) {
     auto rec = std::make_unique<Record>();

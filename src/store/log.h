@@ -210,7 +210,8 @@ class Log {
     std::string error;    // why, if kCorrupt
     bool eof = false;     // the read reached the end of the file
   };
-  static Chunk ReadChunk(File* file, std::string carry, uint64_t base, uint64_t segment);
+  static Chunk ReadChunk(File* file, uint64_t file_size, std::string carry, uint64_t base,
+                         uint64_t segment);
   static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment);
   std::string SparePath() const;
   Status OpenHead();

@@ -374,6 +374,32 @@ TEST(EmbeddedStore, DamageInAnOlderSegmentRefusesToStartNamingFileAndOffset) {
   EXPECT_NE(q.status().message().find("damaged at byte"), std::string::npos);
 }
 
+TEST(EmbeddedStore, ADamagedRecordLengthIsReportedAsDamageAtItsOffset) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 4096;
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), std::string(100, 'x'))).ok());
+    }
+  }
+  std::vector<std::string> segs = Segments(tmp.data());
+  ASSERT_GE(segs.size(), 3u);
+  {
+    // The first record's length says a gigabyte: within the limit, far past the file.
+    std::fstream f(segs[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kSegmentHeaderBytes + 4);
+    const char len[4] = {0, 0, 0, 0x40};
+    f.write(len, 4);
+  }
+  auto q = OpenQueue(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), Code::kInternal);
+  EXPECT_NE(q.status().message().find("damaged at byte 32"), std::string::npos)
+      << q.status().ToString();
+}
+
 TEST(EmbeddedStore, AReusedFileRenamedIntoPlaceBeforeItsHeaderIsCutAtRecovery) {
   TempDir tmp;
   QueueOptions o = Embedded(tmp.data(), "never");
