@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -42,6 +43,22 @@ class PosixFile final : public File {
   }
 
   void SetWritePosition(uint64_t offset) override { pos_ = offset; }
+
+  Status WriteZeros(uint64_t offset, uint64_t n) override {
+    static const char kZeros[64 << 10] = {};
+    while (n > 0) {
+      size_t part = static_cast<size_t>(std::min<uint64_t>(n, sizeof kZeros));
+      ssize_t w = pwrite(fd_, kZeros, part, static_cast<off_t>(offset));
+      if (w > 0) {
+        offset += static_cast<uint64_t>(w);
+        n -= static_cast<uint64_t>(w);
+        continue;
+      }
+      if (w < 0 && errno == EINTR) continue;
+      return Errno("cannot write", path_, w < 0 ? errno : ENOSPC);
+    }
+    return Status::Ok();
+  }
 
   Status Sync() override {
     if (fdatasync(fd_) != 0) return Errno("cannot fdatasync", path_, errno);

@@ -16,8 +16,9 @@
 
 namespace delayq::store {
 
-// An open file. Not thread-safe, except that Sync may run on one thread
-// while Append runs on another (the store's sync thread).
+// An open file. Not thread-safe, except that Sync and WriteZeros may run on
+// other threads while Append runs (the store's sync and prepare threads), as
+// long as WriteZeros and Append never cover the same bytes at once.
 class File {
  public:
   virtual ~File() = default;
@@ -27,6 +28,9 @@ class File {
   virtual size_t Append(const char* data, size_t n, Status* error) = 0;
   // Moves the write position (a reused file is written from its start).
   virtual void SetWritePosition(uint64_t offset) = 0;
+  // Writes n zero bytes at `offset` without moving the write position: space
+  // made ready ahead of the appends (see store::Log, "Preparing space").
+  virtual Status WriteZeros(uint64_t offset, uint64_t n) = 0;
   // fdatasync(2).
   virtual Status Sync() = 0;
   // Reads up to n bytes at `offset`; fewer only at the end of the file.

@@ -106,6 +106,9 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   }
   if (Status s = log->OpenHead(); !s.ok()) return s;
   log->sync_thread_ = std::thread([l = log.get()] { l->SyncLoop(); });
+  if (options.prepare_bytes > 0) {
+    log->prepare_thread_ = std::thread([l = log.get()] { l->PrepareLoop(); });
+  }
   return log;
 }
 
@@ -125,6 +128,14 @@ uint64_t Log::SizeOnDisk(const LogOptions& options) {
 }
 
 Log::~Log() {
+  if (prepare_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(prepare_sig_mu_);
+      prepare_stop_ = true;
+    }
+    prepare_cv_.notify_all();
+    prepare_thread_.join();
+  }
   if (sync_thread_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(io_mu_);
@@ -145,8 +156,8 @@ Log::~Log() {
         logical = segments_.back().bytes;
       }
     }
-    // Cut to its records (a reused file may hold more) and synced: a clean
-    // stop leaves nothing for the next start to cut.
+    // Cut to its records (a reused file or prepared space may hold more) and
+    // synced: a clean stop leaves nothing for the next start to cut.
     if (file && !failed() && unwritten_.empty()) (void)file->Truncate(logical);
   }
   if (notify_fd_ >= 0) close(notify_fd_);
@@ -158,6 +169,7 @@ Status Log::OpenHead() {
     auto file = fs_->Open(segments_.back().path, /*create=*/false);
     if (!file.ok()) return file.status();
     segments_.back().file = std::move(file).value();
+    SetPrepared(segments_.back().number, segments_.back().bytes);
     return Status::Ok();
   }
   uint64_t next = segments_.empty() ? 1 : segments_.back().number + 1;
@@ -212,8 +224,18 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
                     ". Later segments depend on it, so delayq will not start on a guess; see "
                     "docs/log-format.md, \"Damage\"");
   };
-  // Cuts a torn end of the newest segment back to its last whole record.
+  // Cuts a torn end of the newest segment back to its last whole record;
+  // zeros alone there are space prepared ahead of the appends, cut quietly.
   auto cut = [&](uint64_t offset, const std::string& why) -> Status {
+    if (offset >= kSegmentHeaderBytes) {
+      auto zeros = AllZeros(*file, offset, *size);
+      if (!zeros.ok()) return zeros.status();
+      if (*zeros) {
+        report->unused_bytes += *size - offset;
+        seg.bytes = offset;
+        return file->Truncate(offset);
+      }
+    }
     report->torn_bytes += *size - offset;
     report->torn_reason = why;
     ::delayq::Log(LogLevel::kWarn,
@@ -360,6 +382,21 @@ Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_
          ReadOutcome::kRecord;
 }
 
+Result<bool> Log::AllZeros(File& file, uint64_t offset, uint64_t size) {
+  std::string buf;
+  while (offset < size) {
+    buf.resize(static_cast<size_t>(std::min<uint64_t>(size - offset, kReadChunk)));
+    auto got = file.ReadAt(offset, buf.data(), buf.size());
+    if (!got.ok()) return got.status();
+    if (*got == 0) break;
+    if (std::string_view(buf.data(), *got).find_first_not_of('\0') != std::string_view::npos) {
+      return false;
+    }
+    offset += *got;
+  }
+  return true;
+}
+
 // --- space accounting ------------------------------------------------------------------
 
 Log::Account* Log::AccountOf(uint64_t number) {
@@ -469,6 +506,8 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
   if (Status s = seg.file->Sync(); !s.ok()) return s;
   if (Status s = fs_->SyncDir(options_.dir); !s.ok()) return s;
   seg.bytes = header.size();
+  auto size = seg.file->Size();  // a reused file's: allocated already
+  SetPrepared(number, std::max<uint64_t>(seg.bytes, size.ok() ? *size : 0));
   std::lock_guard<std::mutex> lock(seg_mu_);
   disk_bytes_ += seg.bytes;
   segments_.push_back(std::move(seg));
@@ -579,12 +618,25 @@ Status Log::WriteOutLocked() {
 
 Status Log::WriteUnwritten() {
   std::shared_ptr<File> file;
+  uint64_t at;
   {
     std::lock_guard<std::mutex> lock(seg_mu_);
     file = segments_.back().file;
+    at = segments_.back().bytes;
   }
   Status error;
-  size_t n = file->Append(unwritten_.data(), unwritten_.size(), &error);
+  size_t n;
+  if (at + unwritten_.size() <= prepared_end_.load(std::memory_order_acquire)) {
+    n = file->Append(unwritten_.data(), unwritten_.size(), &error);
+  } else {
+    // Past the prepared space: not while zeros are being written there.
+    std::lock_guard<std::mutex> lock(prepare_mu_);
+    n = file->Append(unwritten_.data(), unwritten_.size(), &error);
+    if (at + n > prepared_end_.load(std::memory_order_relaxed)) {
+      prepared_end_.store(at + n, std::memory_order_release);
+    }
+  }
+  MaybeAskPrepare(at + n);
   writes_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(seg_mu_);
@@ -623,9 +675,11 @@ Status Log::Rotate() {
     std::lock_guard<std::mutex> lock(seg_mu_);
     logical = segments_.back().bytes;
   }
+  SetPrepared(0, 0);  // no more zeros into it
   {
-    // Close the full segment: cut to its records (a reused file may hold
-    // more) and synced, so that only the newest can end in anything else.
+    // Close the full segment: cut to its records (a reused file or prepared
+    // space may hold more) and synced, so that only the newest can end in
+    // anything else.
     std::lock_guard<std::mutex> lock(rotate_mu_);  // not while the sync thread syncs it
     Status s = file->Truncate(logical);
     syncs_.fetch_add(1, std::memory_order_relaxed);
@@ -749,7 +803,6 @@ void Log::SyncLoop() {
         sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
         failed_.store(true, std::memory_order_release);
         troubled_.store(true, std::memory_order_release);
-      troubled_.store(true, std::memory_order_release);
         ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted", s.message().c_str());
       }
       synced_cv_.notify_all();
@@ -760,6 +813,66 @@ void Log::SyncLoop() {
       lock.lock();
     }
   }
+}
+
+// --- preparing space ---------------------------------------------------------------
+
+void Log::SetPrepared(uint64_t number, uint64_t end) {
+  std::lock_guard<std::mutex> lock(prepare_mu_);
+  prepare_segment_ = number;
+  prepared_end_.store(end, std::memory_order_release);
+  prepare_failed_ms_ = 0;
+}
+
+void Log::MaybeAskPrepare(uint64_t at) {
+  if (options_.prepare_bytes == 0) return;
+  if (at + options_.prepare_bytes <= prepared_end_.load(std::memory_order_acquire)) return;
+  if (prepare_asked_.exchange(true, std::memory_order_acq_rel)) return;
+  { std::lock_guard<std::mutex> lock(prepare_sig_mu_); }  // not between its check and its wait
+  prepare_cv_.notify_one();
+}
+
+void Log::PrepareLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(prepare_sig_mu_);
+      prepare_cv_.wait(lock, [&] { return prepare_stop_ || prepare_asked_.load(); });
+      if (prepare_stop_) return;
+    }
+    prepare_asked_.store(false, std::memory_order_release);
+    while (PrepareChunk()) {
+      std::lock_guard<std::mutex> lock(prepare_sig_mu_);
+      if (prepare_stop_) return;
+    }
+  }
+}
+
+bool Log::PrepareChunk() {
+  std::shared_ptr<File> file;
+  uint64_t number, at;
+  {
+    std::lock_guard<std::mutex> lock(seg_mu_);
+    number = segments_.back().number;
+    file = segments_.back().file;
+    at = segments_.back().bytes;
+  }
+  if (!file) return false;
+  std::lock_guard<std::mutex> lock(prepare_mu_);
+  if (prepare_segment_ != number) return false;  // closing: never zeros after its records
+  // After a failed write of zeros (a full disk), the appends alone find out
+  // when there is room again; preparing tries again a second later.
+  if (prepare_failed_ms_ != 0 && MonoMs() - prepare_failed_ms_ < 1000) return false;
+  uint64_t from = prepared_end_.load(std::memory_order_relaxed);
+  if (from >= at + options_.prepare_bytes || from >= options_.segment_bytes) return false;
+  uint64_t n = std::min(options_.prepare_bytes, options_.segment_bytes - from);
+  if (Status s = file->WriteZeros(from, n); !s.ok()) {
+    prepare_failed_ms_ = MonoMs();
+    return false;
+  }
+  prepare_failed_ms_ = 0;
+  prepared_end_.store(from + n, std::memory_order_release);
+  prepared_bytes_.fetch_add(n, std::memory_order_relaxed);
+  return true;
 }
 
 void Log::Notify() {
@@ -781,6 +894,7 @@ LogStats Log::stats() const {
   s.appended_bytes = end();
   s.rewritten_bytes = rewritten_bytes_.load(std::memory_order_relaxed);
   s.reused_files = reused_files_.load(std::memory_order_relaxed);
+  s.prepared_bytes = prepared_bytes_.load(std::memory_order_relaxed);
   s.disk_bytes = disk_bytes();
   std::lock_guard<std::mutex> lock(seg_mu_);
   s.segments = segments_.size();

@@ -15,6 +15,16 @@
 // A segment is closed (fdatasynced) when it reaches segment_bytes, so only the
 // newest segment can end in a torn record.
 //
+// Preparing space. Growing a file costs more than writing over allocated
+// space: the pages are new to the page cache, and with fsync always every
+// fdatasync must also commit the new size (measured here: ~190 µs against
+// ~130 µs). So a prepare thread writes zeros ahead of the appends in the
+// segment being written, prepare_bytes at a time, once they come within
+// prepare_bytes of its end. A write that passes the prepared space waits for
+// a chunk of zeros being written (prepare_mu_), never the other way round.
+// Zeros after the last record are cut quietly at recovery, and a closed
+// segment is cut to its records.
+//
 // Failures. A write that fails (ENOSPC, EIO) keeps what it could not write and
 // tries again on the next WriteOut, at most every 100 ms (the notify fd wakes
 // the owner for it); health() is the error meanwhile, so the owner refuses new
@@ -81,6 +91,9 @@ struct LogOptions {
   std::string dir;  // created if missing
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
   uint64_t segment_bytes = 64 << 20;
+  // Zeros are written this far ahead of the appends, this much at a time
+  // (see "Preparing space"); 0: none. Default: 1 MiB.
+  uint64_t prepare_bytes = 1 << 20;
   std::shared_ptr<FileSystem> fs;  // default: PosixFileSystem()
 };
 
@@ -93,6 +106,7 @@ struct LogStats {
   uint64_t rewritten_bytes = 0;  // by compaction
   uint64_t removed_segments = 0;
   uint64_t reused_files = 0;  // segments written over a deleted one's file
+  uint64_t prepared_bytes = 0;  // zeros written ahead of the appends
 };
 
 // What recovery found; reported in the log and the server's start-up line.
@@ -102,6 +116,7 @@ struct RecoveryReport {
   uint64_t bytes = 0;
   uint64_t torn_bytes = 0;  // cut from the end of the newest segment
   std::string torn_reason;
+  uint64_t unused_bytes = 0;  // zeros after the last record (prepared space), cut too
 };
 
 class Log {
@@ -213,6 +228,7 @@ class Log {
   static Chunk ReadChunk(File* file, uint64_t file_size, std::string carry, uint64_t base,
                          uint64_t segment);
   static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment);
+  static Result<bool> AllZeros(File& file, uint64_t offset, uint64_t size);
   std::string SparePath() const;
   Status OpenHead();
   Status StartSegment(uint64_t number, uint64_t last_seq);
@@ -227,6 +243,15 @@ class Log {
   void CountRemove(uint64_t seq);
   void SyncLoop();
   void Notify();
+  // The head segment is `number`, prepared up to `end` (REQUIRES: not
+  // prepare_mu_); 0: none, while one is closed.
+  void SetPrepared(uint64_t number, uint64_t end);
+  // After a write that ended at `at` in the head: asks for more zeros ahead
+  // if they run short.
+  void MaybeAskPrepare(uint64_t at);
+  void PrepareLoop();
+  // Writes one chunk of zeros if the head needs one; false if it did not.
+  bool PrepareChunk();
 
   const LogOptions options_;
   const FsyncPolicy policy_;
@@ -283,6 +308,20 @@ class Log {
   uint64_t sync_requested_ = 0;          // GUARDED_BY(sync_mu_)
   bool stop_ = false;                    // GUARDED_BY(sync_mu_)
   std::thread sync_thread_;
+
+  // Preparing space. prepare_mu_ is held while zeros are written, and by a
+  // write that passes prepared_end_; prepared_end_ only grows within a
+  // segment, so a write below it needs no lock.
+  std::mutex prepare_mu_;
+  uint64_t prepare_segment_ = 0;          // GUARDED_BY(prepare_mu_): 0 while one closes
+  std::atomic<uint64_t> prepared_end_{0};  // in the head: records or zeros up to here
+  int64_t prepare_failed_ms_ = 0;         // GUARDED_BY(prepare_mu_): a write of zeros failed
+  std::atomic<bool> prepare_asked_{false};
+  std::atomic<uint64_t> prepared_bytes_{0};
+  std::mutex prepare_sig_mu_;             // for prepare_cv_ only: held for no work
+  std::condition_variable prepare_cv_;
+  bool prepare_stop_ = false;             // GUARDED_BY(prepare_sig_mu_)
+  std::thread prepare_thread_;
 };
 
 }  // namespace delayq::store
