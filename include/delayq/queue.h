@@ -195,14 +195,44 @@ class Queue {
   // caller must drive its timers (see QueueDriver). Owned by the queue.
   virtual QueueDriver* driver() { return nullptr; }
 
+  // --- Asynchronous forms of the changes on a job's way -------------------
+  // For a caller that serves many clients on one thread (`delayq serve`): each
+  // returns at once and runs `done` exactly once with what the blocking form
+  // would have returned, inside the call or later on a thread of the queue's
+  // own, under the same rules as a ReserveAsync callback. A store that waits
+  // on the network (Redis) answers later, and batches the calls of many
+  // callers into one round trip; the in-process queue answers inside the
+  // call. Default: the blocking form, then `done`.
+  using AddCallback = std::function<void(Result<AddResult>)>;
+  using StatusCallback = std::function<void(Status)>;
+  virtual void AddAsync(const JobSpec& spec, AddCallback done);
+  virtual void FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done);
+  virtual void DeleteAsync(std::string_view id, StatusCallback done);
+  virtual void ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                            std::string_view error, StatusCallback done);
+  virtual void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done);
+  virtual void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
+                         StatusCallback done);
+
  protected:
   Queue() = default;
 };
 
 struct QueueOptions {
   // "embedded": in-process, kept in a durable log in data_dir (SPEC §2).
+  // "redis": kept in Redis or Redis Cluster (redis_url), shared by every
+  // server and application that opens the same URL and prefix.
   // "memory": in-process, nothing kept across restarts. Default: "memory".
   std::string store = "memory";
+  // "redis": redis://[[user]:password@]host:port[,host:port...][/db]; a
+  // cluster is detected. Default: "redis://127.0.0.1:6379".
+  std::string redis_url = "redis://127.0.0.1:6379";
+  // "redis": the prefix of every key, so deployments can share one Redis.
+  // Default: "delayq".
+  std::string redis_prefix = "delayq";
+  // "redis": buckets the jobs are spread over (each one slot of a cluster);
+  // fixed when a prefix is first used. Default: 16.
+  uint32_t redis_buckets = 16;
   // "embedded": the directory of its log, created if missing; one queue at
   // a time may use it. Default: "data".
   std::string data_dir = "data";

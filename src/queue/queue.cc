@@ -15,6 +15,23 @@ Result<Deliveries> Queue::Reserve(const ReserveRequest& req) {
   return future.get();
 }
 
+void Queue::AddAsync(const JobSpec& spec, AddCallback done) { done(Add(spec)); }
+void Queue::FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
+  done(Finish(id, receipt));
+}
+void Queue::DeleteAsync(std::string_view id, StatusCallback done) { done(Delete(id)); }
+void Queue::ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                         std::string_view error, StatusCallback done) {
+  done(Release(id, receipt, delay_ms, error));
+}
+void Queue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
+  done(Touch(id, receipt));
+}
+void Queue::BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
+                      StatusCallback done) {
+  done(Bury(id, receipt, reason));
+}
+
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options) {
   if (options.store == "memory" || options.store == "embedded") {
     auto q = LocalQueue::Open(options);

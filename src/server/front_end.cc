@@ -29,6 +29,8 @@ int64_t WallNowUs() {
 
 }  // namespace
 
+thread_local FrontEnd::Awaiting FrontEnd::t_awaiting;
+
 FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue)
     : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)) {}
 

@@ -22,8 +22,10 @@
 #define DELAYQ_SERVER_FRONT_END_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "delayq/queue.h"
 #include "net/event_loop.h"
@@ -75,6 +77,15 @@ class FrontEnd : public net::TcpHandler {
   void StartReserve(net::Connection& c, ReserveRequest req);
   virtual void AnswerReserve(net::Connection& c, Result<Deliveries> result) = 0;
 
+  // Makes a queue call that answers through a callback (Queue::AddAsync,
+  // FinishAsync, ...): `call(done)` starts it, `Answer{}(c, result)` writes the
+  // reply (Answer: a lambda without captures). Answered inside the call (the
+  // in-process stores), the reply is written at once; answered later (Redis),
+  // c is parked meanwhile and what was pipelined behind it waits, as behind
+  // a reserve. A connection gone by then gets nothing.
+  template <typename T, typename Answer, typename Call>
+  void Await(net::Connection& c, Call&& call);
+
   // net::TcpHandler
   void OnClose(net::Connection& c) override;
   void OnDrain(net::Connection& c) override;
@@ -88,7 +99,47 @@ class FrontEnd : public net::TcpHandler {
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
 
   std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
+
+  // The Await being made on this thread, if any: where its answer goes when
+  // the queue gives it inside the call.
+  struct Awaiting {
+    const void* owner = nullptr;  // the FrontEnd
+    uint64_t conn = 0;
+    void* answer = nullptr;  // std::optional<T>*
+  };
+  static thread_local Awaiting t_awaiting;
 };
+
+template <typename T, typename Answer, typename Call>
+void FrontEnd::Await(net::Connection& c, Call&& call) {
+  static_assert(std::is_empty_v<Answer>, "Answer must capture nothing");
+  uint64_t conn_id = c.id;
+  std::optional<T> now;
+  Awaiting outer = t_awaiting;
+  t_awaiting = {this, conn_id, &now};
+  // Captures fit std::function's inline storage: no allocation per call.
+  call(std::function<void(T)>([this, conn_id](T r) {
+    if (t_awaiting.owner == this && t_awaiting.conn == conn_id) {
+      static_cast<std::optional<T>*>(t_awaiting.answer)->emplace(std::move(r));
+      return;
+    }
+    auto shared = std::make_shared<T>(std::move(r));
+    loop_->Post([this, conn_id, alive = alive_, shared] {
+      if (!*alive) return;
+      net::Connection* conn = tcp_->Find(conn_id);
+      if (conn == nullptr) return;
+      conn->waiting = false;
+      Answer{}(*conn, std::move(*shared));
+      tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
+    });
+  }));
+  t_awaiting = outer;
+  if (now) {
+    Answer{}(c, std::move(*now));
+    return;
+  }
+  c.waiting = true;
+}
 
 }  // namespace delayq::server
 

@@ -1,8 +1,9 @@
 // How a connection is served: net::TcpServer reads into c.in and calls
 // OnInput, which parses and executes complete commands into c.out until the
-// input runs dry or a RESERVE parks the connection; the server writes c.out
-// once. A parked RESERVE is answered through AnswerReserve (FrontEnd), which
-// resumes what was pipelined behind it.
+// input runs dry or a command parks the connection; the server writes c.out
+// once. A RESERVE that waits parks it, and so does a change the store answers
+// later (Redis: FrontEnd::Await); the answer resumes what was pipelined
+// behind it.
 #include "server/resp_server.h"
 
 #include <charconv>
@@ -68,6 +69,17 @@ void AppendDelivery(std::string* out, const Delivery& d) {
   resp::AppendBulk(out, d.receipt);
   resp::AppendInteger(out, d.attempts);
 }
+
+// Replies of the calls made through FrontEnd::Await.
+struct AnswerStatus {
+  void operator()(net::Connection& c, const Status& s) const { ReplyStatus(&c.out, s); }
+};
+struct AnswerAdd {
+  void operator()(net::Connection& c, const Result<AddResult>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    resp::AppendBulk(&c.out, r->id);
+  }
+};
 
 void AppendPair(std::string* out, std::string_view key, std::string_view value) {
   resp::AppendBulk(out, key);
@@ -140,7 +152,7 @@ std::string_view RespServer::TimeoutReply() const {
   return "-ERR request timed out: a command must arrive whole within the request timeout\r\n";
 }
 
-// Parses and executes complete commands until the input runs dry, a RESERVE
+// Parses and executes complete commands until the input runs dry, a command
 // parks the connection, or the connection is closing.
 void RespServer::OnInput(Connection& c) {
   RespState& s = StateOf(c);
@@ -250,9 +262,8 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
           &c.out, "ADD: unknown or incomplete option '" + std::string(a[i].substr(0, 32)) + "'");
     }
   }
-  auto r = queue_->Add(spec);
-  if (!r.ok()) return ReplyStatus(&c.out, r.status());
-  resp::AppendBulk(&c.out, r->id);
+  Await<Result<AddResult>, AnswerAdd>(
+      c, [&](Queue::AddCallback done) { queue_->AddAsync(spec, std::move(done)); });
 }
 
 // RESERVE [TIMEOUT ms] [COUNT n] FROM topic [topic ...]
@@ -290,11 +301,14 @@ void RespServer::AnswerReserve(Connection& c, Result<Deliveries> r) {
 }
 
 void RespServer::CmdFinish(Connection& c, const Args& a) {
-  ReplyStatus(&c.out, queue_->Finish(a[1], a.size() > 2 ? a[2] : std::string_view()));
+  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+    queue_->FinishAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), std::move(done));
+  });
 }
 
 void RespServer::CmdDelete(Connection& c, const Args& a) {
-  ReplyStatus(&c.out, queue_->Delete(a[1]));
+  Await<Status, AnswerStatus>(
+      c, [&](Queue::StatusCallback done) { queue_->DeleteAsync(a[1], std::move(done)); });
 }
 
 // RELEASE id delay_ms [receipt] [ERROR text]
@@ -310,15 +324,21 @@ void RespServer::CmdRelease(Connection& c, const Args& a) {
     }
     error = a[i + 1];
   }
-  ReplyStatus(&c.out, queue_->Release(a[1], receipt, *delay, error));
+  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+    queue_->ReleaseAsync(a[1], receipt, *delay, error, std::move(done));
+  });
 }
 
 void RespServer::CmdTouch(Connection& c, const Args& a) {
-  ReplyStatus(&c.out, queue_->Touch(a[1], a.size() > 2 ? a[2] : std::string_view()));
+  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+    queue_->TouchAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), std::move(done));
+  });
 }
 
 void RespServer::CmdBury(Connection& c, const Args& a) {
-  ReplyStatus(&c.out, queue_->Bury(a[1], a.size() > 2 ? a[2] : std::string_view(), ""));
+  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+    queue_->BuryAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), "", std::move(done));
+  });
 }
 
 void RespServer::CmdKick(Connection& c, const Args& a) { ReplyStatus(&c.out, queue_->Kick(a[1])); }
