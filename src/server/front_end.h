@@ -78,8 +78,8 @@ class FrontEnd : public net::TcpHandler {
   virtual void AnswerReserve(net::Connection& c, Result<Deliveries> result) = 0;
 
   // Makes a queue call that answers through a callback (Queue::AddAsync,
-  // FinishAsync, ...): `call(done)` starts it, `Answer{}(c, result)` writes the
-  // reply (Answer: a lambda without captures). Answered inside the call (the
+  // FinishAsync, ...): `call(done)` starts it, `Answer{}(*this, c, result)`
+  // writes the reply (Answer: a type without state). Answered inside the call (the
   // in-process stores), the reply is written at once; answered later (Redis),
   // c is parked meanwhile and what was pipelined behind it waits, as behind
   // a reserve. A connection gone by then gets nothing.
@@ -129,13 +129,13 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
       net::Connection* conn = tcp_->Find(conn_id);
       if (conn == nullptr) return;
       conn->waiting = false;
-      Answer{}(*conn, std::move(*shared));
+      Answer{}(*this, *conn, std::move(*shared));
       tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
     });
   }));
   t_awaiting = outer;
   if (now) {
-    Answer{}(c, std::move(*now));
+    Answer{}(*this, c, std::move(*now));
     return;
   }
   c.waiting = true;

@@ -40,6 +40,7 @@ enum class PendingReply { kNone, kReserve, kPop };
 struct HttpServer::HttpState : FrontEnd::State {
   http::RequestParser parser;
   PendingReply pending = PendingReply::kNone;
+  // The request a parked connection will answer (Api::Park).
   bool pending_keep_alive = true;
   int pending_version = 11;
 };
@@ -342,6 +343,33 @@ class HttpServer::Api {
   void AnswerReserve(Connection& c, Result<Deliveries> r);
 
  private:
+  // Answers of the calls made through FrontEnd::Await.
+  struct AnswerOk {
+    void operator()(FrontEnd& f, Connection& c, const Status& st) const {
+      Api& api = *static_cast<HttpServer&>(f).api_;
+      api.Unpark(c);
+      api.Ok(c, st);
+    }
+  };
+  struct AnswerAdd {
+    void operator()(FrontEnd& f, Connection& c, const Result<AddResult>& r) const {
+      Api& api = *static_cast<HttpServer&>(f).api_;
+      api.Unpark(c);
+      api.Added(c, r);
+    }
+  };
+  // Keeps what the answer to the request being handled needs, for when the
+  // connection is parked; Unpark makes it the request being answered again.
+  void Park(Connection& c);
+  void Unpark(Connection& c);
+  // A change made through FrontEnd::Await, answered {"ok":true} or an error.
+  template <typename Call>
+  void AwaitOk(Connection& c, Call&& call) {
+    Park(c);
+    s_->Await<Status, AnswerOk>(c, std::forward<Call>(call));
+  }
+  void Added(Connection& c, const Result<AddResult>& r);
+
   // Response helpers: they answer the request being handled.
   void Respond(Connection& c, int status, std::string_view content_type, std::string_view body,
                std::string_view headers = {});
@@ -521,7 +549,11 @@ void HttpServer::Api::Handle(Connection& c, const http::Request& req) {
     }
     if (what == "jobs" && p.size() == 3) {
       if (get) return GetJob(c, p[2]);
-      if (m == http::Method::kDelete) return Ok(c, s_->queue_->Delete(p[2]));
+      if (m == http::Method::kDelete) {
+        return AwaitOk(c, [&](Queue::StatusCallback done) {
+          s_->queue_->DeleteAsync(p[2], std::move(done));
+        });
+      }
       return NotAllowed(c, "GET, DELETE");
     }
     if (what == "jobs" && p.size() == 4) {
@@ -577,7 +609,12 @@ void HttpServer::Api::AddJob(Connection& c, std::string_view body) {
   if (ttr) spec.ttr_ms = static_cast<uint32_t>(*ttr);
   if (priority) spec.priority = static_cast<uint32_t>(*priority);
   if (max_attempts) spec.max_attempts = static_cast<uint32_t>(*max_attempts);
-  auto r = s_->queue_->Add(spec);
+  Park(c);
+  s_->Await<Result<AddResult>, AnswerAdd>(
+      c, [&](Queue::AddCallback done) { s_->queue_->AddAsync(spec, std::move(done)); });
+}
+
+void HttpServer::Api::Added(Connection& c, const Result<AddResult>& r) {
   if (!r.ok()) return Error(c, r.status());
   json_.clear();
   JsonWriter w(&json_);
@@ -621,19 +658,27 @@ void HttpServer::Api::Reserve(Connection& c, std::string_view body) {
   if (!st.ok()) return Error(c, st);
   if (wait) req.wait_ms = *wait;
   if (count) req.count = static_cast<uint32_t>(*count);
-  HttpState& s = StateOf(c);
-  s.pending = PendingReply::kReserve;
-  s.pending_keep_alive = keep_alive_;
-  s.pending_version = version_;
+  StateOf(c).pending = PendingReply::kReserve;
+  Park(c);
   s_->StartReserve(c, std::move(req));
 }
 
-void HttpServer::Api::AnswerReserve(Connection& c, Result<Deliveries> r) {
+void HttpServer::Api::Park(Connection& c) {
   HttpState& s = StateOf(c);
-  PendingReply kind = std::exchange(s.pending, PendingReply::kNone);
+  s.pending_keep_alive = keep_alive_;
+  s.pending_version = version_;
+}
+
+void HttpServer::Api::Unpark(Connection& c) {
+  HttpState& s = StateOf(c);
   keep_alive_ = s.pending_keep_alive && !s_->tcp_->draining();
   version_ = s.pending_version;
-  head_ = false;  // reserves are POSTs; a HEAD handled meanwhile must not strip this body
+  head_ = false;  // parked calls are POSTs and DELETEs; a HEAD handled meanwhile must not strip this body
+}
+
+void HttpServer::Api::AnswerReserve(Connection& c, Result<Deliveries> r) {
+  PendingReply kind = std::exchange(StateOf(c).pending, PendingReply::kNone);
+  Unpark(c);
   if (kind == PendingReply::kPop) {
     if (!r.ok()) return SeedReply(c, r.status());
     if (r->empty()) return SeedReply(c, Status::Ok());
@@ -663,7 +708,13 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
     if (st.ok()) st = f.String("receipt", &receipt);
     if (!st.ok()) return Error(c, st);
     std::string_view r = receipt ? std::string_view(*receipt) : std::string_view();
-    return Ok(c, action == "finish" ? q.Finish(id, r) : q.Touch(id, r));
+    return AwaitOk(c, [&](Queue::StatusCallback done) {
+      if (action == "finish") {
+        q.FinishAsync(id, r, std::move(done));
+      } else {
+        q.TouchAsync(id, r, std::move(done));
+      }
+    });
   }
   if (action == "release") {
     std::optional<int64_t> delay;
@@ -672,7 +723,10 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
     if (st.ok()) st = f.Int("delay_ms", 0, kMaxDelayMs, &delay);
     if (st.ok()) st = f.String("error", &error);
     if (!st.ok()) return Error(c, st);
-    return Ok(c, q.Release(id, receipt.value_or(""), delay.value_or(0), error.value_or("")));
+    return AwaitOk(c, [&](Queue::StatusCallback done) {
+      q.ReleaseAsync(id, receipt.value_or(""), delay.value_or(0), error.value_or(""),
+                     std::move(done));
+    });
   }
   if (action == "bury") {
     st = f.Parse(parser_, body, {"receipt", "reason", "error"});
@@ -680,7 +734,9 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
     if (st.ok()) st = f.String("reason", &error);
     if (st.ok() && !error) st = f.String("error", &error);
     if (!st.ok()) return Error(c, st);
-    return Ok(c, q.Bury(id, receipt.value_or(""), error.value_or("")));
+    return AwaitOk(c, [&](Queue::StatusCallback done) {
+      q.BuryAsync(id, receipt.value_or(""), error.value_or(""), std::move(done));
+    });
   }
   if (action == "kick") {
     st = f.Parse(parser_, body, {});
@@ -936,10 +992,8 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
     ReserveRequest req;
     req.topics.push_back(std::move(*topic));
     req.wait_ms = timeout.value_or(0);
-    HttpState& s = StateOf(c);
-    s.pending = PendingReply::kPop;
-    s.pending_keep_alive = keep_alive_;
-    s.pending_version = version_;
+    StateOf(c).pending = PendingReply::kPop;
+    Park(c);
     return s_->StartReserve(c, std::move(req));
   }
   if (*command == "finish" || *command == "delete") {

@@ -72,10 +72,10 @@ void AppendDelivery(std::string* out, const Delivery& d) {
 
 // Replies of the calls made through FrontEnd::Await.
 struct AnswerStatus {
-  void operator()(net::Connection& c, const Status& s) const { ReplyStatus(&c.out, s); }
+  void operator()(FrontEnd&, net::Connection& c, const Status& s) const { ReplyStatus(&c.out, s); }
 };
 struct AnswerAdd {
-  void operator()(net::Connection& c, const Result<AddResult>& r) const {
+  void operator()(FrontEnd&, net::Connection& c, const Result<AddResult>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
     resp::AppendBulk(&c.out, r->id);
   }
