@@ -32,6 +32,9 @@ struct ServeOptions {
   std::string data_dir = "./data";
   std::string fsync = "everysec";
   uint64_t segment_bytes = 64 << 20;
+  std::string redis_url = "redis://127.0.0.1:6379";
+  std::string redis_prefix = "delayq";
+  uint32_t redis_buckets = 16;
   std::string http_host = "127.0.0.1";
   int http_port = 7700;
   std::string resp_host = "127.0.0.1";
@@ -72,6 +75,16 @@ class LogGate final : public delayq::net::OutputGate {
   delayq::QueueDriver* d_;
 };
 
+// The URL as logs may show it: a password becomes "***".
+std::string HidePassword(std::string url) {
+  size_t scheme = url.find("://");
+  size_t at = url.rfind('@');
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
+  size_t colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.replace(colon + 1, at - colon - 1, "***");
+}
+
 int Fail(const delayq::Status& s) {
   Log(LogLevel::kError, "%s", s.ToString().c_str());
   return 1;
@@ -93,6 +106,9 @@ int Serve(const ServeOptions& o) {
   qo.data_dir = o.data_dir;
   qo.fsync = o.fsync;
   qo.segment_bytes = o.segment_bytes;
+  qo.redis_url = o.redis_url;
+  qo.redis_prefix = o.redis_prefix;
+  qo.redis_buckets = o.redis_buckets;
   qo.limits.max_body_bytes = o.max_body;
   // The queue's timers run on the loop thread: a job that falls due reaches
   // its waiting reserve without waking a second thread first.
@@ -100,6 +116,10 @@ int Serve(const ServeOptions& o) {
   if (o.store == "embedded") {
     Log(LogLevel::kInfo, "opening the embedded store in %s (fsync %s)", o.data_dir.c_str(),
         o.fsync.c_str());
+  }
+  if (o.store == "redis") {
+    Log(LogLevel::kInfo, "opening the redis store at %s (prefix %s)",
+        HidePassword(o.redis_url).c_str(), o.redis_prefix.c_str());
   }
   auto queue = delayq::OpenQueue(qo);
   if (!queue.ok()) return Fail(queue.status());
@@ -199,8 +219,10 @@ int Serve(const ServeOptions& o) {
   });
   if (!watched.ok()) return Fail(watched);
 
-  Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(),
-      o.store == "embedded" ? (" in " + o.data_dir + ", fsync " + o.fsync).c_str() : "",
+  std::string where;
+  if (o.store == "embedded") where = " in " + o.data_dir + ", fsync " + o.fsync;
+  if (o.store == "redis") where = " at " + HidePassword(o.redis_url) + ", prefix " + o.redis_prefix;
+  Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
   Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
@@ -231,9 +253,10 @@ int main(int argc, char** argv) {
   ServeOptions o;
   CLI::App* serve = app.add_subcommand("serve", "run the server");
   AddOption(serve, "--store", o.store,
-            "where jobs live: embedded (a durable log in --data-dir) | memory (nothing kept)",
+            "where jobs live: embedded (a durable log in --data-dir) | redis (Redis or Redis "
+            "Cluster at --redis, shared by every server on it) | memory (nothing kept)",
             "DELAYQ_STORE")
-      ->check(CLI::IsMember({"embedded", "memory"}));
+      ->check(CLI::IsMember({"embedded", "redis", "memory"}));
   AddOption(serve, "--data-dir", o.data_dir,
             "directory of the embedded store's log, created if missing", "DELAYQ_DATA_DIR");
   AddOption(serve, "--fsync", o.fsync,
@@ -244,6 +267,18 @@ int main(int argc, char** argv) {
   AddOption(serve, "--segment-bytes", o.segment_bytes,
             "embedded store: size at which a log segment is closed", "DELAYQ_SEGMENT_BYTES")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 40));
+  AddOption(serve, "--redis", o.redis_url,
+            "redis store: redis://[[user]:password@]host:port[,host:port...][/db]; a cluster is "
+            "detected",
+            "DELAYQ_REDIS");
+  AddOption(serve, "--redis-prefix", o.redis_prefix,
+            "redis store: prefix of every key, so deployments can share one Redis",
+            "DELAYQ_REDIS_PREFIX");
+  AddOption(serve, "--redis-buckets", o.redis_buckets,
+            "redis store: buckets jobs are spread over (one cluster slot each); fixed when a "
+            "prefix is first used",
+            "DELAYQ_REDIS_BUCKETS")
+      ->check(CLI::Range(1, 16384));
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
             "DELAYQ_HTTP_HOST");
   AddOption(serve, "--http-port", o.http_port, "port of the HTTP/JSON API (0: any free port)",
