@@ -1,0 +1,192 @@
+// Client: what a Redis-backed queue talks to. One object for a standalone
+// Redis or a Redis Cluster; the caller names, with every command, the key
+// that routes it, and the Client finds the node.
+//
+// Open connects to the first seed of the URL that answers, asks `INFO
+// cluster`, and in cluster mode loads the slot map (`CLUSTER SLOTS`). A
+// command goes to the master serving the slot of its key (slot.h); with a
+// standalone server the key is ignored. On the way:
+//
+//   MOVED slot host:port   the map is stale: the slot's entry is corrected at
+//                          once, the whole map is reloaded (at most once per
+//                          min_refresh_interval_ms), the command is sent again
+//                          to the node named.
+//   ASK slot host:port     the slot is being migrated and this key has moved:
+//                          ASKING then the command, on that node, this once;
+//                          the map does not change.
+//   TRYAGAIN, CLUSTERDOWN, LOADING
+//                          sent again after 10, 20, 40, ... ms, up to
+//                          retry_attempts times; then kUnavailable.
+//   NOSCRIPT (a Script)    SCRIPT LOAD on that node, then EVALSHA again, once.
+//   a node unreachable     when nothing was written to it, the map is reloaded
+//                          from any node that answers and, if the slot now has
+//                          another owner, the command goes there; otherwise
+//                          kUnavailable at once (no waiting on a dead node:
+//                          see Connection's backoff).
+//
+// MOVED and ASK count as redirections, at most max_redirects per command,
+// so a misconfigured cluster cannot bounce a command forever. Every resend is
+// of a command Redis refused to run (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
+// LOADING, NOSCRIPT) or that was never written: nothing runs twice.
+//
+// A call blocks its thread: at worst about command_timeout_ms per node it
+// waits on, plus the retry delays above. A pipeline is not a transaction:
+// other clients' commands may run between two commands of one batch.
+//
+// What comes back: a Reply for every command Redis answered, error replies
+// included ("-WRONGTYPE ...", "-ERR ..." — the caller decides); kUnavailable
+// when Redis could not be reached or answered (a command that failed after it
+// was written may or may not have run), or when the retries above ran out.
+//
+// Thread-safety: every method may be called from any number of threads at
+// once. Each node has a pool of connections; a call takes one connection per
+// node it needs, uses it alone (so a pipeline's replies never interleave with
+// another thread's) and puts it back. A pool grows to as many connections as
+// threads use the node at once and keeps up to max_idle_connections_per_node
+// of them open between calls. Connections to one node share one Backoff.
+// There are no background threads.
+#ifndef DELAYQ_REDIS_CLIENT_H_
+#define DELAYQ_REDIS_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "delayq/status.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
+#include "redis/url.h"
+
+namespace delayq::redis {
+
+// A Lua script, named by the SHA-1 of its source (computed here, as Redis
+// does), so it runs as EVALSHA without a round trip to load it first.
+class Script {
+ public:
+  explicit Script(std::string source);
+  const std::string& source() const { return source_; }
+  // 40 lowercase hex digits, as SCRIPT LOAD answers.
+  const std::string& sha1() const { return sha1_; }
+
+ private:
+  std::string source_;
+  std::string sha1_;
+};
+
+// One command and the key that routes it.
+struct Command {
+  // Routes the command: its slot picks the node. Commands that touch keys
+  // must route by one of them (all of a command's keys must share a slot in a
+  // cluster). Keyless commands (PING, PUBLISH) may use any key: "" goes to
+  // the owner of slot 0.
+  std::string key;
+  Argv argv;  // the command and its arguments, binary-safe
+  // Set by Eval: argv is EVALSHA of this script, loaded on NOSCRIPT.
+  // The script must outlive the call that runs the command.
+  const Script* script = nullptr;
+
+  // EVALSHA script.sha1() len(keys) keys... args..., routed by keys[0]
+  // ("" when there are no keys).
+  static Command Eval(const Script& script, std::vector<std::string> keys,
+                      std::vector<std::string> args);
+};
+
+struct ClientOptions {
+  // Timeouts and backoff of every connection. Its user, password and db are
+  // replaced by the URL's.
+  ConnectionOptions connection;
+  // MOVED and ASK answers followed per command before giving up with
+  // kUnavailable. Default: 5.
+  int max_redirects = 5;
+  // TRYAGAIN / CLUSTERDOWN / LOADING answers retried per command, waiting
+  // retry_delay_ms, then twice that, ... between rounds. Defaults: 5, 10
+  // (10+20+40+80+160: the command gives up after ~310 ms).
+  int retry_attempts = 5;
+  int retry_delay_ms = 10;
+  // A full reload of the slot map happens at most this often, however many
+  // MOVED answers ask for one (each MOVED still fixes its own slot at once).
+  // Default: 100.
+  int min_refresh_interval_ms = 100;
+  // Open connections kept per node between calls. Default: 8.
+  int max_idle_connections_per_node = 8;
+};
+
+class Client {
+ public:
+  // Parses `url` (url.h) and connects. InvalidArgument for a bad URL, or a
+  // non-zero db on a cluster; kUnavailable (naming each seed and why) when
+  // no seed answers, AUTH is refused, or the cluster's slot map cannot be read.
+  static Result<std::unique_ptr<Client>> Open(std::string_view url, ClientOptions options = {});
+  static Result<std::unique_ptr<Client>> Open(const RedisUrl& url, ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // True when the server is a Redis Cluster node (`cluster_enabled:1`).
+  bool cluster() const { return cluster_; }
+
+  // Runs one command where `cmd.key` routes it.
+  Result<Reply> Exec(const Command& cmd);
+  Result<Reply> Exec(std::string_view key, std::initializer_list<std::string_view> argv);
+
+  // Runs every command, grouped by node: the commands for one node go out as
+  // one pipeline, all nodes' pipelines are written before any is read, so a
+  // batch costs about one round trip. Result i belongs to cmds[i]. Each
+  // command's redirections and retries are handled on their own (later
+  // rounds carry only the commands that need them); commands for one node
+  // run in their order in `cmds`, except those a redirection moved.
+  std::vector<Result<Reply>> ExecBatch(const std::vector<Command>& cmds);
+
+  // Runs `argv` on every master (SCRIPT LOAD, FLUSHALL, ...), in no
+  // particular order; one result per master.
+  std::vector<std::pair<Endpoint, Result<Reply>>> ExecOnEachMaster(const Argv& argv);
+
+  // The masters of the current slot map (the one server when standalone).
+  std::vector<Endpoint> Masters() const;
+  // Where the current map sends `key`. Unavailable when no node serves its slot.
+  Result<Endpoint> MasterFor(std::string_view key) const;
+  // Reloads the slot map now (no-op when standalone). kUnavailable when no
+  // known node or seed answers CLUSTER SLOTS.
+  Status RefreshSlots();
+
+  // The URL it was opened with, password hidden.
+  std::string url() const { return url_.ToString(); }
+
+ private:
+  struct Node;
+  struct SlotMap;
+  struct Op;
+  class Round;
+
+  Client(RedisUrl url, ClientOptions options);
+  Status Connect();
+  void Run(std::vector<Op>& ops);
+  std::shared_ptr<const SlotMap> slot_map() const;
+  std::shared_ptr<Node> NodeAt(const Endpoint& endpoint);
+  Status Refresh(bool force);
+  Status LoadSlots(Node& from);
+  // Points each MOVED slot at the node named, at once (one map copy).
+  void FixSlots(const std::vector<std::pair<int, std::shared_ptr<Node>>>& moved);
+
+  const RedisUrl url_;
+  const ClientOptions options_;  // connection carries the URL's credentials
+  bool cluster_ = false;         // set by Connect, then constant
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const SlotMap> map_;                  // GUARDED_BY(mu_); never null once open
+  std::map<std::string, std::shared_ptr<Node>> nodes_;  // GUARDED_BY(mu_); by Endpoint::ToString
+
+  std::mutex refresh_mu_;                               // one reload at a time
+  std::chrono::steady_clock::time_point last_refresh_;  // GUARDED_BY(refresh_mu_)
+};
+
+}  // namespace delayq::redis
+
+#endif  // DELAYQ_REDIS_CLIENT_H_

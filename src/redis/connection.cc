@@ -1,0 +1,369 @@
+// Blocking hiredis: redisConnectWithTimeout, then SO_RCVTIMEO/SO_SNDTIMEO
+// (redisSetTimeout) bound every read and write. hiredis 0.14 reports a
+// failure in context->err/errstr and leaves the context unusable, so any
+// failure frees it (Broken) and the next use connects afresh, paced by the
+// Backoff. A read that times out surfaces as EAGAIN on a blocking socket,
+// which is reported as "no reply within N ms".
+#include "redis/connection.h"
+
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+namespace delayq::redis {
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+timeval Timeval(int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = static_cast<suseconds_t>(ms % 1000) * 1000;
+  return tv;
+}
+
+Reply Convert(const redisReply* r) {
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      return Reply::String(std::string(r->str, r->len));
+    case REDIS_REPLY_STATUS:
+      return Reply::Status(std::string(r->str, r->len));
+    case REDIS_REPLY_ERROR:
+      return Reply::Error(std::string(r->str, r->len));
+    case REDIS_REPLY_INTEGER:
+      return Reply::Integer(r->integer);
+    case REDIS_REPLY_ARRAY: {
+      std::vector<Reply> elements;
+      elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) elements.push_back(Convert(r->element[i]));
+      return Reply::Array(std::move(elements));
+    }
+    default:
+      return Reply::Nil();
+  }
+}
+
+// hiredis writes with write(2): a server gone mid-write raises SIGPIPE, whose
+// default action kills the process. Unless the process ignores SIGPIPE (as
+// `delayq serve` does), this blocks it in the calling thread for the guard's
+// life and swallows one our write raised, so the write fails with EPIPE
+// instead (libpq does the same). Applications embedding delayq need not care.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) return;
+    active_ = true;
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~SigpipeGuard() {
+    if (!active_) return;
+    sigset_t pending;
+    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{};
+      sigtimedwait(&pipe_, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  bool active_ = false;
+  bool was_pending_ = false;  // someone else's SIGPIPE: leave it pending
+  sigset_t pipe_;
+  sigset_t old_;
+};
+
+// Takes ownership of a reply hiredis handed out.
+Reply TakeReply(void* raw) {
+  auto* r = static_cast<redisReply*>(raw);
+  Reply out = Convert(r);
+  freeReplyObject(r);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Backoff
+
+Backoff::Backoff(int initial_ms, int max_ms)
+    : initial_ms_(std::max(1, initial_ms)),
+      max_ms_(std::max(initial_ms_, max_ms)),
+      delay_ms_(initial_ms_) {}
+
+int64_t Backoff::TryStart() {
+  std::lock_guard lock(mu_);
+  if (!failing_) return 0;
+  int64_t now = SteadyMs();
+  if (now < retry_at_ms_) return retry_at_ms_ - now;
+  retry_at_ms_ = now + delay_ms_;  // others wait while this attempt runs
+  return 0;
+}
+
+void Backoff::Failed(std::string error) {
+  std::lock_guard lock(mu_);
+  failing_ = true;
+  retry_at_ms_ = SteadyMs() + delay_ms_;
+  delay_ms_ = std::min(delay_ms_ * 2, max_ms_);
+  last_error_ = std::move(error);
+}
+
+void Backoff::Succeeded() {
+  std::lock_guard lock(mu_);
+  failing_ = false;
+  delay_ms_ = initial_ms_;
+}
+
+std::string Backoff::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+
+Connection::Connection(Endpoint endpoint, ConnectionOptions options,
+                       std::shared_ptr<Backoff> backoff)
+    : endpoint_(std::move(endpoint)),
+      options_(std::move(options)),
+      backoff_(backoff ? std::move(backoff)
+                       : std::make_shared<Backoff>(options_.backoff_initial_ms,
+                                                   options_.backoff_max_ms)),
+      name_("redis " + endpoint_.ToString()) {}
+
+Connection::~Connection() { Drop(); }
+
+std::unique_ptr<Connection> Connection::Create(Endpoint endpoint, ConnectionOptions options,
+                                               std::shared_ptr<Backoff> backoff) {
+  return std::unique_ptr<Connection>(
+      new Connection(std::move(endpoint), std::move(options), std::move(backoff)));
+}
+
+Result<std::unique_ptr<Connection>> Connection::Open(Endpoint endpoint, ConnectionOptions options,
+                                                     std::shared_ptr<Backoff> backoff) {
+  std::unique_ptr<Connection> c =
+      Create(std::move(endpoint), std::move(options), std::move(backoff));
+  if (Status s = c->EnsureConnected(); !s.ok()) return s;
+  return c;
+}
+
+void Connection::Drop() {
+  if (context_ != nullptr) redisFree(context_);
+  context_ = nullptr;
+  pending_ = 0;
+}
+
+Status Connection::Broken(int saved_errno) {
+  std::string why;
+  if (context_ == nullptr) {
+    why = "not connected";
+  } else if (context_->err == REDIS_ERR_IO &&
+             (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
+    why =
+        "no reply within " + std::to_string(options_.command_timeout_ms) + " ms (command timeout)";
+  } else if (context_->errstr[0] != '\0') {
+    why = context_->errstr;
+  } else {
+    why = "connection failed";
+  }
+  Drop();
+  return Unavailable(name_ + ": " + why);
+}
+
+bool Connection::ClosedWhileIdle() const {
+  pollfd p{context_->fd, POLLIN, 0};
+  // Nothing is owed to us, so anything readable (EOF, RST, stray bytes)
+  // means the connection cannot be trusted.
+  return poll(&p, 1, 0) != 0;
+}
+
+Status Connection::EnsureConnected() {
+  if (context_ != nullptr) {
+    if (pending_ > 0 || push_mode_ || !ClosedWhileIdle()) return Status::Ok();
+    Drop();  // closed by the server while idle (a restart, a timeout): reconnect now
+  }
+  if (int64_t wait = backoff_->TryStart(); wait > 0) {
+    std::string last = backoff_->last_error();
+    return Unavailable(name_ + ": unreachable, next connect attempt in " + std::to_string(wait) +
+                       " ms" + (last.empty() ? "" : " (last error: " + last + ")"));
+  }
+  Status s = Connect();
+  if (!s.ok()) {
+    backoff_->Failed(s.message().substr(std::min(s.message().size(), name_.size() + 2)));
+    return s;
+  }
+  backoff_->Succeeded();
+  return Status::Ok();
+}
+
+Status Connection::Connect() {
+  redisContext* c = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
+                                            Timeval(options_.connect_timeout_ms));
+  if (c == nullptr) return Unavailable(name_ + ": cannot allocate a hiredis context");
+  if (c->err != 0) {
+    std::string why = c->errstr;
+    redisFree(c);
+    return Unavailable(name_ + ": " + why);
+  }
+  context_ = c;
+  int one = 1;
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // hiredis sets it too
+  if (redisSetTimeout(c, Timeval(options_.command_timeout_ms)) != REDIS_OK) return Broken(errno);
+  return Handshake();
+}
+
+// AUTH and SELECT in one round trip.
+Status Connection::Handshake() {
+  std::vector<Argv> cmds;
+  if (options_.password) {
+    if (options_.user.empty()) {
+      cmds.push_back({"AUTH", *options_.password});
+    } else {
+      cmds.push_back({"AUTH", options_.user, *options_.password});
+    }
+  }
+  if (options_.db != 0) cmds.push_back({"SELECT", std::to_string(options_.db)});
+  if (cmds.empty()) return Status::Ok();
+  for (const Argv& argv : cmds) {
+    if (Status s = Append(argv); !s.ok()) return s;
+  }
+  std::vector<Reply> replies;
+  if (Status s = Receive(cmds.size(), &replies); !s.ok()) return s;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i].is_error()) {
+      Drop();
+      return Unavailable(name_ + ": " + cmds[i][0] + " refused: " + replies[i].str());
+    }
+  }
+  return Status::Ok();
+}
+
+Status Connection::Append(std::span<const std::string_view> argv) { return AppendArgs(argv); }
+Status Connection::Append(const Argv& argv) { return AppendArgs(argv); }
+Status Connection::Append(std::initializer_list<std::string_view> argv) { return AppendArgs(argv); }
+
+// Hands hiredis pointers into the caller's strings (it copies them once,
+// into its output buffer); the pointer arrays live on the stack for the
+// usual short command.
+template <typename Range>
+Status Connection::AppendArgs(const Range& argv) {
+  const size_t n = std::size(argv);
+  // "*0\r\n" gets no reply at all: the caller would wait for the timeout.
+  if (n == 0) return InvalidArgument(name_ + ": empty command");
+  if (Status s = EnsureConnected(); !s.ok()) return s;
+  constexpr size_t kOnStack = 16;
+  const char* stack_ptrs[kOnStack];
+  size_t stack_lens[kOnStack];
+  std::vector<const char*> heap_ptrs(n > kOnStack ? n : 0);
+  std::vector<size_t> heap_lens(n > kOnStack ? n : 0);
+  const char** ptrs = n > kOnStack ? heap_ptrs.data() : stack_ptrs;
+  size_t* lens = n > kOnStack ? heap_lens.data() : stack_lens;
+  size_t i = 0;
+  for (const auto& arg : argv) {
+    ptrs[i] = arg.data();
+    lens[i] = arg.size();
+    ++i;
+  }
+  if (redisAppendCommandArgv(context_, static_cast<int>(n), ptrs, lens) != REDIS_OK) {
+    return Broken(errno);
+  }
+  ++pending_;
+  return Status::Ok();
+}
+
+Status Connection::Flush() {
+  if (context_ == nullptr) return Broken(0);
+  SigpipeGuard no_sigpipe;
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(context_, &done) != REDIS_OK) return Broken(errno);
+  }
+  return Status::Ok();
+}
+
+Status Connection::Receive(size_t n, std::vector<Reply>* out) {
+  assert(n <= pending_);
+  SigpipeGuard no_sigpipe;  // redisGetReply writes what is buffered first
+  for (size_t i = 0; i < n; ++i) {
+    if (context_ == nullptr) return Broken(0);
+    void* raw = nullptr;
+    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return Broken(errno);
+    --pending_;
+    out->push_back(TakeReply(raw));
+  }
+  return Status::Ok();
+}
+
+Result<Reply> Connection::Exec(const Argv& argv) {
+  if (Status s = Append(argv); !s.ok()) return s;
+  std::vector<Reply> replies;
+  if (Status s = Receive(pending_, &replies); !s.ok()) return s;
+  return std::move(replies.back());
+}
+
+Result<Reply> Connection::Exec(std::initializer_list<std::string_view> argv) {
+  if (Status s = Append(argv); !s.ok()) return s;
+  std::vector<Reply> replies;
+  if (Status s = Receive(pending_, &replies); !s.ok()) return s;
+  return std::move(replies.back());
+}
+
+Result<std::vector<Reply>> Connection::ExecMany(std::span<const Argv> cmds) {
+  // Replies owed from an earlier, abandoned pipeline would be mistaken for
+  // ours: read them off first.
+  std::vector<Reply> replies;
+  if (pending_ > 0) {
+    if (Status s = Receive(pending_, &replies); !s.ok()) return s;
+    replies.clear();
+  }
+  for (const Argv& argv : cmds) {
+    if (Status s = Append(argv); !s.ok()) {
+      Drop();  // half a pipeline buffered: start clean next time
+      return s;
+    }
+  }
+  replies.reserve(cmds.size());
+  if (Status s = Receive(cmds.size(), &replies); !s.ok()) return s;
+  return replies;
+}
+
+Status Connection::TakeBuffered(std::vector<Reply>* out) {
+  if (context_ == nullptr) return Broken(0);
+  for (;;) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return Broken(errno);
+    if (raw == nullptr) return Status::Ok();
+    if (pending_ > 0) --pending_;
+    out->push_back(TakeReply(raw));
+  }
+}
+
+Status Connection::ReadSome(std::vector<Reply>* out) {
+  if (context_ == nullptr) return Broken(0);
+  if (redisBufferRead(context_) != REDIS_OK) return Broken(errno);
+  return TakeBuffered(out);
+}
+
+int Connection::fd() const { return context_ != nullptr ? context_->fd : -1; }
+
+}  // namespace delayq::redis

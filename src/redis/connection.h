@@ -1,0 +1,187 @@
+// Connection: one blocking connection to one Redis node, over hiredis.
+//
+// It connects lazily, on first use, within ConnectionOptions::connect_timeout_ms;
+// sets TCP_NODELAY; sends AUTH (password, or user and password) and SELECT db
+// in one round trip; then every read and write is bounded by
+// command_timeout_ms (SO_RCVTIMEO/SO_SNDTIMEO).
+//
+// Failures are values. Trouble on the wire (refused, reset, closed, timed
+// out, a malformed reply, AUTH or SELECT refused) returns kUnavailable with a
+// message naming the node and the reason ("redis 127.0.0.1:6379: Connection
+// refused") and marks the connection broken; an error *reply* to a command
+// ("-WRONGTYPE ...") is a successful Reply of type kError. A broken
+// connection reconnects on its next use, so a restarted Redis is picked up
+// without help; failed connects are spaced by a Backoff (50 ms, doubling to
+// 2 s, reset by a success) and a call made while it waits fails at once with
+// kUnavailable, so a dead Redis is neither hammered nor waited on.
+//
+// A connection that sat idle is checked before it is used (a zero-timeout
+// poll: readable means the server closed it, say because it restarted): it is
+// then replaced before the command is written, so a restart costs the next
+// caller nothing. When a call fails after its command was written, the
+// command may or may not have run; Append fails only while connecting, before
+// anything was written. A write to a connection the server reset is an
+// error, never a SIGPIPE that kills the process (SIGPIPE is blocked in the
+// calling thread around writes unless the process already ignores it).
+//
+// Thread-safety: none; one thread at a time per Connection (Client keeps a
+// pool and hands each connection to one thread at a time). A Backoff may be
+// shared by any number of connections and threads.
+#ifndef DELAYQ_REDIS_CONNECTION_H_
+#define DELAYQ_REDIS_CONNECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/status.h"
+#include "redis/reply.h"
+#include "redis/url.h"
+
+struct redisContext;  // hiredis, kept out of this header
+
+namespace delayq::redis {
+
+// One command: its name and arguments, binary-safe (any bytes, NULs too).
+using Argv = std::vector<std::string>;
+
+struct ConnectionOptions {
+  // Bound on TCP connect (and address resolution's connect attempts). Default: 1000.
+  int connect_timeout_ms = 1000;
+  // Bound on each blocking read or write of a command or its reply: a Redis
+  // that stops answering is reported kUnavailable after this. Default: 3000.
+  int command_timeout_ms = 3000;
+  // Wait after the first failed connect; doubles on each further failure up
+  // to backoff_max_ms; a successful connect resets it. Defaults: 50, 2000.
+  int backoff_initial_ms = 50;
+  int backoff_max_ms = 2000;
+  // AUTH on connect: `AUTH password`, or `AUTH user password` when user is
+  // non-empty. No AUTH when password is nullopt. Default: none.
+  std::string user;
+  std::optional<std::string> password;
+  // SELECT on connect when non-zero. Default: 0.
+  int db = 0;
+};
+
+// When the next connect to a node may be tried. Shared by every connection
+// to one node, so N pooled connections to a dead node make one attempt per
+// period between them, not N.
+//
+// Thread-safety: every method may be called from any thread.
+class Backoff {
+ public:
+  Backoff(int initial_ms, int max_ms);
+
+  // 0 when a connect may be tried now, else how many ms are left to wait.
+  // While the node is failing, a 0 claims the attempt: callers asking during
+  // it are told to wait (as long as the current delay).
+  int64_t TryStart();
+  // A connect failed with `error` (kept for fast-fail messages).
+  void Failed(std::string error);
+  // A connect succeeded: no wait, delay back to initial.
+  void Succeeded();
+  // The error of the last failure; empty when none.
+  std::string last_error() const;
+
+ private:
+  const int initial_ms_;
+  const int max_ms_;
+  mutable std::mutex mu_;
+  bool failing_ = false;     // GUARDED_BY(mu_): the last connect failed
+  int64_t retry_at_ms_ = 0;  // GUARDED_BY(mu_): steady-clock ms
+  int delay_ms_;             // GUARDED_BY(mu_): the wait after the next failure
+  std::string last_error_;   // GUARDED_BY(mu_)
+};
+
+class Connection {
+ public:
+  // A connection to `endpoint` that connects on first use. `backoff` spaces
+  // its connects; nullptr: one of its own, from `options`.
+  static std::unique_ptr<Connection> Create(Endpoint endpoint, ConnectionOptions options,
+                                            std::shared_ptr<Backoff> backoff = nullptr);
+  // As Create, then connects now: kUnavailable (naming the node) if it cannot.
+  static Result<std::unique_ptr<Connection>> Open(Endpoint endpoint, ConnectionOptions options,
+                                                  std::shared_ptr<Backoff> backoff = nullptr);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends one command, waits for its reply.
+  Result<Reply> Exec(const Argv& argv);
+  Result<Reply> Exec(std::initializer_list<std::string_view> argv);
+
+  // Sends all of `cmds` at once and reads their replies in order: one round
+  // trip. kUnavailable if any reply is lost (some commands may have run).
+  Result<std::vector<Reply>> ExecMany(std::span<const Argv> cmds);
+
+  // --- The halves of a pipeline, for callers that write to several nodes
+  // before reading from any (Client::ExecBatch).
+
+  // Buffers one command, connecting first if needed. Fails only when the
+  // connect fails (or is waiting out its backoff): nothing has been sent then;
+  // or with InvalidArgument, changing nothing, when `argv` is empty.
+  Status Append(const Argv& argv);
+  Status Append(std::initializer_list<std::string_view> argv);
+  Status Append(std::span<const std::string_view> argv);
+  // Writes everything buffered.
+  Status Flush();
+  // Reads the next `n` replies (flushing first), appending each to *out as it
+  // arrives: on failure, *out holds those that came before it.
+  // REQUIRES: n <= pending().
+  Status Receive(size_t n, std::vector<Reply>* out);
+  // Commands appended whose replies have not been read.
+  size_t pending() const { return pending_; }
+
+  // --- For pub/sub, where the server sends on its own (Subscriber).
+
+  // From now on, data arriving on an idle connection is expected: Append no
+  // longer takes it for a close.
+  void set_push_mode() { push_mode_ = true; }
+  // Moves every complete reply already read from the socket into *out,
+  // without reading.
+  Status TakeBuffered(std::vector<Reply>* out);
+  // One read(2) of what the socket holds, then as TakeBuffered. Blocks up to
+  // command_timeout_ms when nothing is there: poll fd() first. A closed
+  // connection is kUnavailable.
+  Status ReadSome(std::vector<Reply>* out);
+  // The socket, for poll(2); -1 when not connected.
+  int fd() const;
+
+  bool connected() const { return context_ != nullptr; }
+  const Endpoint& endpoint() const { return endpoint_; }
+  // "redis 127.0.0.1:6379", the prefix of every message.
+  const std::string& name() const { return name_; }
+
+ private:
+  Connection(Endpoint endpoint, ConnectionOptions options, std::shared_ptr<Backoff> backoff);
+
+  template <typename Range>
+  Status AppendArgs(const Range& argv);
+  Status EnsureConnected();
+  Status Connect();
+  Status Handshake();
+  bool ClosedWhileIdle() const;
+  // Marks the connection broken after hiredis failed: frees the context and
+  // returns kUnavailable naming the node and hiredis's reason.
+  Status Broken(int saved_errno);
+  void Drop();
+
+  const Endpoint endpoint_;
+  const ConnectionOptions options_;
+  const std::shared_ptr<Backoff> backoff_;
+  const std::string name_;
+  redisContext* context_ = nullptr;  // owned; nullptr while not connected
+  size_t pending_ = 0;
+  bool push_mode_ = false;
+};
+
+}  // namespace delayq::redis
+
+#endif  // DELAYQ_REDIS_CONNECTION_H_

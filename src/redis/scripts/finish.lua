@@ -1,0 +1,92 @@
+#!lua
+-- finish: acknowledges a batch of reserved jobs of one bucket; each is gone.
+--
+-- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
+-- ARGV[1]  now_ms
+-- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt ("" skips the check)
+-- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved"
+--          (no receipt and the job is not reserved) | "stale_receipt" (a
+--          receipt that is not the job's current reservation's, also when
+--          the job is no longer reserved)
+-- Errors   invalid_argument for a malformed batch (nothing changed).
+--
+-- A reservation whose deadline <= now_ms has run out: it is timed out first
+-- (as the engine acts on the time before every call), so its receipt is
+-- stale. Counter: finished.
+--!include lib.lua
+
+local function main()
+  read_now()
+  local n = (#ARGV - 1) / 2
+  if n < 1 or n > MAX_BATCH or n ~= math.floor(n) then
+    abort('invalid_argument', 'jobs: expected 1..' .. MAX_BATCH .. ' pairs of id, receipt')
+  end
+  local ids, receipts = {}, {}
+  for k = 1, n do
+    ids[k] = check_id(ARGV[2 * k], 'id')
+    receipts[k] = ARGV[2 * k + 1]
+  end
+  local vals = redis.call('HMGET', K_JOBS, unpack(ids))
+  local deadlines = redis.call('ZMSCORE', K_RESERVED, unpack(ids))
+
+  local out, gone, seen = {}, {}, {}
+  local hdel, zrem = {}, {}
+  local per_topic, topic_order = {}, {}
+  for k = 1, n do
+    local id = ids[k]
+    local j
+    if not gone[id] then
+      -- An id met before in this batch is read again: an earlier item may
+      -- have changed it.
+      if seen[id] then
+        j = load(id)
+      elseif vals[k] then
+        j = decode(id, vals[k])
+      end
+    end
+    if j == nil then
+      out[k] = 'not_found'
+    else
+      local changed
+      if j.state == RESERVED and not seen[id] then
+        local d = tonumber(deadlines[k])
+        if d ~= nil and d <= NOW then
+          detach(j)
+          time_out(j)
+          changed = true
+        end
+      else
+        changed = settle_job(j)
+      end
+      if changed then save(j) end
+      seen[id] = true
+      local code = check_reservation(j, receipts[k])
+      if code then
+        out[k] = code
+      else
+        out[k] = 'ok'
+        gone[id] = true
+        hdel[#hdel + 1] = id
+        zrem[#zrem + 1] = id
+        if per_topic[j.topic] == nil then
+          per_topic[j.topic] = 0
+          topic_order[#topic_order + 1] = j.topic
+        end
+        per_topic[j.topic] = per_topic[j.topic] + 1
+      end
+    end
+  end
+  if #hdel > 0 then
+    redis.call('HDEL', K_JOBS, unpack(hdel))
+    redis.call('ZREM', K_RESERVED, unpack(zrem))
+    for _, t in ipairs(topic_order) do
+      hincr(K_TOPICS, t, -per_topic[t])
+      hincr(K_RESERVING, t, -per_topic[t])
+    end
+    count('finished', #hdel)
+  end
+  commit()
+  return out
+end
+
+return run(main)

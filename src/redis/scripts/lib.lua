@@ -1,0 +1,457 @@
+-- lib.lua: the code every delayq script shares. Not a script by itself: a
+-- script's line "--!include lib.lua" is replaced by this file before the text
+-- is sent to Redis (docs/redis-store.md, "Assembling a script"), so these
+-- locals are locals of the script's main chunk.
+--
+-- Format 1 of the Redis store (docs/redis-store.md has the key layout, the
+-- record layout and each script's contract). Rules every script keeps:
+--  - every key it touches is KEYS[1] .. ':' .. suffix (one bucket, one slot);
+--  - time is ARGV[1] (now_ms, the caller's wall clock), never TIME;
+--  - all input is checked before the first write, so an error reply means
+--    nothing changed (except what time alone explains: settling, below);
+--  - work per call is bounded (batches <= MAX_BATCH, settling <= a limit).
+
+local B = KEYS[1]
+local PREFIX, BUCKET = string.match(B or '', '^{(.+):(%d+)}$')
+if not PREFIX then
+  return redis.error_reply('invalid_argument KEYS[1]: expected {<prefix>:<bucket>}')
+end
+
+local K_META = B .. ':meta'            -- hash: format, buckets, seq, counters
+local K_JOBS = B .. ':jobs'            -- hash: id -> packed record
+local K_TIMERS = B .. ':timers'        -- zset: topic -> earliest run_at of its delayed jobs
+local K_RESERVED = B .. ':reserved'    -- zset: id -> TTR deadline (ms)
+local K_TOPICS = B .. ':topics'        -- hash: topic -> live jobs in this bucket
+local K_RESERVING = B .. ':reserving'  -- hash: topic -> reserved jobs in this bucket
+local K_PAUSED = B .. ':paused'        -- hash: topic -> pause end (ms; -1 until resumed)
+local CHANNEL = PREFIX .. ':wake'
+local function kd(topic) return B .. ':d:' .. topic end  -- delayed of a topic
+local function kr(topic) return B .. ':r:' .. topic end  -- ready of a topic
+local function kb(topic) return B .. ':b:' .. topic end  -- buried of a topic
+
+local FORMAT = 1
+local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
+local STATE_NAMES = { [0] = 'delayed', [1] = 'ready', [2] = 'reserved', [3] = 'buried' }
+local MAX_BATCH = 1000        -- jobs per add / finish / touch / delete, count per reserve
+local MAX_TOPICS = 100        -- topics per reserve / heads
+local SETTLE_LIMIT = 100      -- due jobs (and expired reservations) an ordinary call moves
+local MAX_ERROR = 1024        -- bytes of last_error kept
+local SEQ_PER_MS = 1024       -- seq = ms * 1024 + counter: exact in a double until 2248
+local MAX_NOW = 8796093022207 -- 2^43 - 1: keeps now * SEQ_PER_MS below 2^53
+local MAX_RUN_AT = 253402300799999  -- 9999-12-31, as job.h
+local MAX_DELAY = 3153600000000     -- 100 years, as job.h
+local MAX_U32 = 4294967295
+
+-- The record: state, attempts, priority, ttr_ms, max_attempts, run_at_ms (6
+-- bytes), seq (7 bytes), topic (1-byte length), last_error (2-byte length),
+-- then the body to the end. 33 bytes + topic + last_error + body.
+local REC = '>BI4I4I4I4I6I7Bc0Hc0'
+local HEAD = '>BI4I4I4I4I6I7'  -- the fixed part alone
+
+-- --- errors -------------------------------------------------------------------
+
+-- Ends the script with the error reply "<code> <message>" (code: a SPEC §5
+-- code). The reason travels beside the Lua error, not in it: Redis's pcall
+-- turns an error value into text with a position in front.
+local aborted
+local function abort(code, msg)
+  aborted = code .. ' ' .. msg
+  error('delayq abort', 0)
+end
+
+-- Runs the script's main function; turns abort() into its error reply and
+-- lets any other error through as Redis reports it.
+local function run(main)
+  local ok, res = pcall(main)
+  if ok then return res end
+  if aborted then return redis.error_reply(aborted) end
+  error(res, 0)
+end
+
+local function fmt(n) return string.format('%d', n) end
+
+local function quote(id)
+  if #id > 64 then return "job '" .. string.sub(id, 1, 64) .. "...'" end
+  return "job '" .. id .. "'"
+end
+
+-- ARGV[i] as an integer in [lo, hi], or abort naming the field.
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    abort('invalid_argument', name .. ': expected an integer in [' .. fmt(lo) .. ', ' .. fmt(hi)
+      .. '], got ' .. string.format('%q', string.sub(tostring(ARGV[i]), 1, 40)))
+  end
+  return v
+end
+
+local function check_topic(t, name)
+  if type(t) ~= 'string' or #t == 0 or #t > 200 or not string.find(t, '^[A-Za-z0-9._:-]+$') then
+    abort('invalid_argument', (name or 'topic') .. ': 1-200 bytes of [A-Za-z0-9._:-]')
+  end
+  return t
+end
+
+local function check_id(id, name)
+  if type(id) ~= 'string' or #id == 0 or #id > 256 or string.find(id, '[%z\1-\31\127]') then
+    abort('invalid_argument', (name or 'id') .. ': 1-256 bytes without control characters')
+  end
+  return id
+end
+
+local NOW
+local function read_now()
+  NOW = int_arg(1, 'now_ms', 0, MAX_NOW)
+  return NOW
+end
+
+-- --- records --------------------------------------------------------------------
+
+local function decode(id, v)
+  local state, attempts, priority, ttr, max_attempts, run_at, seq, topic, err, pos =
+    struct.unpack(REC, v)
+  return { id = id, state = state, attempts = attempts, priority = priority, ttr = ttr,
+           max_attempts = max_attempts, run_at = run_at, seq = seq, topic = topic, err = err,
+           raw = v, pos = pos }
+end
+
+local function body_of(j)
+  if j.body == nil then j.body = string.sub(j.raw, j.pos) end
+  return j.body
+end
+
+local function encode(j)
+  return struct.pack(REC, j.state, j.attempts, j.priority, j.ttr, j.max_attempts, j.run_at,
+                     j.seq, #j.topic, j.topic, #j.err, j.err) .. body_of(j)
+end
+
+local function load(id)
+  local v = redis.call('HGET', K_JOBS, id)
+  if not v then return nil end
+  return decode(id, v)
+end
+
+local function save(j) redis.call('HSET', K_JOBS, j.id, encode(j)) end
+
+-- Members: a ready member sorts (as bytes, among equal priority scores) by
+-- run_at, then seq; a delayed member (score run_at) by seq.
+local function ready_member(j) return struct.pack('>I6I7', j.run_at, j.seq) .. j.id end
+local function delayed_member(j) return struct.pack('>I7', j.seq) .. j.id end
+local function id_of_ready(m) return string.sub(m, 14) end
+local function id_of_delayed(m) return string.sub(m, 8) end
+
+-- 16 hex digits of seq, 8 of attempts: unique per delivery of a job (a
+-- replaced or re-added job has a new seq), as the engine's.
+local function receipt_of(j) return string.format('%016x%08x', j.seq, j.attempts) end
+
+local function created_at(j) return math.floor(j.seq / SEQ_PER_MS) end
+
+-- The next seq of this bucket: time-ordered (so seqs of different buckets
+-- compare by age), strictly increasing even if callers' clocks step back, and
+-- at least `floor` (optional: a caller's own counter, which orders its adds
+-- across buckets within one ms).
+local last_seq
+local function next_seq(floor)
+  if last_seq == nil then last_seq = tonumber(redis.call('HGET', K_META, 'seq') or '0') end
+  last_seq = math.max(last_seq + 1, NOW * SEQ_PER_MS, floor or 0)
+  return last_seq
+end
+local function store_seq()
+  if last_seq ~= nil then redis.call('HSET', K_META, 'seq', fmt(last_seq)) end
+end
+
+-- --- counts, counters, wake-ups ---------------------------------------------------
+
+-- Adds n to a count hash field, dropping the field at zero.
+local function hincr(key, field, n)
+  if n ~= 0 and redis.call('HINCRBY', key, field, n) <= 0 then redis.call('HDEL', key, field) end
+end
+
+local counters, counter_order = {}, {}
+local function count(name, n)
+  n = n or 1
+  if n == 0 then return end
+  if counters[name] == nil then
+    counters[name] = 0
+    counter_order[#counter_order + 1] = name
+  end
+  counters[name] = counters[name] + n
+end
+
+local function paused_now(topic)
+  local u = redis.call('HGET', K_PAUSED, topic)
+  if not u then return false end
+  u = tonumber(u)
+  return u < 0 or u > NOW
+end
+
+-- Wake-ups. A topic whose ready set was empty before this script added to it
+-- (or whose pause ended) is announced at commit() if it then has ready jobs
+-- and is not paused: "r <bucket> <topic>". Under load ready sets are never
+-- empty, so nothing is published.
+local ready_was_empty, wake_order = {}, {}
+local function will_add_ready(topic)
+  if ready_was_empty[topic] == nil then
+    ready_was_empty[topic] = redis.call('EXISTS', kr(topic)) == 0
+    wake_order[#wake_order + 1] = topic
+  end
+end
+local function wake_if_ready(topic)
+  if ready_was_empty[topic] == nil then wake_order[#wake_order + 1] = topic end
+  ready_was_empty[topic] = true
+end
+
+-- The bucket's next due time: earliest delayed run_at, pause end or (unless
+-- without_reservations) TTR deadline; nil when nothing is scheduled.
+local function earliest(without_reservations)
+  local e
+  local t = redis.call('ZRANGE', K_TIMERS, 0, 0, 'WITHSCORES')
+  if t[2] then e = tonumber(t[2]) end
+  if not without_reservations then
+    local r = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
+    if r[2] and (e == nil or tonumber(r[2]) < e) then e = tonumber(r[2]) end
+  end
+  local p = redis.call('HVALS', K_PAUSED)
+  for i = 1, #p do
+    local u = tonumber(p[i])
+    if u > 0 and (e == nil or u < e) then e = u end
+  end
+  return e
+end
+
+-- A script that may create a due time (a delayed run_at or a pause end)
+-- calls measure_due() before it changes anything that earliest() reads;
+-- commit() then publishes "d <bucket> <ms>" when the earliest new due time is
+-- before the bucket's earliest announced one. TTR deadlines are not
+-- announced (they would be, once per batch, under load): the server that
+-- reserved knows them from the reply, and every promote reply includes them.
+local due_before, due_measured, new_due = nil, false, nil
+local function measure_due()
+  if not due_measured then
+    due_before = earliest(true)
+    due_measured = true
+  end
+end
+local function added_due(t)
+  if new_due == nil or t < new_due then new_due = t end
+end
+
+-- Writes the counters and publishes the wake-ups. Every writing script calls
+-- it before it returns, also before an error reply that follows a write.
+local function commit()
+  for _, name in ipairs(counter_order) do redis.call('HINCRBY', K_META, name, counters[name]) end
+  counters, counter_order = {}, {}
+  store_seq()
+  for _, t in ipairs(wake_order) do
+    if ready_was_empty[t] and redis.call('EXISTS', kr(t)) == 1 and not paused_now(t) then
+      redis.call('PUBLISH', CHANNEL, 'r ' .. BUCKET .. ' ' .. t)
+    end
+  end
+  ready_was_empty, wake_order = {}, {}
+  if new_due ~= nil and due_measured and (due_before == nil or new_due < due_before) then
+    redis.call('PUBLISH', CHANNEL, 'd ' .. BUCKET .. ' ' .. fmt(new_due))
+  end
+  due_before, due_measured, new_due = nil, false, nil
+end
+
+-- --- state transitions (one job; batches have their own loops) ----------------
+
+local function refresh_timer(topic)
+  local head = redis.call('ZRANGE', kd(topic), 0, 0, 'WITHSCORES')
+  if head[1] then
+    redis.call('ZADD', K_TIMERS, head[2], topic)
+  else
+    redis.call('ZREM', K_TIMERS, topic)
+  end
+end
+
+-- Removes the job from the index of its state.
+local function detach(j)
+  local s = j.state
+  if s == DELAYED then
+    redis.call('ZREM', kd(j.topic), delayed_member(j))
+    refresh_timer(j.topic)
+  elseif s == READY then
+    redis.call('ZREM', kr(j.topic), ready_member(j))
+  elseif s == RESERVED then
+    redis.call('ZREM', K_RESERVED, j.id)
+    hincr(K_RESERVING, j.topic, -1)
+  else
+    redis.call('ZREM', kb(j.topic), j.id)
+  end
+end
+
+local function attach_ready(j)
+  will_add_ready(j.topic)
+  j.state = READY
+  redis.call('ZADD', kr(j.topic), j.priority, ready_member(j))
+end
+
+local function attach_delayed(j)
+  j.state = DELAYED
+  redis.call('ZADD', kd(j.topic), j.run_at, delayed_member(j))
+  redis.call('ZADD', K_TIMERS, 'LT', j.run_at, j.topic)
+  added_due(j.run_at)
+end
+
+local function attach_buried(j)
+  j.state = BURIED
+  redis.call('ZADD', kb(j.topic), j.seq, j.id)
+  count('buried_total')
+end
+
+-- Ready or delayed by run_at against now: never early.
+local function schedule(j)
+  if j.run_at <= NOW then attach_ready(j) else attach_delayed(j) end
+end
+
+local function set_error(j, e) j.err = string.sub(e, 1, MAX_ERROR) end
+
+-- A reservation ended without success (release, TTR), the job already
+-- detached: buried if its attempts are used up, else due again at retry_at
+-- (nil: ready now at its old place in line). Returns true if buried.
+local function end_attempt(j, retry_at, e)
+  if j.max_attempts ~= 0 and j.attempts >= j.max_attempts then
+    local why = e
+    if why ~= '' then why = why .. '; ' end
+    set_error(j, why .. 'max_attempts (' .. fmt(j.max_attempts) .. ') used up')
+    attach_buried(j)
+    return true
+  end
+  set_error(j, e)
+  if retry_at == nil then
+    attach_ready(j)
+  else
+    j.run_at = retry_at
+    schedule(j)
+  end
+  return false
+end
+
+-- The reservation of a detached job ran out.
+local function time_out(j)
+  count('timed_out')
+  end_attempt(j, nil, 'ttr of ' .. fmt(j.ttr) .. ' ms ran out (attempt ' .. fmt(j.attempts) .. ')')
+end
+
+-- Acts on the time for one job, as the engine does at the start of every
+-- call: a due delayed job becomes ready, an expired reservation ends. Returns
+-- true if the job changed (the caller saves it). Sets j.deadline for a job that
+-- stays reserved.
+local function settle_job(j)
+  if j.state == DELAYED and j.run_at <= NOW then
+    detach(j)
+    attach_ready(j)
+    return true
+  elseif j.state == RESERVED then
+    local d = tonumber(redis.call('ZSCORE', K_RESERVED, j.id))
+    if d ~= nil and d <= NOW then
+      detach(j)
+      time_out(j)
+      return true
+    end
+    j.deadline = d
+  end
+  return false
+end
+
+-- Without a receipt the job must be reserved (not_reserved); with one, it
+-- must be the current reservation's (stale_receipt). Returns code, message.
+local function check_reservation(j, receipt)
+  if receipt == '' then
+    if j.state == RESERVED then return nil end
+    return 'not_reserved', quote(j.id) .. ' is ' .. STATE_NAMES[j.state] .. ', not reserved'
+  end
+  if j.state == RESERVED and receipt_of(j) == receipt then return nil end
+  return 'stale_receipt', 'receipt does not match the current reservation of ' .. quote(j.id)
+    .. ' (its TTR may have run out and it was handed out again)'
+end
+
+-- --- acting on the time for the whole bucket ---------------------------------------
+
+-- Moves up to `limit` due delayed jobs to ready, earliest first. Returns how many.
+local function promote_due(limit)
+  local moved = 0
+  while moved < limit do
+    local t = redis.call('ZRANGEBYSCORE', K_TIMERS, '-inf', NOW, 'LIMIT', 0, 1)
+    local topic = t[1]
+    if not topic then break end
+    local dkey = kd(topic)
+    local due = redis.call('ZRANGEBYSCORE', dkey, '-inf', NOW, 'LIMIT', 0, limit - moved)
+    if #due > 0 then
+      redis.call('ZREMRANGEBYRANK', dkey, 0, #due - 1)
+      local ids = {}
+      for i = 1, #due do ids[i] = id_of_delayed(due[i]) end
+      local vals = redis.call('HMGET', K_JOBS, unpack(ids))
+      local hset, zadd = {}, {}
+      for i = 1, #ids do
+        local v = vals[i]
+        if v then
+          -- Only the state byte changes: no need to decode the body.
+          local _, _, priority, _, _, run_at, seq = struct.unpack(HEAD, v)
+          hset[#hset + 1] = ids[i]
+          hset[#hset + 1] = string.char(READY) .. string.sub(v, 2)
+          zadd[#zadd + 1] = priority
+          zadd[#zadd + 1] = struct.pack('>I6I7', run_at, seq) .. ids[i]
+        end
+      end
+      if #hset > 0 then
+        will_add_ready(topic)
+        redis.call('HSET', K_JOBS, unpack(hset))
+        redis.call('ZADD', kr(topic), unpack(zadd))
+      end
+      moved = moved + #due
+    end
+    refresh_timer(topic)
+  end
+  return moved
+end
+
+-- Ends up to `limit` expired reservations, earliest deadline first.
+local function expire_due(limit)
+  local ids = redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', NOW, 'LIMIT', 0, limit)
+  if #ids == 0 then return 0 end
+  redis.call('ZREMRANGEBYRANK', K_RESERVED, 0, #ids - 1)
+  local vals = redis.call('HMGET', K_JOBS, unpack(ids))
+  for i = 1, #ids do
+    if vals[i] then
+      local j = decode(ids[i], vals[i])
+      hincr(K_RESERVING, j.topic, -1)
+      time_out(j)
+      save(j)
+    end
+  end
+  return #ids
+end
+
+-- Pauses whose end has come are removed; their topics are announced.
+local function end_pauses()
+  local p = redis.call('HGETALL', K_PAUSED)
+  for i = 1, #p, 2 do
+    local u = tonumber(p[i + 1])
+    if u > 0 and u <= NOW then
+      redis.call('HDEL', K_PAUSED, p[i])
+      wake_if_ready(p[i])
+    end
+  end
+end
+
+-- What the engine's Advance() does, for this bucket, bounded. Returns the
+-- numbers of jobs promoted and of reservations timed out.
+local function settle_bucket(limit)
+  local promoted = promote_due(limit)
+  local timed_out = expire_due(limit)
+  end_pauses()
+  return promoted, timed_out
+end
+
+-- A job as get and peek return it (14 fields; docs/redis-store.md "job info").
+local function info(j)
+  local until_ms, receipt = 0, ''
+  if j.state == RESERVED then
+    until_ms = j.deadline or tonumber(redis.call('ZSCORE', K_RESERVED, j.id)) or 0
+    receipt = receipt_of(j)
+  end
+  return { j.id, j.topic, STATE_NAMES[j.state], body_of(j), j.priority, j.ttr, j.max_attempts,
+           j.attempts, created_at(j), j.run_at, until_ms, receipt, j.err, j.seq }
+end

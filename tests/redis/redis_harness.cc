@@ -1,0 +1,493 @@
+// Processes are started with fork + execvp (the child sets PR_SET_PDEATHSIG
+// first, so a dying test takes its servers along) and reaped with waitpid.
+// Talking to a server for set-up and checks goes through hiredis directly,
+// not through src/redis, so the harness does not lean on the code it tests.
+#include "redis/redis_harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace delayq::redis_harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using redis::Reply;
+
+std::string Binary(const char* env, const char* fallback) {
+  const char* v = std::getenv(env);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// "%XX" for every byte but RFC 3986's unreserved ones: safe in a URL's userinfo.
+std::string PercentEncode(const std::string& text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// A port nobody listens on now: bind 127.0.0.1:0 and read what the kernel chose.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// fork + execvp `args`, stdin from /dev/null, stdout and stderr to `log`
+// (or /dev/null when empty). The child dies with the thread that forked it.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const char* out_path = log.empty() ? "/dev/null" : log.c_str();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;  // parent (or -1)
+  // Child: async-signal-safe calls only until exec.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  int in = open("/dev/null", O_RDONLY);
+  int out = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (in >= 0) dup2(in, 0);
+  if (out >= 0) {
+    dup2(out, 1);
+    dup2(out, 2);
+  }
+  execvp(argv[0], argv.data());
+  _exit(127);
+}
+
+// Waits for `pid` to exit within `timeout_ms`; its exit status, or nullopt.
+std::optional<int> WaitExit(pid_t pid, int timeout_ms) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) return -1;  // not our child any more
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Reply Convert(const redisReply* r) {
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      return Reply::String(std::string(r->str, r->len));
+    case REDIS_REPLY_STATUS:
+      return Reply::Status(std::string(r->str, r->len));
+    case REDIS_REPLY_ERROR:
+      return Reply::Error(std::string(r->str, r->len));
+    case REDIS_REPLY_INTEGER:
+      return Reply::Integer(r->integer);
+    case REDIS_REPLY_ARRAY: {
+      std::vector<Reply> e;
+      for (size_t i = 0; i < r->elements; ++i) e.push_back(Convert(r->element[i]));
+      return Reply::Array(std::move(e));
+    }
+    default:
+      return Reply::Nil();
+  }
+}
+
+// One command on a fresh hiredis connection, AUTH first if `password`.
+Result<Reply> RunCommand(int port, const std::string& password,
+                         const std::vector<std::string>& argv) {
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, timeval{1, 0});
+  if (c == nullptr || c->err != 0) {
+    std::string why = c != nullptr ? c->errstr : "out of memory";
+    if (c != nullptr) redisFree(c);
+    return Unavailable("127.0.0.1:" + std::to_string(port) + ": " + why);
+  }
+  redisSetTimeout(c, timeval{10, 0});
+  std::vector<std::vector<std::string>> cmds;
+  if (!password.empty()) cmds.push_back({"AUTH", password});
+  cmds.push_back(argv);
+  Reply last;
+  for (const auto& cmd : cmds) {
+    std::vector<const char*> p;
+    std::vector<size_t> l;
+    for (const std::string& a : cmd) {
+      p.push_back(a.data());
+      l.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(p.size()), p.data(), l.data()));
+    if (r == nullptr) {
+      std::string why = c->errstr;
+      redisFree(c);
+      return Unavailable("127.0.0.1:" + std::to_string(port) + ": " + why);
+    }
+    last = Convert(r);
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return last;
+}
+
+Status Expect(const Result<Reply>& r, const std::string& what) {
+  if (!r.ok()) return Internal(what + ": " + r.status().message());
+  if (r->is_error()) return Internal(what + ": -" + r->str());
+  return Status::Ok();
+}
+
+// CLUSTER SLOTS as "start-end@port" sorted: comparable across nodes.
+std::string SlotsSummary(const Reply& slots) {
+  std::vector<std::string> parts;
+  if (!slots.is_array()) return slots.ToString();
+  for (const Reply& e : slots.elements()) {
+    if (!e.is_array() || e.elements().size() < 3 || !e.elements()[2].is_array() ||
+        e.elements()[2].elements().size() < 2) {
+      return slots.ToString();
+    }
+    parts.push_back(std::to_string(e.elements()[0].integer()) + "-" +
+                    std::to_string(e.elements()[1].integer()) + "@" +
+                    std::to_string(e.elements()[2].elements()[1].integer()));
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string out;
+  for (const std::string& p : parts) out += p + " ";
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// RedisServer
+
+Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions options) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/delayq-redis-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) return Internal("mkdtemp " + pattern + " failed");
+  std::unique_ptr<RedisServer> server(new RedisServer(std::move(options), pattern));
+  Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    server->port_ = FreePort();
+    if (server->options_.cluster) {
+      do {
+        server->cluster_port_ = FreePort();
+      } while (server->cluster_port_ == server->port_);
+    }
+    last = server->Launch();
+    if (last.ok()) return server;
+    // Most likely the port was taken between FreePort and the bind: try another.
+  }
+  return last;
+}
+
+RedisServer::~RedisServer() {
+  (void)Stop();
+  if (std::getenv("DELAYQ_KEEP_REDIS_DIRS") == nullptr) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+std::string RedisServer::address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+std::string RedisServer::url() const {
+  std::string auth = options_.password.empty() ? "" : ":" + PercentEncode(options_.password) + "@";
+  return "redis://" + auth + address();
+}
+
+Status RedisServer::Launch() {
+  std::vector<std::string> args = {Binary("DELAYQ_REDIS_SERVER", "redis-server"),
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   dir_,
+                                   "--logfile",
+                                   dir_ + "/redis.log",
+                                   "--save",
+                                   "",
+                                   "--daemonize",
+                                   "no",
+                                   "--appendonly",
+                                   options_.append_only ? "yes" : "no"};
+  if (!options_.password.empty()) {
+    args.insert(args.end(),
+                {"--requirepass", options_.password, "--masterauth", options_.password});
+  }
+  if (options_.cluster) {
+    args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                             "--cluster-port", std::to_string(cluster_port_)});
+  }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  pid_ = Spawn(args, "");
+  if (pid_ < 0) {
+    pid_ = -1;
+    return Internal("fork failed");
+  }
+  return WaitForPing();
+}
+
+Status RedisServer::WaitForPing() {
+  auto deadline = Clock::now() + std::chrono::milliseconds(options_.start_timeout_ms);
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return Internal("redis-server on port " + std::to_string(port_) +
+                      " exited while starting; its log ends: " + LogTail());
+    }
+    // PONG (not -LOADING), from our process (INFO's process_id), not from
+    // another server that won the port.
+    Result<Reply> pong = Command({"PING"});
+    if (pong.ok() && pong->is_status() && pong->str() == "PONG") {
+      Result<Reply> info = Command({"INFO", "server"});
+      if (info.ok() && info->is_string() &&
+          info->str().find("process_id:" + std::to_string(pid_) + "\r") != std::string::npos) {
+        return Status::Ok();
+      }
+      pong = Internal("port " + std::to_string(port_) + " is answered by another process");
+    }
+    if (Clock::now() >= deadline) {
+      std::string why = pong.ok() ? pong->ToString() : pong.status().message();
+      (void)Stop(1000);
+      return Internal("redis-server on port " + std::to_string(port_) + " did not answer PING in " +
+                      std::to_string(options_.start_timeout_ms) + " ms (" + why +
+                      "); its log ends: " + LogTail());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string RedisServer::LogTail() const {
+  std::ifstream in(dir_ + "/redis.log");
+  std::stringstream all;
+  all << in.rdbuf();
+  std::string s = all.str();
+  return s.size() > 1500 ? s.substr(s.size() - 1500) : s;
+}
+
+Status RedisServer::Stop(int timeout_ms) {
+  if (pid_ <= 0) return Status::Ok();
+  kill(pid_, SIGCONT);  // in case it is paused
+  kill(pid_, SIGTERM);
+  if (!WaitExit(pid_, timeout_ms)) {
+    kill(pid_, SIGKILL);
+    (void)WaitExit(pid_, 10000);
+  }
+  pid_ = -1;
+  return Status::Ok();
+}
+
+Status RedisServer::Kill() {
+  if (pid_ <= 0) return Status::Ok();
+  kill(pid_, SIGKILL);
+  (void)WaitExit(pid_, 10000);
+  pid_ = -1;
+  return Status::Ok();
+}
+
+Status RedisServer::Restart() {
+  if (running())
+    return Internal("Restart: redis-server on port " + std::to_string(port_) + " is still running");
+  return Launch();
+}
+
+Status RedisServer::Pause() {
+  if (pid_ <= 0 || kill(pid_, SIGSTOP) != 0) return Internal("Pause: not running");
+  return Status::Ok();
+}
+
+Status RedisServer::Resume() {
+  if (pid_ <= 0 || kill(pid_, SIGCONT) != 0) return Internal("Resume: not running");
+  return Status::Ok();
+}
+
+Result<Reply> RedisServer::Command(const std::vector<std::string>& argv) const {
+  return RunCommand(port_, options_.password, argv);
+}
+
+// ---------------------------------------------------------------------------
+// RedisCluster
+
+Result<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, RedisServerOptions options) {
+  options.cluster = true;
+  std::unique_ptr<RedisCluster> cluster(new RedisCluster());
+  for (int i = 0; i < masters; ++i) {
+    Result<std::unique_ptr<RedisServer>> s = RedisServer::Start(options);
+    if (!s.ok()) return s.status();
+    cluster->nodes_.push_back(std::move(*s));
+  }
+  std::vector<std::string> args = {Binary("DELAYQ_REDIS_CLI", "redis-cli"), "--cluster", "create"};
+  for (const auto& n : cluster->nodes_) args.push_back(n->address());
+  args.push_back("--cluster-yes");
+  if (!options.password.empty())
+    args.insert(args.end(), {"-a", options.password, "--no-auth-warning"});
+  std::string log = cluster->nodes_[0]->dir() + "/cluster-create.log";
+  pid_t pid = Spawn(args, log);
+  if (pid < 0) return Internal("fork failed");
+  std::optional<int> status = WaitExit(pid, 30000);
+  if (!status) {
+    kill(pid, SIGKILL);
+    (void)WaitExit(pid, 10000);
+  }
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    return Internal("redis-cli --cluster create failed: " + text.str());
+  }
+  if (Status s = cluster->WaitHealthy(); !s.ok()) return s;
+  return cluster;
+}
+
+std::string RedisCluster::url() const {
+  const std::string& pw = nodes_[0]->options().password;
+  std::string out = "redis://" + (pw.empty() ? "" : ":" + PercentEncode(pw) + "@");
+  for (size_t i = 0; i < nodes_.size(); ++i) out += (i > 0 ? "," : "") + nodes_[i]->address();
+  return out;
+}
+
+Status RedisCluster::WaitHealthy(int timeout_ms) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    std::string problem;
+    std::string first_slots;
+    for (size_t i = 0; i < nodes_.size() && problem.empty(); ++i) {
+      if (!nodes_[i]->running()) continue;
+      Result<Reply> info = nodes_[i]->Command({"CLUSTER", "INFO"});
+      if (!info.ok() || !info->is_string() ||
+          info->str().find("cluster_state:ok") == std::string::npos) {
+        problem = "node " + std::to_string(i) + " is not cluster_state:ok";
+        break;
+      }
+      Result<Reply> slots = nodes_[i]->Command({"CLUSTER", "SLOTS"});
+      if (!slots.ok()) {
+        problem = "node " + std::to_string(i) + ": " + slots.status().message();
+        break;
+      }
+      std::string summary = SlotsSummary(*slots);
+      if (first_slots.empty()) {
+        first_slots = summary;
+      } else if (summary != first_slots) {
+        problem = "slot maps differ: '" + first_slots + "' vs node " + std::to_string(i) + " '" +
+                  summary + "'";
+      }
+    }
+    if (problem.empty()) return Status::Ok();
+    if (Clock::now() >= deadline) return Internal("cluster not healthy: " + problem);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Result<std::string> RedisCluster::NodeId(size_t i) {
+  Result<Reply> r = nodes_[i]->Command({"CLUSTER", "MYID"});
+  if (Status s = Expect(r, "CLUSTER MYID"); !s.ok()) return s;
+  return r->str();
+}
+
+Result<size_t> RedisCluster::OwnerOf(int slot, size_t ask) {
+  Result<Reply> r = nodes_[ask]->Command({"CLUSTER", "SLOTS"});
+  if (Status s = Expect(r, "CLUSTER SLOTS"); !s.ok()) return s;
+  for (const Reply& e : r->elements()) {
+    if (e.elements()[0].integer() <= slot && slot <= e.elements()[1].integer()) {
+      int64_t port = e.elements()[2].elements()[1].integer();
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (nodes_[i]->port() == port) return i;
+      }
+    }
+  }
+  return Internal("no node serves slot " + std::to_string(slot));
+}
+
+Status RedisCluster::BeginMigration(int slot, size_t from, size_t to) {
+  Result<std::string> from_id = NodeId(from);
+  Result<std::string> to_id = NodeId(to);
+  if (!from_id.ok()) return from_id.status();
+  if (!to_id.ok()) return to_id.status();
+  std::string s = std::to_string(slot);
+  if (Status st = Expect(nodes_[to]->Command({"CLUSTER", "SETSLOT", s, "IMPORTING", *from_id}),
+                         "SETSLOT IMPORTING");
+      !st.ok()) {
+    return st;
+  }
+  return Expect(nodes_[from]->Command({"CLUSTER", "SETSLOT", s, "MIGRATING", *to_id}),
+                "SETSLOT MIGRATING");
+}
+
+Status RedisCluster::MigrateKeys(int slot, size_t from, size_t to,
+                                 const std::vector<std::string>& keys) {
+  std::vector<std::string> move = keys;
+  if (move.empty()) {
+    Result<Reply> r =
+        nodes_[from]->Command({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100000"});
+    if (Status s = Expect(r, "CLUSTER GETKEYSINSLOT"); !s.ok()) return s;
+    for (const Reply& k : r->elements()) move.push_back(k.str());
+  }
+  if (move.empty()) return Status::Ok();
+  std::vector<std::string> argv = {"MIGRATE", "127.0.0.1", std::to_string(nodes_[to]->port()),
+                                   "",        "0",         "5000"};
+  const std::string& pw = nodes_[from]->options().password;
+  if (!pw.empty()) argv.insert(argv.end(), {"AUTH", pw});
+  argv.push_back("KEYS");
+  argv.insert(argv.end(), move.begin(), move.end());
+  return Expect(nodes_[from]->Command(argv), "MIGRATE");
+}
+
+Status RedisCluster::FinishMigration(int slot, size_t to) {
+  Result<std::string> to_id = NodeId(to);
+  if (!to_id.ok()) return to_id.status();
+  // The importing node first (it takes the slot and bumps its epoch), then the rest.
+  std::vector<size_t> order = {to};
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (i != to) order.push_back(i);
+  }
+  for (size_t i : order) {
+    if (!nodes_[i]->running()) continue;
+    Status s =
+        Expect(nodes_[i]->Command({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", *to_id}),
+               "SETSLOT NODE on node " + std::to_string(i));
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status RedisCluster::MoveSlot(int slot, size_t from, size_t to) {
+  if (Status s = BeginMigration(slot, from, to); !s.ok()) return s;
+  if (Status s = MigrateKeys(slot, from, to); !s.ok()) return s;
+  if (Status s = FinishMigration(slot, to); !s.ok()) return s;
+  return WaitHealthy();
+}
+
+}  // namespace delayq::redis_harness

@@ -1,0 +1,276 @@
+"""Helpers for tests/redis/scripts_test.py: real redis-server processes and the
+delayq Lua scripts (src/redis/scripts/) behind a small typed client.
+
+Servers run on free loopback ports in temporary directories, are waited for by
+polling PING with a deadline (never a fixed sleep), and are stopped by PID.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+SCRIPTS_DIR = os.path.join(REPO, 'src', 'redis', 'scripts')
+INCLUDE_LINE = '--!include lib.lua'
+REDIS_SERVER = shutil.which('redis-server') or '/usr/bin/redis-server'
+REDIS_CLI = shutil.which('redis-cli') or '/usr/bin/redis-cli'
+DEADLINE_S = 10.0
+
+SCRIPT_NAMES = ('init', 'add', 'reserve', 'finish', 'delete', 'release', 'touch', 'bury',
+                'kick', 'kick_topic', 'get', 'peek', 'promote', 'pause', 'topics', 'stats',
+                'heads')
+
+
+def assemble(name):
+    """The text sent to Redis: the script with its include line replaced by lib.lua."""
+    with open(os.path.join(SCRIPTS_DIR, name + '.lua'), encoding='utf-8') as f:
+        lines = f.read().split('\n')
+    with open(os.path.join(SCRIPTS_DIR, 'lib.lua'), encoding='utf-8') as f:
+        lib = f.read().rstrip('\n')
+    at = [i for i, line in enumerate(lines) if line == INCLUDE_LINE]
+    if len(at) != 1:
+        raise AssertionError(f'{name}.lua must have exactly one "{INCLUDE_LINE}" line')
+    return '\n'.join(lines[:at[0]] + [lib] + lines[at[0] + 1:])
+
+
+def load_scripts():
+    return {name: assemble(name) for name in SCRIPT_NAMES}
+
+
+def port_is_free(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(('127.0.0.1', port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(cluster_bus=False):
+    """A free loopback port (and port + 10000 free too, for a cluster bus)."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+        if not cluster_bus or (port + 10000 < 65536 and port_is_free(port + 10000)):
+            return port
+    raise RuntimeError('no free port')
+
+
+def wait_for(what, check, deadline_s=DEADLINE_S):
+    until = time.monotonic() + deadline_s
+    while True:
+        try:
+            if check():
+                return
+        except (redis.ConnectionError, redis.ResponseError, OSError):
+            pass
+        if time.monotonic() > until:
+            raise RuntimeError(f'timed out waiting for {what}')
+        time.sleep(0.01)
+
+
+class RedisServer:
+    """One redis-server in its own temporary directory on a free loopback port."""
+
+    def __init__(self, extra_args=(), cluster=False):
+        self.dir = tempfile.mkdtemp(prefix='delayq-redis-')
+        self.port = free_port(cluster_bus=cluster)
+        args = [REDIS_SERVER, '--port', str(self.port), '--bind', '127.0.0.1',
+                '--dir', self.dir, '--save', '', '--appendonly', 'no',
+                '--logfile', os.path.join(self.dir, 'redis.log'), '--daemonize', 'no']
+        if cluster:
+            args += ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
+                     '--cluster-node-timeout', '5000']
+        args += list(extra_args)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client = redis.Redis(host='127.0.0.1', port=self.port, socket_timeout=DEADLINE_S)
+        wait_for(f'redis-server on port {self.port}', self._up)
+
+    def _up(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError(f'redis-server exited: see {self.dir}/redis.log')
+        return self.client.ping()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.client.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Cluster:
+    """A Redis Cluster of `masters` masters and no replicas, created with redis-cli."""
+
+    def __init__(self, masters=3):
+        self.nodes = []
+        try:
+            for _ in range(masters):
+                self.nodes.append(RedisServer(cluster=True))
+            subprocess.run([REDIS_CLI, '--cluster', 'create']
+                           + [f'127.0.0.1:{n.port}' for n in self.nodes]
+                           + ['--cluster-replicas', '0', '--cluster-yes'],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=60)
+            for n in self.nodes:
+                wait_for('cluster_state:ok',
+                         lambda n=n: n.client.cluster('info')['cluster_state'] == 'ok', 30)
+            self.slot_owner = [None] * 16384
+            for start, end, master, *_ in self.nodes[0].client.execute_command('CLUSTER SLOTS'):
+                port = master[1]
+                node = next(n for n in self.nodes if n.port == port)
+                for s in range(start, end + 1):
+                    self.slot_owner[s] = node
+        except Exception:
+            self.stop()
+            raise
+
+    def owner(self, key):
+        return self.slot_owner[self.nodes[0].client.cluster('keyslot', key)]
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()
+
+
+class ScriptError(Exception):
+    """An error reply of a delayq script: code (a SPEC §5 code) and message."""
+
+    def __init__(self, text):
+        super().__init__(text)
+        self.code, _, self.message = text.partition(' ')
+
+
+STATE_FIELDS = ('id', 'topic', 'state', 'body', 'priority', 'ttr_ms', 'max_attempts',
+                'attempts', 'created_at_ms', 'run_at_ms', 'reserved_until_ms', 'receipt',
+                'last_error', 'seq')
+DELIVERY_FIELDS = ('id', 'topic', 'body', 'receipt', 'attempts', 'ttr_ms', 'priority',
+                   'run_at_ms', 'reserved_until_ms')
+TEXT_FIELDS = {'id', 'topic', 'state', 'receipt', 'last_error'}
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _record(fields, values):
+    return {f: (_s(v) if f in TEXT_FIELDS else v) for f, v in zip(fields, values)}
+
+
+class Bucket:
+    """The scripts of one bucket, called through one connection (EVALSHA, loading
+    a script on NOSCRIPT). Arguments and replies as docs/redis-store.md says."""
+
+    def __init__(self, client, prefix, bucket, scripts, shas):
+        self.r = client
+        self.prefix = prefix
+        self.bucket = bucket
+        self.tag = '{%s:%d}' % (prefix, bucket)
+        self.scripts = scripts
+        self.shas = shas  # shared cache name -> sha
+
+    def call(self, name, now, *args):
+        argv = [str(now)] + [a if isinstance(a, bytes) else str(a) for a in args]
+        sha = self.shas.get(name)
+        for _ in range(2):
+            try:
+                if sha is None:
+                    sha = self.r.script_load(self.scripts[name])
+                    self.shas[name] = sha
+                return self.r.execute_command('EVALSHA', sha, 1, self.tag, *argv)
+            except redis.exceptions.NoScriptError:
+                sha = None
+            except redis.ResponseError as e:
+                raise ScriptError(str(e)) from None
+        raise AssertionError('script could not be loaded')
+
+    # --- typed wrappers ---------------------------------------------------------
+    def init(self, now, buckets, fmt=1):
+        return _s(self.call('init', now, fmt, buckets))
+
+    @staticmethod
+    def job(id, topic, run_at, ttr=60000, priority=1024, max_attempts=0, replace=False,
+            body=b''):
+        return [id, topic, run_at, ttr, priority, max_attempts, 'r' if replace else '',
+                body if isinstance(body, bytes) else body.encode()]
+
+    def add(self, now, *jobs):
+        args = [a for j in jobs for a in j]
+        return [_s(s) for s in self.call('add', now, *args)]
+
+    def add_one(self, now, id, topic, run_at=None, **kw):
+        return self.add(now, self.job(id, topic, now if run_at is None else run_at, **kw))[0]
+
+    def reserve(self, now, topics, count=1):
+        flat = self.call('reserve', now, count, *topics)
+        n = len(DELIVERY_FIELDS)
+        return [_record(DELIVERY_FIELDS, flat[i:i + n]) for i in range(0, len(flat), n)]
+
+    def finish(self, now, *pairs):
+        return [_s(s) for s in self.call('finish', now, *[a for p in pairs for a in p])]
+
+    def touch(self, now, *pairs):
+        return [_s(s) for s in self.call('touch', now, *[a for p in pairs for a in p])]
+
+    def delete(self, now, *ids):
+        return [_s(s) for s in self.call('delete', now, *ids)]
+
+    def release(self, now, id, receipt='', delay=0, error=''):
+        return _s(self.call('release', now, id, receipt, delay, error))
+
+    def bury(self, now, id, receipt='', reason=''):
+        return _s(self.call('bury', now, id, receipt, reason))
+
+    def kick(self, now, id):
+        return _s(self.call('kick', now, id))
+
+    def kick_topic(self, now, topic, n):
+        return self.call('kick_topic', now, topic, n)
+
+    def get(self, now, id):
+        return _record(STATE_FIELDS, self.call('get', now, id))
+
+    def state(self, now, id):
+        try:
+            return self.get(now, id)['state']
+        except ScriptError as e:
+            if e.code == 'not_found':
+                return 'gone'
+            raise
+
+    def peek(self, now, topic, state):
+        r = self.call('peek', now, topic, state)
+        return None if r is None else _record(STATE_FIELDS, r)
+
+    def promote(self, now, limit=1000):
+        return self.call('promote', now, limit)
+
+    def pause(self, now, topic, until):
+        return _s(self.call('pause', now, topic, until))
+
+    def topics(self, now, only=None):
+        flat = self.call('topics', now, *([] if only is None else [only]))
+        out = {}
+        for i in range(0, len(flat), 6):
+            name, d, r, res, b, p = flat[i:i + 6]
+            out[_s(name)] = dict(delayed=d, ready=r, reserved=res, buried=b, paused_until=p)
+        return out
+
+    STATS = ('jobs', 'delayed', 'ready', 'reserved', 'buried', 'added', 'replaced', 'reserves',
+             'finished', 'deleted', 'released', 'timed_out', 'buried_total', 'kicked')
+
+    def stats(self, now):
+        return dict(zip(self.STATS, self.call('stats', now)))
+
+    def heads(self, now, state, m, topics):
+        return self.call('heads', now, state, m, *topics)
