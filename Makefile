@@ -24,7 +24,7 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON >/dev/null
-	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test store_test resp_test http_test server_test redis_test delayq
+	@cmake --build $(BUILD)-asan -j$(JOBS) --target common_test engine_test model_test conformance_test store_test resp_test http_test server_test redis_test redis_conformance_test redis_queue_test delayq
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^fuzz[.]'
 
 # Starts the server in the foreground: HTTP/JSON on 127.0.0.1:7700, the Redis

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "queue/local_queue.h"
+#include "queue/redis_queue.h"
 
 namespace delayq {
 
@@ -38,7 +39,13 @@ Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options) {
     if (!q.ok()) return q.status();
     return std::unique_ptr<Queue>(std::move(q).value());
   }
-  return InvalidArgument("store: '" + options.store + "' is not supported (use \"embedded\" or \"memory\")");
+  if (options.store == "redis") {
+    auto q = RedisQueue::Open(options);
+    if (!q.ok()) return q.status();
+    return std::unique_ptr<Queue>(std::move(q).value());
+  }
+  return InvalidArgument("store: '" + options.store +
+                         "' is not supported (use \"embedded\", \"memory\" or \"redis\")");
 }
 
 }  // namespace delayq

@@ -1,0 +1,977 @@
+// RedisQueue: threads, waiters and the Queue methods. How it works is in
+// redis_queue.h; how each call becomes script calls is in redis_queue_ops.cc.
+//
+// Three threads of the queue's own, plus the Subscriber's:
+//  - the dispatcher runs rounds: pending ops (and attempts of waiting
+//    reserves, grouped by topics) planned into one ExecBatch; it owns the
+//    ops while they run;
+//  - the timer promotes due buckets and ends waits that ran out;
+//  - the subscriber turns wake messages into attempts and due times.
+// Waiters, pending ops and per-bucket due times live under mu_. Callbacks
+// are collected under mu_ and run after it is released.
+#include "queue/redis_queue.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <unordered_map>
+#include <utility>
+
+#include "common/log.h"
+#include "queue/redis_queue_ops.h"
+#include "redis/url.h"
+
+namespace delayq {
+namespace {
+
+using rq::kNever;
+using SteadyClock = std::chrono::steady_clock;
+
+// Set on the dispatcher and timer threads: a blocking call made there (from a
+// callback) runs its op on the spot instead of waiting for the dispatcher.
+thread_local const RedisQueue* t_queue_thread = nullptr;
+thread_local const RedisQueue* t_dispatcher = nullptr;
+
+constexpr size_t kMaxOpsPerRound = 4096;
+constexpr size_t kMaxRoundBytes = 32 << 20;
+constexpr int64_t kMaxWaitMs = 86'400'000;  // as the engine: a day caps a long-poll
+constexpr auto kSafetyNet = std::chrono::seconds(1);
+constexpr auto kHoldAfterFailure = std::chrono::milliseconds(250);
+constexpr auto kHoldWhenStuck = std::chrono::milliseconds(50);
+constexpr auto kSubscribeWait = std::chrono::seconds(1);
+
+Status NotFoundId(std::string_view id) { return NotFound(rq::QuoteId(id) + " does not exist"); }
+
+// The message without a leading "<what>: " (to put the option's name there).
+std::string Tail(const std::string& message, std::string_view what) {
+  if (message.rfind(what, 0) == 0) return message.substr(what.size());
+  return message;
+}
+
+}  // namespace
+
+struct RedisQueue::Waiter {
+  std::vector<std::string> topics;  // deduplicated, in the order given
+  std::string key;                  // the topics joined: attempts with one key share a group
+  uint32_t count = 1;
+  bool once = false;  // wait_ms == 0: answered after its first attempt
+  int64_t deadline_mono = kNever;
+  ReserveCallback done;
+  uint64_t serial = 0;  // of its current attempt
+  enum class State { kQueued, kRunning, kIdle } state = State::kQueued;
+  bool executing = false;  // its attempt is in the round being run now
+  bool recheck = false;    // woken during its attempt: try once more if it gets nothing
+  bool expired = false;    // its wait ran out during its attempt
+};
+
+// --- opening and closing ----------------------------------------------------------
+
+Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options) {
+  const std::string& prefix = options.redis_prefix;
+  if (prefix.empty() || prefix.size() > 256) {
+    return InvalidArgument("redis_prefix: 1-256 bytes, got " + std::to_string(prefix.size()));
+  }
+  if (prefix.find_first_of("{}") != std::string::npos) {
+    return InvalidArgument(
+        "redis_prefix: '{' and '}' are not allowed (the prefix is the hash tag of every key)");
+  }
+  if (options.redis_buckets < 1 || options.redis_buckets > rq::kMaxBuckets) {
+    return InvalidArgument("redis_buckets: must be 1..16384, got " +
+                           std::to_string(options.redis_buckets));
+  }
+  auto url = redis::ParseRedisUrl(options.redis_url);
+  if (!url.ok()) {
+    return InvalidArgument("redis_url: " + Tail(url.status().message(), "redis url: "));
+  }
+  auto client = redis::Client::Open(*url);
+  if (!client.ok()) {
+    if (client.status().code() == Code::kInvalidArgument) {
+      return InvalidArgument("redis_url: " + client.status().message());
+    }
+    return client.status();
+  }
+
+  auto ctx = std::make_unique<rq::Context>();
+  ctx->clock = options.clock ? options.clock : SystemClock();
+  ctx->limits = options.limits;
+  ctx->prefix = prefix;
+  ctx->buckets = options.redis_buckets;
+  ctx->next_due = std::make_unique<std::atomic<int64_t>[]>(ctx->buckets);
+  for (uint32_t b = 0; b < ctx->buckets; ++b) {
+    ctx->tags.push_back("{" + prefix + ":" + std::to_string(b) + "}");
+    ctx->next_due[b].store(0);  // promote every bucket once at start
+  }
+
+  // Every script loaded on every master first, so the first round does not
+  // meet NOSCRIPT once per bucket (the client would load and retry anyway).
+  for (uint8_t i = 0; i <= static_cast<uint8_t>(rq::Lua::kHeads); ++i) {
+    const redis::Script& script = rq::ScriptOf(static_cast<rq::Lua>(i));
+    for (auto& [node, r] : (*client)->ExecOnEachMaster({"SCRIPT", "LOAD", script.source()})) {
+      if (!r.ok()) return r.status();
+    }
+  }
+  // Format and bucket count, checked (or written on first use) everywhere.
+  std::vector<redis::Command> init;
+  const std::string now = std::to_string(ctx->clock->NowMs());
+  for (uint32_t b = 0; b < ctx->buckets; ++b) {
+    init.push_back(
+        redis::Command::Eval(rq::ScriptOf(rq::Lua::kInit), {ctx->tags[b]},
+                             {now, std::to_string(rq::kFormat), std::to_string(ctx->buckets)}));
+  }
+  for (Result<redis::Reply>& r : (*client)->ExecBatch(init)) {
+    if (!r.ok()) return r.status();
+    if (!r->is_error()) continue;
+    Status s = rq::ErrorStatus(*r);
+    if (s.code() == Code::kInvalidArgument) {
+      return InvalidArgument("redis_buckets: " + Tail(s.message(), "buckets: "));
+    }
+    return s;
+  }
+
+  auto q = std::unique_ptr<RedisQueue>(new RedisQueue(std::move(ctx), std::move(client).value()));
+  // Wake-ups first (docs/redis-store.md: subscribe before anything else).
+  // Any master can take over the subscription when one dies.
+  redis::RedisUrl sub_url = *url;
+  std::vector<redis::Endpoint> seeds = q->client_->Masters();
+  for (const redis::Endpoint& e : url->seeds) {
+    if (std::find(seeds.begin(), seeds.end(), e) == seeds.end()) seeds.push_back(e);
+  }
+  sub_url.seeds = std::move(seeds);
+  RedisQueue* raw = q.get();
+  auto sub = redis::Subscriber::Start(
+      sub_url, {prefix + ":wake"},
+      [raw](std::string_view, std::string_view message) { raw->OnWakeMessage(message); },
+      [raw] { raw->OnSubscribed(); });
+  if (!sub.ok()) return sub.status();
+  q->subscriber_ = std::move(sub).value();
+  {
+    std::unique_lock<std::mutex> lock(q->mu_);
+    q->round_cv_.wait_for(lock, kSubscribeWait, [&] { return q->subscribed_; });
+  }
+  if (!q->clock_->IsRealTime()) q->clock_token_ = q->clock_->Subscribe([raw] { raw->PokeTimer(); });
+  q->dispatcher_ = std::thread([raw] { raw->RunDispatcher(); });
+  q->timer_ = std::thread([raw] { raw->RunTimer(); });
+  return q;
+}
+
+RedisQueue::RedisQueue(std::unique_ptr<rq::Context> ctx, std::unique_ptr<redis::Client> client)
+    : ctx_(std::move(ctx)),
+      clock_(ctx_->clock),
+      client_(std::move(client)),
+      due_gen_(ctx_->buckets, 0),
+      known_(ctx_->buckets) {}
+
+RedisQueue::~RedisQueue() {
+  if (clock_token_ != 0) clock_->Unsubscribe(clock_token_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  round_cv_.notify_all();
+  PokeTimer();
+  if (dispatcher_.joinable()) dispatcher_.join();
+  if (timer_.joinable()) timer_.join();
+  subscriber_.reset();  // its callbacks take mu_ (not held here) and see stopping_
+  std::vector<std::unique_ptr<rq::Op>> ops;
+  std::vector<ReserveCallback> waits;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& op : pending_) ops.push_back(std::move(op));
+    for (auto& op : leftover_) {
+      if (op->AsGroup() == nullptr) ops.push_back(std::move(op));
+    }
+    pending_.clear();
+    leftover_.clear();
+    pending_attempts_.clear();
+    for (auto& [ticket, w] : waiters_) waits.push_back(std::move(w.done));
+    waiters_.clear();
+    topic_waiters_.clear();
+    wait_deadlines_.clear();
+    waiting_ = 0;
+  }
+  // Callbacks may call the queue: every entry point answers kUnavailable now.
+  for (auto& op : ops) {
+    op->Fail(Unavailable("queue closed"));
+    op->Complete();
+  }
+  for (auto& done : waits) done(Unavailable("queue closed"));
+}
+
+uint32_t RedisQueue::buckets() const { return ctx_->buckets; }
+
+uint32_t RedisQueue::BucketOf(std::string_view id) const { return ctx_->BucketOf(id); }
+
+RedisQueue::DispatchStats RedisQueue::dispatch_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dispatch_stats_;
+}
+
+// --- running ops ---------------------------------------------------------------------
+
+void RedisQueue::Submit(std::unique_ptr<rq::Op> op, bool wait) {
+  bool closed;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    closed = stopping_;
+    if (!closed && !(wait && t_queue_thread == this)) {
+      pending_.push_back(std::move(op));
+      lock.unlock();
+      work_cv_.notify_one();
+      return;
+    }
+  }
+  if (closed) {
+    op->Fail(Unavailable("queue closed"));
+  } else {
+    RunInline(*op);  // a callback of ours waits for it: the dispatcher may be this thread
+  }
+  op->Complete();
+}
+
+template <typename T, typename Make>
+T RedisQueue::Call(Make make) {
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> future = promise->get_future();
+  Submit(make([promise](T r) { promise->set_value(std::move(r)); }), /*wait=*/true);
+  return future.get();
+}
+
+void RedisQueue::RunInline(rq::Op& op) {
+  for (;;) {
+    rq::Batch b(*ctx_, clock_->NowMs());
+    op.Plan(b);
+    b.SetResults(client_->ExecBatch(b.commands()));
+    const size_t commands = b.commands().size();
+    const bool done = op.Absorb(b);
+    std::lock_guard<std::mutex> lock(mu_);
+    ApplyNotes(b);
+    ++dispatch_stats_.rounds;
+    dispatch_stats_.commands += commands;
+    ++dispatch_stats_.ops;
+    if (done) return;
+  }
+}
+
+void RedisQueue::ApplyNotes(const rq::Batch& b) {
+  // Empty buckets first: a script of this round that ran after the heads
+  // (an add behind it in the pipeline) then invalidates what it found.
+  for (const rq::Batch::Empty& e : b.empty_notes()) {
+    Knowledge& k = known_[e.bucket];
+    if (k.any_event > e.stamp) continue;
+    for (const std::string& t : *e.topics) {
+      auto it = k.events.find(t);
+      if (it == k.events.end() || it->second <= e.stamp) k.empty.insert(t);
+    }
+  }
+  for (const auto& [bucket, ms] : b.due_notes()) LowerDue(bucket, ms);
+  for (const auto& [topic, bucket] : b.ready_notes()) {
+    Invalidate(bucket, topic);
+    if (!topic.empty()) WakeTopic(topic);
+  }
+}
+
+void RedisQueue::RunDispatcher() {
+  t_queue_thread = this;
+  t_dispatcher = this;
+  std::vector<std::unique_ptr<rq::Op>> active;  // ops that need another round
+  std::vector<std::function<void()>> callbacks;
+  for (;;) {
+    std::vector<std::unique_ptr<rq::Op>> round;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] {
+        return stopping_ || !pending_.empty() || !pending_attempts_.empty() || !active.empty();
+      });
+      if (stopping_) {
+        leftover_ = std::move(active);
+        return;
+      }
+      for (auto& op : active) {
+        if (rq::ReserveGroup* g = op->AsGroup(); g != nullptr && !PrepareGroup(*g)) continue;
+        round.push_back(std::move(op));
+      }
+      active.clear();
+      TakePending(&round);
+    }
+    if (round.empty()) continue;
+    rq::Batch b(*ctx_, clock_->NowMs());
+    for (auto& op : round) op->Plan(b);
+    if (!b.commands().empty()) b.SetResults(client_->ExecBatch(b.commands()));
+    std::vector<std::unique_ptr<rq::Op>> done;
+    for (auto& op : round) {
+      if (op->Absorb(b)) {
+        done.push_back(std::move(op));
+      } else {
+        active.push_back(std::move(op));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ApplyNotes(b);
+      ++dispatch_stats_.rounds;
+      dispatch_stats_.commands += b.commands().size();
+      dispatch_stats_.ops += round.size();
+      for (auto* ops : {&done, &active}) {
+        for (auto& op : *ops) {
+          if (rq::ReserveGroup* g = op->AsGroup()) SettleGroup(*g, &callbacks);
+        }
+      }
+    }
+    round_cv_.notify_all();
+    for (auto& op : done) {
+      if (op->AsGroup() == nullptr) op->Complete();
+    }
+    done.clear();
+    for (auto& cb : callbacks) cb();
+    callbacks.clear();
+  }
+}
+
+void RedisQueue::TakePending(std::vector<std::unique_ptr<rq::Op>>* round) {
+  TakeOps(round);
+  TakeAttempts(round);
+}
+
+void RedisQueue::TakeOps(std::vector<std::unique_ptr<rq::Op>>* round) {
+  // Ops on one id keep their order: within a shared command a script takes
+  // them in order, but commands of different kinds are not ordered, so an
+  // op of another kind on an id already in this round waits for the next.
+  std::unordered_map<std::string_view, rq::Lua> ids;
+  size_t bytes = 0;
+  size_t taken = 0;
+  while (!pending_.empty() && taken < kMaxOpsPerRound && bytes < kMaxRoundBytes) {
+    rq::Op& op = *pending_.front();
+    if (std::string_view id = op.id(); !id.empty()) {
+      auto [it, fresh] = ids.emplace(id, op.kind());
+      if (!fresh && it->second != op.kind()) break;
+    }
+    bytes += op.bytes();
+    ++taken;
+    round->push_back(std::move(pending_.front()));
+    pending_.pop_front();
+  }
+}
+
+void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
+  // Attempts with the same topics form one group, up to kMaxReserveCount jobs.
+  std::unordered_map<std::string, std::pair<rq::ReserveGroup*, uint32_t>> groups;
+  const int64_t now_ms = pending_attempts_.empty() ? 0 : clock_->NowMs();
+  while (!pending_attempts_.empty()) {
+    auto [ticket, serial] = pending_attempts_.front();
+    pending_attempts_.pop_front();
+    auto it = waiters_.find(ticket);
+    if (it == waiters_.end() || it->second.serial != serial ||
+        it->second.state != Waiter::State::kQueued) {
+      continue;  // withdrawn, or answered
+    }
+    Waiter& w = it->second;
+    rq::Attempt a;
+    a.ticket = ticket;
+    a.serial = serial;
+    a.count = w.count;
+    if (!w.once) {
+      // A waiting reserve looks only where jobs may be ready (see
+      // known_), and if that is nowhere, waits for news at once.
+      std::vector<uint32_t> scope = WaiterScope(w, now_ms);
+      if (scope.empty()) {
+        w.state = Waiter::State::kIdle;
+        continue;
+      }
+      if (scope.size() < ctx_->buckets) {
+        a.all_buckets = false;
+        a.buckets = std::move(scope);
+      }
+    }
+    auto& [group, total] = groups[w.key];
+    if (group == nullptr || total + w.count > kMaxReserveCount) {
+      auto g = std::make_unique<rq::ReserveGroup>(w.topics);
+      group = g.get();
+      total = 0;
+      round->push_back(std::move(g));
+    }
+    group->attempts.push_back(std::move(a));
+    total += w.count;
+    w.state = Waiter::State::kRunning;
+    w.executing = true;
+  }
+}
+
+bool RedisQueue::PrepareGroup(rq::ReserveGroup& group) {
+  auto& attempts = group.attempts;
+  attempts.erase(std::remove_if(attempts.begin(), attempts.end(),
+                                [&](const rq::Attempt& a) {
+                                  auto it = waiters_.find(a.ticket);
+                                  return it == waiters_.end() || it->second.serial != a.serial;
+                                }),
+                 attempts.end());
+  for (const rq::Attempt& a : attempts) waiters_.at(a.ticket).executing = true;
+  return !attempts.empty();
+}
+
+void RedisQueue::SettleGroup(rq::ReserveGroup& group,
+                             std::vector<std::function<void()>>* callbacks) {
+  std::vector<rq::Attempt> keep;
+  for (rq::Attempt& a : group.attempts) {
+    auto it = waiters_.find(a.ticket);
+    if (it == waiters_.end() || it->second.serial != a.serial) {
+      // Cannot happen: a waiter whose attempt runs is neither cancelled nor
+      // expired (CancelReserve waits, the timer marks it), so no job is lost.
+      if (!a.got.empty()) Log(LogLevel::kError, "redis queue: deliveries without a waiter");
+      continue;
+    }
+    Waiter& w = it->second;
+    w.executing = false;
+    if (a.finished) {
+      EndAttempt(a.ticket, w, a, callbacks);
+    } else {
+      keep.push_back(std::move(a));
+    }
+  }
+  group.attempts = std::move(keep);
+}
+
+void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
+                            std::vector<std::function<void()>>* callbacks) {
+  if (!a.error.ok() || !a.got.empty() || w.once || w.expired || stopping_) {
+    Result<Deliveries> r = Deliveries{};
+    if (!a.error.ok()) {
+      r = a.error;
+    } else if (!a.got.empty()) {
+      r = std::move(a.got);
+    } else if (stopping_) {
+      r = Unavailable("queue closed");
+    }
+    callbacks->push_back(
+        [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
+    EraseWaiter(ticket);
+  } else if (w.recheck) {
+    QueueAttempt(ticket, w);
+  } else {
+    w.state = Waiter::State::kIdle;
+  }
+}
+
+// --- waiters -------------------------------------------------------------------------
+
+void RedisQueue::Invalidate(uint32_t bucket, const std::string& topic) {
+  if (bucket == rq::kAllBuckets) {
+    for (uint32_t b = 0; b < ctx_->buckets; ++b) Invalidate(b, topic);
+    return;
+  }
+  if (bucket >= ctx_->buckets) return;
+  const uint64_t stamp = ctx_->ready_events.fetch_add(1, std::memory_order_relaxed) + 1;
+  Knowledge& k = known_[bucket];
+  if (topic.empty()) {
+    k.any_event = stamp;
+    k.empty.clear();
+    k.events.clear();  // any_event covers them
+  } else {
+    k.events[topic] = stamp;
+    k.empty.erase(topic);
+  }
+}
+
+std::vector<uint32_t> RedisQueue::WaiterScope(const Waiter& w, int64_t now_ms) const {
+  std::vector<uint32_t> scope;
+  // Without the subscription, wake messages are lost: trust nothing.
+  const bool trust = subscriber_ != nullptr && subscriber_->connected();
+  for (uint32_t b = 0; b < ctx_->buckets; ++b) {
+    if (!trust) {
+      scope.push_back(b);
+      continue;
+    }
+    const std::set<std::string>& empty = known_[b].empty;
+    const bool known_empty = !ctx_->KnownDue(b, now_ms) &&
+                             std::all_of(w.topics.begin(), w.topics.end(),
+                                         [&](const std::string& t) { return empty.count(t) != 0; });
+    if (!known_empty) scope.push_back(b);
+  }
+  return scope;
+}
+
+void RedisQueue::QueueAttempt(uint64_t ticket, Waiter& w) {
+  ++w.serial;
+  w.state = Waiter::State::kQueued;
+  w.recheck = false;
+  pending_attempts_.emplace_back(ticket, w.serial);
+}
+
+void RedisQueue::WakeTopic(const std::string& topic) {
+  auto it = topic_waiters_.find(topic);
+  if (it == topic_waiters_.end()) return;
+  for (uint64_t ticket : it->second) {
+    Waiter& w = waiters_.at(ticket);
+    if (w.state == Waiter::State::kIdle) {
+      QueueAttempt(ticket, w);
+    } else if (w.state == Waiter::State::kRunning) {
+      w.recheck = true;
+    }
+  }
+  work_cv_.notify_one();
+}
+
+void RedisQueue::WakeAll() {
+  for (auto& [ticket, w] : waiters_) {
+    if (w.state == Waiter::State::kIdle) {
+      QueueAttempt(ticket, w);
+    } else if (w.state == Waiter::State::kRunning) {
+      w.recheck = true;
+    }
+  }
+  work_cv_.notify_one();
+}
+
+void RedisQueue::EraseWaiter(uint64_t ticket) {
+  auto it = waiters_.find(ticket);
+  if (it == waiters_.end()) return;
+  Waiter& w = it->second;
+  if (!w.once) {
+    for (const std::string& t : w.topics) {
+      auto tw = topic_waiters_.find(t);
+      if (tw == topic_waiters_.end()) continue;
+      tw->second.erase(ticket);
+      if (tw->second.empty()) topic_waiters_.erase(tw);
+    }
+    wait_deadlines_.erase({w.deadline_mono, ticket});
+    --waiting_;
+  }
+  waiters_.erase(it);
+}
+
+uint64_t RedisQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback done) {
+  // The engine's checks and messages.
+  if (req.topics.empty()) {
+    done(InvalidArgument("topics: give at least one topic"));
+    return 0;
+  }
+  if (req.count == 0 || req.count > kMaxReserveCount) {
+    done(InvalidArgument("count: must be 1.." + std::to_string(kMaxReserveCount)));
+    return 0;
+  }
+  if (req.wait_ms < 0) {
+    done(InvalidArgument("wait_ms: must be >= 0"));
+    return 0;
+  }
+  if (req.topics.size() > kMaxReserveTopics) {
+    done(InvalidArgument("topics: at most " + std::to_string(kMaxReserveTopics) + " per reserve"));
+    return 0;
+  }
+  for (const std::string& t : req.topics) {
+    if (Status s = ValidateTopic(t); !s.ok()) {
+      done(std::move(s));
+      return 0;
+    }
+  }
+  Waiter w;
+  for (const std::string& t : req.topics) {
+    if (std::find(w.topics.begin(), w.topics.end(), t) != w.topics.end()) continue;
+    w.topics.push_back(t);
+    w.key += t;
+    w.key += '\n';
+  }
+  w.count = req.count;
+  w.once = req.wait_ms == 0;
+  if (!w.once) w.deadline_mono = clock_->MonotonicMs() + std::min(req.wait_ms, kMaxWaitMs);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    done(Unavailable("queue closed"));
+    return 0;
+  }
+  w.done = std::move(done);
+  const uint64_t ticket = next_ticket_++;
+  Waiter& added = waiters_.emplace(ticket, std::move(w)).first->second;
+  const bool poke = !added.once && added.deadline_mono < timer_wakes_at_mono_.load();
+  if (!added.once) {
+    for (const std::string& t : added.topics) topic_waiters_[t].insert(ticket);
+    wait_deadlines_.emplace(added.deadline_mono, ticket);
+    ++waiting_;
+  }
+  QueueAttempt(ticket, added);  // registered before its first attempt
+  lock.unlock();
+  work_cv_.notify_one();
+  if (poke) PokeTimer();
+  return ticket;
+}
+
+bool RedisQueue::CancelReserve(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    auto it = waiters_.find(ticket);
+    if (it == waiters_.end()) return false;
+    if (!it->second.executing) {
+      EraseWaiter(ticket);
+      return true;
+    }
+    // Its attempt is in a round: whether it took jobs is known when the
+    // round ends. (Never the case on the dispatcher thread, which runs
+    // callbacks between rounds.)
+    if (t_dispatcher == this) return false;
+    round_cv_.wait(lock);
+  }
+}
+
+// --- timing --------------------------------------------------------------------------
+
+void RedisQueue::PokeTimer() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    timer_poked_ = true;
+  }
+  timer_cv_.notify_one();
+}
+
+void RedisQueue::LowerDue(uint32_t bucket, int64_t ms) {
+  if (bucket >= ctx_->buckets || ms < 0) return;
+  std::atomic<int64_t>& due = ctx_->next_due[bucket];
+  if (ms >= due.load(std::memory_order_relaxed)) return;
+  due.store(ms, std::memory_order_relaxed);
+  ++due_gen_[bucket];
+  if (ms < timer_wakes_at_wall_.load()) PokeTimer();
+}
+
+struct RedisQueue::TimerState {
+  explicit TimerState(uint32_t buckets)
+      : last_promote(buckets, SteadyClock::now()), hold(buckets) {}
+  std::vector<SteadyClock::time_point> last_promote;
+  std::vector<SteadyClock::time_point> hold;  // after a failure: not before
+};
+
+void RedisQueue::ExpireWaits(int64_t mono, std::vector<std::function<void()>>* callbacks) {
+  // A wait that ran out answers empty; one whose attempt is in a round
+  // answers when the round ends.
+  while (!wait_deadlines_.empty() && wait_deadlines_.begin()->first <= mono) {
+    const uint64_t ticket = wait_deadlines_.begin()->second;
+    Waiter& w = waiters_.at(ticket);
+    if (w.executing) {
+      w.expired = true;
+      wait_deadlines_.erase(wait_deadlines_.begin());
+      continue;
+    }
+    callbacks->push_back([done = std::move(w.done)]() mutable { done(Deliveries{}); });
+    EraseWaiter(ticket);
+  }
+}
+
+void RedisQueue::Promote(TimerState& ts, const std::vector<uint32_t>& due,
+                         const std::vector<uint64_t>& gens, int64_t now) {
+  // Every due bucket in one round trip; several servers promoting one
+  // bucket cost only a few commands (promote is idempotent).
+  const redis::Script& script = rq::ScriptOf(rq::Lua::kPromote);
+  const std::string now_text = std::to_string(now);
+  std::vector<redis::Command> cmds;
+  for (uint32_t b : due) {
+    cmds.push_back(
+        redis::Command::Eval(script, {ctx_->tags[b]}, {now_text, std::to_string(rq::kMaxBatch)}));
+  }
+  std::vector<Result<redis::Reply>> results = client_->ExecBatch(cmds);
+  const auto after = SteadyClock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < due.size(); ++i) {
+    const uint32_t b = due[i];
+    ts.last_promote[b] = after;
+    const Result<redis::Reply>& r = results[i];
+    if (!r.ok() || !r->is_array() || r->elements().size() != 3 || !r->elements()[0].is_integer() ||
+        !r->elements()[1].is_integer() || !r->elements()[2].is_integer()) {
+      ts.hold[b] = after + kHoldAfterFailure;  // Redis away: the safety net's pace
+      continue;
+    }
+    const int64_t moved = r->elements()[0].integer() + r->elements()[1].integer();
+    if (moved > 0) Invalidate(b, "");  // jobs became ready (their wake messages follow)
+    int64_t next = r->elements()[2].integer() < 0 ? kNever : r->elements()[2].integer();
+    // A due time learned while the promote was in flight stays.
+    if (due_gen_[b] != gens[i]) next = std::min(next, ctx_->next_due[b].load());
+    ctx_->next_due[b].store(next, std::memory_order_relaxed);
+    // Work left (next <= now) runs again at once, unless promote could not
+    // move any of it: then do not spin.
+    if (next <= now && moved == 0) ts.hold[b] = after + kHoldWhenStuck;
+  }
+}
+
+void RedisQueue::RunTimer() {
+  t_queue_thread = this;
+  const uint32_t n = ctx_->buckets;
+  TimerState ts(n);
+  for (;;) {
+    const int64_t now = clock_->NowMs();
+    const int64_t mono = clock_->MonotonicMs();
+    const auto steady = SteadyClock::now();
+    std::vector<std::function<void()>> callbacks;
+    std::vector<uint32_t> due;
+    std::vector<uint64_t> gens;
+    int64_t next_wall = kNever;
+    int64_t next_mono = kNever;
+    auto next_steady = steady + kSafetyNet;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      ExpireWaits(mono, &callbacks);
+      if (!wait_deadlines_.empty()) next_mono = wait_deadlines_.begin()->first;
+      for (uint32_t b = 0; b < n; ++b) {
+        if (steady < ts.hold[b]) {
+          next_steady = std::min(next_steady, ts.hold[b]);
+          continue;
+        }
+        const int64_t at = ctx_->next_due[b].load(std::memory_order_relaxed);
+        if (at <= now || steady - ts.last_promote[b] >= kSafetyNet) {
+          due.push_back(b);
+          gens.push_back(due_gen_[b]);
+        } else {
+          next_wall = std::min(next_wall, at);
+          next_steady = std::min(next_steady, ts.last_promote[b] + kSafetyNet);
+        }
+      }
+      timer_wakes_at_wall_.store(due.empty() ? next_wall : 0);
+      timer_wakes_at_mono_.store(due.empty() ? next_mono : 0);
+    }
+    for (auto& cb : callbacks) cb();
+    if (!due.empty()) {
+      Promote(ts, due, gens, now);
+      continue;  // what is left due runs at once
+    }
+    if (!callbacks.empty()) continue;
+    SteadyClock::duration wait = next_steady - steady;
+    if (clock_->IsRealTime()) {  // a manual clock pokes us when it moves instead
+      const int64_t ms = std::min(next_wall == kNever ? kNever : next_wall - now,
+                                  next_mono == kNever ? kNever : next_mono - mono);
+      if (ms != kNever) wait = std::min<SteadyClock::duration>(wait, std::chrono::milliseconds(ms));
+    }
+    std::unique_lock<std::mutex> lock(timer_mu_);
+    if (!timer_poked_) timer_cv_.wait_for(lock, wait, [&] { return timer_poked_; });
+    timer_poked_ = false;
+  }
+}
+
+// --- wake-ups ------------------------------------------------------------------------
+
+void RedisQueue::OnWakeMessage(std::string_view message) {
+  // "r <bucket> <topic>" or "d <bucket> <ms>".
+  if (message.size() < 5 || message[1] != ' ') return;
+  const char kind = message[0];
+  std::string_view rest = message.substr(2);
+  const size_t space = rest.find(' ');
+  if (space == std::string_view::npos) return;
+  uint64_t bucket = 0;
+  for (char c : rest.substr(0, space)) {
+    if (c < '0' || c > '9' || bucket > rq::kMaxBuckets) return;
+    bucket = bucket * 10 + static_cast<uint64_t>(c - '0');
+  }
+  std::string_view arg = rest.substr(space + 1);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  if (kind == 'r') {
+    if (bucket >= ctx_->buckets) return;
+    const std::string topic(arg);
+    Invalidate(static_cast<uint32_t>(bucket), topic);
+    WakeTopic(topic);
+  } else if (kind == 'd') {
+    int64_t ms = 0;
+    for (char c : arg) {
+      if (c < '0' || c > '9' || ms > kNever / 20) return;
+      ms = ms * 10 + (c - '0');
+    }
+    LowerDue(static_cast<uint32_t>(bucket), ms);
+  }
+}
+
+void RedisQueue::OnSubscribed() {
+  // Messages sent while unsubscribed are lost: look at everything again.
+  std::lock_guard<std::mutex> lock(mu_);
+  subscribed_ = true;
+  round_cv_.notify_all();
+  if (stopping_) return;
+  for (uint32_t b = 0; b < ctx_->buckets; ++b) {
+    LowerDue(b, 0);
+    Invalidate(b, "");
+  }
+  WakeAll();
+}
+
+// --- the Queue operations ------------------------------------------------------------
+
+Result<AddResult> RedisQueue::Add(const JobSpec& spec) {
+  if (Status s = ValidateJobSpec(spec, ctx_->limits); !s.ok()) return s;
+  return Call<Result<AddResult>>(
+      [&](rq::AddDone done) { return rq::MakeAdd(spec, std::move(done)); });
+}
+
+void RedisQueue::AddAsync(const JobSpec& spec, AddCallback done) {
+  if (Status s = ValidateJobSpec(spec, ctx_->limits); !s.ok()) return done(std::move(s));
+  Submit(rq::MakeAdd(spec, std::move(done)), /*wait=*/false);
+}
+
+Status RedisQueue::Finish(std::string_view id, std::string_view receipt) {
+  if (!ValidateId(id).ok()) return NotFoundId(id);  // no job can have it, as the engine says
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakeFinish(id, receipt, std::move(done)); });
+}
+
+void RedisQueue::FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeFinish(id, receipt, std::move(done)), /*wait=*/false);
+}
+
+Status RedisQueue::Delete(std::string_view id) {
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Status>([&](rq::StatusDone done) { return rq::MakeDelete(id, std::move(done)); });
+}
+
+void RedisQueue::DeleteAsync(std::string_view id, StatusCallback done) {
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeDelete(id, std::move(done)), /*wait=*/false);
+}
+
+namespace {
+
+Status CheckRelease(std::string_view id, int64_t delay_ms) {
+  if (delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
+  if (delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RedisQueue::Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                           std::string_view error) {
+  if (Status s = CheckRelease(id, delay_ms); !s.ok()) return s;
+  return Call<Status>([&](rq::StatusDone done) {
+    return rq::MakeRelease(id, receipt, delay_ms, error, std::move(done));
+  });
+}
+
+void RedisQueue::ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                              std::string_view error, StatusCallback done) {
+  if (Status s = CheckRelease(id, delay_ms); !s.ok()) return done(std::move(s));
+  Submit(rq::MakeRelease(id, receipt, delay_ms, error, std::move(done)), /*wait=*/false);
+}
+
+Status RedisQueue::Touch(std::string_view id, std::string_view receipt) {
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakeTouch(id, receipt, std::move(done)); });
+}
+
+void RedisQueue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeTouch(id, receipt, std::move(done)), /*wait=*/false);
+}
+
+Status RedisQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakeBury(id, receipt, reason, std::move(done)); });
+}
+
+void RedisQueue::BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
+                           StatusCallback done) {
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeBury(id, receipt, reason, std::move(done)), /*wait=*/false);
+}
+
+Status RedisQueue::Kick(std::string_view id) {
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Status>([&](rq::StatusDone done) { return rq::MakeKick(id, std::move(done)); });
+}
+
+Result<uint64_t> RedisQueue::KickTopic(std::string_view topic, uint64_t n) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (n == 0) return uint64_t{0};
+  return Call<Result<uint64_t>>(
+      [&](rq::CountDone done) { return rq::MakeKickTopic(topic, n, std::move(done)); });
+}
+
+Result<JobInfo> RedisQueue::Get(std::string_view id) {
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Result<JobInfo>>([&](rq::JobDone done) { return rq::MakeGet(id, std::move(done)); });
+}
+
+Result<JobInfo> RedisQueue::Peek(std::string_view topic, JobState state) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (state == JobState::kReserved) {
+    return InvalidArgument("state: peek takes ready, delayed or buried");
+  }
+  return Call<Result<JobInfo>>(
+      [&](rq::JobDone done) { return rq::MakePeek(topic, state, std::move(done)); });
+}
+
+Status RedisQueue::Pause(std::string_view topic, int64_t duration_ms) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (duration_ms < 0) return InvalidArgument("duration_ms: must be >= 0 (0 = until resumed)");
+  const int64_t until =
+      duration_ms == 0 ? -1 : clock_->NowMs() + std::min<int64_t>(duration_ms, kMaxDelayMs);
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakePause(topic, until, std::move(done)); });
+}
+
+Status RedisQueue::Resume(std::string_view topic) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakePause(topic, 0, std::move(done)); });
+}
+
+void RedisQueue::AddWaiting(std::vector<TopicInfo>* topics, bool add_missing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, tickets] : topic_waiters_) {
+    auto it = std::find_if(topics->begin(), topics->end(),
+                           [&](const TopicInfo& t) { return t.name == name; });
+    if (it != topics->end()) {
+      it->waiting = tickets.size();
+    } else if (add_missing) {
+      TopicInfo t;
+      t.name = name;
+      t.waiting = tickets.size();
+      topics->push_back(std::move(t));
+    }
+  }
+}
+
+Result<std::vector<TopicInfo>> RedisQueue::Topics() {
+  auto counts = Call<Result<std::vector<rq::TopicCounts>>>(
+      [&](rq::TopicsDone done) { return rq::MakeTopics(std::nullopt, std::move(done)); });
+  if (!counts.ok()) return counts.status();
+  std::vector<TopicInfo> out;
+  for (rq::TopicCounts& t : *counts) {
+    const TopicInfo& i = t.info;
+    if (i.delayed + i.ready + i.reserved + i.buried > 0 || i.paused)
+      out.push_back(std::move(t.info));
+  }
+  AddWaiting(&out, /*add_missing=*/true);
+  std::sort(out.begin(), out.end(),
+            [](const TopicInfo& a, const TopicInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<TopicInfo> RedisQueue::Topic(std::string_view topic) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  auto counts = Call<Result<std::vector<rq::TopicCounts>>>(
+      [&](rq::TopicsDone done) { return rq::MakeTopics(std::string(topic), std::move(done)); });
+  if (!counts.ok()) return counts.status();
+  std::vector<TopicInfo> one;
+  for (rq::TopicCounts& t : *counts) {
+    if (t.info.name == topic) one.push_back(std::move(t.info));
+  }
+  if (one.empty()) {
+    TopicInfo empty;
+    empty.name = std::string(topic);
+    one.push_back(std::move(empty));
+  }
+  AddWaiting(&one, /*add_missing=*/false);
+  return std::move(one.front());
+}
+
+Result<QueueStats> RedisQueue::Stats() {
+  auto store = Call<Result<rq::StoreStats>>(
+      [&](rq::StatsDone done) { return rq::MakeStats(std::move(done)); });
+  if (!store.ok()) return store.status();
+  QueueStats s = store->stats;
+  std::set<std::string>& names = store->topics;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, tickets] : topic_waiters_) names.insert(name);
+  s.topics = names.size();
+  s.waiting = waiting_;
+  return s;
+}
+
+}  // namespace delayq

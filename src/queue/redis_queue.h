@@ -1,0 +1,280 @@
+// RedisQueue: the Queue interface over Redis or Redis Cluster (store
+// "redis"), shared by every server and application that opens the same URL
+// and prefix. The data model and the Lua scripts it calls are
+// docs/redis-store.md's; its section "The client side: RedisQueue" explains
+// the design below in more words.
+//
+// Batching. Every call becomes an op. One dispatcher thread takes all
+// pending ops, merges those of one kind on one bucket into one script call
+// (all pending adds of a bucket: one `add` with many jobs; finishes, touches
+// and deletes likewise; reserves with the same topics: one `heads` per
+// bucket and one `reserve` per bucket that holds the best), sends the whole
+// round as one Client::ExecBatch (about one round trip, all nodes in
+// parallel), then completes the ops. Calls made while a round is in flight
+// wait for the next one: group commit. The blocking methods are the
+// asynchronous path plus a wait; called on one of the queue's own threads (a
+// callback), they run their ops on that thread instead, so a callback may
+// call them without deadlock. Ops on one job id keep their order: ops of
+// different kinds on one id never share a round.
+//
+// Reserve. Best first across topics and buckets: `heads` (read-only) on
+// every bucket, the keys merged, then `reserve` on the chosen buckets for
+// the chosen counts; a bucket known or reported to have work due is
+// promoted first, so a due job is never invisible. A race with another
+// server costs order, never correctness (the attempt looks again, twice at
+// most). A reserve that waits reads only the buckets where jobs of its
+// topics may be ready (the queue remembers where they ran out, until an add,
+// a wake message or a promote says otherwise), and none at all when that is
+// nowhere. A reserve that waits is a local waiter (a ticket): it is tried again
+// when this queue's own adds, kick_topics or resumes make its topics ready, when a
+// wake message `r <bucket> <topic>` arrives from any server (Subscriber on
+// `<prefix>:wake`), and after the subscriber reconnects (everything is
+// re-checked then: messages sent meanwhile are lost). A waiter is registered
+// before its first attempt, and a wake-up that arrives during an attempt makes
+// it try once more.
+//
+// Timing, without polling loops: a timer thread sleeps until the earliest
+// next-due time it knows for any bucket (from promote, heads, add, release
+// and reserve replies, and `d <bucket> <ms>` messages), promotes the due
+// buckets in one batch (again at once while a reply says work is left), and
+// promotes every bucket at least once a second as the safety net
+// docs/redis-store.md asks for. It also ends waits (QueueOptions::clock's
+// monotonic time). With a ManualClock it sleeps until the clock moves.
+// Scripts are given the clock's wall time as now_ms.
+//
+// Generated ids (an empty JobSpec::id): 24 hex digits: 12 of the wall ms
+// (never going back within the process), 4 random per process, 8 of a
+// process-wide counter (starting at random). Time-ordered within a
+// process; two processes collide only if they drew the same 16 bits and
+// their counters meet in the same ms, which the add script detects
+// ("exists": a new id is made).
+//
+// Thread-safety: every method may be called from any number of threads at
+// once. Callbacks (ReserveAsync's, the *Async forms') run on the dispatcher
+// or timer thread (or on the destroying thread, with kUnavailable), never
+// under an internal lock, so they may call the queue again; they must not
+// block (nor call the blocking Reserve with a wait).
+//
+// Errors: as Queue's, the same messages as LocalQueue for bad input (checked
+// here before any script runs); kUnavailable when Redis cannot be reached or
+// refuses work (out of memory, loading, cluster down): the queue keeps
+// working and recovers when Redis is back (the client layer reconnects with
+// backoff). A call that fails with kUnavailable after its command was sent
+// may or may not have taken effect.
+#ifndef DELAYQ_QUEUE_REDIS_QUEUE_H_
+#define DELAYQ_QUEUE_REDIS_QUEUE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "delayq/queue.h"
+#include "redis/client.h"
+#include "redis/subscriber.h"
+
+namespace delayq {
+
+namespace rq {
+class Op;
+class Batch;
+class ReserveGroup;
+struct Attempt;
+struct Context;
+}  // namespace rq
+
+class RedisQueue final : public Queue {
+ public:
+  // Connects (QueueOptions::redis_url), runs the `init` script on every
+  // bucket (writing format and bucket count on first use of the prefix),
+  // subscribes to `<prefix>:wake` (waiting up to a second for the
+  // subscription) and starts the dispatcher and timer threads.
+  // QueueOptions::caller_loop is ignored: the queue runs its own threads and
+  // driver() is null. Errors: kInvalidArgument naming the option
+  // (redis_url, redis_prefix: 1-256 bytes without '{' or '}', redis_buckets:
+  // 1..16384, or a prefix first used with another bucket count);
+  // kUnavailable when no seed answers; kInternal when the prefix holds
+  // another format.
+  static Result<std::unique_ptr<RedisQueue>> Open(const QueueOptions& options);
+  // Stops the threads (a round in flight ends first), then answers every op
+  // not sent and every waiting reserve with kUnavailable on this thread.
+  ~RedisQueue() override;
+
+  Result<AddResult> Add(const JobSpec& spec) override;
+  uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override;
+  // Returns true if the waiter was withdrawn before it could take a job.
+  // While one of its attempts is in a round, waits for that round to end
+  // (up to a round trip) to learn whether it took jobs.
+  bool CancelReserve(uint64_t ticket) override;
+  Status Finish(std::string_view id, std::string_view receipt) override;
+  Status Delete(std::string_view id) override;
+  Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                 std::string_view error) override;
+  Status Touch(std::string_view id, std::string_view receipt) override;
+  Status Bury(std::string_view id, std::string_view receipt, std::string_view reason) override;
+  Status Kick(std::string_view id) override;
+  Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) override;
+  Result<JobInfo> Get(std::string_view id) override;
+  Result<JobInfo> Peek(std::string_view topic, JobState state) override;
+  Status Pause(std::string_view topic, int64_t duration_ms) override;
+  Status Resume(std::string_view topic) override;
+  Result<std::vector<TopicInfo>> Topics() override;
+  Result<TopicInfo> Topic(std::string_view topic) override;
+  Result<QueueStats> Stats() override;
+
+  void AddAsync(const JobSpec& spec, AddCallback done) override;
+  void FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) override;
+  void DeleteAsync(std::string_view id, StatusCallback done) override;
+  void ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                    std::string_view error, StatusCallback done) override;
+  void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) override;
+  void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
+                 StatusCallback done) override;
+
+  // --- For tests and benchmarks -------------------------------------------
+  uint32_t buckets() const;
+  // The bucket of a job id: XXH3_64bits(id) mod buckets().
+  uint32_t BucketOf(std::string_view id) const;
+  // What the dispatcher has done since Open.
+  struct DispatchStats {
+    uint64_t rounds = 0;    // ExecBatch calls
+    uint64_t commands = 0;  // script calls sent in them
+    uint64_t ops = 0;       // ops planned into them (an op of several rounds counts each)
+  };
+  DispatchStats dispatch_stats() const;
+
+ private:
+  struct Waiter;
+
+  RedisQueue(std::unique_ptr<rq::Context> ctx, std::unique_ptr<redis::Client> client);
+
+  // Hands `op` to the dispatcher, or runs it on this thread when the caller
+  // will wait for it (`wait`) and this is one of the queue's threads. Fails
+  // it with kUnavailable at once when the queue is closing.
+  void Submit(std::unique_ptr<rq::Op> op, bool wait);
+  // Submit, then waits for the result that `make`'s callback receives.
+  template <typename T, typename Make>
+  T Call(Make make);
+  // Runs `op` to its end on this thread.
+  void RunInline(rq::Op& op);
+  // Applies what a round's replies taught (due times, ready topics).
+  // REQUIRES: mu_ held.
+  void ApplyNotes(const rq::Batch& b);
+
+  void RunDispatcher();
+  // Takes pending ops, then pending attempts (grouped by topics), into a
+  // round. REQUIRE: mu_ held.
+  void TakePending(std::vector<std::unique_ptr<rq::Op>>* round);
+  void TakeOps(std::vector<std::unique_ptr<rq::Op>>* round);
+  void TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round);
+  // Marks a continuing group's attempts as running again; false when none is
+  // left. REQUIRES: mu_ held.
+  bool PrepareGroup(rq::ReserveGroup& group);
+  // After a round: ends the finished attempts of `group`, queues callbacks.
+  // REQUIRES: mu_ held.
+  void SettleGroup(rq::ReserveGroup& group, std::vector<std::function<void()>>* callbacks);
+
+  // The timer thread, and what it alone owns.
+  struct TimerState;
+  void RunTimer();
+  // Answers the waits that ran out by `mono`. REQUIRES: mu_ held.
+  void ExpireWaits(int64_t mono, std::vector<std::function<void()>>* callbacks);
+  // Promotes the `due` buckets (their due_gen_ when chosen: `gens`) and
+  // keeps what the replies say falls due next.
+  void Promote(TimerState& ts, const std::vector<uint32_t>& due, const std::vector<uint64_t>& gens,
+               int64_t now);
+  void PokeTimer();
+
+  // Waiters. REQUIRE: mu_ held.
+  void QueueAttempt(uint64_t ticket, Waiter& w);
+  void EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
+                  std::vector<std::function<void()>>* callbacks);
+  // Jobs of `topic` became ready: its waiters try again.
+  void WakeTopic(const std::string& topic);
+  void WakeAll();
+  void EraseWaiter(uint64_t ticket);
+  // Lowers bucket's next-due time to ms (and wakes the timer if it sleeps
+  // past it).
+  void LowerDue(uint32_t bucket, int64_t ms);
+  // Jobs of `topic` ("": of any topic) may have become ready in `bucket`
+  // (rq::kAllBuckets: in any): forget that heads found none there.
+  void Invalidate(uint32_t bucket, const std::string& topic);
+  // The buckets an attempt of a waiting reserve must look at: all but
+  // those known to hold no ready job of its topics and nothing due.
+  std::vector<uint32_t> WaiterScope(const Waiter& w, int64_t now_ms) const;
+
+  void OnWakeMessage(std::string_view message);
+  void OnSubscribed();
+
+  // Adds this queue's waiting counts to topics.
+  void AddWaiting(std::vector<TopicInfo>* topics, bool add_missing);
+
+  const std::unique_ptr<rq::Context> ctx_;
+  const std::shared_ptr<Clock> clock_;
+  std::unique_ptr<redis::Client> client_;
+  std::unique_ptr<redis::Subscriber> subscriber_;  // stopped after the threads
+  int clock_token_ = 0;
+
+  mutable std::mutex mu_;
+  // State below is protected by mu_.
+  std::condition_variable work_cv_;   // the dispatcher: work, or stopping
+  std::condition_variable round_cv_;  // a round ended (CancelReserve), subscribed
+  bool stopping_ = false;
+  bool subscribed_ = false;
+  std::deque<std::unique_ptr<rq::Op>> pending_;
+  // Attempts to make, by (ticket, serial); stale ones are skipped.
+  std::deque<std::pair<uint64_t, uint64_t>> pending_attempts_;
+  std::vector<std::unique_ptr<rq::Op>> leftover_;            // the dispatcher's, when it stopped
+  std::map<uint64_t, Waiter> waiters_;                       // by ticket
+  std::map<std::string, std::set<uint64_t>> topic_waiters_;  // waits (wait_ms > 0) by topic
+  std::set<std::pair<int64_t, uint64_t>> wait_deadlines_;    // (monotonic ms, ticket)
+  uint64_t waiting_ = 0;                                     // waiters with wait_ms > 0
+  uint64_t next_ticket_ = 1;
+  // Per bucket: bumped whenever next_due is lowered, so a promote reply
+  // does not overwrite a due time learned while it was in flight.
+  std::vector<uint64_t> due_gen_;
+  // Per bucket, topics a script found without ready jobs, and nothing due
+  // there, until something says otherwise (Invalidate: this queue's own adds,
+  // kicks, releases, resumes; promotes that moved jobs; wake messages; a
+  // reconnect of the subscriber). A script that acts on the time may also
+  // make jobs ready, but only where something was due, and a due bucket is
+  // always looked at. Only a waiting reserve trusts this, and only while
+  // subscribed: a job another server made ready is announced by a wake
+  // message, which wakes the waiter anyway; a reserve that does not wait
+  // reads every bucket.
+  struct Knowledge {
+    std::set<std::string> empty;  // topics without ready jobs here
+    // Stamps (Context::ready_events) of the last events that may have made
+    // jobs of a topic (or of any) ready here.
+    std::map<std::string, uint64_t> events;
+    uint64_t any_event = 0;
+  };
+  std::vector<Knowledge> known_;
+  DispatchStats dispatch_stats_;
+
+  // The timer thread's wake-ups: its own mutex, never held while calling
+  // the clock, because a ManualClock calls PokeTimer under its own lock.
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool timer_poked_ = false;  // GUARDED_BY(timer_mu_)
+  // What the timer thread sleeps until (the clock's wall and monotonic ms),
+  // set under mu_: a due time or a wait that ends earlier pokes it.
+  std::atomic<int64_t> timer_wakes_at_wall_{0};
+  std::atomic<int64_t> timer_wakes_at_mono_{0};
+
+  std::thread dispatcher_;
+  std::thread timer_;
+};
+
+}  // namespace delayq
+
+#endif  // DELAYQ_QUEUE_REDIS_QUEUE_H_

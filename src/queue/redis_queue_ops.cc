@@ -1,0 +1,1067 @@
+// The ops of RedisQueue: how each call becomes script calls, and how their
+// replies become results. Formats: docs/redis-store.md.
+#include "queue/redis_queue_ops.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+
+#include "redis_queue_scripts.h"  // generated: redis_scripts::k_<name>
+
+namespace delayq::rq {
+namespace {
+
+constexpr size_t kMaxCommandBytes = 8 << 20;  // a shared command is closed past this
+constexpr int kMaxReserveRetries = 2;
+
+using redis::Reply;
+
+std::optional<int64_t> AsInt(const Reply& r) {
+  if (r.is_integer()) return r.integer();
+  if (r.is_string() || r.is_status()) {
+    const std::string& s = r.str();
+    if (s.empty()) return std::nullopt;
+    char* end = nullptr;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (end != s.c_str() + s.size()) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
+const std::string* AsText(const Reply& r) {
+  if (r.is_string() || r.is_status()) return &r.str();
+  return nullptr;
+}
+
+Status Malformed(std::string_view what, const Reply& r) {
+  return Internal("redis store: malformed " + std::string(what) +
+                  " reply: " + r.ToString().substr(0, 200));
+}
+
+// An array reply of `width` fields per entry.
+Status CheckArray(const Reply& r, size_t width, std::string_view what) {
+  if (!r.is_array() || r.elements().size() % width != 0) return Malformed(what, r);
+  return Status::Ok();
+}
+
+// A job info array (14 fields) starting at `at`.
+Status ParseInfo(const std::vector<Reply>& f, size_t at, JobInfo* info, int64_t* seq) {
+  const std::string* id = AsText(f[at]);
+  const std::string* topic = AsText(f[at + 1]);
+  const std::string* state = AsText(f[at + 2]);
+  const std::string* body = AsText(f[at + 3]);
+  const std::string* receipt = AsText(f[at + 11]);
+  const std::string* error = AsText(f[at + 12]);
+  std::array<std::optional<int64_t>, 8> n = {AsInt(f[at + 4]),  AsInt(f[at + 5]), AsInt(f[at + 6]),
+                                             AsInt(f[at + 7]),  AsInt(f[at + 8]), AsInt(f[at + 9]),
+                                             AsInt(f[at + 10]), AsInt(f[at + 13])};
+  std::optional<JobState> st = state ? ParseState(*state) : std::nullopt;
+  if (!id || !topic || !st || !body || !receipt || !error ||
+      std::any_of(n.begin(), n.end(), [](const auto& v) { return !v; })) {
+    return Internal("redis store: malformed job info");
+  }
+  info->id = *id;
+  info->topic = *topic;
+  info->state = *st;
+  info->body = *body;
+  info->priority = static_cast<uint32_t>(*n[0]);
+  info->ttr_ms = static_cast<uint32_t>(*n[1]);
+  info->max_attempts = static_cast<uint32_t>(*n[2]);
+  info->attempts = static_cast<uint32_t>(*n[3]);
+  info->created_at_ms = *n[4];
+  info->run_at_ms = *n[5];
+  info->reserved_until_ms = *n[6];
+  info->receipt = *receipt;
+  info->last_error = *error;
+  *seq = *n[7];
+  return Status::Ok();
+}
+
+// A delivery (9 fields) starting at `at`; its seq is the receipt's first 16
+// hex digits.
+Status ParseDelivery(std::vector<Reply>& f, size_t at, Delivery* d, int64_t* seq) {
+  for (size_t i : {0, 1, 2, 3}) {
+    if (!AsText(f[at + i])) return Internal("redis store: malformed delivery");
+  }
+  std::array<std::optional<int64_t>, 5> n = {AsInt(f[at + 4]), AsInt(f[at + 5]), AsInt(f[at + 6]),
+                                             AsInt(f[at + 7]), AsInt(f[at + 8])};
+  if (std::any_of(n.begin(), n.end(), [](const auto& v) { return !v; })) {
+    return Internal("redis store: malformed delivery");
+  }
+  d->id = std::move(f[at].str());
+  d->topic = std::move(f[at + 1].str());
+  d->body = std::move(f[at + 2].str());
+  d->receipt = std::move(f[at + 3].str());
+  d->attempts = static_cast<uint32_t>(*n[0]);
+  d->ttr_ms = static_cast<uint32_t>(*n[1]);
+  d->priority = static_cast<uint32_t>(*n[2]);
+  d->run_at_ms = *n[3];
+  d->reserved_until_ms = *n[4];
+  *seq = d->receipt.size() >= 16
+             ? static_cast<int64_t>(std::strtoull(d->receipt.substr(0, 16).c_str(), nullptr, 16))
+             : 0;
+  return Status::Ok();
+}
+
+// The status a batch script answered for one job.
+Status JobStatus(const std::string& s, std::string_view id) {
+  if (s == "ok") return Status::Ok();
+  if (s == "not_found") return NotFound(QuoteId(id) + " does not exist");
+  if (s == "not_reserved") return NotReserved(QuoteId(id) + " is not reserved");
+  if (s == "stale_receipt") {
+    return StaleReceipt("receipt does not match the current reservation of " + QuoteId(id) +
+                        " (its TTR may have run out and it was handed out again)");
+  }
+  return Internal("redis store: unexpected job status '" + s.substr(0, 40) + "'");
+}
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// --- scripts, context, helpers -------------------------------------------------
+
+const redis::Script& ScriptOf(Lua lua) {
+  // Built once, never destroyed: ops may run while static destructors do.
+  static const auto* scripts = new std::array<redis::Script, 17>{
+      redis::Script(std::string(redis_scripts::k_init)),
+      redis::Script(std::string(redis_scripts::k_add)),
+      redis::Script(std::string(redis_scripts::k_reserve)),
+      redis::Script(std::string(redis_scripts::k_finish)),
+      redis::Script(std::string(redis_scripts::k_touch)),
+      redis::Script(std::string(redis_scripts::k_delete)),
+      redis::Script(std::string(redis_scripts::k_release)),
+      redis::Script(std::string(redis_scripts::k_bury)),
+      redis::Script(std::string(redis_scripts::k_kick)),
+      redis::Script(std::string(redis_scripts::k_kick_topic)),
+      redis::Script(std::string(redis_scripts::k_get)),
+      redis::Script(std::string(redis_scripts::k_peek)),
+      redis::Script(std::string(redis_scripts::k_promote)),
+      redis::Script(std::string(redis_scripts::k_pause)),
+      redis::Script(std::string(redis_scripts::k_topics)),
+      redis::Script(std::string(redis_scripts::k_stats)),
+      redis::Script(std::string(redis_scripts::k_heads)),
+  };
+  return (*scripts)[static_cast<size_t>(lua)];
+}
+
+uint32_t Context::BucketOf(std::string_view id) const {
+  return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size()) % buckets);
+}
+
+uint64_t Context::NextSeqFloor(int64_t now_ms) {
+  const uint64_t at_now = static_cast<uint64_t>(std::max<int64_t>(now_ms, 0)) * 1024;
+  uint64_t last = seq_floor.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    next = std::max(at_now, last + 1);
+  } while (!seq_floor.compare_exchange_weak(last, next, std::memory_order_relaxed));
+  return next;
+}
+
+std::string GenerateId(int64_t now_ms) {
+  static std::mutex mu;
+  static uint64_t last_ms = 0;  // GUARDED_BY(mu)
+  static uint32_t counter = 0;  // GUARDED_BY(mu)
+  static const uint32_t process = [] {
+    std::random_device rd;
+    counter = rd();
+    return rd() & 0xffff;
+  }();
+  uint64_t ms;
+  uint32_t c;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    last_ms = std::max(last_ms, static_cast<uint64_t>(std::max<int64_t>(now_ms, 0)));
+    c = counter++;
+    if (counter == 0) ++last_ms;  // keeps ids increasing past a wrap
+    ms = last_ms;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%012" PRIx64 "%04x%08x",
+                static_cast<uint64_t>(ms & 0xffffffffffffULL), process, c);
+  return std::string(buf, 24);
+}
+
+std::string QuoteId(std::string_view id) {
+  std::string s = "job '";
+  s.append(id.substr(0, 64));
+  if (id.size() > 64) s += "...";
+  s += "'";
+  return s;
+}
+
+Status ErrorStatus(const Reply& reply) {
+  std::string_view text = reply.is_error() ? std::string_view(reply.str()) : "";
+  std::string_view code = text.substr(0, text.find(' '));
+  std::string message(text.size() > code.size() ? text.substr(code.size() + 1) : "");
+  for (Code c : {Code::kInvalidArgument, Code::kNotFound, Code::kExists, Code::kStaleReceipt,
+                 Code::kNotReserved, Code::kTooLarge, Code::kUnauthorized, Code::kUnavailable,
+                 Code::kInternal}) {
+    if (CodeName(c) == code) return Status(c, message.empty() ? std::string(code) : message);
+  }
+  // Redis itself: out of memory, a script running too long, a replica, a
+  // cluster reconfiguring, a server loading: the store is not there now.
+  for (std::string_view busy : {"OOM", "BUSY", "READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN",
+                                "TRYAGAIN", "NOAUTH", "NOPERM", "NOREPLICAS"}) {
+    if (code == busy) return Unavailable("redis: " + std::string(text));
+  }
+  return Internal("redis: " + std::string(text.substr(0, 300)));
+}
+
+// --- Batch ---------------------------------------------------------------------------
+
+Batch::Batch(Context& ctx, int64_t now_ms) : ctx_(ctx), now_(now_ms), now_text_(Str(now_ms)) {}
+
+Batch::Slot Batch::Append(Lua lua, uint32_t bucket, std::vector<std::string>&& fields) {
+  size_t bytes = 0;
+  for (const std::string& f : fields) bytes += f.size() + 16;
+  auto it = open_.find({lua, bucket});
+  if (it == open_.end() || it->second.jobs >= kMaxBatch ||
+      (it->second.jobs > 0 && it->second.bytes + bytes > kMaxCommandBytes)) {
+    cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, {now_text_}));
+    it = open_.insert_or_assign({lua, bucket}, Open{cmds_.size() - 1, 0, 0}).first;
+  }
+  Open& open = it->second;
+  redis::Argv& argv = cmds_[open.cmd].argv;
+  for (std::string& f : fields) argv.push_back(std::move(f));
+  open.bytes += bytes;
+  return Slot{open.cmd, open.jobs++};
+}
+
+size_t Batch::Single(Lua lua, uint32_t bucket, std::vector<std::string> args) {
+  args.insert(args.begin(), now_text_);
+  cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, std::move(args)));
+  return cmds_.size() - 1;
+}
+
+Result<const Reply*> Batch::ReplyOf(size_t cmd) const {
+  if (cmd >= results_.size()) return Internal("redis store: no reply for a command");
+  const Result<redis::Reply>& r = results_[cmd];
+  if (!r.ok()) return r.status();
+  if (r->is_error()) return ErrorStatus(*r);
+  return &*r;
+}
+
+Result<Reply*> Batch::TakeReply(size_t cmd) {
+  auto r = ReplyOf(cmd);
+  if (!r.ok()) return r.status();
+  return &*results_[cmd];
+}
+
+Result<const Reply*> Batch::Element(Slot slot) const {
+  auto r = ReplyOf(slot.cmd);
+  if (!r.ok()) return r.status();
+  if (!(*r)->is_array() || slot.index >= (*r)->elements().size()) {
+    return Malformed("batch", **r);
+  }
+  return &(*r)->elements()[slot.index];
+}
+
+void Batch::NoteDue(uint32_t bucket, int64_t ms) {
+  if (ms < 0) return;
+  auto [it, fresh] = due_.emplace(bucket, ms);
+  if (!fresh) it->second = std::min(it->second, ms);
+}
+
+void Batch::NoteReady(std::string topic, uint32_t bucket) {
+  ready_.emplace(std::move(topic), bucket);
+}
+
+// --- ops on one job -----------------------------------------------------------------
+
+namespace {
+
+class AddOp final : public Op {
+ public:
+  AddOp(const JobSpec& spec, AddDone done) : spec_(spec), done_(std::move(done)) {}
+
+  void Plan(Batch& b) override {
+    Context& c = b.ctx();
+    if (spec_.id.empty() || generated_) {
+      generated_ = true;
+      spec_.id = GenerateId(b.now());
+    }
+    run_at_ = spec_.run_at_ms ? *spec_.run_at_ms : b.now() + spec_.delay_ms.value_or(0);
+    bucket_ = c.BucketOf(spec_.id);
+    std::string flags = spec_.replace ? "r@" : "@";
+    flags += std::to_string(c.NextSeqFloor(b.now()));
+    slot_ = b.Append(Lua::kAdd, bucket_,
+                     {spec_.id, spec_.topic, Str(run_at_), Str(spec_.ttr_ms), Str(spec_.priority),
+                      Str(spec_.max_attempts), std::move(flags), spec_.body});
+  }
+
+  bool Absorb(Batch& b) override {
+    auto e = b.Element(slot_);
+    if (!e.ok()) {
+      result_ = e.status();
+      return true;
+    }
+    const std::string* s = AsText(**e);
+    if (s && *s == "exists") {
+      if (generated_) return false;  // another server's id: make a new one
+      result_ = Exists(QuoteId(spec_.id) + " already exists (add with replace to update it)");
+    } else if (s && (*s == "ready" || *s == "delayed")) {
+      AddResult r;
+      r.id = spec_.id;
+      r.run_at_ms = run_at_;
+      r.state = *s == "ready" ? JobState::kReady : JobState::kDelayed;
+      if (r.state == JobState::kReady) {
+        b.NoteReady(spec_.topic, bucket_);
+      } else {
+        b.NoteDue(bucket_, run_at_);
+      }
+      result_ = std::move(r);
+    } else {
+      result_ = Malformed("add", **e);
+    }
+    return true;
+  }
+
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  std::string_view id() const override { return generated_ ? std::string_view() : spec_.id; }
+  Lua kind() const override { return Lua::kAdd; }
+  size_t bytes() const override { return spec_.body.size() + spec_.id.size() + 128; }
+
+ private:
+  JobSpec spec_;
+  AddDone done_;
+  bool generated_ = false;
+  int64_t run_at_ = 0;
+  uint32_t bucket_ = 0;
+  Batch::Slot slot_;
+  Result<AddResult> result_ = Internal("add: no result");
+};
+
+// finish, touch, delete: shared commands of (id[, receipt]) per job.
+class BatchedIdOp final : public Op {
+ public:
+  BatchedIdOp(Lua lua, std::string_view id, std::string_view receipt, StatusDone done)
+      : lua_(lua), id_(id), receipt_(receipt), done_(std::move(done)) {}
+
+  void Plan(Batch& b) override {
+    std::vector<std::string> fields = {id_};
+    if (lua_ != Lua::kDelete) fields.push_back(receipt_);
+    slot_ = b.Append(lua_, b.ctx().BucketOf(id_), std::move(fields));
+  }
+  bool Absorb(Batch& b) override {
+    auto e = b.Element(slot_);
+    if (!e.ok()) {
+      result_ = e.status();
+    } else if (const std::string* s = AsText(**e)) {
+      result_ = JobStatus(*s, id_);
+    } else {
+      result_ = Malformed("batch", **e);
+    }
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  std::string_view id() const override { return id_; }
+  Lua kind() const override { return lua_; }
+  size_t bytes() const override { return id_.size() + receipt_.size() + 48; }
+
+ private:
+  const Lua lua_;
+  const std::string id_;
+  const std::string receipt_;
+  StatusDone done_;
+  Batch::Slot slot_;
+  Status result_;
+};
+
+// release, bury, kick: one script call each.
+class SingleIdOp final : public Op {
+ public:
+  SingleIdOp(Lua lua, std::string_view id, std::vector<std::string> args, int64_t delay_ms,
+             StatusDone done)
+      : lua_(lua), id_(id), args_(std::move(args)), delay_ms_(delay_ms), done_(std::move(done)) {}
+
+  void Plan(Batch& b) override {
+    bucket_ = b.ctx().BucketOf(id_);
+    std::vector<std::string> args = {id_};
+    args.insert(args.end(), args_.begin(), args_.end());
+    cmd_ = b.Single(lua_, bucket_, std::move(args));
+  }
+  bool Absorb(Batch& b) override {
+    auto r = b.ReplyOf(cmd_);
+    if (!r.ok()) {
+      result_ = r.status();
+      return true;
+    }
+    const std::string* s = AsText(**r);
+    if (!s) {
+      result_ = Malformed("script", **r);
+    } else if (lua_ == Lua::kRelease && *s == "delayed") {
+      b.NoteDue(bucket_, b.now() + delay_ms_);
+    } else if ((lua_ == Lua::kRelease && *s == "ready") || lua_ == Lua::kKick) {
+      b.NoteReady("", bucket_);  // its topic is not known here; its wake message says
+    }
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  std::string_view id() const override { return id_; }
+  Lua kind() const override { return lua_; }
+  size_t bytes() const override {
+    size_t n = id_.size() + 64;
+    for (const std::string& a : args_) n += a.size();
+    return n;
+  }
+
+ private:
+  const Lua lua_;
+  const std::string id_;
+  const std::vector<std::string> args_;
+  const int64_t delay_ms_;
+  StatusDone done_;
+  uint32_t bucket_ = 0;
+  size_t cmd_ = 0;
+  Status result_;
+};
+
+class GetOp final : public Op {
+ public:
+  GetOp(std::string_view id, JobDone done) : id_(id), done_(std::move(done)) {}
+  void Plan(Batch& b) override { cmd_ = b.Single(Lua::kGet, b.ctx().BucketOf(id_), {id_}); }
+  bool Absorb(Batch& b) override {
+    auto r = b.ReplyOf(cmd_);
+    if (!r.ok()) {
+      result_ = r.status();
+      return true;
+    }
+    JobInfo info;
+    int64_t seq = 0;
+    if (Status s = CheckArray(**r, 14, "get"); !s.ok() || (*r)->elements().empty()) {
+      result_ = Malformed("get", **r);
+    } else if (Status p = ParseInfo((*r)->elements(), 0, &info, &seq); !p.ok()) {
+      result_ = p;
+    } else {
+      result_ = std::move(info);
+    }
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  std::string_view id() const override { return id_; }
+  Lua kind() const override { return Lua::kGet; }
+
+ private:
+  const std::string id_;
+  JobDone done_;
+  size_t cmd_ = 0;
+  Result<JobInfo> result_ = Internal("get: no result");
+};
+
+// --- ops over every bucket ------------------------------------------------------------
+
+class PeekOp final : public Op {
+ public:
+  PeekOp(std::string_view topic, JobState state, JobDone done)
+      : topic_(topic), state_(state), done_(std::move(done)) {}
+  void Plan(Batch& b) override {
+    first_ = b.commands().size();
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      b.Single(Lua::kPeek, i, {topic_, std::string(StateName(state_))});
+    }
+  }
+  bool Absorb(Batch& b) override {
+    std::optional<std::pair<std::array<int64_t, 3>, JobInfo>> best;
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      auto r = b.ReplyOf(first_ + i);
+      if (!r.ok()) {
+        result_ = r.status();
+        return true;
+      }
+      if ((*r)->is_nil()) continue;
+      JobInfo info;
+      int64_t seq = 0;
+      if (!(*r)->is_array() || (*r)->elements().size() != 14) {
+        result_ = Malformed("peek", **r);
+        return true;
+      }
+      if (Status s = ParseInfo((*r)->elements(), 0, &info, &seq); !s.ok()) {
+        result_ = s;
+        return true;
+      }
+      std::array<int64_t, 3> key = {info.priority, info.run_at_ms, seq};
+      if (state_ == JobState::kDelayed) key = {info.run_at_ms, seq, 0};
+      if (state_ == JobState::kBuried) key = {seq, 0, 0};
+      if (!best || key < best->first) best.emplace(key, std::move(info));
+    }
+    if (best) {
+      result_ = std::move(best->second);
+    } else {
+      result_ =
+          NotFound("topic '" + topic_ + "' has no " + std::string(StateName(state_)) + " job");
+    }
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  Lua kind() const override { return Lua::kPeek; }
+
+ private:
+  const std::string topic_;
+  const JobState state_;
+  JobDone done_;
+  size_t first_ = 0;
+  Result<JobInfo> result_ = Internal("peek: no result");
+};
+
+// Up to n buried jobs of a topic, oldest first across buckets: `heads buried`
+// everywhere, the n smallest seqs, `kick_topic` with each bucket's share;
+// rounds of at most 1000 until n are kicked or none are left.
+class KickTopicOp final : public Op {
+ public:
+  KickTopicOp(std::string_view topic, uint64_t n, CountDone done)
+      : topic_(topic), left_(n), done_(std::move(done)) {}
+  void Plan(Batch& b) override {
+    cmds_.clear();
+    const uint32_t m = static_cast<uint32_t>(std::min<uint64_t>(left_, kMaxBatch));
+    if (!kicking_) {
+      for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+        cmds_.emplace_back(i, b.Single(Lua::kHeads, i, {"buried", Str(m), topic_}));
+      }
+      return;
+    }
+    for (const auto& [bucket, count] : share_) {
+      cmds_.emplace_back(bucket, b.Single(Lua::kKickTopic, bucket, {topic_, Str(count)}));
+    }
+  }
+  bool Absorb(Batch& b) override {
+    if (!kicking_) {
+      std::vector<std::pair<int64_t, uint32_t>> seqs;
+      for (const auto& [bucket, cmd] : cmds_) {
+        auto r = b.ReplyOf(cmd);
+        if (!r.ok()) return Done(r.status());
+        if (!(*r)->is_array() || (*r)->elements().empty()) return Done(Malformed("heads", **r));
+        const auto& f = (*r)->elements();
+        for (size_t i = 1; i < f.size(); ++i) {
+          auto seq = AsInt(f[i]);
+          if (!seq) return Done(Malformed("heads", **r));
+          seqs.emplace_back(*seq, bucket);
+        }
+      }
+      const size_t m = std::min<uint64_t>(left_, kMaxBatch);
+      full_ = seqs.size() >= m;
+      if (seqs.size() > m) {
+        std::nth_element(seqs.begin(), seqs.begin() + m, seqs.end());
+        seqs.resize(m);
+      }
+      share_.clear();
+      for (const auto& s : seqs) ++share_[s.second];
+      if (share_.empty()) return Done(Status::Ok());
+      kicking_ = true;
+      return false;
+    }
+    uint64_t kicked = 0;
+    for (const auto& [bucket, cmd] : cmds_) {
+      auto r = b.ReplyOf(cmd);
+      if (!r.ok()) return Done(r.status());
+      auto n = AsInt(**r);
+      if (!n) return Done(Malformed("kick_topic", **r));
+      kicked += static_cast<uint64_t>(*n);
+    }
+    kicked_ += kicked;
+    left_ -= std::min(left_, kicked);
+    if (kicked > 0) b.NoteReady(topic_, kAllBuckets);
+    kicking_ = false;
+    // More may be buried than one round takes.
+    if (left_ > 0 && full_ && kicked > 0) return false;
+    return Done(Status::Ok());
+  }
+  void Fail(Status s) override { status_ = std::move(s); }
+  void Complete() override {
+    if (status_.ok()) {
+      done_(kicked_);
+    } else {
+      done_(std::move(status_));
+    }
+  }
+  Lua kind() const override { return Lua::kKickTopic; }
+
+ private:
+  bool Done(Status s) {
+    status_ = std::move(s);
+    return true;
+  }
+  const std::string topic_;
+  uint64_t left_;
+  CountDone done_;
+  bool kicking_ = false;
+  bool full_ = false;
+  uint64_t kicked_ = 0;
+  std::map<uint32_t, uint32_t> share_;
+  std::vector<std::pair<uint32_t, size_t>> cmds_;
+  Status status_;
+};
+
+class PauseOp final : public Op {
+ public:
+  PauseOp(std::string_view topic, int64_t until_ms, StatusDone done)
+      : topic_(topic), until_ms_(until_ms), done_(std::move(done)) {}
+  void Plan(Batch& b) override {
+    first_ = b.commands().size();
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      b.Single(Lua::kPause, i, {topic_, Str(until_ms_)});
+    }
+  }
+  bool Absorb(Batch& b) override {
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      auto r = b.ReplyOf(first_ + i);
+      if (!r.ok()) {
+        result_ = r.status();
+        continue;
+      }
+      if (until_ms_ > 0) b.NoteDue(i, until_ms_);
+    }
+    if (until_ms_ == 0 && result_.ok()) b.NoteReady(topic_, kAllBuckets);
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  Lua kind() const override { return Lua::kPause; }
+
+ private:
+  const std::string topic_;
+  const int64_t until_ms_;
+  StatusDone done_;
+  size_t first_ = 0;
+  Status result_;
+};
+
+// Sums `topics` replies (6 fields per topic) into *out by name.
+Status SumTopics(const Reply& r, int64_t now_ms, std::map<std::string, TopicCounts>* out) {
+  if (Status s = CheckArray(r, 6, "topics"); !s.ok()) return s;
+  const auto& f = r.elements();
+  for (size_t i = 0; i < f.size(); i += 6) {
+    const std::string* name = AsText(f[i]);
+    std::array<std::optional<int64_t>, 5> n = {AsInt(f[i + 1]), AsInt(f[i + 2]), AsInt(f[i + 3]),
+                                               AsInt(f[i + 4]), AsInt(f[i + 5])};
+    if (!name || std::any_of(n.begin(), n.end(), [](const auto& v) { return !v; })) {
+      return Malformed("topics", r);
+    }
+    TopicCounts& t = (*out)[*name];
+    t.info.name = *name;
+    t.info.delayed += static_cast<uint64_t>(*n[0]);
+    t.info.ready += static_cast<uint64_t>(*n[1]);
+    t.info.reserved += static_cast<uint64_t>(*n[2]);
+    t.info.buried += static_cast<uint64_t>(*n[3]);
+    // Every bucket holds the same pause; one that ended but was not settled
+    // yet reads as over.
+    int64_t until = *n[4];
+    if (until == -1 || t.paused_until_ms == -1) {
+      t.paused_until_ms = -1;
+    } else if (until > now_ms) {
+      t.paused_until_ms = std::max(t.paused_until_ms, until);
+    }
+  }
+  return Status::Ok();
+}
+
+class TopicsOp final : public Op {
+ public:
+  TopicsOp(std::optional<std::string> topic, TopicsDone done)
+      : topic_(std::move(topic)), done_(std::move(done)) {}
+  void Plan(Batch& b) override {
+    first_ = b.commands().size();
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      std::vector<std::string> args;
+      if (topic_) args.push_back(*topic_);
+      b.Single(Lua::kTopics, i, std::move(args));
+    }
+  }
+  bool Absorb(Batch& b) override {
+    std::map<std::string, TopicCounts> sum;
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      auto r = b.ReplyOf(first_ + i);
+      if (!r.ok()) {
+        result_ = r.status();
+        return true;
+      }
+      if (Status s = SumTopics(**r, b.now(), &sum); !s.ok()) {
+        result_ = s;
+        return true;
+      }
+    }
+    std::vector<TopicCounts> out;
+    for (auto& [name, t] : sum) {
+      t.info.paused = t.paused_until_ms != 0;
+      t.info.paused_for_ms =
+          t.paused_until_ms > 0 ? t.paused_until_ms - b.now() : t.paused_until_ms;
+      out.push_back(std::move(t));
+    }
+    result_ = std::move(out);
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  Lua kind() const override { return Lua::kTopics; }
+
+ private:
+  const std::optional<std::string> topic_;
+  TopicsDone done_;
+  size_t first_ = 0;
+  Result<std::vector<TopicCounts>> result_ = Internal("topics: no result");
+};
+
+class StatsOp final : public Op {
+ public:
+  explicit StatsOp(StatsDone done) : done_(std::move(done)) {}
+  void Plan(Batch& b) override {
+    first_ = b.commands().size();
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      b.Single(Lua::kStats, i, {});
+      b.Single(Lua::kTopics, i, {});
+    }
+  }
+  bool Absorb(Batch& b) override {
+    StoreStats out;
+    QueueStats& s = out.stats;
+    std::map<std::string, TopicCounts> topics;
+    for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
+      auto r = b.ReplyOf(first_ + 2 * i);
+      if (!r.ok()) return Done(r.status());
+      if (!(*r)->is_array() || (*r)->elements().size() != 14) return Done(Malformed("stats", **r));
+      std::array<uint64_t*, 14> fields = {&s.jobs,         &s.delayed, &s.ready,    &s.reserved,
+                                          &s.buried,       &s.added,   &s.replaced, &s.reserves,
+                                          &s.finished,     &s.deleted, &s.released, &s.timed_out,
+                                          &s.buried_total, &s.kicked};
+      for (size_t k = 0; k < fields.size(); ++k) {
+        auto v = AsInt((*r)->elements()[k]);
+        if (!v) return Done(Malformed("stats", **r));
+        *fields[k] += static_cast<uint64_t>(*v);
+      }
+      auto t = b.ReplyOf(first_ + 2 * i + 1);
+      if (!t.ok()) return Done(t.status());
+      if (Status st = SumTopics(**t, b.now(), &topics); !st.ok()) return Done(st);
+    }
+    for (const auto& [name, t] : topics) {
+      const TopicInfo& i = t.info;
+      if (i.delayed + i.ready + i.reserved + i.buried > 0 || t.paused_until_ms != 0) {
+        out.topics.insert(name);
+      }
+    }
+    result_ = std::move(out);
+    return true;
+  }
+  void Fail(Status s) override { result_ = std::move(s); }
+  void Complete() override { done_(std::move(result_)); }
+  Lua kind() const override { return Lua::kStats; }
+
+ private:
+  bool Done(Status s) {
+    result_ = std::move(s);
+    return true;
+  }
+  StatsDone done_;
+  size_t first_ = 0;
+  Result<StoreStats> result_ = Internal("stats: no result");
+};
+
+}  // namespace
+
+std::unique_ptr<Op> MakeAdd(const JobSpec& spec, AddDone done) {
+  return std::make_unique<AddOp>(spec, std::move(done));
+}
+std::unique_ptr<Op> MakeFinish(std::string_view id, std::string_view receipt, StatusDone done) {
+  return std::make_unique<BatchedIdOp>(Lua::kFinish, id, receipt, std::move(done));
+}
+std::unique_ptr<Op> MakeTouch(std::string_view id, std::string_view receipt, StatusDone done) {
+  return std::make_unique<BatchedIdOp>(Lua::kTouch, id, receipt, std::move(done));
+}
+std::unique_ptr<Op> MakeDelete(std::string_view id, StatusDone done) {
+  return std::make_unique<BatchedIdOp>(Lua::kDelete, id, "", std::move(done));
+}
+std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                                std::string_view error, StatusDone done) {
+  return std::make_unique<SingleIdOp>(
+      Lua::kRelease, id,
+      std::vector<std::string>{std::string(receipt), Str(delay_ms), std::string(error)}, delay_ms,
+      std::move(done));
+}
+std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
+                             StatusDone done) {
+  return std::make_unique<SingleIdOp>(
+      Lua::kBury, id, std::vector<std::string>{std::string(receipt), std::string(reason)}, 0,
+      std::move(done));
+}
+std::unique_ptr<Op> MakeKick(std::string_view id, StatusDone done) {
+  return std::make_unique<SingleIdOp>(Lua::kKick, id, std::vector<std::string>{}, 0,
+                                      std::move(done));
+}
+std::unique_ptr<Op> MakeGet(std::string_view id, JobDone done) {
+  return std::make_unique<GetOp>(id, std::move(done));
+}
+std::unique_ptr<Op> MakePeek(std::string_view topic, JobState state, JobDone done) {
+  return std::make_unique<PeekOp>(topic, state, std::move(done));
+}
+std::unique_ptr<Op> MakeKickTopic(std::string_view topic, uint64_t n, CountDone done) {
+  return std::make_unique<KickTopicOp>(topic, n, std::move(done));
+}
+std::unique_ptr<Op> MakePause(std::string_view topic, int64_t until_ms, StatusDone done) {
+  return std::make_unique<PauseOp>(topic, until_ms, std::move(done));
+}
+std::unique_ptr<Op> MakeTopics(std::optional<std::string> topic, TopicsDone done) {
+  return std::make_unique<TopicsOp>(std::move(topic), std::move(done));
+}
+std::unique_ptr<Op> MakeStats(StatsDone done) { return std::make_unique<StatsOp>(std::move(done)); }
+
+// --- reserve -----------------------------------------------------------------------------
+
+uint32_t ReserveGroup::Wanted() const {
+  uint32_t n = 0;
+  for (const Attempt& a : attempts) {
+    if (!a.finished) n += a.count;
+  }
+  return std::min(n, kMaxBatch);
+}
+
+std::vector<uint32_t> ReserveGroup::Scope(uint32_t buckets) const {
+  std::set<uint32_t> scope;
+  bool all = false;
+  for (const Attempt& a : attempts) {
+    if (a.finished) continue;
+    all = all || a.all_buckets;
+    for (uint32_t b : a.buckets) {
+      if (b < buckets) scope.insert(b);
+    }
+  }
+  if (all || scope.empty()) {
+    std::vector<uint32_t> every(buckets);
+    for (uint32_t i = 0; i < buckets; ++i) every[i] = i;
+    return every;
+  }
+  return std::vector<uint32_t>(scope.begin(), scope.end());
+}
+
+void ReserveGroup::FailAll(const Status& s) {
+  for (Attempt& a : attempts) {
+    if (!a.finished) {
+      a.finished = true;
+      a.error = s;
+    }
+  }
+}
+
+void ReserveGroup::Fail(Status s) { FailAll(s); }
+
+void ReserveGroup::PlanHeads(Batch& b, const std::vector<uint32_t>& buckets,
+                             bool promote_known_due) {
+  std::vector<std::string> args = {"ready", Str(Wanted())};
+  args.insert(args.end(), topics_.begin(), topics_.end());
+  for (uint32_t bucket : buckets) {
+    HeadsCmd h{bucket, SIZE_MAX, 0, b.ctx().ready_events.load(std::memory_order_relaxed)};
+    // What is due but not promoted yet is invisible to heads.
+    if (!promote_known_due || b.ctx().KnownDue(bucket, b.now())) {
+      h.promote = b.Single(Lua::kPromote, bucket, {Str(kMaxBatch)});
+    }
+    h.heads = b.Single(Lua::kHeads, bucket, args);
+    heads_cmds_.push_back(h);
+  }
+}
+
+void ReserveGroup::Plan(Batch& b) {
+  heads_cmds_.clear();
+  reserve_cmds_.clear();
+  if (stage_ == Stage::kHeads) {
+    std::vector<uint32_t> scope = Scope(b.ctx().buckets);
+    direct_ = scope.size() == 1;
+    if (direct_) {
+      planned_ = {{scope[0], Wanted()}};  // nothing to merge: reserve at once
+      stage_ = Stage::kReserve;
+    } else {
+      keys_.clear();
+      PlanHeads(b, scope, /*promote_known_due=*/true);
+      return;
+    }
+  }
+  if (stage_ == Stage::kPromote) {
+    PlanHeads(b, redo_, /*promote_known_due=*/false);
+    return;
+  }
+  // kReserve. Attempts may have been withdrawn since the heads: take the
+  // best of what is wanted now.
+  if (!direct_) {
+    std::vector<Key> all;
+    for (const auto& [bucket, keys] : keys_) all.insert(all.end(), keys.begin(), keys.end());
+    const size_t want = std::min<size_t>(Wanted(), all.size());
+    std::partial_sort(all.begin(), all.begin() + want, all.end());
+    planned_.clear();
+    for (size_t i = 0; i < want; ++i) ++planned_[all[i].bucket];
+  }
+  for (auto& [bucket, count] : planned_) {
+    if (count == 0) continue;
+    const uint32_t n = std::min(count, kMaxBatch);
+    const uint64_t stamp = b.ctx().ready_events.load(std::memory_order_relaxed);
+    std::vector<std::string> args = {Str(n)};
+    args.insert(args.end(), topics_.begin(), topics_.end());
+    reserve_cmds_.push_back({bucket, b.Single(Lua::kReserve, bucket, std::move(args)), n, stamp});
+  }
+}
+
+bool ReserveGroup::AbsorbHeads(Batch& b) {
+  redo_.clear();
+  for (const HeadsCmd& h : heads_cmds_) {
+    if (h.promote != SIZE_MAX) {
+      auto p = b.ReplyOf(h.promote);
+      if (!p.ok()) {
+        FailAll(p.status());
+        return false;
+      }
+      if ((*p)->is_array() && (*p)->elements().size() == 3) {
+        if (auto next = AsInt((*p)->elements()[2])) b.NoteDue(h.bucket, *next);
+      }
+    }
+    auto r = b.ReplyOf(h.heads);
+    if (!r.ok()) {
+      FailAll(r.status());
+      return false;
+    }
+    const Reply& reply = **r;
+    if (!reply.is_array() || reply.elements().empty() || (reply.elements().size() - 1) % 3 != 0) {
+      FailAll(Malformed("heads", reply));
+      return false;
+    }
+    const auto& f = reply.elements();
+    auto next_due = AsInt(f[0]);
+    if (!next_due) {
+      FailAll(Malformed("heads", reply));
+      return false;
+    }
+    b.NoteDue(h.bucket, *next_due);
+    // Work due that nobody promoted yet (another server's job, a TTR that
+    // ran out): promote and read again, once.
+    if (*next_due >= 0 && *next_due <= b.now() && h.promote == SIZE_MAX) redo_.push_back(h.bucket);
+    if (f.size() == 1 && (*next_due < 0 || *next_due > b.now())) {
+      b.NoteEmpty({h.bucket, h.stamp, &topics_});
+    }
+    std::vector<Key>& keys = keys_[h.bucket];
+    keys.clear();
+    for (size_t i = 1; i < f.size(); i += 3) {
+      auto p = AsInt(f[i]);
+      auto r2 = AsInt(f[i + 1]);
+      auto s = AsInt(f[i + 2]);
+      if (!p || !r2 || !s) {
+        FailAll(Malformed("heads", reply));
+        return false;
+      }
+      keys.push_back(Key{*p, *r2, *s, h.bucket});
+    }
+  }
+  return true;
+}
+
+bool ReserveGroup::AbsorbReserve(Batch& b) {
+  struct Got {
+    Key key;
+    Delivery d;
+  };
+  std::vector<Got> got;
+  Status error;
+  bool short_bucket = false;
+  for (const ReserveCmd& rc : reserve_cmds_) {
+    const uint32_t bucket = rc.bucket;
+    auto r = b.TakeReply(rc.cmd);  // the deliveries are moved out
+    if (!r.ok()) {
+      error = r.status();
+      continue;
+    }
+    Reply& reply = **r;
+    if (Status s = CheckArray(reply, 9, "reserve"); !s.ok()) {
+      error = s;
+      continue;
+    }
+    auto& f = reply.elements();
+    const size_t n = f.size() / 9;
+    if (n < rc.count) {
+      // Fewer than asked: none of its topics has a ready job left there.
+      b.NoteEmpty({bucket, rc.stamp, &topics_});
+      if (!direct_) short_bucket = true;
+    }
+    int64_t earliest = kNever;
+    for (size_t i = 0; i < n; ++i) {
+      Got g;
+      int64_t seq = 0;
+      if (Status s = ParseDelivery(f, i * 9, &g.d, &seq); !s.ok()) {
+        error = s;
+        break;
+      }
+      g.key = Key{g.d.priority, g.d.run_at_ms, seq, bucket};
+      earliest = std::min(earliest, g.d.reserved_until_ms);
+      got.push_back(std::move(g));
+    }
+    // Its TTR deadlines: the timer promotes the bucket then.
+    if (earliest != kNever) b.NoteDue(bucket, earliest);
+  }
+  std::sort(got.begin(), got.end(), [](const Got& x, const Got& y) { return x.key < y.key; });
+  size_t next = 0;
+  bool waiting = false;
+  for (Attempt& a : attempts) {
+    if (a.finished) continue;
+    while (next < got.size() && a.got.size() < a.count) a.got.push_back(std::move(got[next++].d));
+    if (!a.got.empty()) {
+      a.finished = true;
+    } else if (!error.ok()) {
+      a.finished = true;
+      a.error = error;
+    } else if (short_bucket && retries_ < kMaxReserveRetries) {
+      waiting = true;  // another server took what heads showed: look again
+    } else {
+      a.finished = true;
+    }
+  }
+  // Extra deliveries cannot happen (the counts were planned for the
+  // attempts), but a job must never be dropped silently: hand any to the
+  // last attempt.
+  for (; next < got.size(); ++next) {
+    for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
+      if (it->error.ok()) {
+        it->got.push_back(std::move(got[next].d));
+        it->finished = true;
+        break;
+      }
+    }
+  }
+  if (waiting) {
+    ++retries_;
+    stage_ = Stage::kHeads;
+  }
+  return !waiting;
+}
+
+bool ReserveGroup::Absorb(Batch& b) {
+  switch (stage_) {
+    case Stage::kHeads:
+    case Stage::kPromote: {
+      const bool was_redo = stage_ == Stage::kPromote;
+      if (!AbsorbHeads(b)) return true;
+      if (!was_redo && !redo_.empty()) {
+        stage_ = Stage::kPromote;
+        return false;
+      }
+      size_t total = 0;
+      for (const auto& [bucket, keys] : keys_) total += keys.size();
+      if (total == 0) {
+        for (Attempt& a : attempts) a.finished = true;
+        return true;
+      }
+      stage_ = Stage::kReserve;
+      return false;
+    }
+    case Stage::kReserve:
+      return AbsorbReserve(b);
+  }
+  return true;
+}
+
+}  // namespace delayq::rq

@@ -1,0 +1,319 @@
+// Internals of RedisQueue (redis_queue.h): each call to the Redis store is an
+// Op that a dispatcher plans into a round of commands (Batch) together with
+// every other pending op, sends as one Client::ExecBatch, and then reads its
+// replies from. Ops of one kind on one bucket share a command (all pending
+// adds of bucket 3 become one `add` call); an op that needs several rounds
+// (a reserve: heads, then reserve) stays active across rounds.
+//
+// The scripts, keys and reply formats are docs/redis-store.md's.
+//
+// Thread-safety: an Op and a Batch belong to one thread at a time (the
+// dispatcher's, or the caller's for an op run inline). Context is shared by
+// every thread of one queue: its fields are constant after Open except
+// next_due (atomics; written by the queue under its mutex) and seq_floor.
+#ifndef DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
+#define DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "delayq/clock.h"
+#include "delayq/job.h"
+#include "delayq/queue.h"
+#include "delayq/status.h"
+#include "redis/client.h"
+
+namespace delayq::rq {
+
+inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+inline constexpr uint32_t kFormat = 1;       // the store format these scripts speak
+inline constexpr uint32_t kMaxBatch = 1000;  // jobs per script call (the scripts' MAX_BATCH)
+inline constexpr uint32_t kMaxBuckets = 16384;
+inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
+
+// The scripts of src/redis/scripts/, embedded at build time.
+enum class Lua : uint8_t {
+  kInit,
+  kAdd,
+  kReserve,
+  kFinish,
+  kTouch,
+  kDelete,
+  kRelease,
+  kBury,
+  kKick,
+  kKickTopic,
+  kGet,
+  kPeek,
+  kPromote,
+  kPause,
+  kTopics,
+  kStats,
+  kHeads,
+};
+const redis::Script& ScriptOf(Lua lua);
+
+// What every op of one queue reads.
+struct Context {
+  std::shared_ptr<Clock> clock;
+  Limits limits;
+  std::string prefix;
+  uint32_t buckets = 0;
+  std::vector<std::string> tags;  // "{<prefix>:<bucket>}" per bucket
+  // Per bucket, the earliest time (wall ms) the queue knows something falls
+  // due there (kNever: nothing known). Read by ops to promote a bucket before
+  // reading it; written by RedisQueue under its mutex.
+  std::unique_ptr<std::atomic<int64_t>[]> next_due;
+  // A clock of the events that may make jobs ready (RedisQueue ticks it,
+  // under its mutex, and stamps each event): what a script read is known to
+  // be stale when an event of its bucket and topic is stamped after its
+  // command was planned.
+  std::atomic<uint64_t> ready_events{0};
+  // The last seq floor handed out (see NextSeqFloor).
+  std::atomic<uint64_t> seq_floor{0};
+
+  // XXH3_64bits(id, seed 0) mod buckets: part of the format.
+  uint32_t BucketOf(std::string_view id) const;
+  bool KnownDue(uint32_t bucket, int64_t now_ms) const {
+    return next_due[bucket].load(std::memory_order_relaxed) <= now_ms;
+  }
+  // max(now_ms * 1024, last + 1): the lower bound of the seq of the next job
+  // this queue adds, so its adds keep their order across buckets (add.lua's
+  // "@<seq floor>" flag).
+  uint64_t NextSeqFloor(int64_t now_ms);
+};
+
+// A generated id: 24 hex digits, 12 of wall ms (never going back within the
+// process), 4 drawn once per process, 8 of a process-wide counter.
+std::string GenerateId(int64_t now_ms);
+
+// "job 'x'", the id cut at 64 bytes, as the engine quotes ids.
+std::string QuoteId(std::string_view id);
+
+// The Status of a script's error reply "<code> <message>" (a SPEC §5 code),
+// or of another Redis error (OOM, BUSY, READONLY, ...: kUnavailable; the
+// rest kInternal).
+Status ErrorStatus(const redis::Reply& reply);
+
+// One round: the commands of every op planned into it, then their replies.
+class Batch {
+ public:
+  Batch(Context& ctx, int64_t now_ms);
+  Context& ctx() { return ctx_; }
+  int64_t now() const { return now_; }
+
+  // Where one job's part of a shared command's reply is.
+  struct Slot {
+    size_t cmd = 0;
+    size_t index = 0;
+  };
+  // Adds one job's fields (moved from) to the open `lua` command of
+  // `bucket`, opening a new one when none is open or it is full (kMaxBatch
+  // jobs or ~8 MiB of arguments).
+  Slot Append(Lua lua, uint32_t bucket, std::vector<std::string>&& fields);
+  // A command of its own: `lua` on `bucket` with now_ms then `args`.
+  size_t Single(Lua lua, uint32_t bucket, std::vector<std::string> args);
+
+  std::vector<redis::Command>& commands() { return cmds_; }
+  void SetResults(std::vector<Result<redis::Reply>> results) { results_ = std::move(results); }
+
+  // The reply of command `cmd`: an error reply becomes its Status.
+  Result<const redis::Reply*> ReplyOf(size_t cmd) const;
+  // As ReplyOf, for an op that moves parts out of it.
+  Result<redis::Reply*> TakeReply(size_t cmd);
+  // A job's element of a shared command's array reply.
+  Result<const redis::Reply*> Element(Slot slot) const;
+
+  // What replies taught, applied by the queue after the round.
+  void NoteDue(uint32_t bucket, int64_t ms);  // something falls due there at ms
+  // Jobs of `topic` became ready in `bucket` (kAllBuckets: in any; topic
+  // "": of topics not known).
+  void NoteReady(std::string topic, uint32_t bucket);
+  // A script found no ready job of `topics` in `bucket`; planned when
+  // Context::ready_events read `stamp`.
+  struct Empty {
+    uint32_t bucket;
+    uint64_t stamp;
+    const std::vector<std::string>* topics;
+  };
+  void NoteEmpty(Empty e) { empty_.push_back(e); }
+  const std::map<uint32_t, int64_t>& due_notes() const { return due_; }
+  const std::vector<Empty>& empty_notes() const { return empty_; }
+  const std::set<std::pair<std::string, uint32_t>>& ready_notes() const { return ready_; }
+
+ private:
+  struct Open {
+    size_t cmd;
+    size_t jobs;
+    size_t bytes;
+  };
+  Context& ctx_;
+  const int64_t now_;
+  const std::string now_text_;
+  std::vector<redis::Command> cmds_;
+  std::map<std::pair<Lua, uint32_t>, Open> open_;
+  std::vector<Result<redis::Reply>> results_;
+  std::map<uint32_t, int64_t> due_;
+  std::set<std::pair<std::string, uint32_t>> ready_;
+  std::vector<Empty> empty_;
+};
+
+class ReserveGroup;
+
+// One call to the store (or one group of reserve attempts).
+class Op {
+ public:
+  virtual ~Op() = default;
+  // Adds this round's commands to `b`.
+  virtual void Plan(Batch& b) = 0;
+  // Reads this round's replies from `b`; true once the op has its result,
+  // false when it needs another round.
+  virtual bool Absorb(Batch& b) = 0;
+  // Sets the result to `s` instead (the queue is closing).
+  virtual void Fail(Status s) = 0;
+  // Runs the callback with the result. Never under the queue's locks.
+  virtual void Complete() = 0;
+  // The job id it changes or reads, for the dispatcher's rule that ops of
+  // different kinds on one id never share a round; empty for none.
+  virtual std::string_view id() const { return {}; }
+  virtual Lua kind() const = 0;
+  // Roughly the bytes it sends, to bound a round.
+  virtual size_t bytes() const { return 64; }
+  virtual ReserveGroup* AsGroup() { return nullptr; }
+};
+
+using AddDone = std::function<void(Result<AddResult>)>;
+using StatusDone = std::function<void(Status)>;
+using JobDone = std::function<void(Result<JobInfo>)>;
+using CountDone = std::function<void(Result<uint64_t>)>;
+// Per topic counts of the store, summed over buckets (waiting left at 0),
+// and the pause end: -1 until resumed, 0 none, else wall ms.
+struct TopicCounts {
+  TopicInfo info;
+  int64_t paused_until_ms = 0;
+};
+using TopicsDone = std::function<void(Result<std::vector<TopicCounts>>)>;
+// Stats summed over buckets (waiting and topics left at 0), and every topic
+// name the store knows.
+struct StoreStats {
+  QueueStats stats;
+  std::set<std::string> topics;
+};
+using StatsDone = std::function<void(Result<StoreStats>)>;
+
+// REQUIRES (all): arguments already validated as the Queue methods do.
+std::unique_ptr<Op> MakeAdd(const JobSpec& spec, AddDone done);
+std::unique_ptr<Op> MakeFinish(std::string_view id, std::string_view receipt, StatusDone done);
+std::unique_ptr<Op> MakeTouch(std::string_view id, std::string_view receipt, StatusDone done);
+std::unique_ptr<Op> MakeDelete(std::string_view id, StatusDone done);
+std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                                std::string_view error, StatusDone done);
+std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
+                             StatusDone done);
+std::unique_ptr<Op> MakeKick(std::string_view id, StatusDone done);
+std::unique_ptr<Op> MakeGet(std::string_view id, JobDone done);
+std::unique_ptr<Op> MakePeek(std::string_view topic, JobState state, JobDone done);
+std::unique_ptr<Op> MakeKickTopic(std::string_view topic, uint64_t n, CountDone done);
+// until_ms as pause.lua: -1 until resumed, 0 resume, > 0 the end (wall ms).
+std::unique_ptr<Op> MakePause(std::string_view topic, int64_t until_ms, StatusDone done);
+// Every topic, or only `topic` (then exactly one entry).
+std::unique_ptr<Op> MakeTopics(std::optional<std::string> topic, TopicsDone done);
+std::unique_ptr<Op> MakeStats(StatsDone done);
+
+// One try of a ReserveAsync (a waiter's attempt).
+struct Attempt {
+  uint64_t ticket = 0;
+  uint64_t serial = 0;  // which attempt of the waiter this is
+  uint32_t count = 0;
+  // Where to look: every bucket (a first attempt), or only those where jobs
+  // of its topics became ready since its last attempt found none.
+  bool all_buckets = true;
+  std::vector<uint32_t> buckets;
+  bool finished = false;  // got or error is its answer
+  Status error;
+  Deliveries got;
+};
+
+// Reserve attempts of several waiters with the same topics, served together:
+// `heads` on every bucket the attempts look at (a bucket that has work due
+// is promoted first), the sort keys merged, `reserve` on the buckets that
+// hold the best for the summed count, the deliveries merged by (priority,
+// run_at, seq) and handed to the attempts in order. A bucket that hands out
+// fewer than its heads promised (another server was faster) costs another
+// round for the attempts that got nothing, at most twice. When the attempts
+// look at one bucket only there is nothing to merge: one `reserve` call.
+class ReserveGroup final : public Op {
+ public:
+  explicit ReserveGroup(std::vector<std::string> topics) : topics_(std::move(topics)) {}
+  const std::vector<std::string>& topics() const { return topics_; }
+  // The attempts in order; the queue drops cancelled ones between rounds
+  // and ends finished ones after each round.
+  std::vector<Attempt> attempts;
+
+  void Plan(Batch& b) override;
+  bool Absorb(Batch& b) override;
+  void Fail(Status s) override;
+  void Complete() override {}
+  Lua kind() const override { return Lua::kReserve; }
+  ReserveGroup* AsGroup() override { return this; }
+
+ private:
+  enum class Stage { kHeads, kPromote, kReserve };
+  struct Key {
+    int64_t priority;
+    int64_t run_at;
+    int64_t seq;
+    uint32_t bucket;
+    bool operator<(const Key& o) const {
+      if (priority != o.priority) return priority < o.priority;
+      if (run_at != o.run_at) return run_at < o.run_at;
+      if (seq != o.seq) return seq < o.seq;
+      return bucket < o.bucket;
+    }
+  };
+  uint32_t Wanted() const;  // summed count of the unfinished attempts
+  // The buckets the unfinished attempts look at, ascending.
+  std::vector<uint32_t> Scope(uint32_t buckets) const;
+  void PlanHeads(Batch& b, const std::vector<uint32_t>& buckets, bool promote_known_due);
+  // Reads the heads round; false (and the attempts failed) on an error.
+  bool AbsorbHeads(Batch& b);
+  bool AbsorbReserve(Batch& b);
+  void FailAll(const Status& s);
+
+  const std::vector<std::string> topics_;
+  Stage stage_ = Stage::kHeads;
+  int retries_ = 0;
+  // This round's commands.
+  struct HeadsCmd {
+    uint32_t bucket;
+    size_t promote;  // SIZE_MAX: none
+    size_t heads;
+    uint64_t stamp;  // Context::ready_events when planned
+  };
+  std::vector<HeadsCmd> heads_cmds_;
+  struct ReserveCmd {
+    uint32_t bucket;
+    size_t cmd;
+    uint32_t count;  // asked for
+    uint64_t stamp;  // Context::ready_events when planned
+  };
+  std::vector<ReserveCmd> reserve_cmds_;
+  std::map<uint32_t, uint32_t> planned_;  // bucket -> count asked
+  bool direct_ = false;                   // one bucket, reserved without heads: no promise to miss
+  std::map<uint32_t, std::vector<Key>> keys_;  // heads' keys per bucket
+  std::vector<uint32_t> redo_;  // buckets whose heads saw work due: promote and read again
+};
+
+}  // namespace delayq::rq
+
+#endif  // DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_

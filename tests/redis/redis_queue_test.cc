@@ -1,0 +1,499 @@
+// RedisQueue's own behaviour, beyond the conformance suite: several queues
+// ("servers") sharing one Redis, wake-ups across them, Redis stopped and
+// restarted, bad options, batching, and the merges across buckets (a large
+// reserve, kick_topic past one script call). Each test starts its own
+// redis-server (redis_harness.h) and uses the default 16 buckets; waits poll
+// with deadlines, nothing sleeps for time to pass.
+#include "queue/redis_queue.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "delayq/clock.h"
+#include "delayq/queue.h"
+#include "redis/redis_harness.h"
+
+namespace delayq {
+namespace {
+
+using redis_harness::RedisServer;
+using redis_harness::RedisServerOptions;
+using Ms = std::chrono::milliseconds;
+
+int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Polls `done` every few ms until it holds or `timeout_ms` passes.
+bool WaitFor(const std::function<bool()>& done, int timeout_ms = 10000) {
+  auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (ElapsedMs(start) > timeout_ms) return false;
+    std::this_thread::sleep_for(Ms(2));
+  }
+  return true;
+}
+
+std::unique_ptr<RedisServer> StartServer(RedisServerOptions options = {}) {
+  auto s = RedisServer::Start(std::move(options));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+QueueOptions RedisOptions(const std::string& url, const std::string& prefix,
+                          uint32_t buckets = 16) {
+  QueueOptions o;
+  o.store = "redis";
+  o.redis_url = url;
+  o.redis_prefix = prefix;
+  o.redis_buckets = buckets;
+  return o;
+}
+
+std::unique_ptr<Queue> Open(const QueueOptions& o) {
+  auto q = OpenQueue(o);
+  EXPECT_TRUE(q.ok()) << q.status().ToString();
+  return q.ok() ? std::move(q).value() : nullptr;
+}
+
+JobSpec Job(std::string topic, std::string id = "", int64_t delay_ms = 0) {
+  JobSpec s;
+  s.topic = std::move(topic);
+  s.id = std::move(id);
+  if (delay_ms > 0) s.delay_ms = delay_ms;
+  return s;
+}
+
+ReserveRequest Request(std::vector<std::string> topics, int64_t wait_ms, uint32_t count = 1) {
+  ReserveRequest r;
+  r.topics = std::move(topics);
+  r.wait_ms = wait_ms;
+  r.count = count;
+  return r;
+}
+
+// One ReserveAsync's answer, awaited with a deadline.
+struct AsyncReserve {
+  std::shared_ptr<std::promise<Result<Deliveries>>> promise =
+      std::make_shared<std::promise<Result<Deliveries>>>();
+  std::future<Result<Deliveries>> future = promise->get_future();
+  uint64_t ticket = 0;
+
+  AsyncReserve(Queue& q, const ReserveRequest& req) {
+    auto p = promise;
+    ticket = q.ReserveAsync(req, [p](Result<Deliveries> r) { p->set_value(std::move(r)); });
+  }
+  bool Answered(Ms within) { return future.wait_for(within) == std::future_status::ready; }
+};
+
+// `INFO commandstats` calls of one command since the last CONFIG RESETSTAT.
+int64_t CommandCalls(const RedisServer& server, std::string_view command) {
+  auto info = server.Command({"INFO", "commandstats"});
+  if (!info.ok() || !info->is_string()) return -1;
+  const std::string& text = info->str();
+  const std::string key = "cmdstat_" + std::string(command) + ":calls=";
+  size_t at = text.find(key);
+  if (at == std::string::npos) return 0;
+  return std::stoll(text.substr(at + key.size()));
+}
+
+// --- several queues on one Redis ---------------------------------------------------------
+
+TEST(RedisQueueShared, AJobAddedThroughOneQueueIsReservedThroughAnother) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto a = Open(RedisOptions(server->url(), "shared"));
+  auto b = Open(RedisOptions(server->url(), "shared"));
+  ASSERT_TRUE(a && b);
+  JobSpec spec = Job("orders.close", "order-42");
+  spec.body = "close it";
+  ASSERT_TRUE(a->Add(spec).ok());
+  auto got = b->Reserve(Request({"orders.close"}, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, "order-42");
+  EXPECT_EQ((*got)[0].body, "close it");
+  // The reservation is shared too: the other queue sees it and can finish it.
+  auto info = a->Get("order-42");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, JobState::kReserved);
+  EXPECT_EQ(info->receipt, (*got)[0].receipt);
+  EXPECT_TRUE(a->Finish("order-42", (*got)[0].receipt).ok());
+  EXPECT_EQ(b->Get("order-42").status().code(), Code::kNotFound);
+}
+
+TEST(RedisQueueShared, AReserveWaitingOnOneQueueIsWokenByAnAddOnAnother) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto a = Open(RedisOptions(server->url(), "wake"));
+  auto b = Open(RedisOptions(server->url(), "wake"));
+  ASSERT_TRUE(a && b);
+  AsyncReserve waiting(*b, Request({"wake.t"}, 600'000));
+  ASSERT_TRUE(WaitFor([&] { return b->Topic("wake.t")->waiting == 1; }));
+  EXPECT_FALSE(waiting.Answered(Ms(20)));
+  ASSERT_TRUE(a->Add(Job("wake.t", "j1")).ok());
+  ASSERT_TRUE(waiting.Answered(Ms(5000))) << "the wake-up did not reach the other queue";
+  auto r = waiting.future.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].id, "j1");
+
+  // A delayed job added on one queue reaches a reserve waiting on the other
+  // when it falls due: punctual, never early.
+  AsyncReserve timed(*b, Request({"wake.d"}, 600'000));
+  ASSERT_TRUE(WaitFor([&] { return b->Topic("wake.d")->waiting == 1; }));
+  auto added = a->Add(Job("wake.d", "later", 100));
+  ASSERT_TRUE(added.ok());
+  ASSERT_TRUE(timed.Answered(Ms(5000)));
+  const int64_t answered_at = SystemClock()->NowMs();
+  auto t = timed.future.get();
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_GE(answered_at, added->run_at_ms) << "handed out early";
+  EXPECT_LE(answered_at - added->run_at_ms, 250) << "late: no promoter reacted in time";
+}
+
+// Two queues, four worker threads each, producers on both: every job is
+// delivered exactly once (none twice within its TTR, none lost) and never
+// before its run_at.
+TEST(RedisQueueShared, NoJobIsHandedToTwoWorkersAndNoneIsLostOrEarly) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<Queue>> queues;
+  for (int i = 0; i < 2; ++i) queues.push_back(Open(RedisOptions(server->url(), "many")));
+  ASSERT_TRUE(queues[0] && queues[1]);
+  constexpr int kPerProducer = 1500;
+  constexpr int kProducers = 2;
+  constexpr int kTotal = kPerProducer * kProducers;
+  const std::vector<std::string> topics = {"mt.a", "mt.b", "mt.c"};
+
+  std::mutex mu;
+  std::map<std::string, int> delivered;  // GUARDED_BY(mu)
+  int early = 0;                         // GUARDED_BY(mu)
+  std::atomic<int> finished{0};
+  std::atomic<int> errors{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int qi = 0; qi < 2; ++qi) {
+    for (int w = 0; w < 4; ++w) {
+      threads.emplace_back([&, qi, w] {
+        Queue& q = *queues[qi];
+        while (!stop.load()) {
+          auto got = q.Reserve(Request(topics, 50, 1 + w % 4));
+          if (!got.ok()) {
+            errors.fetch_add(1);
+            continue;
+          }
+          const int64_t now = SystemClock()->NowMs();
+          for (const Delivery& d : *got) {
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              ++delivered[d.id];
+              if (d.run_at_ms > now) ++early;
+            }
+            if (!q.Finish(d.id, d.receipt).ok()) errors.fetch_add(1);
+            finished.fetch_add(1);
+          }
+        }
+      });
+    }
+  }
+  for (int p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = 0; i < kPerProducer; ++i) {
+        JobSpec s = Job(topics[i % topics.size()],
+                        "p" + std::to_string(p) + "-" + std::to_string(i), i % 30);
+        s.priority = static_cast<uint32_t>(i % 5);
+        if (!queues[p]->Add(s).ok()) errors.fetch_add(1);
+      }
+    });
+  }
+  const bool all = WaitFor([&] { return finished.load() >= kTotal; }, 30000);
+  stop.store(true);
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(all) << finished.load() << " of " << kTotal << " delivered";
+  EXPECT_EQ(errors.load(), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(delivered.size(), static_cast<size_t>(kTotal));
+  int twice = 0;
+  for (const auto& [id, n] : delivered) twice += n != 1;
+  EXPECT_EQ(twice, 0) << "jobs handed to two workers";
+  EXPECT_EQ(early, 0) << "jobs handed out before their run_at";
+  auto stats = queues[0]->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->jobs, 0u);
+  EXPECT_EQ(stats->finished, static_cast<uint64_t>(kTotal));
+}
+
+// --- Redis away ------------------------------------------------------------------------
+
+TEST(RedisQueueOutage, CallsFailFastWithUnavailableAndWorkAgainAfterRedisRestarts) {
+  RedisServerOptions options;
+  options.append_only = true;  // the job added before the stop survives it
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto a = Open(RedisOptions(server->url(), "outage"));
+  auto b = Open(RedisOptions(server->url(), "outage"));
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Add(Job("out.t", "kept")).ok());
+  ASSERT_TRUE(server->Stop().ok());
+
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(a->Add(Job("out.t", "lost")).status().code(), Code::kUnavailable);
+  EXPECT_EQ(a->Get("kept").status().code(), Code::kUnavailable);
+  EXPECT_EQ(a->Reserve(Request({"out.t"}, 0)).status().code(), Code::kUnavailable);
+  EXPECT_EQ(a->Stats().status().code(), Code::kUnavailable);
+  std::promise<Status> async;
+  a->FinishAsync("kept", "", [&](Status s) { async.set_value(std::move(s)); });
+  EXPECT_EQ(async.get_future().get().code(), Code::kUnavailable);
+  // A waiting reserve is answered too, not left hanging.
+  EXPECT_EQ(a->Reserve(Request({"out.t"}, 60'000)).status().code(), Code::kUnavailable);
+  EXPECT_LT(ElapsedMs(start), 2000) << "calls waited on a dead Redis";
+
+  ASSERT_TRUE(server->Restart().ok());
+  ASSERT_TRUE(WaitFor([&] { return a->Get("kept").ok(); }))
+      << "the queue did not recover: " << a->Get("kept").status().ToString();
+  auto got = a->Reserve(Request({"out.t"}, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, "kept");
+  EXPECT_TRUE(a->Finish("kept", (*got)[0].receipt).ok());
+
+  // Wake-ups work again once the subscribers are back: a reserve waiting on
+  // one queue gets a job added through the other.
+  ASSERT_TRUE(WaitFor([&] { return b->Stats().ok(); }));
+  bool woken = false;
+  for (int round = 0; round < 50 && !woken; ++round) {
+    AsyncReserve waiting(*b, Request({"out.w"}, 600'000));
+    ASSERT_TRUE(WaitFor([&] { return b->Topic("out.w")->waiting == 1; }));
+    ASSERT_TRUE(a->Add(Job("out.w")).ok());
+    woken = waiting.Answered(Ms(200));
+    if (!woken) {
+      // The subscriber may still be reconnecting (it backs off up to 2 s):
+      // take the job back and try again.
+      b->CancelReserve(waiting.ticket);
+      if (waiting.Answered(Ms(0))) break;
+      auto r = a->Reserve(Request({"out.w"}, 0, 10));
+      ASSERT_TRUE(r.ok());
+      for (const Delivery& d : *r) ASSERT_TRUE(a->Finish(d.id, d.receipt).ok());
+    }
+  }
+  EXPECT_TRUE(woken) << "wake-ups never came back after the restart";
+}
+
+// --- options ---------------------------------------------------------------------------
+
+TEST(RedisQueueOptions, ABucketCountOtherThanThePrefixWasCreatedWithIsRefused) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto first = Open(RedisOptions(server->url(), "buckets", 16));
+  ASSERT_NE(first, nullptr);
+  auto other = OpenQueue(RedisOptions(server->url(), "buckets", 8));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("redis_buckets"), std::string::npos)
+      << other.status().ToString();
+  EXPECT_NE(other.status().message().find("16"), std::string::npos) << other.status().ToString();
+  // The same count, or another prefix, is fine.
+  EXPECT_NE(Open(RedisOptions(server->url(), "buckets", 16)), nullptr);
+  EXPECT_NE(Open(RedisOptions(server->url(), "buckets2", 8)), nullptr);
+}
+
+TEST(RedisQueueOptions, BadOptionsAreRefusedNamingTheOption) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  struct Case {
+    const char* what;
+    QueueOptions options;
+    const char* field;
+    Code code;
+  };
+  std::vector<Case> cases = {
+      {"empty prefix", RedisOptions(server->url(), ""), "redis_prefix", Code::kInvalidArgument},
+      {"brace in prefix", RedisOptions(server->url(), "a{b"), "redis_prefix",
+       Code::kInvalidArgument},
+      {"0 buckets", RedisOptions(server->url(), "p", 0), "redis_buckets", Code::kInvalidArgument},
+      {"too many buckets", RedisOptions(server->url(), "p", 16385), "redis_buckets",
+       Code::kInvalidArgument},
+      {"bad scheme", RedisOptions("http://127.0.0.1:1", "p"), "redis_url", Code::kInvalidArgument},
+      {"bad port", RedisOptions("redis://127.0.0.1:99999", "p"), "redis_url",
+       Code::kInvalidArgument},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto q = OpenQueue(c.options);
+    ASSERT_FALSE(q.ok());
+    EXPECT_EQ(q.status().code(), c.code) << q.status().ToString();
+    EXPECT_NE(q.status().message().find(c.field), std::string::npos) << q.status().ToString();
+  }
+  // Nobody listening: unavailable, at once.
+  auto start = std::chrono::steady_clock::now();
+  auto dead = OpenQueue(RedisOptions("redis://127.0.0.1:1", "p"));
+  ASSERT_FALSE(dead.ok());
+  EXPECT_EQ(dead.status().code(), Code::kUnavailable) << dead.status().ToString();
+  EXPECT_LT(ElapsedMs(start), 3000);
+}
+
+// --- batching --------------------------------------------------------------------------
+
+// Eight threads adding at once: the dispatcher merges what arrives while a
+// round is in flight, so Redis runs far fewer scripts than jobs were added.
+TEST(RedisQueueBatching, ConcurrentCallsShareScriptCalls) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto q = Open(RedisOptions(server->url(), "batch"));
+  ASSERT_NE(q, nullptr);
+  auto* rq = dynamic_cast<RedisQueue*>(q.get());
+  ASSERT_NE(rq, nullptr);
+  ASSERT_TRUE(server->Command({"CONFIG", "RESETSTAT"}).ok());
+  const RedisQueue::DispatchStats before = rq->dispatch_stats();
+
+  constexpr int kThreads = 8;
+  constexpr int kEach = 500;
+  constexpr int kJobs = kThreads * kEach;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread keeps up to 50 adds in flight, as a server with many
+      // connections does.
+      std::atomic<int> in_flight{0};
+      for (int i = 0; i < kEach; ++i) {
+        while (in_flight.load() >= 50) std::this_thread::yield();
+        in_flight.fetch_add(1);
+        q->AddAsync(Job("batch.t", "t" + std::to_string(t) + "-" + std::to_string(i)),
+                    [&](Result<AddResult> r) {
+                      if (!r.ok()) failures.fetch_add(1);
+                      in_flight.fetch_sub(1);
+                    });
+      }
+      while (in_flight.load() > 0) std::this_thread::yield();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const RedisQueue::DispatchStats after = rq->dispatch_stats();
+  const int64_t evalsha = CommandCalls(*server, "evalsha");
+  const uint64_t rounds = after.rounds - before.rounds;
+  RecordProperty("evalsha", static_cast<int>(evalsha));
+  RecordProperty("rounds", static_cast<int>(rounds));
+  std::printf("%d adds: %lld EVALSHA, %llu rounds\n", kJobs, static_cast<long long>(evalsha),
+              static_cast<unsigned long long>(rounds));
+  EXPECT_GT(evalsha, 0);
+  EXPECT_LT(evalsha * 4, kJobs) << "adds were not merged into shared script calls";
+  EXPECT_LT(rounds * 4, static_cast<uint64_t>(kJobs)) << "adds did not share round trips";
+  auto stats = q->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->jobs, static_cast<uint64_t>(kJobs));
+
+  // Blocking calls from 8 threads share rounds too (one bucket: every add
+  // of a round is one script call).
+  auto one = Open(RedisOptions(server->url(), "batch1", 1));
+  ASSERT_NE(one, nullptr);
+  ASSERT_TRUE(server->Command({"CONFIG", "RESETSTAT"}).ok());
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        if (!one->Add(Job("batch.one", "b" + std::to_string(t) + "-" + std::to_string(i))).ok()) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const int64_t blocking = CommandCalls(*server, "evalsha");
+  std::printf("%d blocking adds on 1 bucket: %lld EVALSHA\n", kThreads * 200,
+              static_cast<long long>(blocking));
+  EXPECT_LT(blocking * 2, kThreads * 200) << "blocking adds were not merged";
+}
+
+// A reserve for many jobs spread over every bucket gets them best first.
+TEST(RedisQueueReserve, ABatchAcrossBucketsComesOutInGlobalOrder) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto q = Open(RedisOptions(server->url(), "order"));
+  ASSERT_NE(q, nullptr);
+  constexpr int kJobs = 200;
+  for (int i = 0; i < kJobs; ++i) {
+    JobSpec s = Job("ord", "j" + std::to_string(i));
+    s.priority =
+        static_cast<uint32_t>(kJobs - i) / 10;  // 20 priorities, in order of adding within each
+    ASSERT_TRUE(q->Add(s).ok());
+  }
+  std::vector<Delivery> all;
+  while (all.size() < kJobs) {
+    auto got = q->Reserve(Request({"ord"}, 0, 37));
+    ASSERT_TRUE(got.ok());
+    ASSERT_FALSE(got->empty());
+    all.insert(all.end(), got->begin(), got->end());
+  }
+  for (size_t i = 1; i < all.size(); ++i) {
+    const Delivery& a = all[i - 1];
+    const Delivery& b = all[i];
+    ASSERT_TRUE(a.priority < b.priority ||
+                (a.priority == b.priority && std::stoi(a.id.substr(1)) < std::stoi(b.id.substr(1))))
+        << a.id << " (priority " << a.priority << ") came before " << b.id << " (priority "
+        << b.priority << ")";
+  }
+}
+
+// KickTopic over more buried jobs than one script call takes (1000), spread
+// over every bucket: oldest added first, across buckets, in several rounds.
+TEST(RedisQueueKickTopic, KicksMoreThanOneCallTakesOldestFirstAcrossBuckets) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  QueueOptions o = RedisOptions(server->url(), "kick");
+  auto clock = std::make_shared<ManualClock>();
+  o.clock = clock;
+  auto q = Open(o);
+  ASSERT_NE(q, nullptr);
+  constexpr int kJobs = 2500;
+  for (int i = 0; i < kJobs; ++i) {
+    JobSpec s = Job("kt", "k" + std::to_string(i));
+    s.max_attempts = 1;  // buried when its TTR runs out
+    s.ttr_ms = 5;
+    // Blocking adds, one at a time: the order of adding is the id order.
+    ASSERT_TRUE(q->Add(s).ok());
+  }
+  size_t reserved = 0;
+  while (reserved < kJobs) {
+    auto got = q->Reserve(Request({"kt"}, 0, 1000));
+    ASSERT_TRUE(got.ok());
+    ASSERT_FALSE(got->empty());
+    reserved += got->size();
+  }
+  clock->Advance(5);
+  ASSERT_TRUE(WaitFor([&] {
+    auto t = q->Topic("kt");
+    return t.ok() && t->buried == kJobs;
+  })) << "the TTRs that ran out did not bury every job";
+  auto kicked = q->KickTopic("kt", 2100);
+  ASSERT_TRUE(kicked.ok()) << kicked.status().ToString();
+  EXPECT_EQ(*kicked, 2100u);
+  auto next = q->Peek("kt", JobState::kBuried);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->id, "k2100") << "the oldest were not kicked first";
+  auto ready = q->Peek("kt", JobState::kReady);
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(ready->id, "k0");
+  auto rest = q->KickTopic("kt", 1000);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(*rest, 400u);
+}
+
+}  // namespace
+}  // namespace delayq
