@@ -29,7 +29,10 @@ int64_t WallNowUs() {
 
 }  // namespace
 
-thread_local FrontEnd::Awaiting FrontEnd::t_awaiting;
+FrontEnd::Awaiting& FrontEnd::awaiting() {
+  thread_local Awaiting a;
+  return a;
+}
 
 FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue)
     : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)) {}

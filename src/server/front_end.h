@@ -107,7 +107,9 @@ class FrontEnd : public net::TcpHandler {
     uint64_t conn = 0;
     void* answer = nullptr;  // std::optional<T>*
   };
-  static thread_local Awaiting t_awaiting;
+  // This thread's (a function, not a static thread_local member: g++ 12 with
+  // UBSan resolves that member to null from other translation units).
+  static Awaiting& awaiting();
 };
 
 template <typename T, typename Answer, typename Call>
@@ -115,12 +117,14 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
   static_assert(std::is_empty_v<Answer>, "Answer must capture nothing");
   uint64_t conn_id = c.id;
   std::optional<T> now;
-  Awaiting outer = t_awaiting;
-  t_awaiting = {this, conn_id, &now};
+  Awaiting& current = awaiting();
+  Awaiting outer = current;
+  current = {this, conn_id, &now};
   // Captures fit std::function's inline storage: no allocation per call.
   call(std::function<void(T)>([this, conn_id](T r) {
-    if (t_awaiting.owner == this && t_awaiting.conn == conn_id) {
-      static_cast<std::optional<T>*>(t_awaiting.answer)->emplace(std::move(r));
+    Awaiting& in_call = awaiting();  // the thread `done` runs on
+    if (in_call.owner == this && in_call.conn == conn_id) {
+      static_cast<std::optional<T>*>(in_call.answer)->emplace(std::move(r));
       return;
     }
     auto shared = std::make_shared<T>(std::move(r));
@@ -133,7 +137,7 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
       tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
     });
   }));
-  t_awaiting = outer;
+  current = outer;
   if (now) {
     Answer{}(*this, c, std::move(*now));
     return;
