@@ -56,12 +56,7 @@ PY=/usr/bin/python3
 
 mkdir -p "$OUT"
 pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap stop_started EXIT
 # shellcheck source=bench/lib.sh
 source bench/lib.sh  # (the cwd is the repository root by now)
 

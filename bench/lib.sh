@@ -1,9 +1,17 @@
 # shellcheck shell=bash
-# Shell helpers shared by bench/server.sh and bench/durable.sh (sourced).
+# Shell helpers shared by the bench/*.sh scripts (sourced).
 # They expect PY (a python3) and OUT (the output directory), and append the
 # PIDs they start to the array `pids`, which the caller's EXIT trap stops.
 
 log() { echo "# $(date -u +%T) $*" >&2; }
+
+# stop_started: SIGTERM to every PID in `pids`, then waits for each (the
+# scripts' EXIT trap; a function defined before it is sourced is fine).
+stop_started() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
 
 free_port() {
   $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

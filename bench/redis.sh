@@ -58,12 +58,7 @@ for tool in redis-server redis-cli; do
 done
 
 pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap stop_started EXIT
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 

@@ -64,12 +64,7 @@ for tool in beanstalkd redis-server redis-benchmark wrk strace; do
 done
 
 pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap stop_started EXIT
 # shellcheck source=bench/lib.sh
 source bench/lib.sh  # (the cwd is the repository root by now)
 
@@ -237,7 +232,7 @@ echo "{\"delayq_syscalls_per_add\":$dq_sys,\"redis_syscalls_per_set\":$rd_sys}" 
 
 # --- 6 memory ---------------------------------------------------------------------------
 if [ "$MEM_JOBS" != 0 ]; then
-  cleanup
+  stop_started
   pids=()
   start_delayq _mem
   start_beanstalkd _mem

@@ -43,6 +43,11 @@ struct ReserveRequest {
   int64_t wait_ms = 0;
 };
 
+// Checks a reserve's topics (1..kMaxReserveTopics valid names), count and
+// wait, as every Queue implementation does. Returns kInvalidArgument naming
+// the field.
+Status ValidateReserveRequest(const ReserveRequest& req);
+
 using Deliveries = std::vector<Delivery>;
 // Called exactly once per ReserveAsync, unless cancelled first: with the jobs
 // handed over (empty when the wait ran out) or an error.

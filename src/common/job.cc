@@ -1,5 +1,7 @@
 #include "delayq/job.h"
 
+#include "delayq/queue.h"
+
 #include <string>
 
 namespace delayq {
@@ -57,6 +59,21 @@ Status ValidateId(std::string_view id) {
   }
   for (unsigned char c : id) {
     if (c < 0x20 || c == 0x7f) return InvalidArgument("id: control characters are not allowed");
+  }
+  return Status::Ok();
+}
+
+Status ValidateReserveRequest(const ReserveRequest& req) {
+  if (req.topics.empty()) return InvalidArgument("topics: give at least one topic");
+  if (req.count == 0 || req.count > kMaxReserveCount) {
+    return InvalidArgument("count: must be 1.." + std::to_string(kMaxReserveCount));
+  }
+  if (req.wait_ms < 0) return InvalidArgument("wait_ms: must be >= 0");
+  if (req.topics.size() > kMaxReserveTopics) {
+    return InvalidArgument("topics: at most " + std::to_string(kMaxReserveTopics) + " per reserve");
+  }
+  for (const std::string& name : req.topics) {
+    if (Status s = ValidateTopic(name); !s.ok()) return s;
   }
   return Status::Ok();
 }

@@ -509,27 +509,9 @@ Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count)
 
 uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
   Advance();
-  if (req.topics.empty()) {
-    done(InvalidArgument("topics: give at least one topic"));
+  if (Status s = ValidateReserveRequest(req); !s.ok()) {
+    done(std::move(s));
     return 0;
-  }
-  if (req.count == 0 || req.count > kMaxReserveCount) {
-    done(InvalidArgument("count: must be 1.." + std::to_string(kMaxReserveCount)));
-    return 0;
-  }
-  if (req.wait_ms < 0) {
-    done(InvalidArgument("wait_ms: must be >= 0"));
-    return 0;
-  }
-  if (req.topics.size() > kMaxReserveTopics) {
-    done(InvalidArgument("topics: at most " + std::to_string(kMaxReserveTopics) + " per reserve"));
-    return 0;
-  }
-  for (const std::string& name : req.topics) {
-    if (Status s = ValidateTopic(name); !s.ok()) {
-      done(std::move(s));
-      return 0;
-    }
   }
   // Only a waiter needs entries for topics nobody has used yet; a reserve
   // that answers at once must not leave one behind per name it was given.

@@ -540,28 +540,9 @@ void RedisQueue::EraseWaiter(uint64_t ticket) {
 }
 
 uint64_t RedisQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback done) {
-  // The engine's checks and messages.
-  if (req.topics.empty()) {
-    done(InvalidArgument("topics: give at least one topic"));
+  if (Status s = ValidateReserveRequest(req); !s.ok()) {
+    done(std::move(s));
     return 0;
-  }
-  if (req.count == 0 || req.count > kMaxReserveCount) {
-    done(InvalidArgument("count: must be 1.." + std::to_string(kMaxReserveCount)));
-    return 0;
-  }
-  if (req.wait_ms < 0) {
-    done(InvalidArgument("wait_ms: must be >= 0"));
-    return 0;
-  }
-  if (req.topics.size() > kMaxReserveTopics) {
-    done(InvalidArgument("topics: at most " + std::to_string(kMaxReserveTopics) + " per reserve"));
-    return 0;
-  }
-  for (const std::string& t : req.topics) {
-    if (Status s = ValidateTopic(t); !s.ok()) {
-      done(std::move(s));
-      return 0;
-    }
   }
   Waiter w;
   for (const std::string& t : req.topics) {
