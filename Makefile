@@ -28,8 +28,8 @@ test: build
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^fuzz[.]'
 
 # Starts the server in the foreground: HTTP/JSON on 127.0.0.1:7700, the Redis
-# protocol on 127.0.0.1:7701. (The store is "memory" until the durable
-# embedded store lands.)
+# protocol on 127.0.0.1:7701, jobs kept in the embedded store in ./data
+# (DELAYQ_STORE, DELAYQ_FSYNC, ... choose otherwise; see delayq serve --help).
 run: build
 	$(BUILD)/bin/delayq serve
 
