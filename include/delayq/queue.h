@@ -207,7 +207,8 @@ class Queue {
   // own, under the same rules as a ReserveAsync callback. A store that waits
   // on the network (Redis) answers later, and batches the calls of many
   // callers into one round trip; the in-process queue answers inside the
-  // call. Default: the blocking form, then `done`.
+  // call. Arguments are copied before the call returns: views need not
+  // outlive it. Default: the blocking form, then `done`.
   using AddCallback = std::function<void(Result<AddResult>)>;
   using StatusCallback = std::function<void(Status)>;
   virtual void AddAsync(const JobSpec& spec, AddCallback done);
