@@ -48,6 +48,11 @@ class FrontEnd : public net::TcpHandler {
   void BeginDrain() { tcp_->BeginDrain(); }
   bool Drained() const { return tcp_->Drained(); }
   net::TcpServer* tcp() { return tcp_.get(); }
+  // Shutdown, once the loop has stopped: closes every connection (waiting
+  // reserves are withdrawn) while the queue still exists. Then stop the
+  // queue (its callbacks only post to the loop, which must still exist), and
+  // only then destroy the front end.
+  void CloseConnections() { tcp_.reset(); }
   // Where the lateness of timed deliveries is recorded (shared by the front
   // ends of one server; must outlive them). Null: not recorded.
   void set_lateness(LatenessHistogram* h) { lateness_ = h; }

@@ -228,10 +228,15 @@ int Serve(const ServeOptions& o) {
   Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
   l->Run();
   size_t left = (*http)->connections() + (*resp)->connections();
-  http->reset();  // closes what is left; waiting reserves are withdrawn
-  resp->reset();
+  (*http)->CloseConnections();  // closes what is left; waiting reserves are withdrawn
+  (*resp)->CloseConnections();
   for (int fd : queue_fds) l->Remove(fd);
-  queue->reset();  // answers anything still waiting; the log is written and synced
+  // Answers anything still in flight (the Redis store's threads call back
+  // into the front ends, which post to the loop: both still exist); the log
+  // is written and synced.
+  queue->reset();
+  http->reset();
+  resp->reset();
   l->Remove(sfd);
   close(sfd);
   Log(LogLevel::kInfo, "stopped%s",

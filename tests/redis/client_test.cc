@@ -112,6 +112,14 @@ TEST(RedisUrl, ToStringHidesThePassword) {
   EXPECT_EQ(u->ToString(), "redis://app:***@h:1,g:2/4");
 }
 
+TEST(RedisUrl, AnErrorNeverShowsThePassword) {
+  auto bad = ParseRedisUrl("redis://admin:s3cretpw@127.0.0.1:notaport");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("s3cretpw"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("redis://***@127.0.0.1:notaport"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(RedisUrl, RejectsEachBadFormNamingWhatIsWrong) {
   struct Case {
     const char* url;
