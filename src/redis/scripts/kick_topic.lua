@@ -30,26 +30,10 @@ local function main()
     commit()
     return 0
   end
-  local vals = redis.call('HMGET', K_JOBS, unpack(ids))
-  local hset, zadd = {}, {}
-  for i = 1, #ids do
-    local v = vals[i]
-    if v then
-      local _, _, priority, _, _, run_at, seq = struct.unpack(HEAD, v)
-      hset[#hset + 1] = ids[i]
-      hset[#hset + 1] = string.char(READY) .. string.sub(v, 2)
-      zadd[#zadd + 1] = priority
-      zadd[#zadd + 1] = struct.pack('>I6I7', run_at, seq) .. ids[i]
-    end
-  end
-  if #hset > 0 then
-    will_add_ready(topic)
-    redis.call('HSET', K_JOBS, unpack(hset))
-    redis.call('ZADD', kr(topic), unpack(zadd))
-  end
-  count('kicked', #hset / 2)
+  local kicked = make_ready(topic, ids)
+  count('kicked', kicked)
   commit()
-  return #hset / 2
+  return kicked
 end
 
 return run(main)

@@ -367,6 +367,30 @@ local function check_reservation(j, receipt)
     .. ' (its TTR may have run out and it was handed out again)'
 end
 
+-- Makes the jobs `ids` of `topic` ready, each at its place in line (ids no
+-- longer in the pool are skipped). Only the state byte of a record changes:
+-- no need to decode the body. Returns how many were made ready.
+local function make_ready(topic, ids)
+  local vals = redis.call('HMGET', K_JOBS, unpack(ids))
+  local hset, zadd = {}, {}
+  for i = 1, #ids do
+    local v = vals[i]
+    if v then
+      local _, _, priority, _, _, run_at, seq = struct.unpack(HEAD, v)
+      hset[#hset + 1] = ids[i]
+      hset[#hset + 1] = string.char(READY) .. string.sub(v, 2)
+      zadd[#zadd + 1] = priority
+      zadd[#zadd + 1] = struct.pack('>I6I7', run_at, seq) .. ids[i]
+    end
+  end
+  if #hset > 0 then
+    will_add_ready(topic)
+    redis.call('HSET', K_JOBS, unpack(hset))
+    redis.call('ZADD', kr(topic), unpack(zadd))
+  end
+  return #hset / 2
+end
+
 -- --- acting on the time for the whole bucket ---------------------------------------
 
 -- Moves up to `limit` due delayed jobs to ready, earliest first. Returns how many.
@@ -382,24 +406,7 @@ local function promote_due(limit)
       redis.call('ZREMRANGEBYRANK', dkey, 0, #due - 1)
       local ids = {}
       for i = 1, #due do ids[i] = id_of_delayed(due[i]) end
-      local vals = redis.call('HMGET', K_JOBS, unpack(ids))
-      local hset, zadd = {}, {}
-      for i = 1, #ids do
-        local v = vals[i]
-        if v then
-          -- Only the state byte changes: no need to decode the body.
-          local _, _, priority, _, _, run_at, seq = struct.unpack(HEAD, v)
-          hset[#hset + 1] = ids[i]
-          hset[#hset + 1] = string.char(READY) .. string.sub(v, 2)
-          zadd[#zadd + 1] = priority
-          zadd[#zadd + 1] = struct.pack('>I6I7', run_at, seq) .. ids[i]
-        end
-      end
-      if #hset > 0 then
-        will_add_ready(topic)
-        redis.call('HSET', K_JOBS, unpack(hset))
-        redis.call('ZADD', kr(topic), unpack(zadd))
-      end
+      make_ready(topic, ids)
       moved = moved + #due
     end
     refresh_timer(topic)
