@@ -485,6 +485,12 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
     auto reused = fs_->Open(seg.path, /*create=*/false);
     if (!reused.ok()) return reused.status();
     seg.file = std::move(reused).value();
+    // A segment grown past the size by an outsized record is cut back, so a
+    // reused file never holds more space than a segment is meant to.
+    auto old_size = seg.file->Size();
+    if (old_size.ok() && *old_size > options_.segment_bytes) {
+      if (Status s = seg.file->Truncate(options_.segment_bytes); !s.ok()) return s;
+    }
     seg.file->SetWritePosition(0);
     reused_files_.fetch_add(1, std::memory_order_relaxed);
   } else {

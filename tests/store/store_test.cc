@@ -446,6 +446,42 @@ TEST(EmbeddedStore, SegmentFilesAreReusedAndOldRecordsInThemDoNotComeBack) {
   EXPECT_EQ(q->Get("last")->body, "kept");
 }
 
+// A segment that grew past its size for an outsized record is cut back to
+// the segment size when its file is reused, so the space on disk stays near
+// the live set (the bounded-disk test in embedded_server_test counts it).
+TEST(EmbeddedStore, AReusedFileIsNeverBiggerThanASegment) {
+  TempDir tmp;
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 4096;
+  auto q = MustOpen(o);
+  ASSERT_TRUE(q->Add(Spec("t", "big", std::string(64 * 1024, 'b'))).ok());
+  std::string big_segment;
+  ASSERT_TRUE(Eventually([&] {
+    for (const std::string& s : Segments(tmp.data())) {
+      if (FileSize(s) > 64 * 1024) big_segment = s;
+    }
+    return !big_segment.empty();
+  }));
+  Delivery big = ReserveOne(*q, "t");
+  ASSERT_TRUE(q->Finish(big.id, big.receipt).ok());
+  auto& local = dynamic_cast<LocalQueue&>(*q);
+  uint64_t reused_before = local.store_stats().log.reused_files;
+  int checked = 0;
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(q->Add(Spec("t", "", std::string(100, 'a' + i % 26))).ok());
+    Delivery d = ReserveOne(*q, "t");
+    ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    std::string newest = Segments(tmp.data()).back();
+    if (newest <= big_segment) continue;  // the big record's own segment
+    EXPECT_LE(FileSize(newest), 4096u + 512u) << newest << " after " << i << " cycles";
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000);
+  store::LogStats st = local.store_stats().log;
+  EXPECT_GT(st.reused_files, reused_before);
+  EXPECT_NE(access(big_segment.c_str(), F_OK), 0) << big_segment << " is still there";
+}
+
 // Zeros are written ahead of the appends (store::Log, "Preparing space"):
 // after a crash they follow the last record and are cut without a word of
 // damage; after a clean close there is nothing to cut.
