@@ -206,10 +206,12 @@ void TcpServer::ReadFrom(Connection& c) {
 void TcpServer::Process(Connection& c) {
   if (c.waiting) return;
   size_t out_before = c.out.size();
+  uint64_t holes_before = c.next_hole();
   handler_->OnInput(c);
-  // A request answered (or parked) means the client is making progress: the
-  // request timeout measures the one still arriving, from the latest input.
-  bool answered = c.out.size() != out_before || c.waiting;
+  // A request answered (or parked, or awaiting its answer) means the client
+  // is making progress: the request timeout measures the one still
+  // arriving, from the latest input.
+  bool answered = c.out.size() != out_before || c.waiting || c.next_hole() != holes_before;
   bool partial = !c.waiting && !c.closing && (!c.in.empty() || handler_->InRequest(c));
   if (!partial) {
     c.request_since_ms = -1;
@@ -221,6 +223,32 @@ void TcpServer::Process(Connection& c) {
 void TcpServer::Resume(Connection& c) {
   c.last_input_ms = MonotonicNowMs();  // a wait that just ended was not idleness
   Flush(c);                            // writes the answer, then serves what waited behind it
+}
+
+uint64_t Connection::OpenHole() {
+  holes_.push_back(Hole{next_hole_, out.size()});
+  return next_hole_++;
+}
+
+bool Connection::FillHole(uint64_t serial, std::string_view reply) {
+  auto it = holes_.begin();
+  while (it != holes_.end() && it->serial != serial) ++it;
+  if (it == holes_.end()) return false;
+  size_t at = it->at;
+  out.insert(at, reply);
+  // Bytes already stamped by the output gate stay stamped: the reply lands
+  // among them (no gate holds replies that come later: an in-process store
+  // answers at once).
+  if (at < stamped) stamped += reply.size();
+  it = holes_.erase(it);
+  for (; it != holes_.end(); ++it) it->at += reply.size();
+  return true;
+}
+
+void Connection::Consume(size_t n) {
+  out.erase(0, n);
+  stamped = stamped > n ? stamped - n : 0;
+  for (Hole& h : holes_) h.at -= n;  // n <= Writable() <= every h.at
 }
 
 void TcpServer::Flush(Connection& c) {
@@ -238,11 +266,10 @@ void TcpServer::Flush(Connection& c) {
         break;
       }
     }
-    while (!c.out.empty()) {
-      ssize_t n = write(c.fd, c.out.data(), c.out.size());
+    while (c.Writable() > 0) {
+      ssize_t n = write(c.fd, c.out.data(), c.Writable());
       if (n > 0) {
-        c.out.erase(0, static_cast<size_t>(n));
-        c.stamped = c.stamped > static_cast<size_t>(n) ? c.stamped - static_cast<size_t>(n) : 0;
+        c.Consume(static_cast<size_t>(n));
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -250,9 +277,9 @@ void TcpServer::Flush(Connection& c) {
       Close(c.id);
       return;
     }
-    // All written, input left over (the handler stopped at the high water):
-    // serve more of it now.
-    if (c.out.empty() && !c.in.empty() && !c.waiting && !c.closing) {
+    // All written that can be, input left over (the handler stopped at the
+    // high water): serve more of it now.
+    if (c.Writable() == 0 && !c.in.empty() && !c.waiting && !c.closing) {
       size_t before = c.in.size();
       Process(c);
       if (c.in.size() != before) continue;
@@ -265,7 +292,7 @@ void TcpServer::Flush(Connection& c) {
     Close(c.id);
     return;
   }
-  if (c.out.empty() && !c.waiting && (c.closing || c.peer_closed)) {
+  if (!c.Owed() && !c.waiting && (c.closing || c.peer_closed)) {
     Close(c.id);
     return;
   }
@@ -275,7 +302,7 @@ void TcpServer::Flush(Connection& c) {
 // Output pending: ask for EPOLLOUT. Output full: stop reading (EPOLLIN and
 // EPOLLRDHUP are level-triggered, so they would fire on every turn).
 void TcpServer::UpdateEvents(Connection& c) {
-  bool want_write = !c.out.empty() && !c.held;
+  bool want_write = c.Writable() > 0 && !c.held;
   // Not after the client's FIN (EPOLLRDHUP would fire on every turn), nor
   // while the replies pile up, nor while a parked connection buffers more
   // than a pipeline's worth of requests behind its wait.
@@ -293,7 +320,7 @@ void TcpServer::Sweep() {
   int64_t now = MonotonicNowMs();
   std::vector<uint64_t> idle, slow;
   for (const auto& [id, c] : conns_) {
-    if (c->waiting) continue;
+    if (c->waiting || c->holes() > 0) continue;  // waiting for the handler, not the client
     // Not while replies wait to be written: input may be held back by our
     // own backpressure, and a slow reader is the idle timeout's business.
     if (options_.request_timeout_ms > 0 && c->request_since_ms >= 0 && c->out.empty() &&
@@ -352,7 +379,8 @@ void TcpServer::BeginDrain() {
   for (uint64_t id : ids) {
     Connection* c = Find(id);
     if (c == nullptr) continue;
-    if (c->waiting) handler_->OnDrain(*c);  // answers it; pipelined requests behind run now
+    // Answers what waits; pipelined requests behind it run now.
+    if (c->waiting || c->holes() > 0) handler_->OnDrain(*c);
     if ((c = Find(id)) == nullptr) continue;
     c->closing = true;
     Flush(*c);

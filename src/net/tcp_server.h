@@ -16,6 +16,7 @@
 #define DELAYQ_NET_TCP_SERVER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,6 +80,24 @@ struct Connection {
   // hands them the rest when it has been written.
   bool OutputFull() const { return out.size() >= output_high_water; }
 
+  // Replies that come later, in their place (a handler that lets requests
+  // run while earlier ones await their answers): OpenHole marks where the
+  // reply of the request being served goes, and FillHole puts it there
+  // once known. Replies appended after a hole wait behind it: `out` is
+  // written only up to the first hole, so replies leave in request order.
+  uint64_t OpenHole();
+  // False if no hole has that serial (it was filled already).
+  bool FillHole(uint64_t serial, std::string_view reply);
+  size_t holes() const { return holes_.size(); }
+  // The serial the next OpenHole returns.
+  uint64_t next_hole() const { return next_hole_; }
+  // What may be written now: `out` up to its first hole.
+  size_t Writable() const { return holes_.empty() ? out.size() : holes_.front().at; }
+  // A reply is owed: bytes to write, or replies still to come.
+  bool Owed() const { return !out.empty() || !holes_.empty(); }
+  // `n` bytes from the front of `out` were written.
+  void Consume(size_t n);
+
   // TcpServer's own.
   size_t output_high_water = 0;
   bool want_write = false;
@@ -90,6 +109,14 @@ struct Connection {
   size_t stamped = 0;        // leading bytes of `out` whose hold_until is known
   uint64_t hold_until = 0;   // Released() these bytes wait for
   bool held = false;         // in TcpServer::held_
+
+ private:
+  struct Hole {
+    uint64_t serial;
+    size_t at;  // offset in `out`; ascending along holes_
+  };
+  std::deque<Hole> holes_;
+  uint64_t next_hole_ = 1;
 };
 
 class TcpHandler {

@@ -34,8 +34,8 @@ FrontEnd::Awaiting& FrontEnd::awaiting() {
   return a;
 }
 
-FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue)
-    : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)) {}
+FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue, bool pipelining)
+    : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)), pipelining_(pipelining) {}
 
 FrontEnd::~FrontEnd() {
   *alive_ = false;
@@ -49,20 +49,51 @@ Status FrontEnd::Listen(net::TcpServerOptions options) {
   return Status::Ok();
 }
 
+bool FrontEnd::HoldBack(net::Connection& c, bool is_reserve) {
+  if (!pipelining_ || c.holes() == 0) return false;
+  auto& s = static_cast<State&>(*c.state);
+  bool hold = c.holes() >= kMaxInFlight || (is_reserve ? s.changes > 0 : !s.reserves.empty());
+  if (hold) {
+    s.held_back = true;
+    c.waiting = true;
+  }
+  return hold;
+}
+
+void FrontEnd::AfterAnswer(net::Connection& c) {
+  auto& s = static_cast<State&>(*c.state);
+  if (s.held_back) {
+    // Let the request held back try again: it holds back once more if what
+    // it waits for is still in flight.
+    s.held_back = false;
+    c.waiting = false;
+    tcp_->Resume(c);  // writes what it can, then serves what was pipelined behind
+    return;
+  }
+  tcp_->Flush(c);
+}
+
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   if (tcp_->draining()) req.wait_ms = 0;
   uint64_t conn_id = c.id;
+  // The hole its reply takes if it comes later (pipelining).
+  uint64_t serial = pipelining_ ? c.next_hole() : 0;
   std::optional<Result<Deliveries>> now;
   t_reserving = {this, conn_id, &now};
   // Captures fit std::function's inline storage: no allocation per reserve.
-  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id](Result<Deliveries> r) {
+  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
     if (t_reserving.owner == this && t_reserving.conn == conn_id) {
       t_reserving.answer->emplace(std::move(r));  // inside ReserveAsync, on this thread
       return;
     }
     auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
-    loop_->Post([this, conn_id, alive = alive_, shared] {
-      if (*alive) FinishReserve(conn_id, std::move(*shared));
+    loop_->Post([this, conn_id, serial, alive = alive_, shared] {
+      if (!*alive) return;
+      if (serial != 0) {
+        FinishInFlightReserve(conn_id, serial, std::move(*shared));
+      } else {
+        FinishReserve(conn_id, std::move(*shared));
+      }
     });
   });
   t_reserving = {};
@@ -71,9 +102,30 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
     return;
   }
   auto& s = static_cast<State&>(*c.state);
+  int64_t now_ms = WallNowUs() / 1000;
+  if (serial != 0) {
+    c.OpenHole();
+    s.reserves.emplace(serial, State::InFlightReserve{ticket, now_ms});
+    return;
+  }
   s.reserve_ticket = ticket;
-  s.parked_at_ms = WallNowUs() / 1000;
+  s.parked_at_ms = now_ms;
   c.waiting = true;
+}
+
+void FrontEnd::GiveBack(const Result<Deliveries>& r) {
+  if (!r.ok()) return;
+  for (const Delivery& d : *r) (void)queue_->Release(d.id, d.receipt, 0, "");
+}
+
+void FrontEnd::RecordLateness(const Result<Deliveries>& r, int64_t since_ms) {
+  if (lateness_ == nullptr || !r.ok() || r->empty()) return;
+  // Jobs that fell due while this reserve waited: how late they are, now
+  // that they are about to be written.
+  int64_t now_us = WallNowUs();
+  for (const Delivery& d : *r) {
+    if (d.run_at_ms >= since_ms) lateness_->Record(now_us - d.run_at_ms * 1000);
+  }
 }
 
 void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
@@ -81,30 +133,43 @@ void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
   if (c == nullptr) {
     // The client left while its jobs were on the way: give them back now
     // rather than after their TTR.
-    if (r.ok()) {
-      for (const Delivery& d : *r) (void)queue_->Release(d.id, d.receipt, 0, "");
-    }
+    GiveBack(r);
     return;
   }
   auto& s = static_cast<State&>(*c->state);
   s.reserve_ticket = 0;
   c->waiting = false;
-  if (lateness_ != nullptr && r.ok() && !r->empty()) {
-    // Jobs that fell due while this reserve waited: how late they are,
-    // now that they are about to be written.
-    int64_t now_us = WallNowUs();
-    for (const Delivery& d : *r) {
-      if (d.run_at_ms >= s.parked_at_ms) lateness_->Record(now_us - d.run_at_ms * 1000);
-    }
-  }
+  RecordLateness(r, s.parked_at_ms);
   AnswerReserve(*c, std::move(r));
   tcp_->Resume(*c);  // writes the answer, then serves what was pipelined behind it
+}
+
+void FrontEnd::FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<Deliveries> r) {
+  net::Connection* c = tcp_->Find(conn_id);
+  if (c == nullptr) {
+    GiveBack(r);
+    return;
+  }
+  auto& s = static_cast<State&>(*c->state);
+  auto it = s.reserves.find(serial);
+  if (it == s.reserves.end()) {  // answered already (OnDrain withdrew it)
+    GiveBack(r);
+    return;
+  }
+  RecordLateness(r, it->second.started_ms);
+  s.reserves.erase(it);
+  FillHole(*c, serial, [&] { AnswerReserve(*c, std::move(r)); });
+  AfterAnswer(*c);
 }
 
 void FrontEnd::OnClose(net::Connection& c) {
   auto& s = static_cast<State&>(*c.state);
   if (s.reserve_ticket != 0) queue_->CancelReserve(s.reserve_ticket);
   s.reserve_ticket = 0;
+  // A reserve whose cancel loses the race answers later; finding no
+  // connection, its jobs go back.
+  for (const auto& [serial, r] : s.reserves) queue_->CancelReserve(r.ticket);
+  s.reserves.clear();
 }
 
 void FrontEnd::OnDrain(net::Connection& c) {
@@ -113,7 +178,20 @@ void FrontEnd::OnDrain(net::Connection& c) {
   // loop and FinishReserve writes it.
   if (s.reserve_ticket != 0 && queue_->CancelReserve(s.reserve_ticket)) {
     FinishReserve(c.id, Deliveries{});
+    return;
   }
+  bool answered = false;
+  for (auto it = s.reserves.begin(); it != s.reserves.end();) {
+    if (queue_->CancelReserve(it->second.ticket)) {
+      uint64_t serial = it->first;
+      it = s.reserves.erase(it);
+      FillHole(c, serial, [&] { AnswerReserve(c, Deliveries{}); });
+      answered = true;
+    } else {
+      ++it;
+    }
+  }
+  if (answered) AfterAnswer(c);
 }
 
 std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const {

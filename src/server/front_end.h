@@ -12,6 +12,18 @@
 // Jobs handed to a connection that closed before they could be written are
 // released at once rather than after their TTR.
 //
+// Pipelining (a front end that asks for it: RESP). Then a connection is not
+// parked while a store that answers later (Redis) works on its request: the
+// reply's place is kept in its output (Connection::OpenHole) and the
+// requests pipelined behind it run meanwhile, so one connection keeps many
+// changes, or many reserves, in the store's rounds at once. Replies still
+// leave in request order. Two rules keep the order of effects a client
+// sees: a RESERVE does not start while changes of its connection are in
+// flight (it must see them), and nothing but another RESERVE starts while a
+// reserve is in flight (a reserve that waits holds back what follows, as
+// BLPOP does). A request held back waits, unparsed, until those in flight
+// have answered; so does every request past kMaxInFlight of them.
+//
 // Thread-safety: the loop thread owns the front end, except that the
 // reserve callbacks it gives the queue may run on any thread; they only
 // post to the loop. Destroy it on the loop thread, and only when no
@@ -23,8 +35,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "delayq/queue.h"
@@ -62,9 +76,24 @@ class FrontEnd : public net::TcpHandler {
   struct State : net::ConnectionState {
     uint64_t reserve_ticket = 0;  // non-zero while a reserve waits
     int64_t parked_at_ms = 0;     // wall clock, when it began to wait
+    // Pipelining: requests whose replies are still to come.
+    struct InFlightReserve {
+      uint64_t ticket;
+      int64_t started_ms;  // wall clock
+    };
+    std::map<uint64_t, InFlightReserve> reserves;  // by hole serial
+    uint32_t changes = 0;                           // Await calls in flight
+    bool held_back = false;  // parked before a request that must wait for them
   };
+  // Requests in flight per connection at most, when pipelining.
+  static constexpr size_t kMaxInFlight = 1024;
 
-  FrontEnd(net::EventLoop* loop, Queue* queue);
+  // pipelining: see the header comment.
+  FrontEnd(net::EventLoop* loop, Queue* queue, bool pipelining = false);
+  // Pipelining: whether the request about to run (a RESERVE or not) must
+  // wait for those in flight. If so, parks c: call again for the same request
+  // once c is resumed.
+  bool HoldBack(net::Connection& c, bool is_reserve);
   // The embedded store's figures for STATS (empty for other stores):
   // log_writes, log_syncs, log_bytes, disk_bytes, log_segments, live_bytes,
   // rewritten_bytes, removed_segments, reused_files, recovered_records, recovery_ms,
@@ -86,8 +115,9 @@ class FrontEnd : public net::TcpHandler {
   // FinishAsync, ...): `call(done)` starts it, `Answer{}(*this, c, result)`
   // writes the reply (Answer: a type without state). Answered inside the call (the
   // in-process stores), the reply is written at once; answered later (Redis),
-  // c is parked meanwhile and what was pipelined behind it waits, as behind
-  // a reserve. A connection gone by then gets nothing.
+  // its place is kept when pipelining, else c is parked meanwhile and what
+  // was pipelined behind it waits, as behind a reserve. A connection gone by
+  // then gets nothing.
   template <typename T, typename Answer, typename Call>
   void Await(net::Connection& c, Call&& call);
 
@@ -102,8 +132,22 @@ class FrontEnd : public net::TcpHandler {
 
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
+  // Pipelining: the answer of the reserve whose reply goes in hole `serial`.
+  void FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<Deliveries> result);
+  // Writes what `answer` appends to c.out into hole `serial` instead.
+  template <typename F>
+  void FillHole(net::Connection& c, uint64_t serial, F&& answer);
+  // A reply came in: writes what can be written, and lets a request held
+  // back run if nothing holds it any more. c may be destroyed.
+  void AfterAnswer(net::Connection& c);
+  // Jobs of a reserve whose client left go back at once.
+  void GiveBack(const Result<Deliveries>& result);
+  // Records how late jobs that fell due during a wait begun at `since_ms`
+  // are written.
+  void RecordLateness(const Result<Deliveries>& result, int64_t since_ms);
 
   std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
+  const bool pipelining_;
 
   // The Await being made on this thread, if any: where its answer goes when
   // the queue gives it inside the call.
@@ -117,29 +161,49 @@ class FrontEnd : public net::TcpHandler {
   static Awaiting& awaiting();
 };
 
+template <typename F>
+void FrontEnd::FillHole(net::Connection& c, uint64_t serial, F&& answer) {
+  std::string later;
+  later.swap(c.out);
+  answer();  // appends to the (now empty) c.out
+  std::string reply;
+  reply.swap(c.out);
+  c.out.swap(later);
+  c.FillHole(serial, reply);
+}
+
 template <typename T, typename Answer, typename Call>
 void FrontEnd::Await(net::Connection& c, Call&& call) {
   static_assert(std::is_empty_v<Answer>, "Answer must capture nothing");
   uint64_t conn_id = c.id;
+  // The hole its reply takes if it comes later: the next one, since only
+  // this thread opens holes.
+  uint64_t serial = pipelining_ ? c.next_hole() : 0;
   std::optional<T> now;
   Awaiting& current = awaiting();
   Awaiting outer = current;
   current = {this, conn_id, &now};
   // Captures fit std::function's inline storage: no allocation per call.
-  call(std::function<void(T)>([this, conn_id](T r) {
+  call(std::function<void(T)>([this, conn_id, serial](T r) {
     Awaiting& in_call = awaiting();  // the thread `done` runs on
     if (in_call.owner == this && in_call.conn == conn_id) {
       static_cast<std::optional<T>*>(in_call.answer)->emplace(std::move(r));
       return;
     }
     auto shared = std::make_shared<T>(std::move(r));
-    loop_->Post([this, conn_id, alive = alive_, shared] {
+    loop_->Post([this, conn_id, serial, alive = alive_, shared] {
       if (!*alive) return;
       net::Connection* conn = tcp_->Find(conn_id);
       if (conn == nullptr) return;
-      conn->waiting = false;
-      Answer{}(*this, *conn, std::move(*shared));
-      tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
+      if (serial == 0) {
+        conn->waiting = false;
+        Answer{}(*this, *conn, std::move(*shared));
+        tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
+        return;
+      }
+      --static_cast<State&>(*conn->state).changes;
+      FillHole(*conn, serial, [&] { Answer{}(*this, *conn, std::move(*shared)); });
+      AfterAnswer(*conn);
     });
   }));
   current = outer;
@@ -147,7 +211,12 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
     Answer{}(*this, c, std::move(*now));
     return;
   }
-  c.waiting = true;
+  if (serial == 0) {
+    c.waiting = true;
+    return;
+  }
+  c.OpenHole();
+  ++static_cast<State&>(*c.state).changes;
 }
 
 }  // namespace delayq::server

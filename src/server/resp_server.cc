@@ -1,9 +1,10 @@
 // How a connection is served: net::TcpServer reads into c.in and calls
 // OnInput, which parses and executes complete commands into c.out until the
-// input runs dry or a command parks the connection; the server writes c.out
-// once. A RESERVE that waits parks it, and so does a change the store answers
-// later (Redis: FrontEnd::Await); the answer resumes what was pipelined
-// behind it.
+// input runs dry or a command is held back; the server writes c.out once.
+// A command the store answers later (Redis) keeps its reply's place and the
+// commands behind it run meanwhile, within the order rules of FrontEnd
+// ("Pipelining"): a RESERVE waits for the changes before it, anything but a
+// RESERVE waits for the reserves before it.
 #include "server/resp_server.h"
 
 #include <charconv>
@@ -135,7 +136,7 @@ Result<std::unique_ptr<RespServer>> RespServer::Create(net::EventLoop* loop, Que
 }
 
 RespServer::RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options)
-    : FrontEnd(loop, queue), options_(std::move(options)) {}
+    : FrontEnd(loop, queue, /*pipelining=*/true), options_(std::move(options)) {}
 
 void RespServer::OnOpen(Connection& c) {
   auto s = std::make_unique<RespState>();
@@ -166,11 +167,14 @@ void RespServer::OnInput(Connection& c) {
       c.closing = true;
       break;
     }
-    offset += consumed;
     if (st == resp::RequestParser::Status::kCommand) {
+      // Held back behind requests in flight: parsed again once resumed.
+      if (HoldBack(c, EqualsUpper(s.parser.args()[0], "RESERVE"))) break;
+      offset += consumed;
       Execute(c, s.parser.args());  // views into c.in, which is untouched until below
       continue;
     }
+    offset += consumed;
     if (consumed == 0) break;  // need more input
   }
   c.in.erase(0, offset);

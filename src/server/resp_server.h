@@ -4,8 +4,11 @@
 // waiting reserves are FrontEnd's and net::TcpServer's.
 //
 // Pipelining: every complete command in a read is executed and the replies
-// leave in one write. A RESERVE that has to wait parks its connection (later
-// pipelined commands wait behind it, as with BLPOP).
+// leave in one write, in order. With a store that answers later (Redis),
+// commands keep running while earlier ones await their answers, except that
+// a RESERVE waits for the changes before it and other commands wait for the
+// reserves before it (a RESERVE that has to wait holds back what follows, as
+// BLPOP does). See FrontEnd, "Pipelining".
 //
 // Thread-safety: the loop thread owns the server and its connections.
 #ifndef DELAYQ_SERVER_RESP_SERVER_H_

@@ -742,6 +742,108 @@ class ManyServersTest(RedisServerTestCase):
         self.assertEqual(stats(b)["jobs"], 0)
 
 
+class PipeliningTest(RedisServerTestCase):
+    """One connection keeps many commands in the store's rounds at once, and
+    its replies still come in order (FrontEnd, "Pipelining")."""
+
+    def script_calls(self, rp):
+        r = redis.Redis(host="127.0.0.1", port=rp.port, socket_timeout=5)
+        try:
+            stats = r.info("commandstats")
+            return sum(stats.get(k, {}).get("calls", 0) for k in ("cmdstat_evalsha", "cmdstat_eval"))
+        finally:
+            r.close()
+
+    def test_pipelined_commands_share_rounds_and_reply_in_order(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "pipe", "--redis-buckets", "4")
+        r = client(s)
+        self.addCleanup(r.close)
+        n = 300
+        before = self.script_calls(rp)
+        pipe = r.pipeline(transaction=False)
+        for i in range(n):
+            pipe.execute_command("ADD", "pipe.t", f"p{i}", 0, 30000, f"body {i}")
+        self.assertEqual(pipe.execute(), [f"p{i}".encode() for i in range(n)])
+        adds = self.script_calls(rp) - before
+        # Parked one by one, each add would be a round of its own (n calls).
+        # Kept in flight together they share a few rounds of <= 4 calls.
+        self.assertLess(adds, n / 5, f"{adds} script calls for {n} pipelined adds")
+
+        before = self.script_calls(rp)
+        pipe = r.pipeline(transaction=False)
+        for _ in range(n):
+            pipe.execute_command("RESERVE", "TIMEOUT", 1000, "FROM", "pipe.t")
+        got = pipe.execute()
+        reserves = self.script_calls(rp) - before
+        self.assertEqual(sorted(j[0][0] for j in got), sorted(f"p{i}".encode() for i in range(n)))
+        self.assertLess(reserves, n / 5, f"{reserves} script calls for {n} pipelined reserves")
+        # Best first: all priorities and run_ats are equal, so in order of adding.
+        self.assertEqual([j[0][0] for j in got], [f"p{i}".encode() for i in range(n)])
+
+        pipe = r.pipeline(transaction=False)
+        for j in got:
+            pipe.execute_command("FINISH", j[0][0], j[0][3])
+        pipe.execute_command("GET", "p0")
+        replies = pipe.execute()
+        self.assertEqual(replies[:n], [b"OK"] * n)
+        self.assertIsNone(replies[n])  # the GET ran after the finishes
+        self.assertEqual(stats(s)["jobs"], 0)
+
+    def test_a_reserve_sees_the_changes_pipelined_before_it(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "pipe")
+        r = client(s)
+        self.addCleanup(r.close)
+        pipe = r.pipeline(transaction=False)
+        for i in range(20):
+            pipe.execute_command("ADD", "before.t", f"b{i}", 0, 30000, f"b{i}")
+        pipe.execute_command("RESERVE", "TIMEOUT", 0, "COUNT", 100, "FROM", "before.t")
+        replies = pipe.execute()
+        self.assertEqual(sorted(j[0] for j in replies[20]), sorted(f"b{i}".encode() for i in range(20)))
+
+    def test_what_follows_a_waiting_reserve_waits_for_it(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "pipe")
+        r = client(s)
+        self.addCleanup(r.close)
+        # As with BLPOP: the ADD behind the RESERVE runs only once the
+        # reserve has answered (empty, after its wait), so it cannot take it.
+        pipe = r.pipeline(transaction=False)
+        pipe.execute_command("RESERVE", "TIMEOUT", 300, "FROM", "hold.t")
+        pipe.execute_command("ADD", "hold.t", "h1", 0, 30000, "h1")
+        pipe.execute_command("GET", "h1")
+        pipe.execute_command("QUIT")
+        started = time.monotonic()
+        reserved, added, info, quit_reply = pipe.execute()
+        self.assertGreaterEqual(time.monotonic() - started, 0.29)
+        self.assertIsNone(reserved)
+        self.assertEqual(added, b"h1")
+        self.assertEqual(pairs(info)["state"], b"ready")
+        self.assertTrue(quit_reply)
+
+    def test_replies_still_owed_are_written_before_a_quit_closes(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "pipe")
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+            req = b""
+            for i in range(50):
+                body = b"q%d" % i
+                req += b"*6\r\n$3\r\nADD\r\n$6\r\nquit.t\r\n$%d\r\n%s\r\n$1\r\n0\r\n" \
+                       b"$5\r\n30000\r\n$%d\r\n%s\r\n" % (len(body), body, len(body), body)
+            req += b"*1\r\n$4\r\nQUIT\r\n"
+            sock.sendall(req)
+            data = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        want = b"".join(b"$%d\r\nq%d\r\n" % (len(b"q%d" % i), i) for i in range(50)) + b"+OK\r\n"
+        self.assertEqual(data, want)
+        self.assertEqual(stats(s, "quit.t")["ready"], 50)
+
+
 class FailureTest(RedisServerTestCase):
 
     def test_sigkill_of_one_server_mid_load_loses_nothing(self):
