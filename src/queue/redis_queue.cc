@@ -241,6 +241,7 @@ void RedisQueue::RunInline(rq::Op& op) {
   for (;;) {
     rq::Batch b(*ctx_, clock_->NowMs());
     op.Plan(b);
+    b.Seal();
     b.SetResults(client_->ExecBatch(b.commands()));
     const size_t commands = b.commands().size();
     const bool done = op.Absorb(b);
@@ -297,6 +298,7 @@ void RedisQueue::RunDispatcher() {
     if (round.empty()) continue;
     rq::Batch b(*ctx_, clock_->NowMs());
     for (auto& op : round) op->Plan(b);
+    b.Seal();  // the reserve groups' shared heads and reserve calls
     if (!b.commands().empty()) b.SetResults(client_->ExecBatch(b.commands()));
     std::vector<std::unique_ptr<rq::Op>> done;
     for (auto& op : round) {
@@ -354,7 +356,9 @@ void RedisQueue::TakeOps(std::vector<std::unique_ptr<rq::Op>>* round) {
 }
 
 void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
-  // Attempts with the same topics form one group, up to kMaxReserveCount jobs.
+  // Attempts with the same topics form one group, up to kMaxReserveCount
+  // jobs. Groups with other topics do not cost calls of their own: all the
+  // groups of a round share each bucket's heads and reserve (rq::Batch).
   std::unordered_map<std::string, std::pair<rq::ReserveGroup*, uint32_t>> groups;
   const int64_t now_ms = pending_attempts_.empty() ? 0 : clock_->NowMs();
   while (!pending_attempts_.empty()) {

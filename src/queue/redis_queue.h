@@ -7,25 +7,29 @@
 // Batching. Every call becomes an op. One dispatcher thread takes all
 // pending ops, merges those of one kind on one bucket into one script call
 // (all pending adds of a bucket: one `add` with many jobs; finishes, touches
-// and deletes likewise; reserves with the same topics: one `heads` per
-// bucket and one `reserve` per bucket that holds the best), sends the whole
-// round as one Client::ExecBatch (about one round trip, all nodes in
-// parallel), then completes the ops. Calls made while a round is in flight
-// wait for the next one: group commit. The blocking methods are the
-// asynchronous path plus a wait; called on one of the queue's own threads (a
-// callback), they run their ops on that thread instead, so a callback may
-// call them without deadlock. Ops on one job id keep their order: ops of
+// and deletes likewise; reserves: those with the same topics form a group,
+// and every group of the round shares one `heads` per bucket and one
+// `reserve` per bucket that holds the best, whose replies give each group
+// its own part), sends the whole round as one Client::ExecBatch (about one
+// round trip, all nodes in parallel), then completes the ops. Calls made
+// while a round is in flight wait for the next one: group commit. The
+// blocking methods are the asynchronous path plus a wait; called on one of
+// the queue's own threads (a callback), they run their ops on that thread
+// instead, so a callback may call them without deadlock. Ops on one job id keep their order: ops of
 // different kinds on one id never share a round.
 //
 // Reserve. Best first across topics and buckets: `heads` (read-only) on
 // every bucket, the keys merged, then `reserve` on the chosen buckets for
 // the chosen counts; a bucket known or reported to have work due is
-// promoted first, so a due job is never invisible. A race with another
-// server costs order, never correctness (the attempt looks again, twice at
-// most). A reserve that waits reads only the buckets where jobs of its
-// topics may be ready (the queue remembers where they ran out, until an add,
-// a wake message or a promote says otherwise), and none at all when that is
-// nowhere. A reserve that waits is a local waiter (a ticket): it is tried again
+// promoted first (once per round), so a due job is never invisible. The
+// cost of a round is one heads and one reserve per bucket however many
+// topic lists wait (up to 1000 jobs and 1000 topics per call: more are
+// split), so many waiters on different topics cost a fraction of a script
+// call per job. A race with another server costs order, never correctness
+// (the attempt looks again, twice at most). A reserve that waits reads only
+// the buckets where jobs of its topics may be ready (the queue remembers
+// where they ran out, until an add, a wake message or a promote says
+// otherwise), and none at all when that is nowhere. A reserve that waits is a local waiter (a ticket): it is tried again
 // when this queue's own adds, kick_topics or resumes make its topics ready, when a
 // wake message `r <bucket> <topic>` arrives from any server (Subscriber on
 // `<prefix>:wake`), and after the subscriber reconnects (everything is

@@ -242,6 +242,108 @@ size_t Batch::Single(Lua lua, uint32_t bucket, std::vector<std::string> args) {
   return cmds_.size() - 1;
 }
 
+Batch::GroupSlot Batch::AddHeads(uint32_t bucket, uint32_t m,
+                                 const std::vector<std::string>& topics, bool promote) {
+  if (promote) promote_.insert(bucket);
+  return AddGroup(Lua::kHeads, bucket, m, topics);
+}
+
+Batch::GroupSlot Batch::AddReserve(uint32_t bucket, uint32_t count,
+                                   const std::vector<std::string>& topics) {
+  return AddGroup(Lua::kReserve, bucket, count, topics);
+}
+
+Batch::GroupSlot Batch::AddGroup(Lua lua, uint32_t bucket, uint32_t n,
+                                 const std::vector<std::string>& topics) {
+  n = std::clamp<uint32_t>(n, 1, kMaxBatch);
+  auto it = open_shared_.find({lua, bucket});
+  if (it == open_shared_.end() || shared_[it->second].total + n > kMaxBatch ||
+      shared_[it->second].topics + topics.size() > kMaxCallTopics) {
+    SharedCall call;
+    call.lua = lua;
+    call.bucket = bucket;
+    shared_.push_back(std::move(call));
+    it = open_shared_.insert_or_assign({lua, bucket}, shared_.size() - 1).first;
+  }
+  SharedCall& call = shared_[it->second];
+  call.group_args.push_back(Str(n));
+  call.group_args.push_back(Str(static_cast<int64_t>(topics.size())));
+  call.group_args.insert(call.group_args.end(), topics.begin(), topics.end());
+  call.total += n;
+  call.topics += topics.size();
+  return GroupSlot{it->second, call.groups++};
+}
+
+void Batch::Seal() {
+  if (sealed_) return;
+  sealed_ = true;
+  // A bucket's promote goes before its heads calls in the same pipeline, so
+  // they see what fell due.
+  std::map<uint32_t, size_t> promotes;
+  for (uint32_t bucket : promote_) {
+    promotes[bucket] = Single(Lua::kPromote, bucket, {Str(kMaxBatch)});
+  }
+  for (SharedCall& call : shared_) {
+    std::vector<std::string> args;
+    args.reserve(call.group_args.size() + 2);
+    if (call.lua == Lua::kHeads) {
+      args.push_back("ready");
+      if (auto p = promotes.find(call.bucket); p != promotes.end()) call.promote = p->second;
+    }
+    args.push_back(Str(call.groups));
+    for (std::string& a : call.group_args) args.push_back(std::move(a));
+    call.group_args.clear();
+    call.cmd = Single(call.lua, call.bucket, std::move(args));
+  }
+}
+
+size_t Batch::PromoteBefore(GroupSlot slot) const { return shared_[slot.call].promote; }
+
+void Batch::IndexReply(SharedCall& call, const Reply& reply) {
+  // heads: next_due_ms, then per group n and n keys of 3 integers;
+  // reserve: per group n and n deliveries of 9 fields.
+  const bool heads = call.lua == Lua::kHeads;
+  const size_t width = heads ? 3 : 9;
+  const std::string_view what = heads ? "heads" : "reserve";
+  if (!reply.is_array() || (heads && (reply.elements().empty() || !AsInt(reply.elements()[0])))) {
+    call.shape = Malformed(what, reply);
+    return;
+  }
+  const auto& f = reply.elements();
+  size_t at = heads ? 1 : 0;
+  for (uint32_t g = 0; g < call.groups; ++g) {
+    std::optional<int64_t> n = at < f.size() ? AsInt(f[at]) : std::nullopt;
+    if (!n || *n < 0 || static_cast<uint64_t>(*n) > (f.size() - at - 1) / width) {
+      call.starts.clear();
+      call.shape = Malformed(what, reply);
+      return;
+    }
+    call.starts.push_back(at);
+    at += 1 + static_cast<size_t>(*n) * width;
+  }
+  if (at != f.size()) {
+    call.starts.clear();
+    call.shape = Malformed(what, reply);
+  }
+}
+
+Result<Batch::GroupPart> Batch::Part(GroupSlot slot) {
+  SharedCall& call = shared_[slot.call];
+  auto r = TakeReply(call.cmd);
+  if (!r.ok()) return r.status();
+  Reply& reply = **r;
+  if (call.starts.empty() && call.shape.ok()) IndexReply(call, reply);
+  if (!call.shape.ok()) return call.shape;
+  auto& f = reply.elements();
+  const size_t at = call.starts[slot.group];
+  GroupPart part;
+  part.fields = &f;
+  part.first = at + 1;
+  part.entries = static_cast<size_t>(*AsInt(f[at]));
+  if (call.lua == Lua::kHeads) part.next_due_ms = *AsInt(f[0]);
+  return part;
+}
+
 Result<const Reply*> Batch::ReplyOf(size_t cmd) const {
   if (cmd >= results_.size()) return Internal("redis store: no reply for a command");
   const Result<redis::Reply>& r = results_[cmd];
@@ -529,7 +631,8 @@ class KickTopicOp final : public Op {
     const uint32_t m = static_cast<uint32_t>(std::min<uint64_t>(left_, kMaxBatch));
     if (!kicking_) {
       for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
-        cmds_.emplace_back(i, b.Single(Lua::kHeads, i, {"buried", Str(m), topic_}));
+        // One group: m seqs of the topic.
+        cmds_.emplace_back(i, b.Single(Lua::kHeads, i, {"buried", "1", Str(m), "1", topic_}));
       }
       return;
     }
@@ -543,9 +646,12 @@ class KickTopicOp final : public Op {
       for (const auto& [bucket, cmd] : cmds_) {
         auto r = b.ReplyOf(cmd);
         if (!r.ok()) return Done(r.status());
-        if (!(*r)->is_array() || (*r)->elements().empty()) return Done(Malformed("heads", **r));
+        // next_due_ms, the number of seqs, the seqs.
+        if (!(*r)->is_array() || (*r)->elements().size() < 2) return Done(Malformed("heads", **r));
         const auto& f = (*r)->elements();
-        for (size_t i = 1; i < f.size(); ++i) {
+        auto n = AsInt(f[1]);
+        if (!n || static_cast<size_t>(*n) != f.size() - 2) return Done(Malformed("heads", **r));
+        for (size_t i = 2; i < f.size(); ++i) {
           auto seq = AsInt(f[i]);
           if (!seq) return Done(Malformed("heads", **r));
           seqs.emplace_back(*seq, bucket);
@@ -857,16 +963,12 @@ void ReserveGroup::Fail(Status s) { FailAll(s); }
 
 void ReserveGroup::PlanHeads(Batch& b, const std::vector<uint32_t>& buckets,
                              bool promote_known_due) {
-  std::vector<std::string> args = {"ready", Str(Wanted())};
-  args.insert(args.end(), topics_.begin(), topics_.end());
+  const uint32_t m = Wanted();
+  const uint64_t stamp = b.ctx().ready_events.load(std::memory_order_relaxed);
   for (uint32_t bucket : buckets) {
-    HeadsCmd h{bucket, SIZE_MAX, 0, b.ctx().ready_events.load(std::memory_order_relaxed)};
     // What is due but not promoted yet is invisible to heads.
-    if (!promote_known_due || b.ctx().KnownDue(bucket, b.now())) {
-      h.promote = b.Single(Lua::kPromote, bucket, {Str(kMaxBatch)});
-    }
-    h.heads = b.Single(Lua::kHeads, bucket, args);
-    heads_cmds_.push_back(h);
+    const bool promote = !promote_known_due || b.ctx().KnownDue(bucket, b.now());
+    heads_cmds_.push_back({bucket, b.AddHeads(bucket, m, topics_, promote), stamp});
   }
 }
 
@@ -903,17 +1005,16 @@ void ReserveGroup::Plan(Batch& b) {
     if (count == 0) continue;
     const uint32_t n = std::min(count, kMaxBatch);
     const uint64_t stamp = b.ctx().ready_events.load(std::memory_order_relaxed);
-    std::vector<std::string> args = {Str(n)};
-    args.insert(args.end(), topics_.begin(), topics_.end());
-    reserve_cmds_.push_back({bucket, b.Single(Lua::kReserve, bucket, std::move(args)), n, stamp});
+    reserve_cmds_.push_back({bucket, b.AddReserve(bucket, n, topics_), n, stamp});
   }
 }
 
 bool ReserveGroup::AbsorbHeads(Batch& b) {
   redo_.clear();
   for (const HeadsCmd& h : heads_cmds_) {
-    if (h.promote != SIZE_MAX) {
-      auto p = b.ReplyOf(h.promote);
+    const size_t promote = b.PromoteBefore(h.slot);
+    if (promote != SIZE_MAX) {
+      auto p = b.ReplyOf(promote);
       if (!p.ok()) {
         FailAll(p.status());
         return false;
@@ -922,40 +1023,31 @@ bool ReserveGroup::AbsorbHeads(Batch& b) {
         if (auto next = AsInt((*p)->elements()[2])) b.NoteDue(h.bucket, *next);
       }
     }
-    auto r = b.ReplyOf(h.heads);
-    if (!r.ok()) {
-      FailAll(r.status());
+    auto part = b.Part(h.slot);
+    if (!part.ok()) {
+      FailAll(part.status());
       return false;
     }
-    const Reply& reply = **r;
-    if (!reply.is_array() || reply.elements().empty() || (reply.elements().size() - 1) % 3 != 0) {
-      FailAll(Malformed("heads", reply));
-      return false;
-    }
-    const auto& f = reply.elements();
-    auto next_due = AsInt(f[0]);
-    if (!next_due) {
-      FailAll(Malformed("heads", reply));
-      return false;
-    }
-    b.NoteDue(h.bucket, *next_due);
+    const int64_t next_due = part->next_due_ms;
+    b.NoteDue(h.bucket, next_due);
     // Work due that nobody promoted yet (another server's job, a TTR that
     // ran out): promote and read again, once.
-    if (*next_due >= 0 && *next_due <= b.now() && h.promote == SIZE_MAX) redo_.push_back(h.bucket);
-    if (f.size() == 1 && (*next_due < 0 || *next_due > b.now())) {
+    if (next_due >= 0 && next_due <= b.now() && promote == SIZE_MAX) redo_.push_back(h.bucket);
+    if (part->entries == 0 && (next_due < 0 || next_due > b.now())) {
       b.NoteEmpty({h.bucket, h.stamp, &topics_});
     }
+    const std::vector<Reply>& f = *part->fields;
     std::vector<Key>& keys = keys_[h.bucket];
     keys.clear();
-    for (size_t i = 1; i < f.size(); i += 3) {
+    for (size_t i = part->first; i < part->first + part->entries * 3; i += 3) {
       auto p = AsInt(f[i]);
-      auto r2 = AsInt(f[i + 1]);
+      auto r = AsInt(f[i + 1]);
       auto s = AsInt(f[i + 2]);
-      if (!p || !r2 || !s) {
-        FailAll(Malformed("heads", reply));
+      if (!p || !r || !s) {
+        FailAll(Internal("redis store: malformed heads reply: a key that is not 3 integers"));
         return false;
       }
-      keys.push_back(Key{*p, *r2, *s, h.bucket});
+      keys.push_back(Key{*p, *r, *s, h.bucket});
     }
   }
   return true;
@@ -971,18 +1063,13 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
   bool short_bucket = false;
   for (const ReserveCmd& rc : reserve_cmds_) {
     const uint32_t bucket = rc.bucket;
-    auto r = b.TakeReply(rc.cmd);  // the deliveries are moved out
-    if (!r.ok()) {
-      error = r.status();
+    auto part = b.Part(rc.slot);  // the deliveries are moved out
+    if (!part.ok()) {
+      error = part.status();
       continue;
     }
-    Reply& reply = **r;
-    if (Status s = CheckArray(reply, 9, "reserve"); !s.ok()) {
-      error = s;
-      continue;
-    }
-    auto& f = reply.elements();
-    const size_t n = f.size() / 9;
+    std::vector<Reply>& f = *part->fields;
+    const size_t n = part->entries;
     if (n < rc.count) {
       // Fewer than asked: none of its topics has a ready job left there.
       b.NoteEmpty({bucket, rc.stamp, &topics_});
@@ -992,7 +1079,7 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
     for (size_t i = 0; i < n; ++i) {
       Got g;
       int64_t seq = 0;
-      if (Status s = ParseDelivery(f, i * 9, &g.d, &seq); !s.ok()) {
+      if (Status s = ParseDelivery(f, part->first + i * 9, &g.d, &seq); !s.ok()) {
         error = s;
         break;
       }

@@ -2,8 +2,10 @@
 // Op that a dispatcher plans into a round of commands (Batch) together with
 // every other pending op, sends as one Client::ExecBatch, and then reads its
 // replies from. Ops of one kind on one bucket share a command (all pending
-// adds of bucket 3 become one `add` call); an op that needs several rounds
-// (a reserve: heads, then reserve) stays active across rounds.
+// adds of bucket 3 become one `add` call), and so do the reserve groups of a
+// round (one `heads` and one `reserve` per bucket, each reply giving every
+// group its own part); an op that needs several rounds (a reserve: heads,
+// then reserve) stays active across rounds.
 //
 // The scripts, keys and reply formats are docs/redis-store.md's.
 //
@@ -38,6 +40,8 @@ namespace delayq::rq {
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 inline constexpr uint32_t kFormat = 1;       // the store format these scripts speak
 inline constexpr uint32_t kMaxBatch = 1000;  // jobs per script call (the scripts' MAX_BATCH)
+// Topics over all the groups of one heads or reserve call (MAX_CALL_TOPICS).
+inline constexpr size_t kMaxCallTopics = 1000;
 inline constexpr uint32_t kMaxBuckets = 16384;
 inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
 
@@ -124,6 +128,29 @@ class Batch {
   // A command of its own: `lua` on `bucket` with now_ms then `args`.
   size_t Single(Lua lua, uint32_t bucket, std::vector<std::string> args);
 
+  // Where one reserve group's part of a shared `heads` or `reserve` call is.
+  struct GroupSlot {
+    size_t call = 0;   // which shared call of this round
+    size_t group = 0;  // the group's place among that call's groups
+  };
+  // Adds a group (its `m` best keys of `topics`) to this round's `heads
+  // ready` call on `bucket`, so that a round sends one heads per bucket
+  // however many groups want one. A call that would pass a call's bounds
+  // (kMaxBatch keys, kMaxCallTopics topics over its groups) is closed and
+  // another opened. `promote`: the bucket is promoted before its heads calls
+  // (once, however many groups ask). REQUIRES: 1 <= m <= kMaxBatch,
+  // 1..kMaxReserveTopics topics.
+  GroupSlot AddHeads(uint32_t bucket, uint32_t m, const std::vector<std::string>& topics,
+                     bool promote);
+  // Likewise a group's `count` jobs of `topics` from this round's `reserve`
+  // call on `bucket`. The script serves the groups in the order they were
+  // added, and a job taken by one is not seen by the next.
+  GroupSlot AddReserve(uint32_t bucket, uint32_t count, const std::vector<std::string>& topics);
+  // Adds the shared heads and reserve calls to the commands (each bucket's
+  // promote first). Called once, after every op of the round was planned and
+  // before the commands are sent.
+  void Seal();
+
   std::vector<redis::Command>& commands() { return cmds_; }
   void SetResults(std::vector<Result<redis::Reply>> results) { results_ = std::move(results); }
 
@@ -133,6 +160,21 @@ class Batch {
   Result<redis::Reply*> TakeReply(size_t cmd);
   // A job's element of a shared command's array reply.
   Result<const redis::Reply*> Element(Slot slot) const;
+  // A group's part of a shared heads or reserve call's reply: its
+  // `entries` keys (heads: 3 integers each) or deliveries (reserve: 9
+  // fields each, which the caller may move out) from fields[first]. An
+  // error reply, or a reply that does not match its groups, fails every
+  // group of the call.
+  struct GroupPart {
+    std::vector<redis::Reply>* fields = nullptr;  // the call's whole reply
+    size_t first = 0;
+    size_t entries = 0;
+    int64_t next_due_ms = -1;  // heads: the bucket's next due time (-1: none)
+  };
+  Result<GroupPart> Part(GroupSlot slot);
+  // The promote command sent before a shared heads call (asked for by this
+  // group or another), SIZE_MAX when there is none.
+  size_t PromoteBefore(GroupSlot slot) const;
 
   // What replies taught, applied by the queue after the round.
   void NoteDue(uint32_t bucket, int64_t ms);  // something falls due there at ms
@@ -157,11 +199,34 @@ class Batch {
     size_t jobs;
     size_t bytes;
   };
+  // A heads or reserve call that serves several groups; its command is
+  // made by Seal, when the number of groups is known.
+  struct SharedCall {
+    Lua lua = Lua::kHeads;
+    uint32_t bucket = 0;
+    std::vector<std::string> group_args;  // per group: n, k, then k topics
+    uint32_t groups = 0;
+    uint32_t total = 0;  // the groups' n summed
+    size_t topics = 0;   // the groups' k summed
+    size_t cmd = SIZE_MAX;
+    size_t promote = SIZE_MAX;  // heads: the promote sent before it
+    // Where each group's count is in the reply; made on the first read.
+    std::vector<size_t> starts;
+    Status shape;  // a reply that does not match the groups
+  };
+  GroupSlot AddGroup(Lua lua, uint32_t bucket, uint32_t n, const std::vector<std::string>& topics);
+  // Fills call.starts from its reply, or sets call.shape.
+  void IndexReply(SharedCall& call, const redis::Reply& reply);
+
   Context& ctx_;
   const int64_t now_;
   const std::string now_text_;
   std::vector<redis::Command> cmds_;
   std::map<std::pair<Lua, uint32_t>, Open> open_;
+  std::vector<SharedCall> shared_;
+  std::map<std::pair<Lua, uint32_t>, size_t> open_shared_;  // (lua, bucket) -> shared_ index
+  std::set<uint32_t> promote_;                              // buckets promoted before heads
+  bool sealed_ = false;
   std::vector<Result<redis::Reply>> results_;
   std::map<uint32_t, int64_t> due_;
   std::set<std::pair<std::string, uint32_t>> ready_;
@@ -248,10 +313,15 @@ struct Attempt {
 // `heads` on every bucket the attempts look at (a bucket that has work due
 // is promoted first), the sort keys merged, `reserve` on the buckets that
 // hold the best for the summed count, the deliveries merged by (priority,
-// run_at, seq) and handed to the attempts in order. A bucket that hands out
-// fewer than its heads promised (another server was faster) costs another
-// round for the attempts that got nothing, at most twice. When the attempts
-// look at one bucket only there is nothing to merge: one `reserve` call.
+// run_at, seq) and handed to the attempts in order. The groups of one round
+// share their calls (Batch::AddHeads, AddReserve): one heads and one reserve
+// per bucket serve them all, so the cost of a round does not grow with the
+// number of topic lists waiting. A bucket that hands out fewer than its
+// heads promised (another server was faster, or a group before this one in
+// the shared reserve call took a job of a topic they both name) costs
+// another round for the attempts that got nothing, at most twice. When the
+// attempts look at one bucket only there is nothing to merge: `reserve`
+// alone.
 class ReserveGroup final : public Op {
  public:
   explicit ReserveGroup(std::vector<std::string> topics) : topics_(std::move(topics)) {}
@@ -293,17 +363,16 @@ class ReserveGroup final : public Op {
   const std::vector<std::string> topics_;
   Stage stage_ = Stage::kHeads;
   int retries_ = 0;
-  // This round's commands.
+  // This round's parts of the shared calls.
   struct HeadsCmd {
     uint32_t bucket;
-    size_t promote;  // SIZE_MAX: none
-    size_t heads;
+    Batch::GroupSlot slot;
     uint64_t stamp;  // Context::ready_events when planned
   };
   std::vector<HeadsCmd> heads_cmds_;
   struct ReserveCmd {
     uint32_t bucket;
-    size_t cmd;
+    Batch::GroupSlot slot;
     uint32_t count;  // asked for
     uint64_t stamp;  // Context::ready_events when planned
   };

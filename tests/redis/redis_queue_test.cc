@@ -421,6 +421,80 @@ TEST(RedisQueueBatching, ConcurrentCallsShareScriptCalls) {
   EXPECT_LT(blocking * 2, kThreads * 200) << "blocking adds were not merged";
 }
 
+// An id of a job that lands in `bucket`: `stem` and a number.
+std::string IdIn(const RedisQueue& q, uint32_t bucket, const std::string& stem) {
+  for (int n = 0;; ++n) {
+    std::string id = stem + std::to_string(n);
+    if (q.BucketOf(id) == bucket) return id;
+  }
+}
+
+// Waiters on many different topics (the benchmark's shape: each connection
+// its own topic) share their script calls: a round sends one heads and one
+// reserve per bucket, however many topic lists wait, and each waiter still
+// gets the best job of its topic across buckets.
+TEST(RedisQueueBatching, ReservesOnManyTopicsShareHeadsAndReserveCalls) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto q = Open(RedisOptions(server->url(), "many"));
+  ASSERT_NE(q, nullptr);
+  auto* rq = dynamic_cast<RedisQueue*>(q.get());
+  ASSERT_NE(rq, nullptr);
+  const uint32_t buckets = rq->buckets();
+  constexpr int kTopics = 40;
+  auto topic = [](int t) { return "many." + std::to_string(t); };
+  // One job of every topic in every bucket. Topic t's first job (the best:
+  // equal priorities, the earliest run_at and seq) is in bucket t % buckets,
+  // so the reserves spread over every bucket.
+  std::vector<std::string> best(kTopics);
+  for (int t = 0; t < kTopics; ++t) {
+    for (uint32_t k = 0; k < buckets; ++k) {
+      const uint32_t bucket = (static_cast<uint32_t>(t) + k) % buckets;
+      const std::string id = IdIn(*rq, bucket, "m" + std::to_string(t) + "-");
+      ASSERT_TRUE(q->Add(Job(topic(t), id)).ok());
+      if (k == 0) best[t] = id;
+    }
+  }
+
+  ASSERT_TRUE(server->Command({"CONFIG", "RESETSTAT"}).ok());
+  const RedisQueue::DispatchStats before = rq->dispatch_stats();
+  // The reserves start in an add's callback, which runs on the dispatcher
+  // between rounds: all of them are in the next round, whatever the timing.
+  std::vector<std::unique_ptr<AsyncReserve>> reserves;
+  std::promise<void> started;
+  q->AddAsync(Job("many.start", "start"), [&](Result<AddResult> r) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    for (int t = 0; t < kTopics; ++t) {
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({topic(t)}, 10000)));
+    }
+    started.set_value();
+  });
+  ASSERT_EQ(started.get_future().wait_for(Ms(10000)), std::future_status::ready);
+  for (int t = 0; t < kTopics; ++t) {
+    ASSERT_TRUE(reserves[t]->Answered(Ms(10000))) << topic(t) << " was not answered";
+    Result<Deliveries> got = reserves[t]->future.get();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), 1u) << topic(t);
+    EXPECT_EQ(got->front().topic, topic(t));
+    EXPECT_EQ(got->front().id, best[t]) << "not the best job of " << topic(t) << " across buckets";
+  }
+  const RedisQueue::DispatchStats after = rq->dispatch_stats();
+  const uint64_t commands = after.commands - before.commands - 1;  // the add that started them
+  const uint64_t rounds = after.rounds - before.rounds;
+  const int64_t evalsha = CommandCalls(*server, "evalsha");
+  std::printf(
+      "%d reserves on %d topics over %u buckets: %llu script calls in %llu rounds, %lld "
+      "EVALSHA (with the timer's promotes)\n",
+      kTopics, kTopics, buckets, static_cast<unsigned long long>(commands),
+      static_cast<unsigned long long>(rounds), static_cast<long long>(evalsha));
+  // One heads per bucket, then one reserve per bucket (each shared by the
+  // groups whose best job is there), and no promote: nothing is due. Each
+  // group on its own sent 40 x 16 heads and 40 reserves.
+  EXPECT_LE(commands, 2u * buckets) << "heads and reserve calls were not shared by the groups";
+  EXPECT_LE(rounds, 3u);  // the add, the heads, the reserves
+  EXPECT_LE(evalsha, 4 * static_cast<int64_t>(buckets));
+}
+
 // A reserve for many jobs spread over every bucket gets them best first.
 TEST(RedisQueueReserve, ABatchAcrossBucketsComesOutInGlobalOrder) {
   auto server = StartServer();

@@ -24,13 +24,63 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import redis  # noqa: E402
 
-from script_harness import (Bucket, Cluster, RedisServer, ScriptError,  # noqa: E402
-                            load_scripts)
+from script_harness import (DELIVERY_FIELDS, Bucket, Cluster, RedisServer,  # noqa: E402
+                            ScriptError, _record, load_scripts)
 
 T0 = 1_700_000_000_000  # a wall-clock time, ms
 LONG = 600_000
 SCRIPTS = load_scripts()
 _prefixes = itertools.count(1)
+
+
+def flat_groups(groups):
+    """heads' and reserve's per-group arguments: G, then n, k, topics per group."""
+    args = [len(groups)]
+    for n, topics in groups:
+        args += [n, len(topics)] + list(topics)
+    return args
+
+
+def split_groups(flat, groups, width):
+    """A per-group reply (n, then n entries of `width` fields, per group) as one
+    list of entries per group; the whole reply must be consumed."""
+    out, at = [], 0
+    for _ in range(groups):
+        n = flat[at]
+        entries = flat[at + 1:at + 1 + n * width]
+        if len(entries) != n * width:
+            raise AssertionError('short reply: %r' % (flat,))
+        out.append([entries[i:i + width] for i in range(0, len(entries), width)])
+        at += 1 + n * width
+    if at != len(flat):
+        raise AssertionError('reply longer than its groups: %r' % (flat,))
+    return out
+
+
+class GroupBucket(Bucket):
+    """The harness's Bucket with reserve and heads in their grouped formats: one
+    call serves several groups (docs/redis-store.md, "The scripts")."""
+
+    def reserve_groups(self, now, groups):
+        """groups: [(count, topics)]; returns one list of deliveries per group."""
+        flat = self.call('reserve', now, *flat_groups(groups))
+        return [[_record(DELIVERY_FIELDS, e) for e in part]
+                for part in split_groups(flat, len(groups), len(DELIVERY_FIELDS))]
+
+    def reserve(self, now, topics, count=1):
+        return self.reserve_groups(now, [(count, topics)])[0]
+
+    def heads_groups(self, now, state, groups):
+        """groups: [(m, topics)]; returns next_due_ms and one list of keys per
+        group (tuples: priority, run_at_ms, seq for ready; seq for buried)."""
+        flat = self.call('heads', now, state, *flat_groups(groups))
+        parts = split_groups(flat[1:], len(groups), 3 if state == 'ready' else 1)
+        return flat[0], [[tuple(k) for k in part] for part in parts]
+
+    def heads(self, now, state, m, topics):
+        """One group: next_due_ms then its keys, flat."""
+        next_due, (keys,) = self.heads_groups(now, state, [(m, topics)])
+        return [next_due] + [v for k in keys for v in k]
 
 
 def setUpModule():
@@ -52,7 +102,7 @@ class ScriptTest(unittest.TestCase):
         self.b = self.bucket(0)
 
     def bucket(self, n, client=None):
-        return Bucket(client or self.r, self.prefix, n, SCRIPTS, self.shas)
+        return GroupBucket(client or self.r, self.prefix, n, SCRIPTS, self.shas)
 
     def assertCode(self, code, fn, *args, **kw):
         with self.assertRaises(ScriptError) as cm:
@@ -350,14 +400,43 @@ class Order(ScriptTest):
     def test_reserve_rejects_bad_requests_naming_the_field(self):
         b = self.b
         b.add_one(T0, 'keep', 'rq.ok')
-        for args, field in (((T0, 1), 'topics'), ((T0, 1, 'bad topic'), 'topics'),
-                            ((T0, 1, 'rq.ok', ''), 'topics'), ((T0, 0, 'rq.ok'), 'count'),
-                            ((T0, 1001, 'rq.ok'), 'count'),
-                            ((T0, 1) + tuple('t%d' % i for i in range(101)), 'topics')):
-            with self.subTest(field=field):
-                self.assertIn(field, self.assertCode('invalid_argument', b.call, 'reserve',
-                                                     *args).message)
+        many = tuple('t%d' % i for i in range(100))
+        # now, G, then per group: count, k, k topics.
+        for args, field in (((T0, 1, 1, 0), 'topics'), ((T0, 1, 1, 1, 'bad topic'), 'topics'),
+                            ((T0, 1, 1, 2, 'rq.ok', ''), 'topics'),
+                            ((T0, 1, 0, 1, 'rq.ok'), 'count'),
+                            ((T0, 1, 1001, 1, 'rq.ok'), 'count'),
+                            ((T0, 1, 1, 101) + many + ('t100',), 'topics'),
+                            ((T0, 1, 1, 2, 'rq.ok'), 'topics'),  # fewer topics than k
+                            ((T0, 0), 'groups'), ((T0, 1001), 'groups'), ((T0,), 'groups'),
+                            ((T0, 1), 'count'), ((T0, 2, 1, 1, 'rq.ok'), 'count'),
+                            ((T0, 1, 1, 1, 'rq.ok', 'rq.ok'), 'groups'),  # left over
+                            # The bounds of one call: counts and topics over all groups.
+                            ((T0, 2, 600, 1, 'rq.ok', 401, 1, 'rq.ok'), 'count'),
+                            ((T0, 11) + sum(((1, 100) + many for _ in range(11)), ()),
+                             'topics'),
+                            # A bad group after a good one: nothing is reserved.
+                            ((T0, 2, 1, 1, 'rq.ok', 1, 1, 'bad topic'), 'topics')):
+            with self.subTest(args=args[:6], field=field):
+                e = self.assertCode('invalid_argument', b.call, 'reserve', *args)
+                self.assertTrue(e.message.startswith(field + ':'), e.message)
         self.assertEqual(b.state(T0, 'keep'), 'ready')
+        # At the bounds exactly: 1000 jobs and 1000 topics over all groups.
+        self.assertEqual(b.call('reserve', T0, 2, 999, 1, 'rq.none', 1, 1, 'rq.none'), [0, 0])
+        self.assertEqual(b.call('reserve', T0, *((10,) + sum(((1, 100) + many for _ in range(10)),
+                                                             ()))), [0] * 10)
+
+    def test_heads_rejects_bad_requests_naming_the_field(self):
+        b = self.b
+        for args, field in (((T0, 'ready', 1, 1, 0), 'topics'),
+                            ((T0, 'ready', 1, 0, 1, 'h.ok'), 'm'),
+                            ((T0, 'ready', 2, 600, 1, 'h.ok', 401, 1, 'h.ok'), 'm'),
+                            ((T0, 'ready', 0), 'groups'),
+                            ((T0, 'ready', 1, 1, 1, 'h.ok', 'extra'), 'groups'),
+                            ((T0, 'reserved', 1, 1, 1, 'h.ok'), 'state')):
+            with self.subTest(args=args, field=field):
+                e = self.assertCode('invalid_argument', b.call, 'heads', *args)
+                self.assertTrue(e.message.startswith(field + ':'), e.message)
 
 
 # --- finish, receipts and TTR ------------------------------------------------------------
@@ -1055,6 +1134,77 @@ class InitAndHeads(ScriptTest):
         got = b0.reserve(T0, ['h'], take[0]) + b1.reserve(T0, ['h'], take[1])
         self.assertEqual(sorted(d['id'] for d in got), ['x', 'y', 'z'])
 
+    def test_one_heads_call_gives_each_group_its_own_keys(self):
+        b = self.b
+        b.add(T0, b.job('a1', 'g.a', T0, priority=5), b.job('a2', 'g.a', T0 - 3, priority=5),
+              b.job('b1', 'g.b', T0, priority=1), b.job('c1', 'g.c', T0, priority=0),
+              b.job('c2', 'g.c', T0, priority=9), b.job('later', 'g.c', T0 + 70))
+        seq = {i: b.get(T0, i)['seq'] for i in ('a1', 'a2', 'b1', 'c1', 'c2')}
+
+        def key(id_, priority, run_at):
+            return (priority, run_at, seq[id_])
+        groups = [(2, ['g.a']), (2, ['g.b', 'g.c', 'g.b']), (1, ['g.none']), (10, ['g.a', 'g.c'])]
+        next_due, keys = b.heads_groups(T0, 'ready', groups)
+        self.assertEqual(next_due, T0 + 70)
+        self.assertEqual(keys, [
+            [key('a2', 5, T0 - 3), key('a1', 5, T0)],
+            [key('c1', 0, T0), key('b1', 1, T0)],  # m = 2 cuts c2 off
+            [],
+            [key('c1', 0, T0), key('a2', 5, T0 - 3), key('a1', 5, T0), key('c2', 9, T0)]])
+        # Each group's part is what a call for that group alone answers.
+        for (m, topics), part in zip(groups, keys):
+            self.assertEqual(b.heads_groups(T0, 'ready', [(m, topics)]), (next_due, [part]))
+        # Buried: one seq per key, oldest first, per group.
+        got = b.reserve(T0, ['g.a', 'g.b'], 3)
+        for d in got:
+            b.bury(T0, d['id'], d['receipt'])
+        self.assertEqual(b.heads_groups(T0, 'buried', [(1, ['g.a']), (5, ['g.b', 'g.a'])])[1],
+                         [[(seq['a1'],)], [(seq['a1'],), (seq['a2'],), (seq['b1'],)]])
+        # Nothing changed: heads is read-only.
+        self.assertEqual(b.stats(T0)['buried'], 3)
+
+    def test_one_reserve_call_never_hands_a_job_to_two_groups_and_each_gets_best_first(self):
+        b = self.b
+        b.add(T0, b.job('x1', 'o.x', T0, priority=1), b.job('x2', 'o.x', T0, priority=2),
+              b.job('x3', 'o.x', T0, priority=4), b.job('y1', 'o.y', T0, priority=0),
+              b.job('y2', 'o.y', T0, priority=3), b.job('y3', 'o.y', T0 + 30, priority=5))
+        # Overlapping topics, served in the order given: what one group takes, the
+        # next does not see. y3 falls due at T0 + 30: the call settles the bucket
+        # once, before any group, so the third group gets it.
+        got = b.reserve_groups(T0 + 30, [(2, ['o.x']), (2, ['o.x', 'o.y']),
+                                         (5, ['o.y', 'o.x']), (1, ['o.x'])])
+        self.assertEqual([[d['id'] for d in part] for part in got],
+                         [['x1', 'x2'], ['y1', 'y2'], ['x3', 'y3'], []])
+        flat = [d for part in got for d in part]
+        self.assertEqual(len({d['receipt'] for d in flat}), 6)
+        for d in flat:
+            self.assertEqual((d['attempts'], d['reserved_until_ms']), (1, T0 + 30 + 60000))
+            self.assertEqual(b.get(T0 + 30, d['id'])['receipt'], d['receipt'])
+        s = b.stats(T0 + 30)
+        self.assertEqual((s['reserves'], s['reserved'], s['ready']), (6, 6, 0))
+        self.assertEqual(b.topics(T0 + 30)['o.x']['reserved'], 3)
+        self.assertEqual(b.topics(T0 + 30)['o.y']['reserved'], 3)
+        # The one-topic fast path (ZPOPMIN) and the merge in one call, sharing a topic.
+        b.add(T0, b.job('z1', 'o.z', T0, priority=2), b.job('z2', 'o.z', T0, priority=1),
+              b.job('w1', 'o.w', T0, priority=0), b.job('z3', 'o.z', T0, priority=3))
+        got = b.reserve_groups(T0 + 30, [(1, ['o.z']), (3, ['o.z', 'o.w']), (1, ['o.z'])])
+        self.assertEqual([[d['id'] for d in part] for part in got], [['z2'], ['w1', 'z1', 'z3'], []])
+
+    def test_a_topic_paused_in_one_group_only_holds_back_only_that_topic(self):
+        b = self.b
+        b.add(T0, b.job('p1', 'ps.paused', T0, priority=0), b.job('o1', 'ps.open', T0, priority=5),
+              b.job('o2', 'ps.open', T0, priority=6))
+        b.pause(T0, 'ps.paused', -1)
+        groups = [(1, ['ps.paused']), (1, ['ps.paused', 'ps.open']), (5, ['ps.open'])]
+        _, keys = b.heads_groups(T0, 'ready', groups)
+        self.assertEqual([[k[0] for k in part] for part in keys], [[], [5], [5, 6]])
+        got = b.reserve_groups(T0, groups)
+        self.assertEqual([[d['id'] for d in part] for part in got], [[], ['o1'], ['o2']])
+        self.assertEqual(b.state(T0, 'p1'), 'ready')
+        b.pause(T0, 'ps.paused', 0)
+        self.assertEqual([[d['id'] for d in part] for part in b.reserve_groups(T0, groups)],
+                         [['p1'], [], []])
+
     def test_every_key_a_script_writes_is_under_its_bucket_tag(self):
         b = self.bucket(5)
         b.add(T0, b.job('a', 't.a', T0), b.job('d', 't.b', T0 + 5), b.job('e', 't:c', T0))
@@ -1090,7 +1240,8 @@ class ClusterTest(unittest.TestCase):
     def bucket(self, n):
         tag = '{%s:%d}' % (self.prefix, n)
         node = self.cluster.owner(tag)
-        return Bucket(node.client, self.prefix, n, SCRIPTS, self.node_shas[node.port]), node
+        return (GroupBucket(node.client, self.prefix, n, SCRIPTS, self.node_shas[node.port]),
+                node)
 
     def test_buckets_spread_over_the_three_masters(self):
         owners = {self.bucket(n)[1].port for n in range(16)}

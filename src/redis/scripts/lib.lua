@@ -33,7 +33,8 @@ local FORMAT = 1
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 local STATE_NAMES = { [0] = 'delayed', [1] = 'ready', [2] = 'reserved', [3] = 'buried' }
 local MAX_BATCH = 1000        -- jobs per add / finish / touch / delete, count per reserve
-local MAX_TOPICS = 100        -- topics per reserve / heads
+local MAX_TOPICS = 100        -- topics per group of a reserve / heads
+local MAX_CALL_TOPICS = 1000  -- topics over all the groups of one reserve / heads
 local SETTLE_LIMIT = 100      -- due jobs (and expired reservations) an ordinary call moves
 local MAX_ERROR = 1024        -- bytes of last_error kept
 local SEQ_PER_MS = 1024       -- seq = ms * 1024 + counter: exact in a double until 2248
@@ -97,6 +98,48 @@ local function check_id(id, name)
     abort('invalid_argument', (name or 'id') .. ': 1-256 bytes without control characters')
   end
   return id
+end
+
+-- The groups of a reserve or heads call (several waiters' requests served by
+-- one call), from ARGV[first]: their number G, then per group n (`name`:
+-- count or m), k and k topics. Returns { { n = n, topics = {...} }, ... } in
+-- the order given, each group's topics deduplicated in their order. The n of
+-- all groups sum to at most MAX_BATCH and the topics to at most
+-- MAX_CALL_TOPICS, so a call does no more work than one group of the largest
+-- size (a group reads at most n entries of each of its topics).
+local function read_groups(first, name)
+  local count = int_arg(first, 'groups', 1, MAX_BATCH)
+  local groups, at, total, named = {}, first + 1, 0, 0
+  for g = 1, count do
+    local n = int_arg(at, name, 1, MAX_BATCH)
+    local k = int_arg(at + 1, 'topics', 1, MAX_TOPICS)
+    if at + 1 + k > #ARGV then
+      abort('invalid_argument', 'topics: group ' .. fmt(g) .. ' names ' .. fmt(k)
+        .. ' topics, fewer are given')
+    end
+    total, named = total + n, named + k
+    if total > MAX_BATCH then
+      abort('invalid_argument', name .. ': at most ' .. fmt(MAX_BATCH) .. ' over all groups')
+    end
+    if named > MAX_CALL_TOPICS then
+      abort('invalid_argument', 'topics: at most ' .. fmt(MAX_CALL_TOPICS) .. ' over all groups')
+    end
+    local topics, seen = {}, {}
+    for i = at + 2, at + 1 + k do
+      local t = check_topic(ARGV[i], 'topics')
+      if not seen[t] then
+        seen[t] = true
+        topics[#topics + 1] = t
+      end
+    end
+    groups[g] = { n = n, topics = topics }
+    at = at + 2 + k
+  end
+  if at <= #ARGV then
+    abort('invalid_argument', 'groups: ' .. fmt(#ARGV - at + 1)
+      .. ' argument(s) left after the last group')
+  end
+  return groups
 end
 
 local NOW
