@@ -361,6 +361,26 @@ inline bool Eventually(const std::function<bool()>& done) {
   return true;
 }
 
+// Polls `done` until it holds, or until `progress` (a count that grows
+// while work gets done) has not moved for the deadline: a slow machine only
+// takes longer, a stall fails.
+inline bool EventuallyWhileProgressing(const std::function<bool()>& done,
+                                       const std::function<uint64_t()>& progress) {
+  uint64_t last = progress();
+  auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (!done()) {
+    uint64_t now = progress();
+    if (now != last) {
+      last = now;
+      until = std::chrono::steady_clock::now() + kDeadline;
+    } else if (std::chrono::steady_clock::now() > until) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // Until `n` reserves wait on `topic` (so a following AdvanceMs counts from
 // after the wait began).
 inline bool WaitersReach(Queue& q, const std::string& topic, uint64_t n) {
