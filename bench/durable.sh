@@ -17,7 +17,9 @@
 #               embedded --fsync always vs beanstalkd -b DIR -f0, ROUNDS
 #               rounds alternating, medians; target >= 20x. Jobs per
 #               fdatasync from /v1/stats (finished and log_syncs, read
-#               before and after each run). Also embedded always at DEPTH.
+#               before and after each run). Also embedded always at DEPTH,
+#               and 50 producers (put, adds only, 1 in flight each) against
+#               beanstalkd -f0: the "50 producers".
 #   3 restart   put RESTART_JOBS jobs delayed 1 h into embedded everysec,
 #               kill -9, du -sb of the data dir, start again on it: seconds
 #               from exec to the first PING answered; /v1/stats jobs
@@ -279,9 +281,16 @@ if want 2; then
       --depth "$DEPTH" "${cyc[@]}"
     bench "s2_beanstalkd_d${DEPTH}_r$r" "$bs_pid" - cycle --proto beanstalk --port "$bs_port" \
       --depth "$DEPTH" "${cyc[@]}"
+    # The issue's own wording, "50 producers": adds only, one in flight each.
+    bench "s2_always_put_r$r" "$dq_pid" "$dq_http" put --proto resp --port "$dq_resp" \
+      --depth 1 "${cyc[@]}"
+    bench "s2_beanstalkd_put_r$r" "$bs_pid" - put --proto beanstalk --port "$bs_port" \
+      --depth 1 "${cyc[@]}"
   done
   median s2_always_d1 cycles_per_s
   median s2_beanstalkd_d1 cycles_per_s
+  median s2_always_put adds_per_s
+  median s2_beanstalkd_put adds_per_s
   median "s2_always_d$DEPTH" cycles_per_s
   median "s2_beanstalkd_d$DEPTH" cycles_per_s
   stop_pid "$dq_pid"
@@ -528,6 +537,13 @@ s = {
     "always_d1_syncs_per_s": g("s2_always_d1", "syncs_per_s"),
     "always_d1_server_cpu_s": g("s2_always_d1", "server_cpu_s"),
     "beanstalkd_f0_d1_server_cpu_s": g("s2_beanstalkd_d1", "server_cpu_s"),
+    "always_put_adds_per_s": g("s2_always_put", "adds_per_s"),
+    "always_put_rounds": g("s2_always_put", "rounds_adds_per_s"),
+    "beanstalkd_f0_put_adds_per_s": g("s2_beanstalkd_put", "adds_per_s"),
+    "beanstalkd_f0_put_rounds": g("s2_beanstalkd_put", "rounds_adds_per_s"),
+    "always_put_over_beanstalkd_f0": ratio(g("s2_always_put", "adds_per_s"),
+                                           g("s2_beanstalkd_put", "adds_per_s"), 1),
+    "always_put_jobs_per_sync": g("s2_always_put", "jobs_per_sync"),
     "always_d%s_cycles_per_s" % depth: g("s2_always_d" + depth, "cycles_per_s"),
     "always_d%s_jobs_per_sync" % depth: g("s2_always_d" + depth, "jobs_per_sync"),
     "beanstalkd_f0_d%s_cycles_per_s" % depth: g("s2_beanstalkd_d" + depth, "cycles_per_s"),
@@ -591,6 +607,11 @@ rows = [
     ("cycles/s, %s conns x 1 in flight: embedded always vs beanstalkd -b -f0" % conns,
      s["always_d1_cycles_per_s"], s["beanstalkd_f0_d1_cycles_per_s"],
      s["always_over_beanstalkd_f0"], ">= 20"),
+    ("adds/s, %s producers x 1 in flight: embedded always vs beanstalkd -b -f0 (jobs per fdatasync)" % conns,
+     s["always_put_adds_per_s"], s["beanstalkd_f0_put_adds_per_s"],
+     s["always_put_over_beanstalkd_f0"],
+     ">= 20" + ("" if s["always_put_jobs_per_sync"] is None
+                else " (%s per sync)" % s["always_put_jobs_per_sync"])),
     ("jobs per fdatasync, always, 1 in flight (fdatasyncs/s)",
      s["always_d1_jobs_per_sync"], "", None,
      "" if s["always_d1_syncs_per_s"] is None else "%s/s" % s["always_d1_syncs_per_s"]),
