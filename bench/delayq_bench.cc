@@ -59,6 +59,11 @@ CLI::App* AddCycle(CLI::App* app, delayq::bench::CycleOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   cycle->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  cycle
+      ->add_option("--topics", o->topics,
+                   "topics the connections share, round robin (0: one per connection)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   cycle->add_option("--seconds", o->seconds, "timed seconds")->capture_default_str();
   cycle->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
       ->capture_default_str();

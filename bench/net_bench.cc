@@ -142,13 +142,15 @@ class CycleRole {
     int64_t delay_ms = 0;    // of the adds
     int64_t reserve_wait_ms = 1000;
     uint64_t max_cycles = 0;   // > 0: begin this many cycles (adds) in all, then no more
-    std::string topic_prefix;  // connection i uses prefix + "-" + i
+    std::string topic_prefix;  // connection i uses prefix + "-" + i (i % topics)
+    int topics = 0;            // > 0: that many topics, shared round robin
     std::string body;
   };
 
   CycleRole(NetLoop* loop, Config cfg) : loop_(loop), cfg_(std::move(cfg)) {
     for (int i = 0; i < cfg_.conns; ++i) {
-      state_.push_back(ConnState{cfg_.topic_prefix + "-" + std::to_string(i), 0, 0, false});
+      int topic = cfg_.topics > 0 ? i % cfg_.topics : i;
+      state_.push_back(ConnState{cfg_.topic_prefix + "-" + std::to_string(topic), 0, 0, false});
     }
   }
 
@@ -478,6 +480,7 @@ int RunCycleBench(const CycleOptions& o) {
   cfg.rate = o.rate;
   cfg.max_cycles = o.jobs;
   cfg.topic_prefix = TopicPrefix() + "-cycle";
+  cfg.topics = o.topics;
   cfg.body.assign(o.body_bytes, 'x');
   CycleRole role(s.loop.get(), cfg);
   TimedRun run(s.loop.get(), &role, o.jobs != 0 ? 0 : o.warmup_seconds,
@@ -494,6 +497,7 @@ int RunCycleBench(const CycleOptions& o) {
       static_cast<double>(c.finishes) / secs,
       static_cast<double>(c.adds + c.reserves + c.empty + c.finishes + c.errors) / secs, c.empty);
   if (o.jobs != 0) std::printf(",\"jobs\":%" PRIu64, o.jobs);
+  std::printf(",\"topics\":%d", o.topics > 0 ? o.topics : o.connections);
   std::printf(",\"client_cpu_s\":%.2f", run.client_cpu_seconds());
   PrintErrors(c);
   PrintLatency("batch", run.batch_latency());

@@ -45,6 +45,10 @@ struct CycleOptions {
   double seconds = 10;
   double warmup_seconds = 1;
   int64_t reserve_wait_ms = 1000;  // a reserve finds its job at once; this is a safety net
+  // Topics the connections share: connection i uses topic i % topics. 0: a
+  // topic of its own each. 1: one queue for all, like a BullMQ queue with
+  // many workers.
+  int topics = 0;
   double rate = 0;                 // cycles/s in all, paced; 0: as fast as replies come
   // > 0: begin exactly this many cycles, then end once they are finished
   // (no time limit; every cycle is counted, warmup_seconds is not used).

@@ -34,6 +34,7 @@ BUILD=${BUILD:-build}
 STEPS=${STEPS:-1 2 3}
 CONNECTIONS=${CONNECTIONS:-50}
 DEPTH=${DEPTH:-16}
+TOPICS=${TOPICS:-1}  # topics the connections share (0: one each); BullMQ's is one queue
 BODY=${BODY:-100}
 ROUNDS=${ROUNDS:-3}
 CYCLE_SECONDS=${CYCLE_SECONDS:-5}
@@ -182,7 +183,7 @@ print(json.dumps({"lifecycles_per_s": s["bullmq_lifecycles_per_s"],
 log "machine: $(nproc) cpu, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "commit $(git rev-parse --short HEAD 2>/dev/null || echo ?), $(redis-server --version | cut -d' ' -f3)"
 cyc=(--connections "$CONNECTIONS" --body "$BODY" --seconds "$CYCLE_SECONDS"
-  --warmup-seconds "$WARMUP_SECONDS" --depth "$DEPTH")
+  --warmup-seconds "$WARMUP_SECONDS" --depth "$DEPTH" --topics "$TOPICS")
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 # --- 1 lifecycles: delayq on Redis vs BullMQ on the same Redis ------------------------------
