@@ -610,8 +610,8 @@ rows = [
     ("adds/s, %s producers x 1 in flight: embedded always vs beanstalkd -b -f0 (jobs per fdatasync)" % conns,
      s["always_put_adds_per_s"], s["beanstalkd_f0_put_adds_per_s"],
      s["always_put_over_beanstalkd_f0"],
-     ">= 20" + ("" if s["always_put_jobs_per_sync"] is None
-                else " (%s per sync)" % s["always_put_jobs_per_sync"])),
+     "" if s["always_put_jobs_per_sync"] is None
+     else "%s per sync" % s["always_put_jobs_per_sync"]),
     ("jobs per fdatasync, always, 1 in flight (fdatasyncs/s)",
      s["always_d1_jobs_per_sync"], "", None,
      "" if s["always_d1_syncs_per_s"] is None else "%s/s" % s["always_d1_syncs_per_s"]),
@@ -648,7 +648,7 @@ rows = [
 print()
 print("| measure | delayq | peer / reference | ratio | target |")
 print("| --- | --- | --- | --- | --- |")
-step_of_row = [1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+step_of_row = [1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
 assert len(step_of_row) == len(rows)
 for step, (name, a, b, q, t) in zip(step_of_row, rows):
     if str(step) not in steps.split():
