@@ -237,8 +237,11 @@ struct QueueOptions {
   // Default: "delayq".
   std::string redis_prefix = "delayq";
   // "redis": buckets the jobs are spread over (each one slot of a cluster);
-  // fixed when a prefix is first used. Default: 16.
-  uint32_t redis_buckets = 16;
+  // fixed when a prefix is first used. 0 (the default): the count the
+  // prefix was first used with, or, for a new prefix, 1 on a standalone
+  // Redis (every round then costs one script call per kind) and 16 on a
+  // cluster (spread over its masters).
+  uint32_t redis_buckets = 0;
   // "embedded": the directory of its log, created if missing; one queue at
   // a time may use it. Default: "data".
   std::string data_dir = "data";

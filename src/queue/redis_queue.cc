@@ -12,6 +12,7 @@
 #include "queue/redis_queue.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <future>
 #include <unordered_map>
@@ -75,8 +76,8 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
     return InvalidArgument(
         "redis_prefix: '{' and '}' are not allowed (the prefix is the hash tag of every key)");
   }
-  if (options.redis_buckets < 1 || options.redis_buckets > rq::kMaxBuckets) {
-    return InvalidArgument("redis_buckets: must be 1..16384, got " +
+  if (options.redis_buckets > rq::kMaxBuckets) {
+    return InvalidArgument("redis_buckets: must be 1..16384 (or 0: automatic), got " +
                            std::to_string(options.redis_buckets));
   }
   auto url = redis::ParseRedisUrl(options.redis_url);
@@ -96,6 +97,25 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   ctx->limits = options.limits;
   ctx->prefix = prefix;
   ctx->buckets = options.redis_buckets;
+  if (ctx->buckets == 0) {
+    // Automatic: what the prefix was first used with (bucket 0 exists at
+    // every count), else what suits the deployment.
+    auto known = (*client)->Exec("{" + prefix + ":0}:meta",
+                                 {"HGET", "{" + prefix + ":0}:meta", "buckets"});
+    if (!known.ok()) return known.status();
+    uint64_t n = 0;
+    if (known->is_string()) {
+      const std::string& text = known->str();
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > rq::kMaxBuckets) {
+        return Internal("redis store: prefix " + prefix + " holds a bad bucket count '" +
+                        text.substr(0, 32) + "'");
+      }
+    } else {
+      n = (*client)->cluster() ? rq::kClusterBuckets : 1;
+    }
+    ctx->buckets = static_cast<uint32_t>(n);
+  }
   ctx->next_due = std::make_unique<std::atomic<int64_t>[]>(ctx->buckets);
   for (uint32_t b = 0; b < ctx->buckets; ++b) {
     ctx->tags.push_back("{" + prefix + ":" + std::to_string(b) + "}");

@@ -43,6 +43,8 @@ inline constexpr uint32_t kMaxBatch = 1000;  // jobs per script call (the script
 // Topics over all the groups of one heads or reserve call (MAX_CALL_TOPICS).
 inline constexpr size_t kMaxCallTopics = 1000;
 inline constexpr uint32_t kMaxBuckets = 16384;
+// Buckets of a new prefix on a cluster when the count is automatic.
+inline constexpr uint32_t kClusterBuckets = 16;
 inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
 
 // The scripts of src/redis/scripts/, embedded at build time.

@@ -34,7 +34,7 @@ struct ServeOptions {
   uint64_t segment_bytes = 64 << 20;
   std::string redis_url = "redis://127.0.0.1:6379";
   std::string redis_prefix = "delayq";
-  uint32_t redis_buckets = 16;
+  uint32_t redis_buckets = 0;
   std::string http_host = "127.0.0.1";
   int http_port = 7700;
   std::string resp_host = "127.0.0.1";
@@ -281,9 +281,10 @@ int main(int argc, char** argv) {
             "DELAYQ_REDIS_PREFIX");
   AddOption(serve, "--redis-buckets", o.redis_buckets,
             "redis store: buckets jobs are spread over (one cluster slot each); fixed when a "
-            "prefix is first used",
+            "prefix is first used. 0: the prefix's count, else 1 on a standalone Redis, 16 on "
+            "a cluster",
             "DELAYQ_REDIS_BUCKETS")
-      ->check(CLI::Range(1, 16384));
+      ->check(CLI::Range(0, 16384));
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
             "DELAYQ_HTTP_HOST");
   AddOption(serve, "--http-port", o.http_port, "port of the HTTP/JSON API (0: any free port)",

@@ -311,6 +311,31 @@ TEST(RedisQueueOptions, ABucketCountOtherThanThePrefixWasCreatedWithIsRefused) {
   EXPECT_NE(Open(RedisOptions(server->url(), "buckets2", 8)), nullptr);
 }
 
+// Automatic (0, the default): a new prefix on a standalone Redis gets one
+// bucket; a prefix in use keeps the count it was first used with.
+TEST(RedisQueueOptions, AnAutomaticBucketCountSuitsTheDeploymentAndKeepsAPrefixsCount) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  QueueOptions fresh = RedisOptions(server->url(), "auto.new", 0);
+  auto q = OpenQueue(fresh);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(dynamic_cast<RedisQueue&>(**q).buckets(), 1u);
+  EXPECT_EQ(QueueOptions().redis_buckets, 0u);  // the default is automatic
+
+  auto eight = Open(RedisOptions(server->url(), "auto.old", 8));
+  ASSERT_NE(eight, nullptr);
+  auto later = OpenQueue(RedisOptions(server->url(), "auto.old", 0));
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_EQ(dynamic_cast<RedisQueue&>(**later).buckets(), 8u);
+  // Both see the same jobs: they put each id in the same bucket.
+  JobSpec spec = Job("auto.t", "a1");
+  spec.body = "x";
+  ASSERT_TRUE(eight->Add(spec).ok());
+  auto got = (*later)->Get("a1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->body, "x");
+}
+
 TEST(RedisQueueOptions, BadOptionsAreRefusedNamingTheOption) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
@@ -324,7 +349,6 @@ TEST(RedisQueueOptions, BadOptionsAreRefusedNamingTheOption) {
       {"empty prefix", RedisOptions(server->url(), ""), "redis_prefix", Code::kInvalidArgument},
       {"brace in prefix", RedisOptions(server->url(), "a{b"), "redis_prefix",
        Code::kInvalidArgument},
-      {"0 buckets", RedisOptions(server->url(), "p", 0), "redis_buckets", Code::kInvalidArgument},
       {"too many buckets", RedisOptions(server->url(), "p", 16385), "redis_buckets",
        Code::kInvalidArgument},
       {"bad scheme", RedisOptions("http://127.0.0.1:1", "p"), "redis_url", Code::kInvalidArgument},
