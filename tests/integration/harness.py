@@ -23,6 +23,17 @@ BINARY = None  # set by each script's main from --binary
 TEMP = object()
 
 
+def recv_all(sock):
+    """Everything the peer sends until it closes the connection (bounded by
+    the socket's timeout)."""
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
 def wait_until(predicate, timeout=5.0, what="condition"):
     """Polls `predicate` until it returns a true value or `timeout` passes."""
     deadline = time.monotonic() + timeout

@@ -19,7 +19,7 @@ import unittest
 import urllib.parse
 
 import harness
-from harness import Server, wait_until
+from harness import Server, recv_all, wait_until
 
 
 class Client:
@@ -45,15 +45,6 @@ class Client:
 
     def close(self):
         self.conn.close()
-
-
-def recv_all(sock):
-    data = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
 
 
 class HttpApiTest(unittest.TestCase):

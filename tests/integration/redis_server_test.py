@@ -46,7 +46,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import redis  # noqa: E402
 
 import harness  # noqa: E402
-from harness import Server, run_serve, wait_until  # noqa: E402
+from harness import Server, recv_all, run_serve, wait_until  # noqa: E402
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 SEED = int(os.environ.get("DELAYQ_ITR_SEED") or random.SystemRandom().getrandbits(32))
@@ -833,12 +833,7 @@ class PipeliningTest(RedisServerTestCase):
                        b"$5\r\n30000\r\n$%d\r\n%s\r\n" % (len(body), body, len(body), body)
             req += b"*1\r\n$4\r\nQUIT\r\n"
             sock.sendall(req)
-            data = b""
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+            data = recv_all(sock)
         want = b"".join(b"$%d\r\nq%d\r\n" % (len(b"q%d" % i), i) for i in range(50)) + b"+OK\r\n"
         self.assertEqual(data, want)
         self.assertEqual(stats(s, "quit.t")["ready"], 50)

@@ -18,7 +18,7 @@ import unittest
 import redis
 
 import harness
-from harness import Server, wait_until
+from harness import Server, recv_all, wait_until
 
 
 def client(server, **kw):
@@ -163,12 +163,7 @@ class RespServerTest(unittest.TestCase):
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
         s.sendall(payload)
         s.shutdown(socket.SHUT_WR)  # FIN right behind the commands, as `nc -q0` sends
-        data = b""
-        while True:
-            chunk = s.recv(100)
-            if not chunk:
-                break
-            data += chunk
+        data = recv_all(s)
         s.close()
         self.assertEqual(data, b"$5\r\neof-1\r\n" + b"+PONG\r\n" * 10914)
         self.assertIsNotNone(self.cmd("GET", "eof-1"))
