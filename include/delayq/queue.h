@@ -219,6 +219,22 @@ class Queue {
   virtual void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done);
   virtual void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
                          StatusCallback done);
+  // The same for reads and the calls on topics, so a server's thread never
+  // waits for the network on a client's behalf.
+  using JobCallback = std::function<void(Result<JobInfo>)>;
+  using CountCallback = std::function<void(Result<uint64_t>)>;
+  using TopicsCallback = std::function<void(Result<std::vector<TopicInfo>>)>;
+  using TopicCallback = std::function<void(Result<TopicInfo>)>;
+  using StatsCallback = std::function<void(Result<QueueStats>)>;
+  virtual void GetAsync(std::string_view id, JobCallback done);
+  virtual void PeekAsync(std::string_view topic, JobState state, JobCallback done);
+  virtual void KickAsync(std::string_view id, StatusCallback done);
+  virtual void KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done);
+  virtual void PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done);
+  virtual void ResumeAsync(std::string_view topic, StatusCallback done);
+  virtual void TopicsAsync(TopicsCallback done);
+  virtual void TopicAsync(std::string_view topic, TopicCallback done);
+  virtual void StatsAsync(StatsCallback done);
 
  protected:
   Queue() = default;

@@ -32,6 +32,21 @@ void Queue::BuryAsync(std::string_view id, std::string_view receipt, std::string
                       StatusCallback done) {
   done(Bury(id, receipt, reason));
 }
+void Queue::GetAsync(std::string_view id, JobCallback done) { done(Get(id)); }
+void Queue::PeekAsync(std::string_view topic, JobState state, JobCallback done) {
+  done(Peek(topic, state));
+}
+void Queue::KickAsync(std::string_view id, StatusCallback done) { done(Kick(id)); }
+void Queue::KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done) {
+  done(KickTopic(topic, n));
+}
+void Queue::PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done) {
+  done(Pause(topic, duration_ms));
+}
+void Queue::ResumeAsync(std::string_view topic, StatusCallback done) { done(Resume(topic)); }
+void Queue::TopicsAsync(TopicsCallback done) { done(Topics()); }
+void Queue::TopicAsync(std::string_view topic, TopicCallback done) { done(Topic(topic)); }
+void Queue::StatsAsync(StatsCallback done) { done(Stats()); }
 
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options) {
   if (options.store == "memory" || options.store == "embedded") {

@@ -880,6 +880,11 @@ Status RedisQueue::Kick(std::string_view id) {
   return Call<Status>([&](rq::StatusDone done) { return rq::MakeKick(id, std::move(done)); });
 }
 
+void RedisQueue::KickAsync(std::string_view id, StatusCallback done) {
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeKick(id, std::move(done)), /*wait=*/false);
+}
+
 Result<uint64_t> RedisQueue::KickTopic(std::string_view topic, uint64_t n) {
   if (Status s = ValidateTopic(topic); !s.ok()) return s;
   if (n == 0) return uint64_t{0};
@@ -887,33 +892,76 @@ Result<uint64_t> RedisQueue::KickTopic(std::string_view topic, uint64_t n) {
       [&](rq::CountDone done) { return rq::MakeKickTopic(topic, n, std::move(done)); });
 }
 
+void RedisQueue::KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return done(std::move(s));
+  if (n == 0) return done(uint64_t{0});
+  Submit(rq::MakeKickTopic(topic, n, std::move(done)), /*wait=*/false);
+}
+
 Result<JobInfo> RedisQueue::Get(std::string_view id) {
   if (!ValidateId(id).ok()) return NotFoundId(id);
   return Call<Result<JobInfo>>([&](rq::JobDone done) { return rq::MakeGet(id, std::move(done)); });
 }
 
-Result<JobInfo> RedisQueue::Peek(std::string_view topic, JobState state) {
+void RedisQueue::GetAsync(std::string_view id, JobCallback done) {
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeGet(id, std::move(done)), /*wait=*/false);
+}
+
+namespace {
+
+Status CheckPeek(std::string_view topic, JobState state) {
   if (Status s = ValidateTopic(topic); !s.ok()) return s;
   if (state == JobState::kReserved) {
     return InvalidArgument("state: peek takes ready, delayed or buried");
   }
+  return Status::Ok();
+}
+
+Status CheckPause(std::string_view topic, int64_t duration_ms) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (duration_ms < 0) return InvalidArgument("duration_ms: must be >= 0 (0 = until resumed)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<JobInfo> RedisQueue::Peek(std::string_view topic, JobState state) {
+  if (Status s = CheckPeek(topic, state); !s.ok()) return s;
   return Call<Result<JobInfo>>(
       [&](rq::JobDone done) { return rq::MakePeek(topic, state, std::move(done)); });
 }
 
+void RedisQueue::PeekAsync(std::string_view topic, JobState state, JobCallback done) {
+  if (Status s = CheckPeek(topic, state); !s.ok()) return done(std::move(s));
+  Submit(rq::MakePeek(topic, state, std::move(done)), /*wait=*/false);
+}
+
+int64_t RedisQueue::PauseEnd(int64_t duration_ms) const {
+  return duration_ms == 0 ? -1 : clock_->NowMs() + std::min<int64_t>(duration_ms, kMaxDelayMs);
+}
+
 Status RedisQueue::Pause(std::string_view topic, int64_t duration_ms) {
-  if (Status s = ValidateTopic(topic); !s.ok()) return s;
-  if (duration_ms < 0) return InvalidArgument("duration_ms: must be >= 0 (0 = until resumed)");
-  const int64_t until =
-      duration_ms == 0 ? -1 : clock_->NowMs() + std::min<int64_t>(duration_ms, kMaxDelayMs);
+  if (Status s = CheckPause(topic, duration_ms); !s.ok()) return s;
+  const int64_t until = PauseEnd(duration_ms);
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakePause(topic, until, std::move(done)); });
+}
+
+void RedisQueue::PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done) {
+  if (Status s = CheckPause(topic, duration_ms); !s.ok()) return done(std::move(s));
+  Submit(rq::MakePause(topic, PauseEnd(duration_ms), std::move(done)), /*wait=*/false);
 }
 
 Status RedisQueue::Resume(std::string_view topic) {
   if (Status s = ValidateTopic(topic); !s.ok()) return s;
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakePause(topic, 0, std::move(done)); });
+}
+
+void RedisQueue::ResumeAsync(std::string_view topic, StatusCallback done) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return done(std::move(s));
+  Submit(rq::MakePause(topic, 0, std::move(done)), /*wait=*/false);
 }
 
 void RedisQueue::AddWaiting(std::vector<TopicInfo>* topics, bool add_missing) {
@@ -932,9 +980,8 @@ void RedisQueue::AddWaiting(std::vector<TopicInfo>* topics, bool add_missing) {
   }
 }
 
-Result<std::vector<TopicInfo>> RedisQueue::Topics() {
-  auto counts = Call<Result<std::vector<rq::TopicCounts>>>(
-      [&](rq::TopicsDone done) { return rq::MakeTopics(std::nullopt, std::move(done)); });
+Result<std::vector<TopicInfo>> RedisQueue::TopicsOf(
+    Result<std::vector<rq::TopicCounts>> counts) {
   if (!counts.ok()) return counts.status();
   std::vector<TopicInfo> out;
   for (rq::TopicCounts& t : *counts) {
@@ -948,10 +995,21 @@ Result<std::vector<TopicInfo>> RedisQueue::Topics() {
   return out;
 }
 
-Result<TopicInfo> RedisQueue::Topic(std::string_view topic) {
-  if (Status s = ValidateTopic(topic); !s.ok()) return s;
-  auto counts = Call<Result<std::vector<rq::TopicCounts>>>(
-      [&](rq::TopicsDone done) { return rq::MakeTopics(std::string(topic), std::move(done)); });
+Result<std::vector<TopicInfo>> RedisQueue::Topics() {
+  return TopicsOf(Call<Result<std::vector<rq::TopicCounts>>>(
+      [&](rq::TopicsDone done) { return rq::MakeTopics(std::nullopt, std::move(done)); }));
+}
+
+void RedisQueue::TopicsAsync(TopicsCallback done) {
+  Submit(rq::MakeTopics(std::nullopt,
+                        [this, done = std::move(done)](Result<std::vector<rq::TopicCounts>> r) {
+                          done(TopicsOf(std::move(r)));
+                        }),
+         /*wait=*/false);
+}
+
+Result<TopicInfo> RedisQueue::TopicOf(std::string_view topic,
+                                      Result<std::vector<rq::TopicCounts>> counts) {
   if (!counts.ok()) return counts.status();
   std::vector<TopicInfo> one;
   for (rq::TopicCounts& t : *counts) {
@@ -966,9 +1024,24 @@ Result<TopicInfo> RedisQueue::Topic(std::string_view topic) {
   return std::move(one.front());
 }
 
-Result<QueueStats> RedisQueue::Stats() {
-  auto store = Call<Result<rq::StoreStats>>(
-      [&](rq::StatsDone done) { return rq::MakeStats(std::move(done)); });
+Result<TopicInfo> RedisQueue::Topic(std::string_view topic) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  return TopicOf(topic, Call<Result<std::vector<rq::TopicCounts>>>([&](rq::TopicsDone done) {
+                   return rq::MakeTopics(std::string(topic), std::move(done));
+                 }));
+}
+
+void RedisQueue::TopicAsync(std::string_view topic, TopicCallback done) {
+  if (Status s = ValidateTopic(topic); !s.ok()) return done(std::move(s));
+  Submit(rq::MakeTopics(std::string(topic),
+                        [this, name = std::string(topic),
+                         done = std::move(done)](Result<std::vector<rq::TopicCounts>> r) {
+                          done(TopicOf(name, std::move(r)));
+                        }),
+         /*wait=*/false);
+}
+
+Result<QueueStats> RedisQueue::StatsOf(Result<rq::StoreStats> store) {
   if (!store.ok()) return store.status();
   QueueStats s = store->stats;
   std::set<std::string>& names = store->topics;
@@ -977,6 +1050,18 @@ Result<QueueStats> RedisQueue::Stats() {
   s.topics = names.size();
   s.waiting = waiting_;
   return s;
+}
+
+Result<QueueStats> RedisQueue::Stats() {
+  return StatsOf(Call<Result<rq::StoreStats>>(
+      [&](rq::StatsDone done) { return rq::MakeStats(std::move(done)); }));
+}
+
+void RedisQueue::StatsAsync(StatsCallback done) {
+  Submit(rq::MakeStats([this, done = std::move(done)](Result<rq::StoreStats> r) {
+           done(StatsOf(std::move(r)));
+         }),
+         /*wait=*/false);
 }
 
 }  // namespace delayq

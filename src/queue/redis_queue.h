@@ -91,6 +91,8 @@ namespace delayq {
 namespace rq {
 class Op;
 class Batch;
+struct TopicCounts;
+struct StoreStats;
 class ReserveGroup;
 struct Attempt;
 struct Context;
@@ -143,6 +145,15 @@ class RedisQueue final : public Queue {
   void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) override;
   void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
                  StatusCallback done) override;
+  void GetAsync(std::string_view id, JobCallback done) override;
+  void PeekAsync(std::string_view topic, JobState state, JobCallback done) override;
+  void KickAsync(std::string_view id, StatusCallback done) override;
+  void KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done) override;
+  void PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done) override;
+  void ResumeAsync(std::string_view topic, StatusCallback done) override;
+  void TopicsAsync(TopicsCallback done) override;
+  void TopicAsync(std::string_view topic, TopicCallback done) override;
+  void StatsAsync(StatsCallback done) override;
 
   // --- For tests and benchmarks -------------------------------------------
   uint32_t buckets() const;
@@ -221,6 +232,12 @@ class RedisQueue final : public Queue {
 
   // Adds this queue's waiting counts to topics.
   void AddWaiting(std::vector<TopicInfo>* topics, bool add_missing);
+  // A pause's end (pause.lua's until_ms) for a duration (0: until resumed).
+  int64_t PauseEnd(int64_t duration_ms) const;
+  // What Topics, Topic and Stats make of the store's counts.
+  Result<std::vector<TopicInfo>> TopicsOf(Result<std::vector<rq::TopicCounts>> counts);
+  Result<TopicInfo> TopicOf(std::string_view topic, Result<std::vector<rq::TopicCounts>> counts);
+  Result<QueueStats> StatsOf(Result<rq::StoreStats> store);
 
   const std::unique_ptr<rq::Context> ctx_;
   const std::shared_ptr<Clock> clock_;

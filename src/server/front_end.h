@@ -70,6 +70,9 @@ class FrontEnd : public net::TcpHandler {
   // Where the lateness of timed deliveries is recorded (shared by the front
   // ends of one server; must outlive them). Null: not recorded.
   void set_lateness(LatenessHistogram* h) { lateness_ = h; }
+  // What STATS and /v1/stats both end with: the due_lateness_* figures,
+  // then StoreFields().
+  std::vector<std::pair<std::string_view, uint64_t>> SharedStatsFields() const;
 
  protected:
   // Per-connection state of every front end.
@@ -99,9 +102,7 @@ class FrontEnd : public net::TcpHandler {
   // rewritten_bytes, removed_segments, reused_files, recovered_records, recovery_ms,
   // store_failing (1 while the log cannot write).
   std::vector<std::pair<std::string_view, uint64_t>> StoreFields() const;
-  // What STATS and /v1/stats both end with: the due_lateness_* figures,
-  // then StoreFields().
-  std::vector<std::pair<std::string_view, uint64_t>> SharedStatsFields() const;
+
   // Binds the listener; call once from the subclass's factory.
   Status Listen(net::TcpServerOptions options);
 

@@ -345,79 +345,72 @@ void RespServer::CmdBury(Connection& c, const Args& a) {
   });
 }
 
-void RespServer::CmdKick(Connection& c, const Args& a) { ReplyStatus(&c.out, queue_->Kick(a[1])); }
-
-void RespServer::CmdKickTopic(Connection& c, const Args& a) {
-  auto n = ParseInt(a[2], 0, INT64_MAX);
-  if (!n) return ReplyInvalid(&c.out, "n: expected an integer >= 0");
-  auto r = queue_->KickTopic(a[1], static_cast<uint64_t>(*n));
-  if (!r.ok()) return ReplyStatus(&c.out, r.status());
-  resp::AppendInteger(&c.out, static_cast<int64_t>(*r));
+void RespServer::CmdKick(Connection& c, const Args& a) {
+  Await<Status, AnswerStatus>(
+      c, [&](Queue::StatusCallback done) { queue_->KickAsync(a[1], std::move(done)); });
 }
 
-void RespServer::CmdGet(Connection& c, const Args& a) {
-  auto r = queue_->Get(a[1]);
-  if (!r.ok()) {
-    if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
-    return ReplyStatus(&c.out, r.status());
+namespace {
+
+struct AnswerCount {
+  void operator()(FrontEnd&, net::Connection& c, const Result<uint64_t>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    resp::AppendInteger(&c.out, static_cast<int64_t>(*r));
   }
-  const JobInfo& j = *r;
-  resp::AppendArrayHeader(&c.out, 26);
-  AppendPair(&c.out, "id", j.id);
-  AppendPair(&c.out, "topic", j.topic);
-  AppendPair(&c.out, "state", StateName(j.state));
-  AppendPair(&c.out, "body", j.body);
-  AppendPair(&c.out, "priority", j.priority);
-  AppendPair(&c.out, "ttr_ms", j.ttr_ms);
-  AppendPair(&c.out, "max_attempts", j.max_attempts);
-  AppendPair(&c.out, "attempts", j.attempts);
-  AppendPair(&c.out, "created_at_ms", j.created_at_ms);
-  AppendPair(&c.out, "run_at_ms", j.run_at_ms);
-  AppendPair(&c.out, "reserved_until_ms", j.reserved_until_ms);
-  AppendPair(&c.out, "receipt", j.receipt);
-  AppendPair(&c.out, "last_error", j.last_error);
-}
+};
 
-void RespServer::CmdPeek(Connection& c, const Args& a) {
-  std::optional<JobState> state;
-  if (EqualsUpper(a[2], "READY")) state = JobState::kReady;
-  if (EqualsUpper(a[2], "DELAYED")) state = JobState::kDelayed;
-  if (EqualsUpper(a[2], "BURIED")) state = JobState::kBuried;
-  if (!state) return ReplyInvalid(&c.out, "PEEK: state must be READY, DELAYED or BURIED");
-  auto r = queue_->Peek(a[1], *state);
-  if (!r.ok()) {
-    if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
-    return ReplyStatus(&c.out, r.status());
+// GET's reply: the job's fields as pairs; nil when there is no such job.
+struct AnswerJob {
+  void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
+    if (!r.ok()) {
+      if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
+      return ReplyStatus(&c.out, r.status());
+    }
+    const JobInfo& j = *r;
+    resp::AppendArrayHeader(&c.out, 26);
+    AppendPair(&c.out, "id", j.id);
+    AppendPair(&c.out, "topic", j.topic);
+    AppendPair(&c.out, "state", StateName(j.state));
+    AppendPair(&c.out, "body", j.body);
+    AppendPair(&c.out, "priority", j.priority);
+    AppendPair(&c.out, "ttr_ms", j.ttr_ms);
+    AppendPair(&c.out, "max_attempts", j.max_attempts);
+    AppendPair(&c.out, "attempts", j.attempts);
+    AppendPair(&c.out, "created_at_ms", j.created_at_ms);
+    AppendPair(&c.out, "run_at_ms", j.run_at_ms);
+    AppendPair(&c.out, "reserved_until_ms", j.reserved_until_ms);
+    AppendPair(&c.out, "receipt", j.receipt);
+    AppendPair(&c.out, "last_error", j.last_error);
   }
-  Delivery d;
-  d.id = r->id;
-  d.topic = r->topic;
-  d.body = r->body;
-  d.receipt = r->receipt;
-  d.attempts = r->attempts;
-  AppendDelivery(&c.out, d);
-}
+};
 
-void RespServer::CmdPause(Connection& c, const Args& a) {
-  auto ms = ParseInt(a[2], 0, kMaxDelayMs);
-  if (!ms) return ReplyInvalid(&c.out, "ms: expected an integer >= 0 (0 = until RESUME)");
-  ReplyStatus(&c.out, queue_->Pause(a[1], *ms));
-}
+// PEEK's reply: a delivery's five fields; nil when the state is empty.
+struct AnswerPeek {
+  void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
+    if (!r.ok()) {
+      if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
+      return ReplyStatus(&c.out, r.status());
+    }
+    Delivery d;
+    d.id = r->id;
+    d.topic = r->topic;
+    d.body = r->body;
+    d.receipt = r->receipt;
+    d.attempts = r->attempts;
+    AppendDelivery(&c.out, d);
+  }
+};
 
-void RespServer::CmdResume(Connection& c, const Args& a) {
-  ReplyStatus(&c.out, queue_->Resume(a[1]));
-}
+struct AnswerTopics {
+  void operator()(FrontEnd&, net::Connection& c, const Result<std::vector<TopicInfo>>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    resp::AppendArrayHeader(&c.out, r->size());
+    for (const TopicInfo& t : *r) resp::AppendBulk(&c.out, t.name);
+  }
+};
 
-void RespServer::CmdTopics(Connection& c, const Args&) {
-  auto r = queue_->Topics();
-  if (!r.ok()) return ReplyStatus(&c.out, r.status());
-  resp::AppendArrayHeader(&c.out, r->size());
-  for (const TopicInfo& t : *r) resp::AppendBulk(&c.out, t.name);
-}
-
-void RespServer::CmdStats(Connection& c, const Args& a) {
-  if (a.size() == 2) {
-    auto r = queue_->Topic(a[1]);
+struct AnswerTopic {
+  void operator()(FrontEnd&, net::Connection& c, const Result<TopicInfo>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
     resp::AppendArrayHeader(&c.out, 16);
     AppendPair(&c.out, "topic", r->name);
@@ -428,34 +421,88 @@ void RespServer::CmdStats(Connection& c, const Args& a) {
     AppendPair(&c.out, "waiting", static_cast<int64_t>(r->waiting));
     AppendPair(&c.out, "paused", r->paused ? 1 : 0);
     AppendPair(&c.out, "paused_for_ms", r->paused_for_ms);
-    return;
   }
-  auto r = queue_->Stats();
-  if (!r.ok()) return ReplyStatus(&c.out, r.status());
-  const QueueStats& s = *r;
-  const std::pair<std::string_view, uint64_t> fields[] = {
-      {"jobs", s.jobs},
-      {"delayed", s.delayed},
-      {"ready", s.ready},
-      {"reserved", s.reserved},
-      {"buried", s.buried},
-      {"topics", s.topics},
-      {"waiting", s.waiting},
-      {"added", s.added},
-      {"replaced", s.replaced},
-      {"reserves", s.reserves},
-      {"finished", s.finished},
-      {"deleted", s.deleted},
-      {"released", s.released},
-      {"timed_out", s.timed_out},
-      {"buried_total", s.buried_total},
-      {"kicked", s.kicked},
-      {"connections", connections()},
-  };
-  auto shared = SharedStatsFields();
-  resp::AppendArrayHeader(&c.out, 2 * (std::size(fields) + shared.size()));
-  for (const auto& [k, v] : fields) AppendPair(&c.out, k, static_cast<int64_t>(v));
-  for (const auto& [k, v] : shared) AppendPair(&c.out, k, static_cast<int64_t>(v));
+};
+
+struct AnswerStats {
+  void operator()(FrontEnd& f, net::Connection& c, const Result<QueueStats>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    const QueueStats& s = *r;
+    const std::pair<std::string_view, uint64_t> fields[] = {
+        {"jobs", s.jobs},
+        {"delayed", s.delayed},
+        {"ready", s.ready},
+        {"reserved", s.reserved},
+        {"buried", s.buried},
+        {"topics", s.topics},
+        {"waiting", s.waiting},
+        {"added", s.added},
+        {"replaced", s.replaced},
+        {"reserves", s.reserves},
+        {"finished", s.finished},
+        {"deleted", s.deleted},
+        {"released", s.released},
+        {"timed_out", s.timed_out},
+        {"buried_total", s.buried_total},
+        {"kicked", s.kicked},
+        {"connections", f.connections()},
+    };
+    auto shared = f.SharedStatsFields();
+    resp::AppendArrayHeader(&c.out, 2 * (std::size(fields) + shared.size()));
+    for (const auto& [k, v] : fields) AppendPair(&c.out, k, static_cast<int64_t>(v));
+    for (const auto& [k, v] : shared) AppendPair(&c.out, k, static_cast<int64_t>(v));
+  }
+};
+
+}  // namespace
+
+void RespServer::CmdKickTopic(Connection& c, const Args& a) {
+  auto n = ParseInt(a[2], 0, INT64_MAX);
+  if (!n) return ReplyInvalid(&c.out, "n: expected an integer >= 0");
+  Await<Result<uint64_t>, AnswerCount>(c, [&](Queue::CountCallback done) {
+    queue_->KickTopicAsync(a[1], static_cast<uint64_t>(*n), std::move(done));
+  });
+}
+
+void RespServer::CmdGet(Connection& c, const Args& a) {
+  Await<Result<JobInfo>, AnswerJob>(
+      c, [&](Queue::JobCallback done) { queue_->GetAsync(a[1], std::move(done)); });
+}
+
+void RespServer::CmdPeek(Connection& c, const Args& a) {
+  std::optional<JobState> state;
+  if (EqualsUpper(a[2], "READY")) state = JobState::kReady;
+  if (EqualsUpper(a[2], "DELAYED")) state = JobState::kDelayed;
+  if (EqualsUpper(a[2], "BURIED")) state = JobState::kBuried;
+  if (!state) return ReplyInvalid(&c.out, "PEEK: state must be READY, DELAYED or BURIED");
+  Await<Result<JobInfo>, AnswerPeek>(
+      c, [&](Queue::JobCallback done) { queue_->PeekAsync(a[1], *state, std::move(done)); });
+}
+
+void RespServer::CmdPause(Connection& c, const Args& a) {
+  auto ms = ParseInt(a[2], 0, kMaxDelayMs);
+  if (!ms) return ReplyInvalid(&c.out, "ms: expected an integer >= 0 (0 = until RESUME)");
+  Await<Status, AnswerStatus>(
+      c, [&](Queue::StatusCallback done) { queue_->PauseAsync(a[1], *ms, std::move(done)); });
+}
+
+void RespServer::CmdResume(Connection& c, const Args& a) {
+  Await<Status, AnswerStatus>(
+      c, [&](Queue::StatusCallback done) { queue_->ResumeAsync(a[1], std::move(done)); });
+}
+
+void RespServer::CmdTopics(Connection& c, const Args&) {
+  Await<Result<std::vector<TopicInfo>>, AnswerTopics>(
+      c, [&](Queue::TopicsCallback done) { queue_->TopicsAsync(std::move(done)); });
+}
+
+void RespServer::CmdStats(Connection& c, const Args& a) {
+  if (a.size() == 2) {
+    return Await<Result<TopicInfo>, AnswerTopic>(
+        c, [&](Queue::TopicCallback done) { queue_->TopicAsync(a[1], std::move(done)); });
+  }
+  Await<Result<QueueStats>, AnswerStats>(
+      c, [&](Queue::StatsCallback done) { queue_->StatsAsync(std::move(done)); });
 }
 
 }  // namespace delayq::server

@@ -822,6 +822,33 @@ class PipeliningTest(RedisServerTestCase):
         self.assertEqual(pairs(info)["state"], b"ready")
         self.assertTrue(quit_reply)
 
+    def test_a_call_waiting_on_redis_does_not_hold_up_other_connections(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "slow")
+        a, b = client(s), client(s)
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        a.execute_command("ADD", "slow.t", "s1", 0, 30000, "x")
+        self.assertEqual(b.execute_command("PING"), True)
+        admin = redis.Redis(host="127.0.0.1", port=rp.port, socket_timeout=5)
+        self.addCleanup(admin.close)
+        admin.execute_command("CLIENT", "PAUSE", 700, "ALL")  # Redis answers nothing for 0.7 s
+        got = {}
+        started = time.monotonic()
+        t = threading.Thread(target=lambda: got.setdefault("job", a.execute_command("GET", "s1")))
+        t.start()
+        # Meanwhile another connection is served at once: the server's loop does
+        # not wait for Redis on A's behalf (GET, STATS, PEEK, ... answer later).
+        slowest = 0.0
+        while time.monotonic() - started < 0.5:
+            t0 = time.monotonic()
+            self.assertEqual(b.execute_command("PING"), True)
+            slowest = max(slowest, time.monotonic() - t0)
+        t.join(timeout=10)
+        self.assertLess(slowest, 0.2, "a PING waited for A's GET")
+        self.assertGreater(time.monotonic() - started, 0.5)
+        self.assertEqual(pairs(got["job"])["body"], b"x")
+
     def test_replies_still_owed_are_written_before_a_quit_closes(self):
         rp = self.start_redis()
         s = self.start_delayq(rp, "pipe")
