@@ -43,6 +43,7 @@ struct HttpServer::HttpState : FrontEnd::State {
   // The request a parked connection will answer (Api::Park).
   bool pending_keep_alive = true;
   int pending_version = 11;
+  bool pending_head = false;
 };
 
 namespace {
@@ -358,6 +359,25 @@ class HttpServer::Api {
       api.Added(c, r);
     }
   };
+  // A call answered by a member that writes the response from its result.
+  template <typename T, void (Api::*Write)(Connection&, const T&)>
+  struct AnswerWith {
+    void operator()(FrontEnd& f, Connection& c, const T& r) const {
+      Api& api = *static_cast<HttpServer&>(f).api_;
+      api.Unpark(c);
+      (api.*Write)(c, r);
+    }
+  };
+  template <typename T, void (Api::*Write)(Connection&, const T&), typename Call>
+  void AwaitWith(Connection& c, Call&& call) {
+    Park(c);
+    s_->Await<T, AnswerWith<T, Write>>(c, std::forward<Call>(call));
+  }
+  void JobReply(Connection& c, const Result<JobInfo>& r);
+  void TopicReply(Connection& c, const Result<TopicInfo>& r);
+  void TopicsReply(Connection& c, const Result<std::vector<TopicInfo>>& r);
+  void KickedReply(Connection& c, const Result<uint64_t>& r);
+  void StatsReply(Connection& c, const Result<QueueStats>& r);
   // Keeps what the answer to the request being handled needs, for when the
   // connection is parked; Unpark makes it the request being answered again.
   void Park(Connection& c);
@@ -667,13 +687,14 @@ void HttpServer::Api::Park(Connection& c) {
   HttpState& s = StateOf(c);
   s.pending_keep_alive = keep_alive_;
   s.pending_version = version_;
+  s.pending_head = head_;
 }
 
 void HttpServer::Api::Unpark(Connection& c) {
   HttpState& s = StateOf(c);
   keep_alive_ = s.pending_keep_alive && !s_->tcp_->draining();
   version_ = s.pending_version;
-  head_ = false;  // parked calls are POSTs and DELETEs; a HEAD handled meanwhile must not strip this body
+  head_ = s.pending_head;  // a HEAD handled meanwhile must not strip this body
 }
 
 void HttpServer::Api::AnswerReserve(Connection& c, Result<Deliveries> r) {
@@ -741,7 +762,7 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
   if (action == "kick") {
     st = f.Parse(parser_, body, {});
     if (!st.ok()) return Error(c, st);
-    return Ok(c, q.Kick(id));
+    return AwaitOk(c, [&](Queue::StatusCallback done) { q.KickAsync(id, std::move(done)); });
   }
   Error(c, Status(Code::kNotFound,
                   "no such endpoint: POST /v1/jobs/{id}/" + std::string(action.substr(0, 64)) +
@@ -749,7 +770,11 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
 }
 
 void HttpServer::Api::GetJob(Connection& c, const std::string& id) {
-  auto r = s_->queue_->Get(id);
+  AwaitWith<Result<JobInfo>, &Api::JobReply>(
+      c, [&](Queue::JobCallback done) { s_->queue_->GetAsync(id, std::move(done)); });
+}
+
+void HttpServer::Api::JobReply(Connection& c, const Result<JobInfo>& r) {
   if (!r.ok()) return Error(c, r.status());
   json_.clear();
   JsonWriter w(&json_);
@@ -758,7 +783,11 @@ void HttpServer::Api::GetJob(Connection& c, const std::string& id) {
 }
 
 void HttpServer::Api::Topics(Connection& c) {
-  auto r = s_->queue_->Topics();
+  AwaitWith<Result<std::vector<TopicInfo>>, &Api::TopicsReply>(
+      c, [&](Queue::TopicsCallback done) { s_->queue_->TopicsAsync(std::move(done)); });
+}
+
+void HttpServer::Api::TopicsReply(Connection& c, const Result<std::vector<TopicInfo>>& r) {
   if (!r.ok()) return Error(c, r.status());
   json_.clear();
   JsonWriter w(&json_);
@@ -796,20 +825,16 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
   };
   if (action.empty()) {
     if (!get) return NotAllowed(c, "GET");
-    auto r = q.Topic(topic);
-    if (!r.ok()) return Error(c, r.status());
-    json_.clear();
-    JsonWriter w(&json_);
-    WriteTopic(w, *r);
-    return Json(c, 200, json_);
+    return AwaitWith<Result<TopicInfo>, &Api::TopicReply>(
+        c, [&](Queue::TopicCallback done) { q.TopicAsync(topic, std::move(done)); });
   }
   if (action == "kick") {
     if (!post) return NotAllowed(c, "POST");
     std::optional<int64_t> n;
     if (Status st = int_param("n", 1, &n); !st.ok()) return Error(c, st);
-    auto r = q.KickTopic(topic, static_cast<uint64_t>(*n));
-    if (!r.ok()) return Error(c, r.status());
-    return Json(c, 200, "{\"kicked\":" + std::to_string(*r) + "}");
+    return AwaitWith<Result<uint64_t>, &Api::KickedReply>(c, [&](Queue::CountCallback done) {
+      q.KickTopicAsync(topic, static_cast<uint64_t>(*n), std::move(done));
+    });
   }
   if (action == "pause") {
     if (!post) return NotAllowed(c, "POST");
@@ -819,11 +844,12 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
     Status st = f.Parse(parser_, req.body, {"ms"});
     if (st.ok()) st = f.Int("ms", 0, kMaxDelayMs, &ms);
     if (!st.ok()) return Error(c, st);
-    return Ok(c, q.Pause(topic, *ms));
+    return AwaitOk(
+        c, [&](Queue::StatusCallback done) { q.PauseAsync(topic, *ms, std::move(done)); });
   }
   if (action == "resume") {
     if (!post) return NotAllowed(c, "POST");
-    return Ok(c, q.Resume(topic));
+    return AwaitOk(c, [&](Queue::StatusCallback done) { q.ResumeAsync(topic, std::move(done)); });
   }
   if (action == "peek") {
     if (!get) return NotAllowed(c, "GET");
@@ -832,20 +858,33 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
     if (!state || *state == JobState::kReserved) {
       return Error(c, InvalidArgument("state: expected ready, delayed or buried"));
     }
-    auto r = q.Peek(topic, *state);
-    if (!r.ok()) return Error(c, r.status());
-    json_.clear();
-    JsonWriter w(&json_);
-    WriteJob(w, *r);
-    return Json(c, 200, json_);
+    return AwaitWith<Result<JobInfo>, &Api::JobReply>(
+        c, [&](Queue::JobCallback done) { q.PeekAsync(topic, *state, std::move(done)); });
   }
   Error(c, Status(Code::kNotFound, "no such endpoint: /v1/topics/{topic}/" +
                                        std::string(action.substr(0, 64)) +
                                        " (kick, pause, resume, peek)"));
 }
 
+void HttpServer::Api::TopicReply(Connection& c, const Result<TopicInfo>& r) {
+  if (!r.ok()) return Error(c, r.status());
+  json_.clear();
+  JsonWriter w(&json_);
+  WriteTopic(w, *r);
+  Json(c, 200, json_);
+}
+
+void HttpServer::Api::KickedReply(Connection& c, const Result<uint64_t>& r) {
+  if (!r.ok()) return Error(c, r.status());
+  Json(c, 200, "{\"kicked\":" + std::to_string(*r) + "}");
+}
+
 void HttpServer::Api::Stats(Connection& c) {
-  auto r = s_->queue_->Stats();
+  AwaitWith<Result<QueueStats>, &Api::StatsReply>(
+      c, [&](Queue::StatsCallback done) { s_->queue_->StatsAsync(std::move(done)); });
+}
+
+void HttpServer::Api::StatsReply(Connection& c, const Result<QueueStats>& r) {
   if (!r.ok()) return Error(c, r.status());
   const QueueStats& st = *r;
   json_.clear();

@@ -28,6 +28,8 @@ still differs).
 """
 import argparse
 import atexit
+import http.client
+import json
 import os
 import random
 import shutil
@@ -848,6 +850,44 @@ class PipeliningTest(RedisServerTestCase):
         self.assertLess(slowest, 0.2, "a PING waited for A's GET")
         self.assertGreater(time.monotonic() - started, 0.5)
         self.assertEqual(pairs(got["job"])["body"], b"x")
+
+        # The same over HTTP: a read waiting on Redis holds up neither the
+        # HTTP front end's other connections nor the RESP ones.
+        admin.execute_command("CLIENT", "PAUSE", 700, "ALL")
+        got = {}
+
+        def http_get(path):
+            conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10)
+            try:
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                return resp.status, resp.read()
+            finally:
+                conn.close()
+
+        started = time.monotonic()
+        t = threading.Thread(target=lambda: got.setdefault("job", http_get("/v1/jobs/s1")))
+        t.start()
+        slowest = 0.0
+        while time.monotonic() - started < 0.5:
+            t0 = time.monotonic()
+            self.assertEqual(http_get("/healthz")[0], 200)
+            self.assertEqual(b.execute_command("PING"), True)
+            slowest = max(slowest, time.monotonic() - t0)
+        t.join(timeout=10)
+        self.assertLess(slowest, 0.2, "a request waited for another's GET /v1/jobs")
+        status, body = got["job"]
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["body"], "x")
+        # A HEAD answered later is still a HEAD: headers, no body.
+        conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10)
+        self.addCleanup(conn.close)
+        conn.request("HEAD", "/v1/jobs/s1")
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, resp.read()), (200, b""))
+        self.assertGreater(int(resp.getheader("Content-Length")), 0)
+        conn.request("GET", "/v1/jobs/s1")  # the same connection goes on
+        self.assertEqual(json.loads(conn.getresponse().read())["body"], "x")
 
     def test_replies_still_owed_are_written_before_a_quit_closes(self):
         rp = self.start_redis()
