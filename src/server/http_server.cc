@@ -44,6 +44,7 @@ struct HttpServer::HttpState : FrontEnd::State {
   bool pending_keep_alive = true;
   int pending_version = 11;
   bool pending_head = false;
+  std::string pending_id;  // the seed's finish and delete reply with it
 };
 
 namespace {
@@ -378,6 +379,15 @@ class HttpServer::Api {
   void TopicsReply(Connection& c, const Result<std::vector<TopicInfo>>& r);
   void KickedReply(Connection& c, const Result<uint64_t>& r);
   void StatsReply(Connection& c, const Result<QueueStats>& r);
+  struct MetricsData {
+    QueueStats stats;
+    std::vector<TopicInfo> topics;
+  };
+  void MetricsReply(Connection& c, const Result<MetricsData>& r);
+  // The seed's protocol: an add's reply, and a finish's or delete's (whose
+  // id the connection keeps meanwhile: HttpState::pending_id).
+  void SeedAdded(Connection& c, const Result<AddResult>& r);
+  void SeedDone(Connection& c, const Status& st);
   // Keeps what the answer to the request being handled needs, for when the
   // connection is parked; Unpark makes it the request being answered again.
   void Park(Connection& c);
@@ -915,11 +925,25 @@ void HttpServer::Api::StatsReply(Connection& c, const Result<QueueStats>& r) {
 
 // Prometheus text format 0.0.4.
 void HttpServer::Api::Metrics(Connection& c) {
-  auto r = s_->queue_->Stats();
+  // Two calls, one after the other, answered as one.
+  Queue* q = s_->queue_;
+  AwaitWith<Result<MetricsData>, &Api::MetricsReply>(
+      c, [q](std::function<void(Result<MetricsData>)> done) {
+        q->StatsAsync([q, done = std::move(done)](Result<QueueStats> st) mutable {
+          if (!st.ok()) return done(st.status());
+          q->TopicsAsync([st = *st, done = std::move(done)](
+                             Result<std::vector<TopicInfo>> topics) {
+            if (!topics.ok()) return done(topics.status());
+            done(MetricsData{st, std::move(topics).value()});
+          });
+        });
+      });
+}
+
+void HttpServer::Api::MetricsReply(Connection& c, const Result<MetricsData>& r) {
   if (!r.ok()) return Error(c, r.status());
-  auto topics = s_->queue_->Topics();
-  if (!topics.ok()) return Error(c, topics.status());
-  const QueueStats& st = *r;
+  const QueueStats& st = r->stats;
+  const std::vector<TopicInfo>* topics = &r->topics;
   std::string& t = json_;
   t.clear();
   auto metric = [&t](std::string_view name, std::string_view type, std::string_view help) {
@@ -1016,9 +1040,8 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
     spec.topic = std::move(*topic);
     spec.id = std::move(*id);
     if (ttr) spec.ttr_ms = static_cast<uint32_t>(*ttr);
-    auto r = q.Add(spec);
-    if (!r.ok()) return SeedReply(c, r.status());
-    return SeedReply(c, Status::Ok(), r->id);
+    return AwaitWith<Result<AddResult>, &Api::SeedAdded>(
+        c, [&](Queue::AddCallback done) { q.AddAsync(spec, std::move(done)); });
   }
   if (*command == "pop") {
     std::optional<int64_t> timeout;
@@ -1037,11 +1060,28 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
   }
   if (*command == "finish" || *command == "delete") {
     if (!id) return SeedReply(c, InvalidArgument("id: required"));
-    Status r = *command == "finish" ? q.Finish(*id, "") : q.Delete(*id);
-    return SeedReply(c, r, r.ok() ? std::string_view(*id) : std::string_view());
+    StateOf(c).pending_id = *id;
+    const bool finish = *command == "finish";
+    return AwaitWith<Status, &Api::SeedDone>(c, [&](Queue::StatusCallback done) {
+      if (finish) {
+        q.FinishAsync(*id, "", std::move(done));
+      } else {
+        q.DeleteAsync(*id, std::move(done));
+      }
+    });
   }
   SeedReply(c, InvalidArgument("command: '" + command->substr(0, 64) +
                                "' is not one of add, pop, finish, delete"));
+}
+
+void HttpServer::Api::SeedAdded(Connection& c, const Result<AddResult>& r) {
+  if (!r.ok()) return SeedReply(c, r.status());
+  SeedReply(c, Status::Ok(), r->id);
+}
+
+void HttpServer::Api::SeedDone(Connection& c, const Status& st) {
+  std::string id = std::exchange(StateOf(c).pending_id, std::string());
+  SeedReply(c, st, st.ok() ? std::string_view(id) : std::string_view());
 }
 
 void HttpServer::Api::SeedReply(Connection& c, const Status& st, std::string_view id,

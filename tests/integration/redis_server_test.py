@@ -19,7 +19,12 @@ pause between retries of a client whose server said `unavailable`.
 - test_sigkill_of_one_server_mid_load_loses_nothing,
 - test_redis_restart_mid_load_gives_unavailable_then_serves_again,
 - test_bad_redis_url_and_unreachable_redis_at_start,
-- test_two_prefixes_on_one_redis_do_not_see_each_other.
+- test_two_prefixes_on_one_redis_do_not_see_each_other,
+- PipeliningTest: pipelined commands share the store's rounds and reply in
+  order; a RESERVE sees the changes before it, what follows a waiting
+  RESERVE waits for it; replies owed are written before QUIT closes; a call
+  waiting on Redis (Redis paused with CLIENT PAUSE) holds up no other
+  connection, RESP or HTTP; the seed's POST /command and /metrics.
 
     /usr/bin/python3 tests/integration/redis_server_test.py --binary build/bin/delayq [-v]
 
@@ -888,6 +893,37 @@ class PipeliningTest(RedisServerTestCase):
         self.assertGreater(int(resp.getheader("Content-Length")), 0)
         conn.request("GET", "/v1/jobs/s1")  # the same connection goes on
         self.assertEqual(json.loads(conn.getresponse().read())["body"], "x")
+
+    def test_the_seed_protocol_and_metrics_answer_later_too(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "seed")
+        conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10)
+        self.addCleanup(conn.close)
+
+        def post(cmd):
+            conn.request("POST", "/command", body=json.dumps(cmd))
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            return json.loads(resp.read())
+
+        self.assertEqual(post({"command": "add", "topic": "seed.t", "id": "o1", "delay": 0,
+                               "TTR": 30, "body": "b1"})["id"], "o1")
+        self.assertFalse(post({"command": "add", "topic": "seed.t", "id": "o1", "delay": 0,
+                               "TTR": 30, "body": "b1"})["success"])  # exists
+        popped = post({"command": "pop", "topic": "seed.t"})
+        self.assertEqual((popped["id"], popped["value"]), ("o1", "b1"))
+        self.assertEqual(post({"command": "finish", "id": "o1"}),
+                         {"success": True, "error": None, "id": "o1", "value": None})
+        done = post({"command": "delete", "id": "o1"})
+        self.assertFalse(done["success"])
+        self.assertIsNone(done["id"])
+        post({"command": "add", "topic": "seed.m", "id": "m1", "delay": 60, "TTR": 30, "body": "m"})
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        text = resp.read().decode()
+        self.assertEqual(resp.status, 200, text)
+        self.assertIn('delayq_jobs{state="delayed"} 1', text)
+        self.assertIn('delayq_topic_jobs{topic="seed.m",state="delayed"} 1', text)
 
     def test_replies_still_owed_are_written_before_a_quit_closes(self):
         rp = self.start_redis()
