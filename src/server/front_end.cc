@@ -115,7 +115,8 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
 
 void FrontEnd::GiveBack(const Result<Deliveries>& r) {
   if (!r.ok()) return;
-  for (const Delivery& d : *r) (void)queue_->Release(d.id, d.receipt, 0, "");
+  // Asynchronous: a store that answers later is not waited for here.
+  for (const Delivery& d : *r) queue_->ReleaseAsync(d.id, d.receipt, 0, "", [](Status) {});
 }
 
 void FrontEnd::RecordLateness(const Result<Deliveries>& r, int64_t since_ms) {
