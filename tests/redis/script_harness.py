@@ -167,6 +167,30 @@ def _record(fields, values):
     return {f: (_s(v) if f in TEXT_FIELDS else v) for f, v in zip(fields, values)}
 
 
+def flat_groups(groups):
+    """heads' and reserve's per-group arguments: G, then n, k, topics per group."""
+    args = [len(groups)]
+    for n, topics in groups:
+        args += [n, len(topics)] + list(topics)
+    return args
+
+
+def split_groups(flat, groups, width):
+    """A per-group reply (n, then n entries of `width` fields, per group) as one
+    list of entries per group; the whole reply must be consumed."""
+    out, at = [], 0
+    for _ in range(groups):
+        n = flat[at]
+        entries = flat[at + 1:at + 1 + n * width]
+        if len(entries) != n * width:
+            raise AssertionError('short reply: %r' % (flat,))
+        out.append([entries[i:i + width] for i in range(0, len(entries), width)])
+        at += 1 + n * width
+    if at != len(flat):
+        raise AssertionError('reply longer than its groups: %r' % (flat,))
+    return out
+
+
 class Bucket:
     """The scripts of one bucket, called through one connection (EVALSHA, loading
     a script on NOSCRIPT). Arguments and replies as docs/redis-store.md says."""
@@ -211,10 +235,26 @@ class Bucket:
     def add_one(self, now, id, topic, run_at=None, **kw):
         return self.add(now, self.job(id, topic, now if run_at is None else run_at, **kw))[0]
 
+    def reserve_groups(self, now, groups):
+        """groups: [(count, topics)]; returns one list of deliveries per group."""
+        flat = self.call('reserve', now, *flat_groups(groups))
+        return [[_record(DELIVERY_FIELDS, e) for e in part]
+                for part in split_groups(flat, len(groups), len(DELIVERY_FIELDS))]
+
     def reserve(self, now, topics, count=1):
-        flat = self.call('reserve', now, count, *topics)
-        n = len(DELIVERY_FIELDS)
-        return [_record(DELIVERY_FIELDS, flat[i:i + n]) for i in range(0, len(flat), n)]
+        return self.reserve_groups(now, [(count, topics)])[0]
+
+    def heads_groups(self, now, state, groups):
+        """groups: [(m, topics)]; returns next_due_ms and one list of keys per
+        group (tuples: priority, run_at_ms, seq for ready; seq for buried)."""
+        flat = self.call('heads', now, state, *flat_groups(groups))
+        parts = split_groups(flat[1:], len(groups), 3 if state == 'ready' else 1)
+        return flat[0], [[tuple(k) for k in part] for part in parts]
+
+    def heads(self, now, state, m, topics):
+        """One group: next_due_ms then its keys, flat."""
+        next_due, (keys,) = self.heads_groups(now, state, [(m, topics)])
+        return [next_due] + [v for k in keys for v in k]
 
     def finish(self, now, *pairs):
         return [_s(s) for s in self.call('finish', now, *[a for p in pairs for a in p])]
@@ -272,5 +312,3 @@ class Bucket:
     def stats(self, now):
         return dict(zip(self.STATS, self.call('stats', now)))
 
-    def heads(self, now, state, m, topics):
-        return self.call('heads', now, state, m, *topics)

@@ -24,63 +24,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import redis  # noqa: E402
 
-from script_harness import (DELIVERY_FIELDS, Bucket, Cluster, RedisServer,  # noqa: E402
-                            ScriptError, _record, load_scripts)
+from script_harness import (Bucket, Cluster, RedisServer, ScriptError,  # noqa: E402
+                            load_scripts)
 
 T0 = 1_700_000_000_000  # a wall-clock time, ms
 LONG = 600_000
 SCRIPTS = load_scripts()
 _prefixes = itertools.count(1)
-
-
-def flat_groups(groups):
-    """heads' and reserve's per-group arguments: G, then n, k, topics per group."""
-    args = [len(groups)]
-    for n, topics in groups:
-        args += [n, len(topics)] + list(topics)
-    return args
-
-
-def split_groups(flat, groups, width):
-    """A per-group reply (n, then n entries of `width` fields, per group) as one
-    list of entries per group; the whole reply must be consumed."""
-    out, at = [], 0
-    for _ in range(groups):
-        n = flat[at]
-        entries = flat[at + 1:at + 1 + n * width]
-        if len(entries) != n * width:
-            raise AssertionError('short reply: %r' % (flat,))
-        out.append([entries[i:i + width] for i in range(0, len(entries), width)])
-        at += 1 + n * width
-    if at != len(flat):
-        raise AssertionError('reply longer than its groups: %r' % (flat,))
-    return out
-
-
-class GroupBucket(Bucket):
-    """The harness's Bucket with reserve and heads in their grouped formats: one
-    call serves several groups (docs/redis-store.md, "The scripts")."""
-
-    def reserve_groups(self, now, groups):
-        """groups: [(count, topics)]; returns one list of deliveries per group."""
-        flat = self.call('reserve', now, *flat_groups(groups))
-        return [[_record(DELIVERY_FIELDS, e) for e in part]
-                for part in split_groups(flat, len(groups), len(DELIVERY_FIELDS))]
-
-    def reserve(self, now, topics, count=1):
-        return self.reserve_groups(now, [(count, topics)])[0]
-
-    def heads_groups(self, now, state, groups):
-        """groups: [(m, topics)]; returns next_due_ms and one list of keys per
-        group (tuples: priority, run_at_ms, seq for ready; seq for buried)."""
-        flat = self.call('heads', now, state, *flat_groups(groups))
-        parts = split_groups(flat[1:], len(groups), 3 if state == 'ready' else 1)
-        return flat[0], [[tuple(k) for k in part] for part in parts]
-
-    def heads(self, now, state, m, topics):
-        """One group: next_due_ms then its keys, flat."""
-        next_due, (keys,) = self.heads_groups(now, state, [(m, topics)])
-        return [next_due] + [v for k in keys for v in k]
 
 
 def setUpModule():
@@ -102,7 +52,7 @@ class ScriptTest(unittest.TestCase):
         self.b = self.bucket(0)
 
     def bucket(self, n, client=None):
-        return GroupBucket(client or self.r, self.prefix, n, SCRIPTS, self.shas)
+        return Bucket(client or self.r, self.prefix, n, SCRIPTS, self.shas)
 
     def assertCode(self, code, fn, *args, **kw):
         with self.assertRaises(ScriptError) as cm:
@@ -1240,7 +1190,7 @@ class ClusterTest(unittest.TestCase):
     def bucket(self, n):
         tag = '{%s:%d}' % (self.prefix, n)
         node = self.cluster.owner(tag)
-        return (GroupBucket(node.client, self.prefix, n, SCRIPTS, self.node_shas[node.port]),
+        return (Bucket(node.client, self.prefix, n, SCRIPTS, self.node_shas[node.port]),
                 node)
 
     def test_buckets_spread_over_the_three_masters(self):
