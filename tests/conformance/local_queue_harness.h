@@ -122,14 +122,7 @@ class SystemClockHarness final : public QueueHarness {
   std::unique_ptr<Queue> Open() override {
     return OpenLocal(options_(), SystemClock(), caller_loop_);
   }
-  void AdvanceMs(int64_t ms) override {
-    const Clock& clock = *SystemClock();
-    const int64_t wall = clock.NowMs() + ms;
-    const int64_t mono = clock.MonotonicMs() + ms;
-    while (clock.NowMs() < wall || clock.MonotonicMs() < mono) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
+  void AdvanceMs(int64_t ms) override { WaitForSystemClockMs(ms); }
   int64_t NowMs() override { return SystemClock()->NowMs(); }
   bool exact_time() const override { return false; }
 

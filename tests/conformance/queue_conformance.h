@@ -350,6 +350,18 @@ class ReserveProbe {
   uint64_t ticket_ = 0;
 };
 
+// What a harness on the system clock does for AdvanceMs: waits until both
+// the wall and the monotonic clock have moved `ms` (the one place the suite
+// lets time pass by itself).
+inline void WaitForSystemClockMs(int64_t ms) {
+  const Clock& clock = *SystemClock();
+  const int64_t wall = clock.NowMs() + ms;
+  const int64_t mono = clock.MonotonicMs() + ms;
+  while (clock.NowMs() < wall || clock.MonotonicMs() < mono) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // Polls `done` until it holds or the deadline passes (a wait for another
 // thread's progress, not for time).
 inline bool Eventually(const std::function<bool()>& done) {

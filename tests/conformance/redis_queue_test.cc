@@ -100,14 +100,7 @@ class RedisSystemClockHarness final : public QueueHarness {
   std::unique_ptr<Queue> Open() override { return OpenRedis(url_(), SystemClock()); }
   // The suite's real-time harnesses wait for time to pass (see
   // queue_conformance.h); only AdvanceMs sleeps.
-  void AdvanceMs(int64_t ms) override {
-    const Clock& clock = *SystemClock();
-    const int64_t wall = clock.NowMs() + ms;
-    const int64_t mono = clock.MonotonicMs() + ms;
-    while (clock.NowMs() < wall || clock.MonotonicMs() < mono) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
+  void AdvanceMs(int64_t ms) override { WaitForSystemClockMs(ms); }
   int64_t NowMs() override { return SystemClock()->NowMs(); }
   bool exact_time() const override { return false; }
 

@@ -26,25 +26,13 @@
 namespace delayq::redis {
 namespace {
 
+using redis_harness::ElapsedMs;
 using redis_harness::RedisCluster;
 using redis_harness::RedisServer;
 using redis_harness::RedisServerOptions;
+using redis_harness::WaitFor;
 using Ms = std::chrono::milliseconds;
 using namespace std::string_literals;
-
-int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - since).count();
-}
-
-// Polls `done` every 5 ms until it holds or `timeout_ms` passes.
-bool WaitFor(const std::function<bool()>& done, int timeout_ms = 10000) {
-  auto start = std::chrono::steady_clock::now();
-  while (!done()) {
-    if (ElapsedMs(start) > timeout_ms) return false;
-    std::this_thread::sleep_for(Ms(5));
-  }
-  return true;
-}
 
 RedisServerOptions WithPassword(std::string password) {
   RedisServerOptions o;

@@ -25,6 +25,21 @@
 #include <thread>
 
 namespace delayq::redis_harness {
+
+int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               since)
+      .count();
+}
+
+bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
+  auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (ElapsedMs(start) > timeout_ms) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -42,6 +42,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +53,11 @@
 #include "redis/reply.h"
 
 namespace delayq::redis_harness {
+
+// Milliseconds since `since`.
+int64_t ElapsedMs(std::chrono::steady_clock::time_point since);
+// Polls `done` every 2 ms until it holds or `timeout_ms` passes.
+bool WaitFor(const std::function<bool()>& done, int timeout_ms = 10000);
 
 struct RedisServerOptions {
   // --requirepass; also given to AUTH by Command() and to redis-cli. Default: none.

@@ -28,23 +28,11 @@
 namespace delayq {
 namespace {
 
+using redis_harness::ElapsedMs;
 using redis_harness::RedisServer;
 using redis_harness::RedisServerOptions;
+using redis_harness::WaitFor;
 using Ms = std::chrono::milliseconds;
-
-int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - since).count();
-}
-
-// Polls `done` every few ms until it holds or `timeout_ms` passes.
-bool WaitFor(const std::function<bool()>& done, int timeout_ms = 10000) {
-  auto start = std::chrono::steady_clock::now();
-  while (!done()) {
-    if (ElapsedMs(start) > timeout_ms) return false;
-    std::this_thread::sleep_for(Ms(2));
-  }
-  return true;
-}
 
 std::unique_ptr<RedisServer> StartServer(RedisServerOptions options = {}) {
   auto s = RedisServer::Start(std::move(options));
