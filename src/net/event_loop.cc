@@ -132,11 +132,16 @@ void EventLoop::RunTimers() {
 }
 
 void EventLoop::Post(Task fn) {
+  bool first;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    first = posted_.empty();
     posted_.push_back(std::move(fn));
+    posted_pending_.store(true, std::memory_order_release);
   }
-  posted_pending_.store(true, std::memory_order_release);
+  // One wake-up per batch: a task posted behind others that the loop has not
+  // yet taken is run with them (RunPosted takes the list under mu_).
+  if (!first) return;
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
 }

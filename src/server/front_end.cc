@@ -62,15 +62,40 @@ bool FrontEnd::HoldBack(net::Connection& c, bool is_reserve) {
 
 void FrontEnd::AfterAnswer(net::Connection& c) {
   auto& s = static_cast<State&>(*c.state);
-  if (s.held_back) {
-    // Let the request held back try again: it holds back once more if what
-    // it waits for is still in flight.
-    s.held_back = false;
-    c.waiting = false;
-    tcp_->Resume(c);  // writes what it can, then serves what was pipelined behind
-    return;
+  if (s.answered) return;
+  s.answered = true;
+  answered_.push_back(c.id);
+  // Answers reach the loop in batches (a store's round): the task runs after
+  // the batch, so each connection gets one write for all its answers in it.
+  if (answered_.size() == 1) {
+    loop_->Post([this, alive = alive_] {
+      if (*alive) RunAfterAnswers();
+    });
   }
-  tcp_->Flush(c);
+}
+
+void FrontEnd::RunAfterAnswers() {
+  std::vector<uint64_t> ids;
+  ids.swap(answered_);
+  for (uint64_t id : ids) {
+    net::Connection* c = tcp_->Find(id);
+    if (c == nullptr) continue;
+    auto& s = static_cast<State&>(*c->state);
+    s.answered = false;
+    if (s.held_back) {
+      // Let the request held back try again: it holds back once more if what
+      // it waits for is still in flight.
+      s.held_back = false;
+      c->waiting = false;
+      tcp_->Resume(*c);  // writes what it can, then serves what was pipelined behind
+      continue;
+    }
+    tcp_->Flush(*c);
+  }
+  if (answered_.empty()) {  // keep the capacity
+    ids.clear();
+    answered_.swap(ids);
+  }
 }
 
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {

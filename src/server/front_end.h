@@ -87,6 +87,7 @@ class FrontEnd : public net::TcpHandler {
     std::map<uint64_t, InFlightReserve> reserves;  // by hole serial
     uint32_t changes = 0;                           // Await calls in flight
     bool held_back = false;  // parked before a request that must wait for them
+    bool answered = false;   // in FrontEnd::answered_
   };
   // Requests in flight per connection at most, when pipelining.
   static constexpr size_t kMaxInFlight = 1024;
@@ -138,9 +139,12 @@ class FrontEnd : public net::TcpHandler {
   // Writes what `answer` appends to c.out into hole `serial` instead.
   template <typename F>
   void FillHole(net::Connection& c, uint64_t serial, F&& answer);
-  // A reply came in: writes what can be written, and lets a request held
-  // back run if nothing holds it any more. c may be destroyed.
+  // A reply came in. Once the answers that reached the loop together are
+  // all in (a posted task later), writes what can be written, one write per
+  // connection, and lets a request held back run if nothing holds it any
+  // more.
   void AfterAnswer(net::Connection& c);
+  void RunAfterAnswers();
   // Jobs of a reserve whose client left go back at once.
   void GiveBack(const Result<Deliveries>& result);
   // Records how late jobs that fell due during a wait begun at `since_ms`
@@ -149,6 +153,8 @@ class FrontEnd : public net::TcpHandler {
 
   std::shared_ptr<bool> alive_;  // posted tasks check it: false once destroyed
   const bool pipelining_;
+  std::vector<uint64_t> answered_;  // connections AfterAnswer is to serve
+  std::string scratch_;             // FillHole's reply, its capacity kept
 
   // The Await being made on this thread, if any: where its answer goes when
   // the queue gives it inside the call.
@@ -164,13 +170,12 @@ class FrontEnd : public net::TcpHandler {
 
 template <typename F>
 void FrontEnd::FillHole(net::Connection& c, uint64_t serial, F&& answer) {
-  std::string later;
-  later.swap(c.out);
-  answer();  // appends to the (now empty) c.out
-  std::string reply;
-  reply.swap(c.out);
-  c.out.swap(later);
-  c.FillHole(serial, reply);
+  scratch_.clear();
+  scratch_.swap(c.out);  // c.out: empty, scratch_'s capacity
+  answer();              // appends the reply to it
+  c.out.swap(scratch_);  // scratch_: the reply
+  c.FillHole(serial, scratch_);
+  scratch_.clear();
 }
 
 template <typename T, typename Answer, typename Call>
