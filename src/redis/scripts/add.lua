@@ -29,45 +29,44 @@ local FIELDS = 8
 local function main()
   read_now()
   local n = (#ARGV - 1) / FIELDS
-  if n < 1 or n > MAX_BATCH or n ~= math.floor(n) then
+  if n < 1 or n > MAX_BATCH or n ~= floor(n) then
     abort('invalid_argument', 'jobs: expected 1..' .. MAX_BATCH .. ' groups of ' .. FIELDS
       .. ' fields after now_ms')
   end
-  -- Check everything before the first write.
-  local jobs, ids, any_delayed, dup = {}, {}, false, false
-  local seen = {}
+  -- Check everything before the first write. The fields go into one array
+  -- each (a table per job would cost more than the rest of the loop).
+  local ids, topics, run_ats, ttrs, prios, maxes, reps, floors = {}, {}, {}, {}, {}, {}, {}, {}
+  local any_delayed, dup, seen = false, false, {}
   for k = 1, n do
     local a = 1 + (k - 1) * FIELDS
-    local of = ' (job ' .. k .. ')'
-    local job = {
-      id = check_id(ARGV[a + 1], 'id' .. of),
-      topic = check_topic(ARGV[a + 2], 'topic' .. of),
-      run_at = int_arg(a + 3, 'run_at_ms' .. of, 0, MAX_RUN_AT),
-      ttr = int_arg(a + 4, 'ttr_ms' .. of, 1, MAX_U32),
-      priority = int_arg(a + 5, 'priority' .. of, 0, MAX_U32),
-      max_attempts = int_arg(a + 6, 'max_attempts' .. of, 0, MAX_U32),
-      body = ARGV[a + 8],
-    }
+    local id = check_id(ARGV[a + 1], 'id', k)
+    ids[k] = id
+    topics[k] = check_topic(ARGV[a + 2], 'topic', k)
+    local run_at = int_arg(a + 3, 'run_at_ms', 0, MAX_RUN_AT, k)
+    run_ats[k] = run_at
+    ttrs[k] = int_arg(a + 4, 'ttr_ms', 1, MAX_U32, k)
+    prios[k] = int_arg(a + 5, 'priority', 0, MAX_U32, k)
+    maxes[k] = int_arg(a + 6, 'max_attempts', 0, MAX_U32, k)
     local flags = ARGV[a + 7]
-    local rep, floor = string.match(flags, '^(r?)@(%d+)$')
-    if rep == nil then
-      if flags ~= '' and flags ~= 'r' then
-        abort('invalid_argument', 'flags' .. of .. ': "" or "r", optionally followed by "@<seq floor>"')
+    if flags == 'r' then
+      reps[k] = true
+    elseif flags ~= '' then
+      local rep, seq_floor = string.match(flags, '^(r?)@(%d+)$')
+      if rep == nil then
+        abort('invalid_argument', field_name('flags', k)
+          .. ': "" or "r", optionally followed by "@<seq floor>"')
       end
-      rep = flags
-    else
-      floor = tonumber(floor)
-      if #ARGV[a + 7] > 20 or floor > MAX_NOW * SEQ_PER_MS then
-        abort('invalid_argument', 'flags' .. of .. ': seq floor above ' .. fmt(MAX_NOW * SEQ_PER_MS))
+      seq_floor = tonumber(seq_floor)
+      if #flags > 20 or seq_floor > MAX_NOW * SEQ_PER_MS then
+        abort('invalid_argument', field_name('flags', k) .. ': seq floor above '
+          .. fmt(MAX_NOW * SEQ_PER_MS))
       end
+      reps[k] = rep == 'r'
+      floors[k] = seq_floor
     end
-    job.replace = rep == 'r'
-    job.floor = floor
-    if job.run_at > NOW then any_delayed = true end
-    if seen[job.id] then dup = true end
-    seen[job.id] = true
-    jobs[k] = job
-    ids[k] = job.id
+    if run_at > NOW then any_delayed = true end
+    if seen[id] then dup = true end
+    seen[id] = true
   end
 
   if any_delayed then measure_due() end
@@ -75,41 +74,31 @@ local function main()
 
   -- New records, index entries and counts are written in bulk; a job whose
   -- id came earlier in this batch first flushes them, then reads what is live.
-  local pend
+  local hset, zadd, zkeys, timers, tkeys, per_topic, topkeys
   local function reset()
-    pend = { hset = {}, zadd = {}, zkeys = {}, timers = {}, tkeys = {}, topics = {}, topkeys = {} }
-  end
-  local function pend_zadd(key, score, member)
-    local l = pend.zadd[key]
-    if not l then
-      l = {}
-      pend.zadd[key] = l
-      pend.zkeys[#pend.zkeys + 1] = key
-    end
-    l[#l + 1] = score
-    l[#l + 1] = member
+    hset, zadd, zkeys, timers, tkeys, per_topic, topkeys = {}, {}, {}, {}, {}, {}, {}
   end
   local function flush()
-    if #pend.hset > 0 then redis.call('HSET', K_JOBS, unpack(pend.hset)) end
-    for _, key in ipairs(pend.zkeys) do redis.call('ZADD', key, unpack(pend.zadd[key])) end
-    for _, t in ipairs(pend.tkeys) do redis.call('ZADD', K_TIMERS, 'LT', pend.timers[t], t) end
-    for _, t in ipairs(pend.topkeys) do hincr(K_TOPICS, t, pend.topics[t]) end
+    if #hset > 0 then redis.call('HSET', K_JOBS, unpack(hset)) end
+    for _, key in ipairs(zkeys) do redis.call('ZADD', key, unpack(zadd[key])) end
+    for _, t in ipairs(tkeys) do redis.call('ZADD', K_TIMERS, 'LT', timers[t], t) end
+    for _, t in ipairs(topkeys) do hincr(K_TOPICS, t, per_topic[t]) end
     reset()
   end
   reset()
 
-  local out, done = {}, {}
+  local out, done, added = {}, {}, 0
   for k = 1, n do
-    local job = jobs[k]
+    local id, topic = ids[k], topics[k]
     local old
-    if dup and done[job.id] then
+    if dup and done[id] then
       flush()
-      old = load(job.id)
+      old = load(id)
     elseif existing[k] then
-      old = decode(job.id, existing[k])
+      old = decode(id, existing[k])
     end
-    done[job.id] = true
-    if old and not job.replace then
+    done[id] = true
+    if old and not reps[k] then
       out[k] = 'exists'
     else
       if old then
@@ -118,34 +107,45 @@ local function main()
         hincr(K_TOPICS, old.topic, -1)
         count('replaced')
       end
-      local j = { id = job.id, topic = job.topic, run_at = job.run_at, ttr = job.ttr,
-                  priority = job.priority, max_attempts = job.max_attempts, attempts = 0,
-                  seq = next_seq(job.floor), err = '', body = job.body }
-      if j.run_at <= NOW then
-        j.state = READY
-        will_add_ready(j.topic)
-        pend_zadd(kr(j.topic), j.priority, ready_member(j))
+      local run_at, priority = run_ats[k], prios[k]
+      local seq = next_seq(floors[k])
+      local state, key, score, member
+      if run_at <= NOW then
+        state, key, score = READY, kr(topic), priority
+        member = struct.pack('>I6I7c0', run_at, seq, id)  -- ready_member
+        will_add_ready(topic)
         out[k] = 'ready'
       else
-        j.state = DELAYED
-        pend_zadd(kd(j.topic), j.run_at, delayed_member(j))
-        local t = pend.timers[j.topic]
-        if t == nil then pend.tkeys[#pend.tkeys + 1] = j.topic end
-        if t == nil or j.run_at < t then pend.timers[j.topic] = j.run_at end
-        added_due(j.run_at)
+        state, key, score = DELAYED, kd(topic), run_at
+        member = struct.pack('>I7c0', seq, id)  -- delayed_member
+        local t = timers[topic]
+        if t == nil then tkeys[#tkeys + 1] = topic end
+        if t == nil or run_at < t then timers[topic] = run_at end
+        added_due(run_at)
         out[k] = 'delayed'
       end
-      pend.hset[#pend.hset + 1] = j.id
-      pend.hset[#pend.hset + 1] = encode(j)
-      if pend.topics[j.topic] == nil then
-        pend.topics[j.topic] = 0
-        pend.topkeys[#pend.topkeys + 1] = j.topic
+      local l = zadd[key]
+      if not l then
+        l = {}
+        zadd[key] = l
+        zkeys[#zkeys + 1] = key
       end
-      pend.topics[j.topic] = pend.topics[j.topic] + 1
-      count('added')
+      l[#l + 1] = score
+      l[#l + 1] = member
+      hset[#hset + 1] = id
+      hset[#hset + 1] = struct.pack(REC_BODY, state, 0, priority, ttrs[k], maxes[k], run_at, seq,
+                                    #topic, topic, 0, '', ARGV[k * FIELDS + 1])
+      local c = per_topic[topic]
+      if c == nil then
+        c = 0
+        topkeys[#topkeys + 1] = topic
+      end
+      per_topic[topic] = c + 1
+      added = added + 1
     end
   end
   flush()
+  count('added', added)
   commit()
   return out
 end

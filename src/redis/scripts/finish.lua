@@ -34,45 +34,68 @@ local function main()
   local per_topic, topic_order = {}, {}
   for k = 1, n do
     local id = ids[k]
-    local j
-    if not gone[id] then
-      -- An id met before in this batch is read again: an earlier item may
-      -- have changed it.
-      if seen[id] then
-        j = load(id)
-      elseif vals[k] then
-        j = decode(id, vals[k])
-      end
+    local v = vals[k]
+    -- The common case first, without decoding the record: a job reserved
+    -- once in this batch, its reservation running, its receipt right.
+    local state, attempts, seq, topic, d, _
+    if v and not seen[id] then
+      state, attempts, _, _, _, _, seq, topic = struct.unpack(HEAD_TOPIC, v)
+      d = tonumber(deadlines[k])
     end
-    if j == nil then
-      out[k] = 'not_found'
-    else
-      local changed
-      if j.state == RESERVED and not seen[id] then
-        local d = tonumber(deadlines[k])
-        if d ~= nil and d <= NOW then
-          detach(j)
-          time_out(j)
-          changed = true
-        end
-      else
-        changed = settle_job(j)
-      end
-      if changed then save(j) end
+    if state == RESERVED and d ~= nil and d > NOW
+        and (receipts[k] == '' or receipts[k] == string.format(RECEIPT, seq, attempts)) then
       seen[id] = true
-      local code = check_reservation(j, receipts[k])
-      if code then
-        out[k] = code
-      else
-        out[k] = 'ok'
-        gone[id] = true
-        hdel[#hdel + 1] = id
-        zrem[#zrem + 1] = id
-        if per_topic[j.topic] == nil then
-          per_topic[j.topic] = 0
-          topic_order[#topic_order + 1] = j.topic
+      out[k] = 'ok'
+      gone[id] = true
+      hdel[#hdel + 1] = id
+      zrem[#zrem + 1] = id
+      local c = per_topic[topic]
+      if c == nil then
+        c = 0
+        topic_order[#topic_order + 1] = topic
+      end
+      per_topic[topic] = c + 1
+    else
+      local j
+      if not gone[id] then
+        -- An id met before in this batch is read again: an earlier item may
+        -- have changed it.
+        if seen[id] then
+          j = load(id)
+        elseif vals[k] then
+          j = decode(id, vals[k])
         end
-        per_topic[j.topic] = per_topic[j.topic] + 1
+      end
+      if j == nil then
+        out[k] = 'not_found'
+      else
+        local changed
+        if j.state == RESERVED and not seen[id] then
+          local d = tonumber(deadlines[k])
+          if d ~= nil and d <= NOW then
+            detach(j)
+            time_out(j)
+            changed = true
+          end
+        else
+          changed = settle_job(j)
+        end
+        if changed then save(j) end
+        seen[id] = true
+        local code = check_reservation(j, receipts[k])
+        if code then
+          out[k] = code
+        else
+          out[k] = 'ok'
+          gone[id] = true
+          hdel[#hdel + 1] = id
+          zrem[#zrem + 1] = id
+          if per_topic[j.topic] == nil then
+            per_topic[j.topic] = 0
+            topic_order[#topic_order + 1] = j.topic
+          end
+          per_topic[j.topic] = per_topic[j.topic] + 1
+        end
       end
     end
   end

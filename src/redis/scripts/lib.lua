@@ -47,7 +47,9 @@ local MAX_U32 = 4294967295
 -- bytes), seq (7 bytes), topic (1-byte length), last_error (2-byte length),
 -- then the body to the end. 33 bytes + topic + last_error + body.
 local REC = '>BI4I4I4I4I6I7Bc0Hc0'
+local REC_BODY = REC .. 'c0'   -- packing: the body too (c0 packs a whole string)
 local HEAD = '>BI4I4I4I4I6I7'  -- the fixed part alone
+local HEAD_TOPIC = HEAD .. 'Bc0'  -- and the topic
 
 -- --- errors -------------------------------------------------------------------
 
@@ -76,26 +78,37 @@ local function quote(id)
   return "job '" .. id .. "'"
 end
 
--- ARGV[i] as an integer in [lo, hi], or abort naming the field.
-local function int_arg(i, name, lo, hi)
+-- A field's name in an error: "ttr_ms", or "ttr_ms (job 3)" when `job` (the
+-- index of the job in a batch) is given. Built only when an error is
+-- reported: batches check every job's fields.
+local function field_name(name, job)
+  if job then return name .. ' (job ' .. fmt(job) .. ')' end
+  return name
+end
+
+local floor = math.floor
+
+-- ARGV[i] as an integer in [lo, hi], or abort naming the field (of job `job`).
+local function int_arg(i, name, lo, hi, job)
   local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
-    abort('invalid_argument', name .. ': expected an integer in [' .. fmt(lo) .. ', ' .. fmt(hi)
-      .. '], got ' .. string.format('%q', string.sub(tostring(ARGV[i]), 1, 40)))
+  if v == nil or v ~= floor(v) or v < lo or v > hi then
+    abort('invalid_argument', field_name(name, job) .. ': expected an integer in [' .. fmt(lo)
+      .. ', ' .. fmt(hi) .. '], got ' .. string.format('%q', string.sub(tostring(ARGV[i]), 1, 40)))
   end
   return v
 end
 
-local function check_topic(t, name)
+local function check_topic(t, name, job)
   if type(t) ~= 'string' or #t == 0 or #t > 200 or not string.find(t, '^[A-Za-z0-9._:-]+$') then
-    abort('invalid_argument', (name or 'topic') .. ': 1-200 bytes of [A-Za-z0-9._:-]')
+    abort('invalid_argument', field_name(name or 'topic', job) .. ': 1-200 bytes of [A-Za-z0-9._:-]')
   end
   return t
 end
 
-local function check_id(id, name)
+local function check_id(id, name, job)
   if type(id) ~= 'string' or #id == 0 or #id > 256 or string.find(id, '[%z\1-\31\127]') then
-    abort('invalid_argument', (name or 'id') .. ': 1-256 bytes without control characters')
+    abort('invalid_argument', field_name(name or 'id', job)
+      .. ': 1-256 bytes without control characters')
   end
   return id
 end
@@ -164,8 +177,8 @@ local function body_of(j)
 end
 
 local function encode(j)
-  return struct.pack(REC, j.state, j.attempts, j.priority, j.ttr, j.max_attempts, j.run_at,
-                     j.seq, #j.topic, j.topic, #j.err, j.err) .. body_of(j)
+  return struct.pack(REC_BODY, j.state, j.attempts, j.priority, j.ttr, j.max_attempts, j.run_at,
+                     j.seq, #j.topic, j.topic, #j.err, j.err, body_of(j))
 end
 
 local function load(id)
@@ -178,14 +191,15 @@ local function save(j) redis.call('HSET', K_JOBS, j.id, encode(j)) end
 
 -- Members: a ready member sorts (as bytes, among equal priority scores) by
 -- run_at, then seq; a delayed member (score run_at) by seq.
-local function ready_member(j) return struct.pack('>I6I7', j.run_at, j.seq) .. j.id end
-local function delayed_member(j) return struct.pack('>I7', j.seq) .. j.id end
+local function ready_member(j) return struct.pack('>I6I7c0', j.run_at, j.seq, j.id) end
+local function delayed_member(j) return struct.pack('>I7c0', j.seq, j.id) end
 local function id_of_ready(m) return string.sub(m, 14) end
 local function id_of_delayed(m) return string.sub(m, 8) end
 
 -- 16 hex digits of seq, 8 of attempts: unique per delivery of a job (a
 -- replaced or re-added job has a new seq), as the engine's.
-local function receipt_of(j) return string.format('%016x%08x', j.seq, j.attempts) end
+local RECEIPT = '%016x%08x'
+local function receipt_of(j) return string.format(RECEIPT, j.seq, j.attempts) end
 
 local function created_at(j) return math.floor(j.seq / SEQ_PER_MS) end
 

@@ -31,13 +31,13 @@
 --!include lib.lua
 
 -- Takes up to `want` of the best ready members of the open topics `open` out
--- of their ready sets. Returns { { topic, member }, ... }, best first.
-local function pick(open, want)
-  local picks = {}
+-- of their ready sets, best first, and appends their ids to `ids`. Returns
+-- how many it took.
+local function pick(open, want, ids)
   if #open == 1 then
     local popped = redis.call('ZPOPMIN', kr(open[1]), want)
-    for i = 1, #popped, 2 do picks[#picks + 1] = { open[1], popped[i] } end
-    return picks
+    for i = 1, #popped, 2 do ids[#ids + 1] = id_of_ready(popped[i]) end
+    return #popped / 2
   end
   -- Merge the first `want` of each topic; then pop what was taken (the
   -- same members: ZPOPMIN takes them in the order ZRANGE listed them).
@@ -54,7 +54,8 @@ local function pick(open, want)
       heads[#heads + 1] = h
     end
   end
-  while #picks < want do
+  local took = 0
+  while took < want do
     local best
     for _, h in ipairs(heads) do
       if h.pos <= #h.l and (best == nil or h.p < best.p
@@ -63,7 +64,8 @@ local function pick(open, want)
       end
     end
     if best == nil then break end
-    picks[#picks + 1] = { best.topic, best.l[best.pos] }
+    ids[#ids + 1] = id_of_ready(best.l[best.pos])
+    took = took + 1
     best.taken = best.taken + 1
     best.pos = best.pos + 2
     if best.pos <= #best.l then key_at(best) end
@@ -71,7 +73,7 @@ local function pick(open, want)
   for _, h in ipairs(heads) do
     if h.taken > 0 then redis.call('ZPOPMIN', kr(h.topic), h.taken) end
   end
-  return picks
+  return took
 end
 
 local function main()
@@ -89,9 +91,7 @@ local function main()
       if paused[t] == nil then paused[t] = paused_now(t) end
       if not paused[t] then open[#open + 1] = t end
     end
-    local picks = #open > 0 and pick(open, group.n) or {}
-    for _, p in ipairs(picks) do ids[#ids + 1] = id_of_ready(p[2]) end
-    picked[g] = #picks
+    picked[g] = #open > 0 and pick(open, group.n, ids) or 0
   end
   local out = {}
   if #ids == 0 then
@@ -110,30 +110,33 @@ local function main()
     for i = at + 1, at + picked[g] do
       local v = vals[i]
       if v then
-        local j = decode(ids[i], v)
-        j.attempts = j.attempts + 1
-        local until_ms = NOW + j.ttr
+        -- The record's fields as locals (no table per job: see decode).
+        local _, attempts, priority, ttr, _, run_at, seq, topic, _, pos = struct.unpack(REC, v)
+        local id = ids[i]
+        attempts = attempts + 1
+        local until_ms = NOW + ttr
         -- State and attempts lead the record: the rest is copied as it is.
-        hset[#hset + 1] = j.id
-        hset[#hset + 1] = struct.pack('>BI4', RESERVED, j.attempts) .. string.sub(v, 6)
+        hset[#hset + 1] = id
+        hset[#hset + 1] = struct.pack('>BI4c0', RESERVED, attempts, string.sub(v, 6))
         zadd[#zadd + 1] = until_ms
-        zadd[#zadd + 1] = j.id
+        zadd[#zadd + 1] = id
         local o = #out
-        out[o + 1] = j.id
-        out[o + 2] = j.topic
-        out[o + 3] = body_of(j)
-        out[o + 4] = receipt_of(j)
-        out[o + 5] = j.attempts
-        out[o + 6] = j.ttr
-        out[o + 7] = j.priority
-        out[o + 8] = j.run_at
+        out[o + 1] = id
+        out[o + 2] = topic
+        out[o + 3] = string.sub(v, pos)  -- the body
+        out[o + 4] = string.format(RECEIPT, seq, attempts)
+        out[o + 5] = attempts
+        out[o + 6] = ttr
+        out[o + 7] = priority
+        out[o + 8] = run_at
         out[o + 9] = until_ms
         out[count_at] = out[count_at] + 1
-        if per_topic[j.topic] == nil then
-          per_topic[j.topic] = 0
-          topic_order[#topic_order + 1] = j.topic
+        local c = per_topic[topic]
+        if c == nil then
+          c = 0
+          topic_order[#topic_order + 1] = topic
         end
-        per_topic[j.topic] = per_topic[j.topic] + 1
+        per_topic[topic] = c + 1
         handed = handed + 1
       end
     end
