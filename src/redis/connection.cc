@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <memory>
 
 namespace delayq::redis {
 namespace {
@@ -35,24 +37,63 @@ timeval Timeval(int ms) {
   return tv;
 }
 
-Reply Convert(const redisReply* r) {
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      return Reply::String(std::string(r->str, r->len));
-    case REDIS_REPLY_STATUS:
-      return Reply::Status(std::string(r->str, r->len));
+// hiredis's reader builds our Reply tree directly through these (instead of
+// its own redisReply tree, copied afterwards): an array is created with its
+// elements in place, and each element is parsed into its slot. Only the
+// top-level reply is a heap object.
+void* Place(const redisReadTask* task, Reply&& r) {
+  if (task->parent != nullptr) {
+    Reply& slot = static_cast<Reply*>(task->parent->obj)->elements()[task->idx];
+    slot = std::move(r);
+    return &slot;
+  }
+  return new Reply(std::move(r));
+}
+
+void* CreateString(const redisReadTask* task, char* str, size_t len) {
+  std::string text(str, len);
+  switch (task->type) {
     case REDIS_REPLY_ERROR:
-      return Reply::Error(std::string(r->str, r->len));
-    case REDIS_REPLY_INTEGER:
-      return Reply::Integer(r->integer);
-    case REDIS_REPLY_ARRAY: {
-      std::vector<Reply> elements;
-      elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) elements.push_back(Convert(r->element[i]));
-      return Reply::Array(std::move(elements));
-    }
+      return Place(task, Reply::Error(std::move(text)));
+    case REDIS_REPLY_STATUS:
+      return Place(task, Reply::Status(std::move(text)));
     default:
-      return Reply::Nil();
+      return Place(task, Reply::String(std::move(text)));
+  }
+}
+
+void* CreateArray(const redisReadTask* task, int elements) {
+  return Place(task, Reply::Array(std::vector<Reply>(static_cast<size_t>(std::max(elements, 0)))));
+}
+
+void* CreateInteger(const redisReadTask* task, long long value) {
+  return Place(task, Reply::Integer(value));
+}
+
+void* CreateNil(const redisReadTask* task) { return Place(task, Reply::Nil()); }
+
+// Called on a top-level reply only (a protocol error mid-reply).
+void FreeReply(void* reply) { delete static_cast<Reply*>(reply); }
+
+redisReplyObjectFunctions kReplyFunctions = {CreateString, CreateArray, CreateInteger, CreateNil,
+                                             FreeReply};
+
+// RESP for one command, appended to `out`: what redisFormatCommandArgv
+// makes, without its per-argument formatting.
+template <typename Range>
+void FormatCommand(const Range& argv, std::string* out) {
+  char digits[24];
+  auto line = [&](char kind, size_t n) {
+    out->push_back(kind);
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+    out->append(digits, end);
+    out->append("\r\n", 2);
+  };
+  line('*', std::size(argv));
+  for (const auto& arg : argv) {
+    line('$', arg.size());
+    out->append(arg.data(), arg.size());
+    out->append("\r\n", 2);
   }
 }
 
@@ -93,12 +134,10 @@ class SigpipeGuard {
   sigset_t old_;
 };
 
-// Takes ownership of a reply hiredis handed out.
+// Takes ownership of a reply the reader handed out (see kReplyFunctions).
 Reply TakeReply(void* raw) {
-  auto* r = static_cast<redisReply*>(raw);
-  Reply out = Convert(r);
-  freeReplyObject(r);
-  return out;
+  std::unique_ptr<Reply> r(static_cast<Reply*>(raw));
+  return std::move(*r);
 }
 
 }  // namespace
@@ -226,6 +265,7 @@ Status Connection::Connect() {
     return Unavailable(name_ + ": " + why);
   }
   context_ = c;
+  c->reader->fn = &kReplyFunctions;
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // hiredis sets it too
   if (redisSetTimeout(c, Timeval(options_.command_timeout_ms)) != REDIS_OK) return Broken(errno);
@@ -262,31 +302,19 @@ Status Connection::Append(std::span<const std::string_view> argv) { return Appen
 Status Connection::Append(const Argv& argv) { return AppendArgs(argv); }
 Status Connection::Append(std::initializer_list<std::string_view> argv) { return AppendArgs(argv); }
 
-// Hands hiredis pointers into the caller's strings (it copies them once,
-// into its output buffer); the pointer arrays live on the stack for the
-// usual short command.
+// Formats the command into a reused buffer, which hiredis copies once into
+// its output buffer.
 template <typename Range>
 Status Connection::AppendArgs(const Range& argv) {
-  const size_t n = std::size(argv);
   // "*0\r\n" gets no reply at all: the caller would wait for the timeout.
-  if (n == 0) return InvalidArgument(name_ + ": empty command");
+  if (std::size(argv) == 0) return InvalidArgument(name_ + ": empty command");
   if (Status s = EnsureConnected(); !s.ok()) return s;
-  constexpr size_t kOnStack = 16;
-  const char* stack_ptrs[kOnStack];
-  size_t stack_lens[kOnStack];
-  std::vector<const char*> heap_ptrs(n > kOnStack ? n : 0);
-  std::vector<size_t> heap_lens(n > kOnStack ? n : 0);
-  const char** ptrs = n > kOnStack ? heap_ptrs.data() : stack_ptrs;
-  size_t* lens = n > kOnStack ? heap_lens.data() : stack_lens;
-  size_t i = 0;
-  for (const auto& arg : argv) {
-    ptrs[i] = arg.data();
-    lens[i] = arg.size();
-    ++i;
-  }
-  if (redisAppendCommandArgv(context_, static_cast<int>(n), ptrs, lens) != REDIS_OK) {
+  format_.clear();
+  FormatCommand(argv, &format_);
+  if (redisAppendFormattedCommand(context_, format_.data(), format_.size()) != REDIS_OK) {
     return Broken(errno);
   }
+  if (format_.capacity() > kKeptFormatBytes) std::string().swap(format_);
   ++pending_;
   return Status::Ok();
 }

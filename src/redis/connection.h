@@ -180,6 +180,9 @@ class Connection {
   redisContext* context_ = nullptr;  // owned; nullptr while not connected
   size_t pending_ = 0;
   bool push_mode_ = false;
+  // AppendArgs formats each command here; kept while it stays small.
+  static constexpr size_t kKeptFormatBytes = 1 << 20;
+  std::string format_;
 };
 
 }  // namespace delayq::redis

@@ -1,7 +1,8 @@
 // Reply: one RESP2 reply from Redis, owned: nil, integer, bulk string,
 // status ("+OK"), error ("-ERR ...") or an array of replies (nested to any
-// depth). Converted from hiredis's redisReply inside connection.cc, so
-// nothing outside this layer sees hiredis.
+// depth). hiredis's parser builds it directly (connection.cc gives the
+// reader its own object functions), so nothing outside this layer sees
+// hiredis.
 //
 // An error reply is a successful call that Redis answered with an error: it
 // comes back as a Reply of type kError and the caller decides. Trouble
