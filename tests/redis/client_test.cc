@@ -240,6 +240,16 @@ TEST_F(Standalone, RepliesOfEveryTypeComeBackNested) {
       "", {"EVAL", "return {1, 'two', {3, {'four'}}, redis.status_reply('FINE')}", "0"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->ToString(), "[1, \"two\", [3, [\"four\"]], +FINE]");
+  // An empty array and a nil inside one (Lua's false) keep their places.
+  auto edges = client_->Exec("", {"EVAL", "return {{}, false, {{}}, 'x'}", "0"});
+  ASSERT_TRUE(edges.ok()) << edges.status().ToString();
+  ASSERT_TRUE(edges->is_array());
+  ASSERT_EQ(edges->elements().size(), 4u);
+  EXPECT_TRUE(edges->elements()[0].is_array());
+  EXPECT_TRUE(edges->elements()[0].elements().empty());
+  EXPECT_TRUE(edges->elements()[1].is_nil());
+  EXPECT_EQ(edges->elements()[2].ToString(), "[[]]");
+  EXPECT_EQ(edges->elements()[3].str(), "x");
   auto nil = client_->Exec("missing", {"GET", "missing"});
   ASSERT_TRUE(nil.ok());
   EXPECT_TRUE(nil->is_nil());
