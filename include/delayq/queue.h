@@ -142,6 +142,12 @@ class Queue {
   // if it has already run or is running now.
   virtual bool CancelReserve(uint64_t ticket) = 0;
 
+  // Withdraws a waiting reserve whose caller will not wait to learn whether
+  // it already took jobs (a client that left). If it did, `done` still gets
+  // them, later, and must give them back; else `done` may run with none or
+  // never. Never blocks. By default: CancelReserve.
+  virtual void AbandonReserve(uint64_t ticket) { (void)CancelReserve(ticket); }
+
   // Blocking form of ReserveAsync, for applications. Waits at most
   // req.wait_ms; an empty vector means nothing became ready in time.
   Result<Deliveries> Reserve(const ReserveRequest& req);

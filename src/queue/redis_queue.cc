@@ -61,6 +61,7 @@ struct RedisQueue::Waiter {
   uint64_t serial = 0;  // of its current attempt
   enum class State { kQueued, kRunning, kIdle } state = State::kQueued;
   bool executing = false;  // its attempt is in the round being run now
+  bool abandoned = false;  // AbandonReserve during that round: ends with it
   bool recheck = false;    // woken during its attempt: try once more if it gets nothing
   bool expired = false;    // its wait ran out during its attempt
 };
@@ -446,6 +447,10 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
     }
     Waiter& w = it->second;
     w.executing = false;
+    if (w.abandoned && !a.finished) {  // took nothing yet (an attempt takes jobs as it ends)
+      EraseWaiter(a.ticket);
+      continue;
+    }
     if (a.finished) {
       EndAttempt(a.ticket, w, a, callbacks);
     } else {
@@ -457,7 +462,7 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
 
 void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                             std::vector<std::function<void()>>* callbacks) {
-  if (!a.error.ok() || !a.got.empty() || w.once || w.expired || stopping_) {
+  if (!a.error.ok() || !a.got.empty() || w.once || w.expired || w.abandoned || stopping_) {
     Result<Deliveries> r = Deliveries{};
     if (!a.error.ok()) {
       r = a.error;
@@ -615,6 +620,18 @@ bool RedisQueue::CancelReserve(uint64_t ticket) {
     if (t_dispatcher == this) return false;
     round_cv_.wait(lock);
   }
+}
+
+void RedisQueue::AbandonReserve(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiters_.find(ticket);
+  if (it == waiters_.end()) return;
+  if (it->second.executing) {
+    // Its round says whether it took jobs; SettleGroup ends it then.
+    it->second.abandoned = true;
+    return;
+  }
+  EraseWaiter(ticket);
 }
 
 // --- timing --------------------------------------------------------------------------

@@ -121,6 +121,7 @@ class RedisQueue final : public Queue {
   // While one of its attempts is in a round, waits for that round to end
   // (up to a round trip) to learn whether it took jobs.
   bool CancelReserve(uint64_t ticket) override;
+  void AbandonReserve(uint64_t ticket) override;
   Status Finish(std::string_view id, std::string_view receipt) override;
   Status Delete(std::string_view id) override;
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,

@@ -190,11 +190,11 @@ void FrontEnd::FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<D
 
 void FrontEnd::OnClose(net::Connection& c) {
   auto& s = static_cast<State&>(*c.state);
-  if (s.reserve_ticket != 0) queue_->CancelReserve(s.reserve_ticket);
+  // Not waited for: a reserve that already took jobs answers later and,
+  // finding no connection, gives them back (GiveBack).
+  if (s.reserve_ticket != 0) queue_->AbandonReserve(s.reserve_ticket);
   s.reserve_ticket = 0;
-  // A reserve whose cancel loses the race answers later; finding no
-  // connection, its jobs go back.
-  for (const auto& [serial, r] : s.reserves) queue_->CancelReserve(r.ticket);
+  for (const auto& [serial, r] : s.reserves) queue_->AbandonReserve(r.ticket);
   s.reserves.clear();
 }
 

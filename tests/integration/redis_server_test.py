@@ -40,6 +40,7 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -893,6 +894,55 @@ class PipeliningTest(RedisServerTestCase):
         self.assertGreater(int(resp.getheader("Content-Length")), 0)
         conn.request("GET", "/v1/jobs/s1")  # the same connection goes on
         self.assertEqual(json.loads(conn.getresponse().read())["body"], "x")
+
+    def test_a_client_leaving_while_its_reserve_is_in_redis_holds_nobody_up(self):
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "leave")
+        b = client(s)
+        self.addCleanup(b.close)
+        b.execute_command("ADD", "leave.t", "l1", 0, 30000, "x")
+        admin = redis.Redis(host="127.0.0.1", port=rp.port, socket_timeout=5)
+        self.addCleanup(admin.close)
+        # Scripts wait for 1.5 s; CLIENT LIST still answers and shows them waiting.
+        admin.execute_command("CLIENT", "PAUSE", 1500, "WRITE")
+        paused_at = time.monotonic()
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        # 20 long topic names besides leave.t make its script call stand out
+        # among the waiting ones (a timer's promote is small): > 3,000 bytes of
+        # arguments.
+        topics = [b"leave.t"] + [b"leave.%03d.%s" % (i, b"x" * 140) for i in range(20)]
+        argv = [b"RESERVE", b"TIMEOUT", b"5000", b"FROM"] + topics
+        sock.sendall(b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in argv))
+
+        def reserve_in_redis():
+            for line in admin.execute_command("CLIENT", "LIST").decode().splitlines():
+                f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+                if "b" in f.get("flags", "") and f.get("cmd") == "evalsha" \
+                        and int(f.get("argv-mem", 0)) > 3000:
+                    return True
+            return False
+
+        wait_until(reserve_in_redis, timeout=1, what="the reserve's script call waiting in Redis")
+        # The client leaves while its reserve is inside a round: a reset, as
+        # when a worker is killed (after a FIN the server would still write
+        # the owed reply, as to a half-closed socket).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        # The loop does not wait for that round to learn what the reserve took.
+        started = time.monotonic()
+        slowest = 0.0
+        while time.monotonic() - started < 0.4:
+            t0 = time.monotonic()
+            self.assertEqual(b.execute_command("PING"), True)
+            slowest = max(slowest, time.monotonic() - t0)
+        self.assertLess(slowest, 0.2, "a PING waited for the round of a client that left")
+        self.assertLess(time.monotonic() - paused_at, 1.4, "the pause ended before the check")
+        # Once Redis answers, the job the departed client's reserve took goes
+        # back at once, not after its 30 s TTR.
+        got = b.execute_command("RESERVE", "TIMEOUT", 5000, "FROM", "leave.t")
+        self.assertIsNotNone(got, "the job did not come back")
+        job_id, _, _, _, attempts = got[0]
+        self.assertEqual((job_id, int(attempts)), (b"l1", 2))
 
     def test_the_seed_protocol_and_metrics_answer_later_too(self):
         rp = self.start_redis()
