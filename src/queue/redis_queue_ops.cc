@@ -84,29 +84,44 @@ Status ParseInfo(const std::vector<Reply>& f, size_t at, JobInfo* info, int64_t*
   return Status::Ok();
 }
 
-// A delivery (9 fields) starting at `at`; its seq is the receipt's first 16
-// hex digits.
-Status ParseDelivery(std::vector<Reply>& f, size_t at, Delivery* d, int64_t* seq) {
-  for (size_t i : {0, 1, 2, 3}) {
-    if (!AsText(f[at + i])) return Internal("redis store: malformed delivery");
-  }
-  std::array<std::optional<int64_t>, 5> n = {AsInt(f[at + 4]), AsInt(f[at + 5]), AsInt(f[at + 6]),
-                                             AsInt(f[at + 7]), AsInt(f[at + 8])};
-  if (std::any_of(n.begin(), n.end(), [](const auto& v) { return !v; })) {
+// A reserve reply's job: its id and its record as stored after the reserve
+// (docs/redis-store.md, "The record": state, attempts, priority, ttr_ms,
+// max_attempts, run_at_ms (6 bytes), seq (7), topic (1-byte length),
+// last_error (2-byte length), body; big-endian). now_ms: the round's, which
+// the script used for the TTR deadline.
+Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery* d,
+                      int64_t* seq) {
+  const std::string* id = AsText(f[at]);
+  const std::string* rec = AsText(f[at + 1]);
+  constexpr size_t kHead = 31;  // through the topic's length
+  if (id == nullptr || rec == nullptr || rec->size() < kHead + 2) {
     return Internal("redis store: malformed delivery");
   }
+  auto u = [&](size_t from, size_t bytes) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i) v = v << 8 | static_cast<unsigned char>((*rec)[from + i]);
+    return v;
+  };
+  const size_t topic_len = u(30, 1);
+  if (u(0, 1) != 2 || rec->size() < kHead + topic_len + 2) {
+    return Internal("redis store: malformed delivery");
+  }
+  const size_t err_len = u(kHead + topic_len, 2);
+  const size_t body_at = kHead + topic_len + 2 + err_len;
+  if (rec->size() < body_at) return Internal("redis store: malformed delivery");
+  d->attempts = static_cast<uint32_t>(u(1, 4));
+  d->priority = static_cast<uint32_t>(u(5, 4));
+  d->ttr_ms = static_cast<uint32_t>(u(9, 4));
+  d->run_at_ms = static_cast<int64_t>(u(17, 6));
+  *seq = static_cast<int64_t>(u(23, 7));
+  d->reserved_until_ms = now_ms + d->ttr_ms;
+  d->topic.assign(*rec, kHead, topic_len);
+  d->body.assign(*rec, body_at);
+  char receipt[25];
+  std::snprintf(receipt, sizeof receipt, "%016llx%08x", static_cast<unsigned long long>(*seq),
+                d->attempts);
+  d->receipt.assign(receipt, 24);
   d->id = std::move(f[at].str());
-  d->topic = std::move(f[at + 1].str());
-  d->body = std::move(f[at + 2].str());
-  d->receipt = std::move(f[at + 3].str());
-  d->attempts = static_cast<uint32_t>(*n[0]);
-  d->ttr_ms = static_cast<uint32_t>(*n[1]);
-  d->priority = static_cast<uint32_t>(*n[2]);
-  d->run_at_ms = *n[3];
-  d->reserved_until_ms = *n[4];
-  *seq = d->receipt.size() >= 16
-             ? static_cast<int64_t>(std::strtoull(d->receipt.substr(0, 16).c_str(), nullptr, 16))
-             : 0;
   return Status::Ok();
 }
 
@@ -301,9 +316,9 @@ size_t Batch::PromoteBefore(GroupSlot slot) const { return shared_[slot.call].pr
 
 void Batch::IndexReply(SharedCall& call, const Reply& reply) {
   // heads: next_due_ms, then per group n and n keys of 3 integers;
-  // reserve: per group n and n deliveries of 9 fields.
+  // reserve: per group n and n deliveries of 2 fields (id, record).
   const bool heads = call.lua == Lua::kHeads;
-  const size_t width = heads ? 3 : 9;
+  const size_t width = heads ? 3 : 2;
   const std::string_view what = heads ? "heads" : "reserve";
   if (!reply.is_array() || (heads && (reply.elements().empty() || !AsInt(reply.elements()[0])))) {
     call.shape = Malformed(what, reply);
@@ -1079,7 +1094,7 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
     for (size_t i = 0; i < n; ++i) {
       Got g;
       int64_t seq = 0;
-      if (Status s = ParseDelivery(f, part->first + i * 9, &g.d, &seq); !s.ok()) {
+      if (Status s = DecodeDelivery(f, part->first + i * 2, b.now(), &g.d, &seq); !s.ok()) {
         error = s;
         break;
       }

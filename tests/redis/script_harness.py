@@ -8,6 +8,7 @@ polling PING with a deadline (never a fixed sleep), and are stopped by PID.
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -163,6 +164,23 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def delivery(now, job_id, rec):
+    """A reserve reply's job (its id and its record as stored after the
+    reserve, docs/redis-store.md "The record") as DELIVERY_FIELDS."""
+    state, attempts, priority, ttr, _max_attempts = struct.unpack('>BIIII', rec[:17])
+    if state != 2:
+        raise AssertionError('a delivered record that is not reserved: %r' % (rec,))
+    run_at = int.from_bytes(rec[17:23], 'big')
+    seq = int.from_bytes(rec[23:30], 'big')
+    topic_len = rec[30]
+    topic = rec[31:31 + topic_len]
+    err_len = int.from_bytes(rec[31 + topic_len:33 + topic_len], 'big')
+    body = rec[33 + topic_len + err_len:]
+    return {'id': _s(job_id), 'topic': _s(topic), 'body': body,
+            'receipt': '%016x%08x' % (seq, attempts), 'attempts': attempts, 'ttr_ms': ttr,
+            'priority': priority, 'run_at_ms': run_at, 'reserved_until_ms': now + ttr}
+
+
 def _record(fields, values):
     return {f: (_s(v) if f in TEXT_FIELDS else v) for f, v in zip(fields, values)}
 
@@ -236,10 +254,11 @@ class Bucket:
         return self.add(now, self.job(id, topic, now if run_at is None else run_at, **kw))[0]
 
     def reserve_groups(self, now, groups):
-        """groups: [(count, topics)]; returns one list of deliveries per group."""
+        """groups: [(count, topics)]; returns one list of deliveries per group
+        (dicts of DELIVERY_FIELDS, read from each job's id and record)."""
         flat = self.call('reserve', now, *flat_groups(groups))
-        return [[_record(DELIVERY_FIELDS, e) for e in part]
-                for part in split_groups(flat, len(groups), len(DELIVERY_FIELDS))]
+        return [[delivery(now, job_id, rec) for job_id, rec in part]
+                for part in split_groups(flat, len(groups), 2)]
 
     def reserve(self, now, topics, count=1):
         return self.reserve_groups(now, [(count, topics)])[0]

@@ -19,9 +19,13 @@
 --          k topics (repeats are ignored)
 --          The counts of all groups sum to at most 1000, the k to at most 1000.
 -- Reply    per group in the order given: n, the number of jobs it got
---          (0..count), then 9 fields per job, best first:
---          id, topic, body, receipt, attempts, ttr_ms, priority, run_at_ms,
---          reserved_until_ms (= now_ms + ttr_ms)
+--          (0..count), then 2 fields per job, best first: id and the job's
+--          record as now stored (state reserved, attempts counted; see
+--          docs/redis-store.md "The record"). The caller reads the rest from
+--          the record: topic, body, attempts, ttr, priority, run_at; the
+--          receipt from seq and attempts; reserved_until_ms = now_ms + ttr_ms.
+--          (The record is the string this script writes anyway: no field is
+--          cut out or formatted per job.)
 -- Errors   invalid_argument naming groups, count or topics (nothing changed).
 --
 -- First settles the bucket, once for all groups (up to 100 due jobs and 100
@@ -110,26 +114,18 @@ local function main()
     for i = at + 1, at + picked[g] do
       local v = vals[i]
       if v then
-        -- The record's fields as locals (no table per job: see decode).
-        local _, attempts, priority, ttr, _, run_at, seq, topic, _, pos = struct.unpack(REC, v)
+        -- The fields it needs as locals (no table per job: see decode).
+        local _, attempts, _, ttr, _, _, _, topic = struct.unpack(HEAD_TOPIC, v)
         local id = ids[i]
-        attempts = attempts + 1
-        local until_ms = NOW + ttr
         -- State and attempts lead the record: the rest is copied as it is.
+        local rec = struct.pack('>BI4c0', RESERVED, attempts + 1, string.sub(v, 6))
         hset[#hset + 1] = id
-        hset[#hset + 1] = struct.pack('>BI4c0', RESERVED, attempts, string.sub(v, 6))
-        zadd[#zadd + 1] = until_ms
+        hset[#hset + 1] = rec
+        zadd[#zadd + 1] = NOW + ttr
         zadd[#zadd + 1] = id
         local o = #out
         out[o + 1] = id
-        out[o + 2] = topic
-        out[o + 3] = string.sub(v, pos)  -- the body
-        out[o + 4] = string.format(RECEIPT, seq, attempts)
-        out[o + 5] = attempts
-        out[o + 6] = ttr
-        out[o + 7] = priority
-        out[o + 8] = run_at
-        out[o + 9] = until_ms
+        out[o + 2] = rec
         out[count_at] = out[count_at] + 1
         local c = per_topic[topic]
         if c == nil then
