@@ -135,12 +135,7 @@ local function main()
       hset[#hset + 1] = id
       hset[#hset + 1] = struct.pack(REC_BODY, state, 0, priority, ttrs[k], maxes[k], run_at, seq,
                                     #topic, topic, 0, '', ARGV[k * FIELDS + 1])
-      local c = per_topic[topic]
-      if c == nil then
-        c = 0
-        topkeys[#topkeys + 1] = topic
-      end
-      per_topic[topic] = c + 1
+      tally(per_topic, topkeys, topic)
       added = added + 1
     end
   end

@@ -49,12 +49,7 @@ local function main()
       gone[id] = true
       hdel[#hdel + 1] = id
       zrem[#zrem + 1] = id
-      local c = per_topic[topic]
-      if c == nil then
-        c = 0
-        topic_order[#topic_order + 1] = topic
-      end
-      per_topic[topic] = c + 1
+      tally(per_topic, topic_order, topic)
     else
       local j
       if not gone[id] then
@@ -90,11 +85,7 @@ local function main()
           gone[id] = true
           hdel[#hdel + 1] = id
           zrem[#zrem + 1] = id
-          if per_topic[j.topic] == nil then
-            per_topic[j.topic] = 0
-            topic_order[#topic_order + 1] = j.topic
-          end
-          per_topic[j.topic] = per_topic[j.topic] + 1
+          tally(per_topic, topic_order, j.topic)
         end
       end
     end

@@ -224,6 +224,17 @@ local function hincr(key, field, n)
   if n ~= 0 and redis.call('HINCRBY', key, field, n) <= 0 then redis.call('HDEL', key, field) end
 end
 
+-- Adds one to counts[key]; a key counted for the first time is appended to
+-- order (so the counts are written in a fixed order, key by key).
+local function tally(counts, order, key)
+  local c = counts[key]
+  if c == nil then
+    c = 0
+    order[#order + 1] = key
+  end
+  counts[key] = c + 1
+end
+
 local counters, counter_order = {}, {}
 local function count(name, n)
   n = n or 1

@@ -127,12 +127,7 @@ local function main()
         out[o + 1] = id
         out[o + 2] = rec
         out[count_at] = out[count_at] + 1
-        local c = per_topic[topic]
-        if c == nil then
-          c = 0
-          topic_order[#topic_order + 1] = topic
-        end
-        per_topic[topic] = c + 1
+        tally(per_topic, topic_order, topic)
         handed = handed + 1
       end
     end
