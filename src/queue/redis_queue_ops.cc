@@ -410,9 +410,19 @@ class AddOp final : public Op {
     bucket_ = c.BucketOf(spec_.id);
     std::string flags = spec_.replace ? "r@" : "@";
     flags += std::to_string(c.NextSeqFloor(b.now()));
-    slot_ = b.Append(Lua::kAdd, bucket_,
-                     {spec_.id, spec_.topic, Str(run_at_), Str(spec_.ttr_ms), Str(spec_.priority),
-                      Str(spec_.max_attempts), std::move(flags), spec_.body});
+    // Built in place (an initializer list would copy every field twice). The
+    // body moves: only an add with a generated id is planned again.
+    std::vector<std::string> fields;
+    fields.reserve(8);
+    fields.push_back(spec_.id);
+    fields.push_back(spec_.topic);
+    fields.push_back(Str(run_at_));
+    fields.push_back(Str(spec_.ttr_ms));
+    fields.push_back(Str(spec_.priority));
+    fields.push_back(Str(spec_.max_attempts));
+    fields.push_back(std::move(flags));
+    fields.push_back(generated_ ? spec_.body : std::move(spec_.body));
+    slot_ = b.Append(Lua::kAdd, bucket_, std::move(fields));
   }
 
   bool Absorb(Batch& b) override {
@@ -465,7 +475,9 @@ class BatchedIdOp final : public Op {
       : lua_(lua), id_(id), receipt_(receipt), done_(std::move(done)) {}
 
   void Plan(Batch& b) override {
-    std::vector<std::string> fields = {id_};
+    std::vector<std::string> fields;
+    fields.reserve(2);
+    fields.push_back(id_);
     if (lua_ != Lua::kDelete) fields.push_back(receipt_);
     slot_ = b.Append(lua_, b.ctx().BucketOf(id_), std::move(fields));
   }
