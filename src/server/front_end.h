@@ -17,7 +17,8 @@
 // reply's place is kept in its output (Connection::OpenHole) and the
 // requests pipelined behind it run meanwhile, so one connection keeps many
 // changes, or many reserves, in the store's rounds at once. Replies still
-// leave in request order. Two rules keep the order of effects a client
+// leave in request order, and the answers of one round are written with one
+// write per connection (AfterAnswer). Two rules keep the order of effects a client
 // sees: a RESERVE does not start while changes of its connection are in
 // flight (it must see them), and nothing but another RESERVE starts while a
 // reserve is in flight (a reserve that waits holds back what follows, as

@@ -176,9 +176,8 @@ def delivery(now, job_id, rec):
     topic = rec[31:31 + topic_len]
     err_len = int.from_bytes(rec[31 + topic_len:33 + topic_len], 'big')
     body = rec[33 + topic_len + err_len:]
-    return {'id': _s(job_id), 'topic': _s(topic), 'body': body,
-            'receipt': '%016x%08x' % (seq, attempts), 'attempts': attempts, 'ttr_ms': ttr,
-            'priority': priority, 'run_at_ms': run_at, 'reserved_until_ms': now + ttr}
+    return _record(DELIVERY_FIELDS, (job_id, topic, body, '%016x%08x' % (seq, attempts),
+                                     attempts, ttr, priority, run_at, now + ttr))
 
 
 def _record(fields, values):

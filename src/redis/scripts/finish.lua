@@ -32,6 +32,13 @@ local function main()
   local out, gone, seen = {}, {}, {}
   local hdel, zrem = {}, {}
   local per_topic, topic_order = {}, {}
+  local function finished(k, id, topic)
+    out[k] = 'ok'
+    gone[id] = true
+    hdel[#hdel + 1] = id
+    zrem[#zrem + 1] = id
+    tally(per_topic, topic_order, topic)
+  end
   for k = 1, n do
     local id = ids[k]
     local v = vals[k]
@@ -45,11 +52,7 @@ local function main()
     if state == RESERVED and d ~= nil and d > NOW
         and (receipts[k] == '' or receipts[k] == string.format(RECEIPT, seq, attempts)) then
       seen[id] = true
-      out[k] = 'ok'
-      gone[id] = true
-      hdel[#hdel + 1] = id
-      zrem[#zrem + 1] = id
-      tally(per_topic, topic_order, topic)
+      finished(k, id, topic)
     else
       local j
       if not gone[id] then
@@ -57,8 +60,8 @@ local function main()
         -- have changed it.
         if seen[id] then
           j = load(id)
-        elseif vals[k] then
-          j = decode(id, vals[k])
+        elseif v then
+          j = decode(id, v)
         end
       end
       if j == nil then
@@ -81,11 +84,7 @@ local function main()
         if code then
           out[k] = code
         else
-          out[k] = 'ok'
-          gone[id] = true
-          hdel[#hdel + 1] = id
-          zrem[#zrem + 1] = id
-          tally(per_topic, topic_order, j.topic)
+          finished(k, id, j.topic)
         end
       end
     end

@@ -205,12 +205,12 @@ local function created_at(j) return math.floor(j.seq / SEQ_PER_MS) end
 
 -- The next seq of this bucket: time-ordered (so seqs of different buckets
 -- compare by age), strictly increasing even if callers' clocks step back, and
--- at least `floor` (optional: a caller's own counter, which orders its adds
+-- at least `seq_floor` (optional: a caller's own counter, which orders its adds
 -- across buckets within one ms).
 local last_seq
-local function next_seq(floor)
+local function next_seq(seq_floor)
   if last_seq == nil then last_seq = tonumber(redis.call('HGET', K_META, 'seq') or '0') end
-  last_seq = math.max(last_seq + 1, NOW * SEQ_PER_MS, floor or 0)
+  last_seq = math.max(last_seq + 1, NOW * SEQ_PER_MS, seq_floor or 0)
   return last_seq
 end
 local function store_seq()
