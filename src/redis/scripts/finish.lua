@@ -27,7 +27,19 @@ local function main()
     receipts[k] = ARGV[2 * k + 1]
   end
   local vals = redis.call('HMGET', K_JOBS, unpack(ids))
-  local deadlines = redis.call('ZMSCORE', K_RESERVED, unpack(ids))
+  -- Each job's TTR deadline is read only when some reservation of the bucket
+  -- has run out; otherwise every reserved job's reservation is running.
+  local deadlines
+  local first = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
+  if first[2] and tonumber(first[2]) <= NOW then
+    deadlines = redis.call('ZMSCORE', K_RESERVED, unpack(ids))
+  end
+  -- Whether job k's reservation has run out (only asked of a reserved job).
+  local function ran_out(k)
+    if deadlines == nil then return false end
+    local d = tonumber(deadlines[k])
+    return d ~= nil and d <= NOW
+  end
 
   local out, gone, seen = {}, {}, {}
   local hdel, zrem = {}, {}
@@ -44,12 +56,11 @@ local function main()
     local v = vals[k]
     -- The common case first, without decoding the record: a job reserved
     -- once in this batch, its reservation running, its receipt right.
-    local state, attempts, seq, topic, d, _
+    local state, attempts, seq, topic, _
     if v and not seen[id] then
       state, attempts, _, _, _, _, seq, topic = struct.unpack(HEAD_TOPIC, v)
-      d = tonumber(deadlines[k])
     end
-    if state == RESERVED and d ~= nil and d > NOW
+    if state == RESERVED and not ran_out(k)
         and (receipts[k] == '' or receipts[k] == string.format(RECEIPT, seq, attempts)) then
       seen[id] = true
       finished(k, id, topic)
@@ -69,8 +80,7 @@ local function main()
       else
         local changed
         if j.state == RESERVED and not seen[id] then
-          local d = tonumber(deadlines[k])
-          if d ~= nil and d <= NOW then
+          if ran_out(k) then
             detach(j)
             time_out(j)
             changed = true

@@ -39,12 +39,16 @@
 -- how many it took.
 local function pick(open, want, ids)
   if #open == 1 then
-    local popped = redis.call('ZPOPMIN', kr(open[1]), want)
-    for i = 1, #popped, 2 do ids[#ids + 1] = id_of_ready(popped[i]) end
-    return #popped / 2
+    -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply carries
+    -- every member's score formatted as a double.
+    local key = kr(open[1])
+    local l = redis.call('ZRANGE', key, 0, want - 1)
+    if #l > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #l - 1) end
+    for i = 1, #l do ids[#ids + 1] = id_of_ready(l[i]) end
+    return #l
   end
-  -- Merge the first `want` of each topic; then pop what was taken (the
-  -- same members: ZPOPMIN takes them in the order ZRANGE listed them).
+  -- Merge the first `want` of each topic; then remove what was taken (the
+  -- first members of each, in the order ZRANGE listed them).
   local heads = {}
   local function key_at(h)
     local run_at, seq = struct.unpack('>I6I7', h.l[h.pos])
@@ -75,7 +79,7 @@ local function pick(open, want, ids)
     if best.pos <= #best.l then key_at(best) end
   end
   for _, h in ipairs(heads) do
-    if h.taken > 0 then redis.call('ZPOPMIN', kr(h.topic), h.taken) end
+    if h.taken > 0 then redis.call('ZREMRANGEBYRANK', kr(h.topic), 0, h.taken - 1) end
   end
   return took
 end
@@ -106,6 +110,8 @@ local function main()
 
   local vals = redis.call('HMGET', K_JOBS, unpack(ids))
   local hset, zadd = {}, {}
+  local deadlines = {}  -- ttr -> now_ms + ttr as text, formatted once per ttr (Redis
+                        -- would format each number score it is given as a double)
   local per_topic, topic_order = {}, {}
   local handed, at = 0, 0
   for g = 1, #groups do
@@ -121,7 +127,12 @@ local function main()
         local rec = struct.pack('>BI4c0', RESERVED, attempts + 1, string.sub(v, 6))
         hset[#hset + 1] = id
         hset[#hset + 1] = rec
-        zadd[#zadd + 1] = NOW + ttr
+        local deadline = deadlines[ttr]
+        if deadline == nil then
+          deadline = fmt(NOW + ttr)
+          deadlines[ttr] = deadline
+        end
+        zadd[#zadd + 1] = deadline
         zadd[#zadd + 1] = id
         local o = #out
         out[o + 1] = id
