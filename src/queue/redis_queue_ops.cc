@@ -139,6 +139,24 @@ Status JobStatus(const std::string& s, std::string_view id) {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+// An add's head (add.lua; docs/redis-store.md, "The add head"): run_at_ms (6
+// bytes), ttr_ms, priority, max_attempts (4 each), flags (1: 1 replaces), seq
+// floor (7), big-endian. The spec is valid (ValidateJobSpec), so each number
+// fits its width.
+std::string AddHead(const JobSpec& spec, int64_t run_at_ms, uint64_t seq_floor) {
+  std::string h(26, '\0');
+  auto put = [&h](size_t at, size_t bytes, uint64_t v) {
+    for (size_t i = bytes; i-- > 0; v >>= 8) h[at + i] = static_cast<char>(v & 0xff);
+  };
+  put(0, 6, static_cast<uint64_t>(run_at_ms));
+  put(6, 4, spec.ttr_ms);
+  put(10, 4, spec.priority);
+  put(14, 4, spec.max_attempts);
+  put(18, 1, spec.replace ? 1 : 0);
+  put(19, 7, seq_floor);
+  return h;
+}
+
 }  // namespace
 
 // --- scripts, context, helpers -------------------------------------------------
@@ -408,19 +426,13 @@ class AddOp final : public Op {
     }
     run_at_ = spec_.run_at_ms ? *spec_.run_at_ms : b.now() + spec_.delay_ms.value_or(0);
     bucket_ = c.BucketOf(spec_.id);
-    std::string flags = spec_.replace ? "r@" : "@";
-    flags += std::to_string(c.NextSeqFloor(b.now()));
     // Built in place (an initializer list would copy every field twice). The
     // body moves: only an add with a generated id is planned again.
     std::vector<std::string> fields;
-    fields.reserve(8);
+    fields.reserve(4);
     fields.push_back(spec_.id);
     fields.push_back(spec_.topic);
-    fields.push_back(Str(run_at_));
-    fields.push_back(Str(spec_.ttr_ms));
-    fields.push_back(Str(spec_.priority));
-    fields.push_back(Str(spec_.max_attempts));
-    fields.push_back(std::move(flags));
+    fields.push_back(AddHead(spec_, run_at_, c.NextSeqFloor(b.now())));
     fields.push_back(generated_ ? spec_.body : std::move(spec_.body));
     slot_ = b.Append(Lua::kAdd, bucket_, std::move(fields));
   }

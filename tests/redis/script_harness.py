@@ -240,9 +240,15 @@ class Bucket:
         return _s(self.call('init', now, fmt, buckets))
 
     @staticmethod
+    def head(run_at, ttr=60000, priority=1024, max_attempts=0, flags=0, seq_floor=0):
+        """add's 26-byte head (docs/redis-store.md, "The add head")."""
+        return (run_at.to_bytes(6, 'big') + struct.pack('>IIIB', ttr, priority, max_attempts,
+                                                        flags) + seq_floor.to_bytes(7, 'big'))
+
+    @staticmethod
     def job(id, topic, run_at, ttr=60000, priority=1024, max_attempts=0, replace=False,
             body=b''):
-        return [id, topic, run_at, ttr, priority, max_attempts, 'r' if replace else '',
+        return [id, topic, Bucket.head(run_at, ttr, priority, max_attempts, 1 if replace else 0),
                 body if isinstance(body, bytes) else body.encode()]
 
     def add(self, now, *jobs):

@@ -120,6 +120,15 @@ class AddAndGet(ScriptTest):
         self.assertEqual(b.add_one(T0, 'later', 'runat', T0 + 1), 'delayed')
         self.assertEqual([d['id'] for d in b.reserve(T0, ['runat'], 10)], ['epoch', 'past', 'now'])
 
+    def test_a_seq_floor_raises_the_seq_and_later_adds_follow_it(self):
+        b = self.b
+        seq_floor = (T0 + 5000) * 1024 + 7
+        self.assertEqual(b.add(T0, ['f', 'floor', b.head(T0, seq_floor=seq_floor), b'']),
+                         ['ready'])
+        self.assertEqual(b.get(T0, 'f')['seq'], seq_floor)
+        b.add_one(T0, 'g', 'floor')
+        self.assertEqual(b.get(T0, 'g')['seq'], seq_floor + 1)
+
     def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(self):
         b = self.b
         good = b.job('good', 'bad.input', T0)
@@ -129,22 +138,20 @@ class AddAndGet(ScriptTest):
             ('id', b.job('i' * 257, 't', T0)), ('id', b.job('a\nb', 't', T0)),
             ('id', b.job('a\x7f', 't', T0)), ('id', b.job('a\x00b', 't', T0)),
             ('id', b.job('', 't', T0)),
-            ('run_at_ms', b.job('j', 't', -1)), ('run_at_ms', b.job('j', 't', 'soon')),
             ('run_at_ms', b.job('j', 't', 253402300800000)),
-            ('ttr_ms', b.job('j', 't', T0, ttr=0)), ('ttr_ms', b.job('j', 't', T0, ttr=2 ** 32)),
-            ('priority', b.job('j', 't', T0, priority=-1)),
-            ('max_attempts', b.job('j', 't', T0, max_attempts=1.5)),
+            ('run_at_ms', b.job('j', 't', 2 ** 48 - 1)),
+            ('ttr_ms', b.job('j', 't', T0, ttr=0)),
+            ('head', ['j', 't', b.head(T0)[:-1], b'']), ('head', ['j', 't', b.head(T0) + b'x', b'']),
+            ('flags', ['j', 't', b.head(T0, flags=2), b'']),
+            ('seq floor', ['j', 't', b.head(T0, seq_floor=(2 ** 43 - 1) * 1024 + 1), b'']),
         ]
         for field, job in cases:
             with self.subTest(field=field, job=job[:2]):
                 e = self.assertCode('invalid_argument', b.add, T0, good, job)
                 self.assertIn(field, e.message)
                 self.assertIn('(job 2)', e.message)
-        flags = b.job('j', 't', T0)
-        flags[6] = 'x'
-        self.assertIn('flags', self.assertCode('invalid_argument', b.add, T0, flags).message)
         self.assertIn('now_ms', self.assertCode('invalid_argument', b.add, 'now', good).message)
-        self.assertCode('invalid_argument', b.call, 'add', T0, 'id', 'topic')  # not 8 fields
+        self.assertCode('invalid_argument', b.call, 'add', T0, 'id', 'topic')  # not 4 fields
         self.assertEqual(self.keys(), [], 'a rejected batch wrote something')
         # A bad replace of a live job leaves it as it was.
         b.add(T0, b.job('keep', 'bad.input', T0 + LONG, body='original'))

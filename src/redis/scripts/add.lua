@@ -3,15 +3,17 @@
 --
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
--- ARGV[2..] 8 per job, 1..1000 jobs:
---          id, topic, run_at_ms (absolute: the caller turns delay_ms into
---          now_ms + delay_ms), ttr_ms (1..2^32-1), priority (0..2^32-1),
---          max_attempts (0..2^32-1), flags, body
---          flags: "" or "r" (replace), optionally followed by "@<seq floor>"
---          (decimal, <= (2^43 - 1) * 1024): the job's seq is then at least
---          that. A caller that spreads its adds over buckets numbers them
---          from one counter, so its order of adding holds across buckets even
---          within one ms (seq alone is per bucket).
+-- ARGV[2..] 4 per job, 1..1000 jobs: id, topic, head, body
+--          head: 26 bytes, big-endian unsigned integers (docs/redis-store.md,
+--          "The add head"): run_at_ms (6 bytes; absolute: the caller turns
+--          delay_ms into now_ms + delay_ms; <= 253402300799999), ttr_ms (4;
+--          >= 1), priority (4), max_attempts (4), flags (1: 0, or 1 to
+--          replace), seq floor (7; 0 for none, else <= (2^43 - 1) * 1024:
+--          the job's seq is then at least that. A caller that spreads its adds
+--          over buckets numbers them from one counter, so its order of adding
+--          holds across buckets even within one ms; seq alone is per bucket).
+--          Binary, so a job's numbers cost one string to pass and one unpack
+--          to read, and need no check of their form.
 -- Reply    one status per job, in order: "ready" | "delayed" | "exists"
 --          ("exists": a live id without replace; that job is unchanged).
 -- Errors   invalid_argument naming the field and the job's index (nothing
@@ -24,14 +26,16 @@
 -- replaced.
 --!include lib.lua
 
-local FIELDS = 8
+local FIELDS = 4
+local HEAD_BYTES = 26
+local ADD_HEAD = '>I6I4I4I4BI7'
 
 local function main()
   read_now()
   local n = (#ARGV - 1) / FIELDS
   if n < 1 or n > MAX_BATCH or n ~= floor(n) then
     abort('invalid_argument', 'jobs: expected 1..' .. MAX_BATCH .. ' groups of ' .. FIELDS
-      .. ' fields after now_ms')
+      .. ' fields (id, topic, head, body) after now_ms')
   end
   -- Check everything before the first write. The fields go into one array
   -- each (a table per job would cost more than the rest of the loop).
@@ -42,28 +46,29 @@ local function main()
     local id = check_id(ARGV[a + 1], 'id', k)
     ids[k] = id
     topics[k] = check_topic(ARGV[a + 2], 'topic', k)
-    local run_at = int_arg(a + 3, 'run_at_ms', 0, MAX_RUN_AT, k)
-    run_ats[k] = run_at
-    ttrs[k] = int_arg(a + 4, 'ttr_ms', 1, MAX_U32, k)
-    prios[k] = int_arg(a + 5, 'priority', 0, MAX_U32, k)
-    maxes[k] = int_arg(a + 6, 'max_attempts', 0, MAX_U32, k)
-    local flags = ARGV[a + 7]
-    if flags == 'r' then
-      reps[k] = true
-    elseif flags ~= '' then
-      local rep, seq_floor = string.match(flags, '^(r?)@(%d+)$')
-      if rep == nil then
-        abort('invalid_argument', field_name('flags', k)
-          .. ': "" or "r", optionally followed by "@<seq floor>"')
-      end
-      seq_floor = tonumber(seq_floor)
-      if #flags > 20 or seq_floor > MAX_NOW * SEQ_PER_MS then
-        abort('invalid_argument', field_name('flags', k) .. ': seq floor above '
-          .. fmt(MAX_NOW * SEQ_PER_MS))
-      end
-      reps[k] = rep == 'r'
-      floors[k] = seq_floor
+    local head = ARGV[a + 3]
+    if #head ~= HEAD_BYTES then
+      abort('invalid_argument', field_name('head', k) .. ': expected ' .. HEAD_BYTES
+        .. ' bytes (run_at_ms, ttr_ms, priority, max_attempts, flags, seq floor), got '
+        .. fmt(#head))
     end
+    local run_at, ttr, priority, max_attempts, flags, seq_floor = struct.unpack(ADD_HEAD, head)
+    if run_at > MAX_RUN_AT then
+      abort('invalid_argument', field_name('run_at_ms', k) .. ': at most ' .. fmt(MAX_RUN_AT)
+        .. ', got ' .. fmt(run_at))
+    end
+    if ttr == 0 then abort('invalid_argument', field_name('ttr_ms', k) .. ': at least 1') end
+    if flags > 1 then
+      abort('invalid_argument', field_name('flags', k) .. ': 0, or 1 to replace; got '
+        .. fmt(flags))
+    end
+    if seq_floor > MAX_NOW * SEQ_PER_MS then
+      abort('invalid_argument', field_name('seq floor', k) .. ': at most '
+        .. fmt(MAX_NOW * SEQ_PER_MS))
+    end
+    run_ats[k], ttrs[k], prios[k], maxes[k] = run_at, ttr, priority, max_attempts
+    reps[k] = flags == 1
+    if seq_floor > 0 then floors[k] = seq_floor end
     if run_at > NOW then any_delayed = true end
     if seen[id] then dup = true end
     seen[id] = true
@@ -86,6 +91,18 @@ local function main()
     reset()
   end
   reset()
+
+  -- Scores go to ZADD as text, each distinct value formatted once (Redis
+  -- would format every number it is given as a double).
+  local score_text = {}
+  local function text(v)
+    local t = score_text[v]
+    if t == nil then
+      t = fmt(v)
+      score_text[v] = t
+    end
+    return t
+  end
 
   local out, done, added = {}, {}, 0
   for k = 1, n do
@@ -130,7 +147,7 @@ local function main()
         zadd[key] = l
         zkeys[#zkeys + 1] = key
       end
-      l[#l + 1] = score
+      l[#l + 1] = text(score)
       l[#l + 1] = member
       hset[#hset + 1] = id
       hset[#hset + 1] = struct.pack(REC_BODY, state, 0, priority, ttrs[k], maxes[k], run_at, seq,
