@@ -139,22 +139,31 @@ Status JobStatus(const std::string& s, std::string_view id) {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-// An add's head (add.lua; docs/redis-store.md, "The add head"): run_at_ms (6
-// bytes), ttr_ms, priority, max_attempts (4 each), flags (1: 1 replaces), seq
-// floor (7), big-endian. The spec is valid (ValidateJobSpec), so each number
-// fits its width.
-std::string AddHead(const JobSpec& spec, int64_t run_at_ms, uint64_t seq_floor) {
-  std::string h(26, '\0');
-  auto put = [&h](size_t at, size_t bytes, uint64_t v) {
-    for (size_t i = bytes; i-- > 0; v >>= 8) h[at + i] = static_cast<char>(v & 0xff);
+// A new job's record as add.lua takes and stores it (docs/redis-store.md,
+// "The record"): ready (1) if due by now_ms, else delayed (0); attempts 0;
+// priority, ttr_ms, max_attempts (4 bytes each); run_at_ms (6); seq (7): the
+// caller's seq floor; topic (1-byte length); no last_error (2-byte length
+// 0); the body. Big-endian. The spec is valid (ValidateJobSpec), so each
+// number fits its width.
+std::string NewRecord(const JobSpec& spec, int64_t now_ms, int64_t run_at_ms, uint64_t seq) {
+  constexpr size_t kFixed = 33;  // through last_error's length
+  std::string r;
+  r.reserve(kFixed + spec.topic.size() + spec.body.size());
+  r.resize(kFixed + spec.topic.size());
+  auto put = [&r](size_t at, size_t bytes, uint64_t v) {
+    for (size_t i = bytes; i-- > 0; v >>= 8) r[at + i] = static_cast<char>(v & 0xff);
   };
-  put(0, 6, static_cast<uint64_t>(run_at_ms));
-  put(6, 4, spec.ttr_ms);
-  put(10, 4, spec.priority);
-  put(14, 4, spec.max_attempts);
-  put(18, 1, spec.replace ? 1 : 0);
-  put(19, 7, seq_floor);
-  return h;
+  put(0, 1, run_at_ms <= now_ms ? 1 : 0);
+  put(5, 4, spec.priority);
+  put(9, 4, spec.ttr_ms);
+  put(13, 4, spec.max_attempts);
+  put(17, 6, static_cast<uint64_t>(run_at_ms));
+  put(23, 7, seq);
+  put(30, 1, spec.topic.size());
+  r.replace(31, spec.topic.size(), spec.topic);
+  // bytes 31 + topic .. 32 + topic: last_error's length, 0
+  r += spec.body;
+  return r;
 }
 
 }  // namespace
@@ -427,13 +436,13 @@ class AddOp final : public Op {
     run_at_ = spec_.run_at_ms ? *spec_.run_at_ms : b.now() + spec_.delay_ms.value_or(0);
     bucket_ = c.BucketOf(spec_.id);
     // Built in place (an initializer list would copy every field twice). The
-    // body moves: only an add with a generated id is planned again.
+    // body is copied once, into the record (an add with a generated id may be
+    // planned again, with a new id).
     std::vector<std::string> fields;
-    fields.reserve(4);
+    fields.reserve(3);
     fields.push_back(spec_.id);
-    fields.push_back(spec_.topic);
-    fields.push_back(AddHead(spec_, run_at_, c.NextSeqFloor(b.now())));
-    fields.push_back(generated_ ? spec_.body : std::move(spec_.body));
+    fields.push_back(spec_.replace ? "r" : "");
+    fields.push_back(NewRecord(spec_, b.now(), run_at_, c.NextSeqFloor(b.now())));
     slot_ = b.Append(Lua::kAdd, bucket_, std::move(fields));
   }
 

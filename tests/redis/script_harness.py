@@ -219,6 +219,7 @@ class Bucket:
         self.tag = '{%s:%d}' % (prefix, bucket)
         self.scripts = scripts
         self.shas = shas  # shared cache name -> sha
+        self.last_floor = 0  # the last seq floor add() gave
 
     def call(self, name, now, *args):
         argv = [str(now)] + [a if isinstance(a, bytes) else str(a) for a in args]
@@ -239,20 +240,49 @@ class Bucket:
     def init(self, now, buckets, fmt=1):
         return _s(self.call('init', now, fmt, buckets))
 
+    class Record:
+        """A job for add, its record built at the call (its state depends on now_ms)."""
+
+        def __init__(self, topic, run_at, ttr, priority, max_attempts, body, seq_floor):
+            self.topic = topic.encode() if isinstance(topic, str) else topic
+            self.run_at, self.ttr, self.priority = run_at, ttr, priority
+            self.max_attempts, self.body, self.seq_floor = max_attempts, body, seq_floor
+
+        def encode(self, now, seq):
+            return Bucket.record(1 if self.run_at <= now else 0, self.topic, self.run_at,
+                                 ttr=self.ttr, priority=self.priority,
+                                 max_attempts=self.max_attempts, body=self.body, seq=seq)
+
     @staticmethod
-    def head(run_at, ttr=60000, priority=1024, max_attempts=0, flags=0, seq_floor=0):
-        """add's 26-byte head (docs/redis-store.md, "The add head")."""
-        return (run_at.to_bytes(6, 'big') + struct.pack('>IIIB', ttr, priority, max_attempts,
-                                                        flags) + seq_floor.to_bytes(7, 'big'))
+    def record(state, topic, run_at, ttr=60000, priority=1024, max_attempts=0, body=b'',
+               seq=0, attempts=0, error=b''):
+        """A record as docs/redis-store.md "The record" lays it out."""
+        topic = topic.encode() if isinstance(topic, str) else topic
+        return (struct.pack('>BIIII', state, attempts, priority, ttr, max_attempts)
+                + run_at.to_bytes(6, 'big') + seq.to_bytes(7, 'big') + bytes([len(topic)])
+                + topic + len(error).to_bytes(2, 'big') + error + body)
 
     @staticmethod
     def job(id, topic, run_at, ttr=60000, priority=1024, max_attempts=0, replace=False,
-            body=b''):
-        return [id, topic, Bucket.head(run_at, ttr, priority, max_attempts, 1 if replace else 0),
-                body if isinstance(body, bytes) else body.encode()]
+            body=b'', seq_floor=None):
+        """add's 3 fields for one job; its record is built by add()."""
+        return [id, 'r' if replace else '',
+                Bucket.Record(topic, run_at, ttr, priority, max_attempts,
+                              body if isinstance(body, bytes) else body.encode(), seq_floor)]
 
     def add(self, now, *jobs):
-        args = [a for j in jobs for a in j]
+        """Adds jobs (from job(), or raw 3-field lists). As the server does, each
+        record carries a seq floor from one counter: max(now_ms * 1024, last + 1)."""
+        at = now if isinstance(now, int) else 0  # a bad now_ms is the script's to reject
+        args = []
+        for j in jobs:
+            for a in j:
+                if isinstance(a, Bucket.Record):
+                    seq = a.seq_floor
+                    if seq is None:
+                        seq = self.last_floor = max(at * 1024, self.last_floor + 1)
+                    a = a.encode(at, seq)
+                args.append(a)
         return [_s(s) for s in self.call('add', now, *args)]
 
     def add_one(self, now, id, topic, run_at=None, **kw):

@@ -123,15 +123,19 @@ class AddAndGet(ScriptTest):
     def test_a_seq_floor_raises_the_seq_and_later_adds_follow_it(self):
         b = self.b
         seq_floor = (T0 + 5000) * 1024 + 7
-        self.assertEqual(b.add(T0, ['f', 'floor', b.head(T0, seq_floor=seq_floor), b'']),
-                         ['ready'])
+        self.assertEqual(b.add(T0, b.job('f', 'floor', T0, seq_floor=seq_floor)), ['ready'])
         self.assertEqual(b.get(T0, 'f')['seq'], seq_floor)
-        b.add_one(T0, 'g', 'floor')
-        self.assertEqual(b.get(T0, 'g')['seq'], seq_floor + 1)
+        # Below the bucket's last seq (another server's adds went first), a
+        # floor gives way: the record is stored with the next seq.
+        self.assertEqual(b.add(T0, b.job('g', 'floor', T0, seq_floor=T0 * 1024, body='kept')),
+                         ['ready'])
+        info = b.get(T0, 'g')
+        self.assertEqual((info['seq'], info['body'], info['topic']), (seq_floor + 1, b'kept', 'floor'))
 
     def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(self):
         b = self.b
         good = b.job('good', 'bad.input', T0)
+        rec = b.record
         cases = [
             ('topic', b.job('j', '', T0)), ('topic', b.job('j', 'has space', T0)),
             ('topic', b.job('j', 'a/b', T0)), ('topic', b.job('j', 't' * 201, T0)),
@@ -141,9 +145,14 @@ class AddAndGet(ScriptTest):
             ('run_at_ms', b.job('j', 't', 253402300800000)),
             ('run_at_ms', b.job('j', 't', 2 ** 48 - 1)),
             ('ttr_ms', b.job('j', 't', T0, ttr=0)),
-            ('head', ['j', 't', b.head(T0)[:-1], b'']), ('head', ['j', 't', b.head(T0) + b'x', b'']),
-            ('flags', ['j', 't', b.head(T0, flags=2), b'']),
-            ('seq floor', ['j', 't', b.head(T0, seq_floor=(2 ** 43 - 1) * 1024 + 1), b'']),
+            ('flags', ['j', 'x', rec(1, 't', T0)]),
+            ('record', ['j', '', rec(1, 't', T0)[:32]]),
+            ('record', ['j', '', rec(1, 'topic', T0)[:36]]),  # cut inside the topic
+            ('record', ['j', '', rec(0, 't', T0)]),  # due, yet delayed
+            ('record', ['j', '', rec(1, 't', T0 + 1)]),  # not due, yet ready
+            ('record', ['j', '', rec(1, 't', T0, attempts=1)]),
+            ('record', ['j', '', rec(1, 't', T0, error=b'old')]),
+            ('seq', ['j', '', rec(1, 't', T0, seq=(2 ** 43 - 1) * 1024 + 1)]),
         ]
         for field, job in cases:
             with self.subTest(field=field, job=job[:2]):
@@ -151,7 +160,7 @@ class AddAndGet(ScriptTest):
                 self.assertIn(field, e.message)
                 self.assertIn('(job 2)', e.message)
         self.assertIn('now_ms', self.assertCode('invalid_argument', b.add, 'now', good).message)
-        self.assertCode('invalid_argument', b.call, 'add', T0, 'id', 'topic')  # not 4 fields
+        self.assertCode('invalid_argument', b.call, 'add', T0, 'id', '')  # not 3 fields
         self.assertEqual(self.keys(), [], 'a rejected batch wrote something')
         # A bad replace of a live job leaves it as it was.
         b.add(T0, b.job('keep', 'bad.input', T0 + LONG, body='original'))

@@ -3,17 +3,21 @@
 --
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
--- ARGV[2..] 4 per job, 1..1000 jobs: id, topic, head, body
---          head: 26 bytes, big-endian unsigned integers (docs/redis-store.md,
---          "The add head"): run_at_ms (6 bytes; absolute: the caller turns
---          delay_ms into now_ms + delay_ms; <= 253402300799999), ttr_ms (4;
---          >= 1), priority (4), max_attempts (4), flags (1: 0, or 1 to
---          replace), seq floor (7; 0 for none, else <= (2^43 - 1) * 1024:
---          the job's seq is then at least that. A caller that spreads its adds
---          over buckets numbers them from one counter, so its order of adding
---          holds across buckets even within one ms; seq alone is per bucket).
---          Binary, so a job's numbers cost one string to pass and one unpack
---          to read, and need no check of their form.
+-- ARGV[2..] 3 per job, 1..1000 jobs: id, flags, record
+--          flags: "" or "r" (replace a live job)
+--          record: the job's record as it is to be stored (docs/redis-store.md,
+--          "The record"), built by the caller: state 1 (ready) if run_at_ms
+--          <= now_ms, else 0 (delayed); attempts 0; priority, ttr_ms (>= 1),
+--          max_attempts; run_at_ms (absolute: the caller turns delay_ms into
+--          now_ms + delay_ms; <= 253402300799999); seq: the caller's seq
+--          floor, <= (2^43 - 1) * 1024 (the job's seq is at least that: a
+--          caller that spreads its adds over buckets numbers them from one
+--          counter, so its order of adding holds across buckets even within
+--          one ms; seq alone is per bucket); topic; last_error empty; body.
+--          The record is stored as given unless the bucket's seq has passed
+--          the floor (another caller added in the same ms): then its seq is
+--          rewritten. A record is thus passed and stored without being built
+--          again here, the body with it.
 -- Reply    one status per job, in order: "ready" | "delayed" | "exists"
 --          ("exists": a live id without replace; that job is unchanged).
 -- Errors   invalid_argument naming the field and the job's index (nothing
@@ -26,50 +30,54 @@
 -- replaced.
 --!include lib.lua
 
-local FIELDS = 4
-local HEAD_BYTES = 26
-local ADD_HEAD = '>I6I4I4I4BI7'
+local FIELDS = 3
 
 local function main()
   read_now()
   local n = (#ARGV - 1) / FIELDS
   if n < 1 or n > MAX_BATCH or n ~= floor(n) then
     abort('invalid_argument', 'jobs: expected 1..' .. MAX_BATCH .. ' groups of ' .. FIELDS
-      .. ' fields (id, topic, head, body) after now_ms')
+      .. ' fields (id, flags, record) after now_ms')
   end
   -- Check everything before the first write. The fields go into one array
   -- each (a table per job would cost more than the rest of the loop).
-  local ids, topics, run_ats, ttrs, prios, maxes, reps, floors = {}, {}, {}, {}, {}, {}, {}, {}
+  local ids, topics, run_ats, prios, seqs, recs, reps = {}, {}, {}, {}, {}, {}, {}
   local any_delayed, dup, seen = false, false, {}
   for k = 1, n do
     local a = 1 + (k - 1) * FIELDS
     local id = check_id(ARGV[a + 1], 'id', k)
     ids[k] = id
-    topics[k] = check_topic(ARGV[a + 2], 'topic', k)
-    local head = ARGV[a + 3]
-    if #head ~= HEAD_BYTES then
-      abort('invalid_argument', field_name('head', k) .. ': expected ' .. HEAD_BYTES
-        .. ' bytes (run_at_ms, ttr_ms, priority, max_attempts, flags, seq floor), got '
-        .. fmt(#head))
+    local flags = ARGV[a + 2]
+    if flags == 'r' then
+      reps[k] = true
+    elseif flags ~= '' then
+      abort('invalid_argument', field_name('flags', k) .. ': "" or "r"')
     end
-    local run_at, ttr, priority, max_attempts, flags, seq_floor = struct.unpack(ADD_HEAD, head)
+    local rec = ARGV[a + 3]
+    -- 33 bytes and the topic's and last_error's (both lengths are read first:
+    -- unpack must not run past the end).
+    if #rec < 33 or #rec < 33 + string.byte(rec, 31) then
+      abort('invalid_argument', field_name('record', k) .. ': ' .. fmt(#rec)
+        .. ' bytes, shorter than its fixed fields and topic')
+    end
+    local state, attempts, priority, ttr, _, run_at, seq, topic, err_len =
+      struct.unpack(REC_HEAD_TOPIC_ERR, rec)
+    check_topic(topic, 'topic', k)
     if run_at > MAX_RUN_AT then
       abort('invalid_argument', field_name('run_at_ms', k) .. ': at most ' .. fmt(MAX_RUN_AT)
         .. ', got ' .. fmt(run_at))
     end
     if ttr == 0 then abort('invalid_argument', field_name('ttr_ms', k) .. ': at least 1') end
-    if flags > 1 then
-      abort('invalid_argument', field_name('flags', k) .. ': 0, or 1 to replace; got '
-        .. fmt(flags))
+    if seq > MAX_NOW * SEQ_PER_MS then
+      abort('invalid_argument', field_name('seq', k) .. ': at most ' .. fmt(MAX_NOW * SEQ_PER_MS))
     end
-    if seq_floor > MAX_NOW * SEQ_PER_MS then
-      abort('invalid_argument', field_name('seq floor', k) .. ': at most '
-        .. fmt(MAX_NOW * SEQ_PER_MS))
+    local due = run_at <= NOW
+    if state ~= (due and READY or DELAYED) or attempts ~= 0 or err_len ~= 0 then
+      abort('invalid_argument', field_name('record', k) .. ': a new job is ready (1) if due by '
+        .. 'now_ms, else delayed (0), with 0 attempts and no last_error')
     end
-    run_ats[k], ttrs[k], prios[k], maxes[k] = run_at, ttr, priority, max_attempts
-    reps[k] = flags == 1
-    if seq_floor > 0 then floors[k] = seq_floor end
-    if run_at > NOW then any_delayed = true end
+    topics[k], run_ats[k], prios[k], seqs[k], recs[k] = topic, run_at, priority, seq, rec
+    if not due then any_delayed = true end
     if seen[id] then dup = true end
     seen[id] = true
   end
@@ -125,15 +133,17 @@ local function main()
         count('replaced')
       end
       local run_at, priority = run_ats[k], prios[k]
-      local seq = next_seq(floors[k])
-      local state, key, score, member
+      local seq = next_seq(seqs[k])
+      local rec = recs[k]
+      if seq ~= seqs[k] then rec = with_seq(rec, seq) end
+      local key, score, member
       if run_at <= NOW then
-        state, key, score = READY, kr(topic), priority
+        key, score = kr(topic), priority
         member = struct.pack('>I6I7c0', run_at, seq, id)  -- ready_member
         will_add_ready(topic)
         out[k] = 'ready'
       else
-        state, key, score = DELAYED, kd(topic), run_at
+        key, score = kd(topic), run_at
         member = struct.pack('>I7c0', seq, id)  -- delayed_member
         local t = timers[topic]
         if t == nil then tkeys[#tkeys + 1] = topic end
@@ -150,8 +160,7 @@ local function main()
       l[#l + 1] = text(score)
       l[#l + 1] = member
       hset[#hset + 1] = id
-      hset[#hset + 1] = struct.pack(REC_BODY, state, 0, priority, ttrs[k], maxes[k], run_at, seq,
-                                    #topic, topic, 0, '', ARGV[k * FIELDS + 1])
+      hset[#hset + 1] = rec
       tally(per_topic, topkeys, topic)
       added = added + 1
     end

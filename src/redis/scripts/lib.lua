@@ -50,6 +50,12 @@ local REC = '>BI4I4I4I4I6I7Bc0Hc0'
 local REC_BODY = REC .. 'c0'   -- packing: the body too (c0 packs a whole string)
 local HEAD = '>BI4I4I4I4I6I7'  -- the fixed part alone
 local HEAD_TOPIC = HEAD .. 'Bc0'  -- and the topic
+local REC_HEAD_TOPIC_ERR = HEAD_TOPIC .. 'H'  -- and last_error's length
+
+-- The record `rec` with its seq (bytes 24-30) replaced.
+local function with_seq(rec, seq)
+  return string.sub(rec, 1, 23) .. struct.pack('>I7', seq) .. string.sub(rec, 31)
+end
 
 -- --- errors -------------------------------------------------------------------
 
