@@ -122,7 +122,7 @@ local function main()
     elseif existing[k] then
       old = decode(id, existing[k])
     end
-    done[id] = true
+    if dup then done[id] = true end
     if old and not reps[k] then
       out[k] = 'exists'
     else
@@ -157,10 +157,12 @@ local function main()
         zadd[key] = l
         zkeys[#zkeys + 1] = key
       end
-      l[#l + 1] = text(score)
-      l[#l + 1] = member
-      hset[#hset + 1] = id
-      hset[#hset + 1] = rec
+      local m = #l
+      l[m + 1] = text(score)
+      l[m + 2] = member
+      local h = #hset
+      hset[h + 1] = id
+      hset[h + 2] = rec
       tally(per_topic, topkeys, topic)
       added = added + 1
     end

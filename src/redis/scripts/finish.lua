@@ -8,7 +8,9 @@
 --          (no receipt and the job is not reserved) | "stale_receipt" (a
 --          receipt that is not the job's current reservation's, also when
 --          the job is no longer reserved)
--- Errors   invalid_argument for a malformed batch (nothing changed).
+-- Errors   invalid_argument for a malformed batch (nothing changed). An id
+--          no job can have (not 1-256 bytes without control characters) is
+--          simply not_found, as in the engine.
 --
 -- A reservation whose deadline <= now_ms has run out: it is timed out first
 -- (as the engine acts on the time before every call), so its receipt is
@@ -23,7 +25,7 @@ local function main()
   end
   local ids, receipts = {}, {}
   for k = 1, n do
-    ids[k] = check_id(ARGV[2 * k], 'id')
+    ids[k] = ARGV[2 * k]
     receipts[k] = ARGV[2 * k + 1]
   end
   local vals = redis.call('HMGET', K_JOBS, unpack(ids))
@@ -41,14 +43,16 @@ local function main()
     return d ~= nil and d <= NOW
   end
 
-  local out, gone, seen = {}, {}, {}
-  local hdel, zrem = {}, {}
+  -- met[id]: SEEN once an item of this batch has read the job, GONE once one
+  -- has finished it (one table: a job finished at once is one entry).
+  local SEEN, GONE = 1, 2
+  local out, met = {}, {}
+  local gone_ids = {}  -- for HDEL and ZREM alike
   local per_topic, topic_order = {}, {}
   local function finished(k, id, topic)
     out[k] = 'ok'
-    gone[id] = true
-    hdel[#hdel + 1] = id
-    zrem[#zrem + 1] = id
+    met[id] = GONE
+    gone_ids[#gone_ids + 1] = id
     tally(per_topic, topic_order, topic)
   end
   for k = 1, n do
@@ -57,19 +61,19 @@ local function main()
     -- The common case first, without decoding the record: a job reserved
     -- once in this batch, its reservation running, its receipt right.
     local state, attempts, seq, topic, _
-    if v and not seen[id] then
+    local seen = met[id]
+    if v and not seen then
       state, attempts, _, _, _, _, seq, topic = struct.unpack(HEAD_TOPIC, v)
     end
     if state == RESERVED and not ran_out(k)
         and (receipts[k] == '' or receipts[k] == string.format(RECEIPT, seq, attempts)) then
-      seen[id] = true
       finished(k, id, topic)
     else
       local j
-      if not gone[id] then
+      if seen ~= GONE then
         -- An id met before in this batch is read again: an earlier item may
         -- have changed it.
-        if seen[id] then
+        if seen then
           j = load(id)
         elseif v then
           j = decode(id, v)
@@ -79,7 +83,7 @@ local function main()
         out[k] = 'not_found'
       else
         local changed
-        if j.state == RESERVED and not seen[id] then
+        if j.state == RESERVED and not seen then
           if ran_out(k) then
             detach(j)
             time_out(j)
@@ -89,7 +93,7 @@ local function main()
           changed = settle_job(j)
         end
         if changed then save(j) end
-        seen[id] = true
+        met[id] = SEEN
         local code = check_reservation(j, receipts[k])
         if code then
           out[k] = code
@@ -99,14 +103,14 @@ local function main()
       end
     end
   end
-  if #hdel > 0 then
-    redis.call('HDEL', K_JOBS, unpack(hdel))
-    redis.call('ZREM', K_RESERVED, unpack(zrem))
+  if #gone_ids > 0 then
+    redis.call('HDEL', K_JOBS, unpack(gone_ids))
+    redis.call('ZREM', K_RESERVED, unpack(gone_ids))
     for _, t in ipairs(topic_order) do
       hincr(K_TOPICS, t, -per_topic[t])
       hincr(K_RESERVING, t, -per_topic[t])
     end
-    count('finished', #hdel)
+    count('finished', #gone_ids)
   end
   commit()
   return out

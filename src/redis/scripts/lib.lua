@@ -32,6 +32,7 @@ local function kb(topic) return B .. ':b:' .. topic end  -- buried of a topic
 local FORMAT = 1
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 local STATE_NAMES = { [0] = 'delayed', [1] = 'ready', [2] = 'reserved', [3] = 'buried' }
+local STATE_READY = string.char(READY)  -- a record's first byte
 local MAX_BATCH = 1000        -- jobs per add / finish / touch / delete, count per reserve
 local MAX_TOPICS = 100        -- topics per group of a reserve / heads
 local MAX_CALL_TOPICS = 1000  -- topics over all the groups of one reserve / heads
@@ -51,6 +52,18 @@ local REC_BODY = REC .. 'c0'   -- packing: the body too (c0 packs a whole string
 local HEAD = '>BI4I4I4I4I6I7'  -- the fixed part alone
 local HEAD_TOPIC = HEAD .. 'Bc0'  -- and the topic
 local REC_HEAD_TOPIC_ERR = HEAD_TOPIC .. 'H'  -- and last_error's length
+
+-- The record `v` with its first 1 or 5 bytes (state; state and attempts)
+-- replaced by `head`. gsub makes one new string where string.sub and a
+-- concatenation (or pack) would make two, and Redis's Lua hashes every byte
+-- of every string it makes (deps/lua/src/lstring.c: step 1).
+local new_head
+local function put_head() return new_head end  -- a function: no % escapes
+local HEAD_PATTERNS = { [1] = '^.', [5] = '^.....' }
+local function with_head(v, head)
+  new_head = head
+  return (string.gsub(v, HEAD_PATTERNS[#head], put_head, 1))
+end
 
 -- The record `rec` with its seq (bytes 24-30) replaced.
 local function with_seq(rec, seq)
@@ -458,7 +471,7 @@ local function make_ready(topic, ids)
     if v then
       local _, _, priority, _, _, run_at, seq = struct.unpack(HEAD, v)
       hset[#hset + 1] = ids[i]
-      hset[#hset + 1] = string.char(READY) .. string.sub(v, 2)
+      hset[#hset + 1] = with_head(v, STATE_READY)
       zadd[#zadd + 1] = priority
       zadd[#zadd + 1] = struct.pack('>I6I7', run_at, seq) .. ids[i]
     end

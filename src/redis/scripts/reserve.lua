@@ -124,16 +124,17 @@ local function main()
         local _, attempts, _, ttr, _, _, _, topic = struct.unpack(HEAD_TOPIC, v)
         local id = ids[i]
         -- State and attempts lead the record: the rest is copied as it is.
-        local rec = struct.pack('>BI4c0', RESERVED, attempts + 1, string.sub(v, 6))
-        hset[#hset + 1] = id
-        hset[#hset + 1] = rec
+        local rec = with_head(v, struct.pack('>BI4', RESERVED, attempts + 1))
+        local h = #hset
+        hset[h + 1] = id
+        hset[h + 2] = rec
         local deadline = deadlines[ttr]
         if deadline == nil then
           deadline = fmt(NOW + ttr)
           deadlines[ttr] = deadline
         end
-        zadd[#zadd + 1] = deadline
-        zadd[#zadd + 1] = id
+        zadd[h + 1] = deadline  -- as long as hset
+        zadd[h + 2] = id
         local o = #out
         out[o + 1] = id
         out[o + 2] = rec
