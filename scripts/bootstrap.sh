@@ -13,6 +13,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   python3-redis redis-tools redis-server
   beanstalkd wrk strace
+  libjemalloc-dev
 )
 
 missing=()
