@@ -139,6 +139,30 @@ Status JobStatus(const std::string& s, std::string_view id) {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+// A receipt as the scripts take it (docs/redis-store.md, "seq, created_at,
+// receipts, ids"): "" stays "" (no check); the 24 hex digits of a receipt
+// (seq, attempts) become 11 bytes, seq (7) and attempts (4), big-endian, which
+// a script compares without formatting a receipt per job. Anything else can
+// be no job's receipt and becomes "?", which matches none.
+std::string ReceiptArg(std::string_view receipt) {
+  if (receipt.empty()) return std::string();
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  // The first byte of the 8-byte seq field is 0 for every seq (< 2^53).
+  if (receipt.size() != 24 || receipt[0] != '0' || receipt[1] != '0') return "?";
+  std::string out(11, '\0');
+  for (size_t i = 0; i < 11; ++i) {
+    const int hi = hex(receipt[2 + 2 * i]);
+    const int lo = hex(receipt[3 + 2 * i]);
+    if (hi < 0 || lo < 0) return "?";
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
 // A new job's record as add.lua takes and stores it (docs/redis-store.md,
 // "The record"): ready (1) if due by now_ms, else delayed (0); attempts 0;
 // priority, ttr_ms, max_attempts (4 bytes each); run_at_ms (6); seq (7): the
@@ -493,7 +517,7 @@ class AddOp final : public Op {
 class BatchedIdOp final : public Op {
  public:
   BatchedIdOp(Lua lua, std::string_view id, std::string_view receipt, StatusDone done)
-      : lua_(lua), id_(id), receipt_(receipt), done_(std::move(done)) {}
+      : lua_(lua), id_(id), receipt_(ReceiptArg(receipt)), done_(std::move(done)) {}
 
   void Plan(Batch& b) override {
     std::vector<std::string> fields;
@@ -940,13 +964,13 @@ std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, i
                                 std::string_view error, StatusDone done) {
   return std::make_unique<SingleIdOp>(
       Lua::kRelease, id,
-      std::vector<std::string>{std::string(receipt), Str(delay_ms), std::string(error)}, delay_ms,
+      std::vector<std::string>{ReceiptArg(receipt), Str(delay_ms), std::string(error)}, delay_ms,
       std::move(done));
 }
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done) {
   return std::make_unique<SingleIdOp>(
-      Lua::kBury, id, std::vector<std::string>{std::string(receipt), std::string(reason)}, 0,
+      Lua::kBury, id, std::vector<std::string>{ReceiptArg(receipt), std::string(reason)}, 0,
       std::move(done));
 }
 std::unique_ptr<Op> MakeKick(std::string_view id, StatusDone done) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <future>
 #include <map>
@@ -607,6 +608,20 @@ TEST_P(QueueConformance, OperationsNeedingAReservationFailOnOtherStates) {
   Delivery r = ReserveOne(q, "nr.r");
   EXPECT_TRUE(HasCode(q.Finish("reserved", r.receipt + "x"), Code::kStaleReceipt));
   EXPECT_TRUE(HasCode(q.Finish("reserved", "bogus-receipt"), Code::kStaleReceipt));
+  // One digit off, or spelled in upper case, a receipt is not this one.
+  std::string off = r.receipt;
+  off.back() = off.back() == '0' ? '1' : '0';
+  std::vector<std::string> wrong = {off};
+  std::string upper = r.receipt;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper != r.receipt) wrong.push_back(upper);
+  for (const std::string& w : wrong) {
+    SCOPED_TRACE(w);
+    EXPECT_TRUE(HasCode(q.Finish("reserved", w), Code::kStaleReceipt));
+    EXPECT_TRUE(HasCode(q.Touch("reserved", w), Code::kStaleReceipt));
+    EXPECT_TRUE(HasCode(q.Release("reserved", w, 0, ""), Code::kStaleReceipt));
+    EXPECT_TRUE(HasCode(q.Bury("reserved", w, ""), Code::kStaleReceipt));
+  }
   EXPECT_EQ(State(q, "reserved"), "reserved");
 }
 

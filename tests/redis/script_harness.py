@@ -180,6 +180,18 @@ def delivery(now, job_id, rec):
                                      attempts, ttr, priority, run_at, now + ttr))
 
 
+def receipt_arg(receipt):
+    """A receipt as finish, touch, release and bury take it (docs/redis-store.md):
+    "" as is; 24 lowercase hex digits as 11 bytes (seq 7, attempts 4); anything
+    else as "?", which matches no job (as the server does)."""
+    r = _s(receipt)
+    if r == '':
+        return ''
+    if len(r) != 24 or not r.startswith('00') or any(c not in '0123456789abcdef' for c in r):
+        return '?'
+    return bytes.fromhex(r[2:])
+
+
 def _record(fields, values):
     return {f: (_s(v) if f in TEXT_FIELDS else v) for f, v in zip(fields, values)}
 
@@ -311,19 +323,21 @@ class Bucket:
         return [next_due] + [v for k in keys for v in k]
 
     def finish(self, now, *pairs):
-        return [_s(s) for s in self.call('finish', now, *[a for p in pairs for a in p])]
+        return [_s(s) for s in self.call('finish', now, *[a for id_, r in pairs
+                                                           for a in (id_, receipt_arg(r))])]
 
     def touch(self, now, *pairs):
-        return [_s(s) for s in self.call('touch', now, *[a for p in pairs for a in p])]
+        return [_s(s) for s in self.call('touch', now, *[a for id_, r in pairs
+                                                          for a in (id_, receipt_arg(r))])]
 
     def delete(self, now, *ids):
         return [_s(s) for s in self.call('delete', now, *ids)]
 
     def release(self, now, id, receipt='', delay=0, error=''):
-        return _s(self.call('release', now, id, receipt, delay, error))
+        return _s(self.call('release', now, id, receipt_arg(receipt), delay, error))
 
     def bury(self, now, id, receipt='', reason=''):
-        return _s(self.call('bury', now, id, receipt, reason))
+        return _s(self.call('bury', now, id, receipt_arg(receipt), reason))
 
     def kick(self, now, id):
         return _s(self.call('kick', now, id))

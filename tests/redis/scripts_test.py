@@ -139,9 +139,7 @@ class AddAndGet(ScriptTest):
         cases = [
             ('topic', b.job('j', '', T0)), ('topic', b.job('j', 'has space', T0)),
             ('topic', b.job('j', 'a/b', T0)), ('topic', b.job('j', 't' * 201, T0)),
-            ('id', b.job('i' * 257, 't', T0)), ('id', b.job('a\nb', 't', T0)),
-            ('id', b.job('a\x7f', 't', T0)), ('id', b.job('a\x00b', 't', T0)),
-            ('id', b.job('', 't', T0)),
+            ('id', b.job('i' * 257, 't', T0)), ('id', b.job('', 't', T0)),
             ('run_at_ms', b.job('j', 't', 253402300800000)),
             ('run_at_ms', b.job('j', 't', 2 ** 48 - 1)),
             ('ttr_ms', b.job('j', 't', T0, ttr=0)),

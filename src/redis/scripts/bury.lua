@@ -5,7 +5,7 @@
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
 -- ARGV[2]  id
--- ARGV[3]  receipt ("" skips the check)
+-- ARGV[3]  receipt (as finish takes it: "" skips the check)
 -- ARGV[4]  reason ("" clears last_error); at most 1024 bytes are kept
 -- Reply    "OK"
 -- Errors   not_found, not_reserved, stale_receipt (as finish).

@@ -3,7 +3,9 @@
 --
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
--- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt ("" skips the check)
+-- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt ("" skips the check; else
+--          11 bytes: seq (7) and attempts (4), big-endian, decoded from the
+--          receipt's hex digits by the caller)
 -- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved"
 --          (no receipt and the job is not reserved) | "stale_receipt" (a
 --          receipt that is not the job's current reservation's, also when
@@ -66,7 +68,7 @@ local function main()
       state, attempts, _, _, _, _, seq, topic = struct.unpack(HEAD_TOPIC, v)
     end
     if state == RESERVED and not ran_out(k)
-        and (receipts[k] == '' or receipts[k] == string.format(RECEIPT, seq, attempts)) then
+        and (receipts[k] == '' or receipts[k] == struct.pack(RECEIPT_ARG, seq, attempts)) then
       finished(k, id, topic)
     else
       local j

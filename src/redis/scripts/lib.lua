@@ -129,11 +129,13 @@ local function check_topic(t, name, job)
   return t
 end
 
+-- An id's length. That an id has no control characters is the API's rule,
+-- checked by every caller before a script runs (ValidateId): scanning each
+-- id's bytes again here cost add 5% of its Redis CPU. A stored id is any
+-- bytes to the scripts.
 local function check_id(id, name, job)
-  -- %c: the control characters, 0-31 and 127 (one class: cheaper than a set).
-  if type(id) ~= 'string' or #id == 0 or #id > 256 or string.find(id, '%c') then
-    abort('invalid_argument', field_name(name or 'id', job)
-      .. ': 1-256 bytes without control characters')
+  if #id == 0 or #id > 256 then
+    abort('invalid_argument', field_name(name or 'id', job) .. ': 1-256 bytes')
   end
   return id
 end
@@ -225,6 +227,11 @@ local function id_of_delayed(m) return string.sub(m, 8) end
 -- replaced or re-added job has a new seq), as the engine's.
 local RECEIPT = '%016x%08x'
 local function receipt_of(j) return string.format(RECEIPT, j.seq, j.attempts) end
+-- The receipt as finish, touch, release and bury take it: seq (7 bytes) and
+-- attempts (4), big-endian; the caller decodes the hex digits. Packing two
+-- numbers costs a fraction of formatting them.
+local RECEIPT_ARG = '>I7I4'
+local function receipt_arg_of(j) return struct.pack(RECEIPT_ARG, j.seq, j.attempts) end
 
 local function created_at(j) return math.floor(j.seq / SEQ_PER_MS) end
 
@@ -455,7 +462,7 @@ local function check_reservation(j, receipt)
     if j.state == RESERVED then return nil end
     return 'not_reserved', quote(j.id) .. ' is ' .. STATE_NAMES[j.state] .. ', not reserved'
   end
-  if j.state == RESERVED and receipt_of(j) == receipt then return nil end
+  if j.state == RESERVED and receipt_arg_of(j) == receipt then return nil end
   return 'stale_receipt', 'receipt does not match the current reservation of ' .. quote(j.id)
     .. ' (its TTR may have run out and it was handed out again)'
 end

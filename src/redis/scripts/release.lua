@@ -6,7 +6,7 @@
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
 -- ARGV[2]  id
--- ARGV[3]  receipt ("" skips the check)
+-- ARGV[3]  receipt (as finish takes it: "" skips the check)
 -- ARGV[4]  delay_ms, 0..100 years (0: ready at once, behind jobs due earlier)
 -- ARGV[5]  error text ("" clears last_error); at most 1024 bytes are kept
 -- Reply    the job's new state: "ready" | "delayed" | "buried"

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
--- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt ("" skips the check)
+-- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt (as finish takes it)
 -- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved"
 --          | "stale_receipt" (as finish)
 -- Errors   invalid_argument for a malformed batch (nothing changed).
