@@ -50,6 +50,7 @@ local MAX_U32 = 4294967295
 local REC = '>BI4I4I4I4I6I7Bc0Hc0'
 local REC_BODY = REC .. 'c0'   -- packing: the body too (c0 packs a whole string)
 local HEAD = '>BI4I4I4I4I6I7'  -- the fixed part alone
+local HEAD_TTR = '>BI4I4I4'  -- the fixed part through ttr_ms
 local HEAD_TOPIC = HEAD .. 'Bc0'  -- and the topic
 local REC_HEAD_TOPIC_ERR = HEAD_TOPIC .. 'H'  -- and last_error's length
 

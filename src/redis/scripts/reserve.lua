@@ -35,16 +35,22 @@
 --!include lib.lua
 
 -- Takes up to `want` of the best ready members of the open topics `open` out
--- of their ready sets, best first, and appends their ids to `ids`. Returns
--- how many it took.
-local function pick(open, want, ids)
+-- of their ready sets, best first, and appends their ids to `ids` and their
+-- topics to `tops` (so no record is read for its topic). Returns how many it
+-- took.
+local function pick(open, want, ids, tops)
   if #open == 1 then
     -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply carries
     -- every member's score formatted as a double.
-    local key = kr(open[1])
+    local topic = open[1]
+    local key = kr(topic)
     local l = redis.call('ZRANGE', key, 0, want - 1)
     if #l > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #l - 1) end
-    for i = 1, #l do ids[#ids + 1] = id_of_ready(l[i]) end
+    local n = #ids
+    for i = 1, #l do
+      ids[n + i] = id_of_ready(l[i])
+      tops[n + i] = topic
+    end
     return #l
   end
   -- Merge the first `want` of each topic; then remove what was taken (the
@@ -73,6 +79,7 @@ local function pick(open, want, ids)
     end
     if best == nil then break end
     ids[#ids + 1] = id_of_ready(best.l[best.pos])
+    tops[#ids] = best.topic
     took = took + 1
     best.taken = best.taken + 1
     best.pos = best.pos + 2
@@ -92,14 +99,14 @@ local function main()
   local paused = {}  -- topic -> paused now: read once however many groups name it
   -- Every group picks in turn; their records are then read and written
   -- together: one HMGET and one HSET for the whole call.
-  local ids, picked = {}, {}  -- picked[g]: how many of ids group g took
+  local ids, tops, picked = {}, {}, {}  -- picked[g]: how many of ids group g took
   for g, group in ipairs(groups) do
     local open = {}
     for _, t in ipairs(group.topics) do
       if paused[t] == nil then paused[t] = paused_now(t) end
       if not paused[t] then open[#open + 1] = t end
     end
-    picked[g] = #open > 0 and pick(open, group.n, ids) or 0
+    picked[g] = #open > 0 and pick(open, group.n, ids, tops) or 0
   end
   local out = {}
   if #ids == 0 then
@@ -113,19 +120,22 @@ local function main()
   local deadlines = {}  -- ttr -> now_ms + ttr as text, formatted once per ttr (Redis
                         -- would format each number score it is given as a double)
   local per_topic, topic_order = {}, {}
-  local handed, at = 0, 0
+  -- Lengths kept by hand: `#t` is a search per append. hset and zadd have
+  -- 2 * handed entries each.
+  local handed, at, o = 0, 0, 0
   for g = 1, #groups do
-    local count_at = #out + 1
-    out[count_at] = 0
+    o = o + 1
+    local count_at, got = o, 0
+    out[o] = 0  -- its count, set below (a hole would put what follows in the hash part)
     for i = at + 1, at + picked[g] do
       local v = vals[i]
       if v then
         -- The fields it needs as locals (no table per job: see decode).
-        local _, attempts, _, ttr, _, _, _, topic = struct.unpack(HEAD_TOPIC, v)
+        local _, attempts, _, ttr = struct.unpack(HEAD_TTR, v)
         local id = ids[i]
         -- State and attempts lead the record: the rest is copied as it is.
         local rec = with_head(v, struct.pack('>BI4', RESERVED, attempts + 1))
-        local h = #hset
+        local h = 2 * handed
         hset[h + 1] = id
         hset[h + 2] = rec
         local deadline = deadlines[ttr]
@@ -133,16 +143,17 @@ local function main()
           deadline = fmt(NOW + ttr)
           deadlines[ttr] = deadline
         end
-        zadd[h + 1] = deadline  -- as long as hset
+        zadd[h + 1] = deadline
         zadd[h + 2] = id
-        local o = #out
         out[o + 1] = id
         out[o + 2] = rec
-        out[count_at] = out[count_at] + 1
-        tally(per_topic, topic_order, topic)
+        o = o + 2
+        got = got + 1
+        tally(per_topic, topic_order, tops[i])
         handed = handed + 1
       end
     end
+    out[count_at] = got
     at = at + picked[g]
   end
   if handed > 0 then
