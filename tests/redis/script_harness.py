@@ -79,10 +79,11 @@ def wait_for(what, check, deadline_s=DEADLINE_S):
 class RedisServer:
     """One redis-server in its own temporary directory on a free loopback port."""
 
-    def __init__(self, extra_args=(), cluster=False):
+    def __init__(self, extra_args=(), cluster=False, wrap=()):
+        """wrap: a command to run redis-server under (e.g. valgrind and its options)."""
         self.dir = tempfile.mkdtemp(prefix='delayq-redis-')
         self.port = free_port(cluster_bus=cluster)
-        args = [REDIS_SERVER, '--port', str(self.port), '--bind', '127.0.0.1',
+        args = list(wrap) + [REDIS_SERVER, '--port', str(self.port), '--bind', '127.0.0.1',
                 '--dir', self.dir, '--save', '', '--appendonly', 'no',
                 '--logfile', os.path.join(self.dir, 'redis.log'), '--daemonize', 'no']
         if cluster:
