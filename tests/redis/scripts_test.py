@@ -517,6 +517,7 @@ class Receipts(ScriptTest):
         e = self.assertCode('not_found', b.get, T0, 'y' * 100)
         self.assertEqual(e.message, "job '%s...' does not exist" % ('y' * 64))
         self.assertCode('invalid_argument', b.get, T0, 'x' * 300)
+        self.assertCode('invalid_argument', b.call, 'get', T0)  # no id at all
 
     def test_touch_extends_the_reservation_to_a_full_ttr(self):
         b = self.b

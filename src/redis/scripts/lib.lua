@@ -135,7 +135,7 @@ end
 -- id's bytes again here cost add 5% of its Redis CPU. A stored id is any
 -- bytes to the scripts.
 local function check_id(id, name, job)
-  if #id == 0 or #id > 256 then
+  if type(id) ~= 'string' or #id == 0 or #id > 256 then
     abort('invalid_argument', field_name(name or 'id', job) .. ': 1-256 bytes')
   end
   return id
