@@ -192,8 +192,8 @@ void TcpServer::ReadFrom(Connection& c) {
     return;
   }
   c.last_input_ms = MonotonicNowMs();
-  // After the client's FIN, what it sent before is still answered (unless
-  // it is waiting: the answer may still be read from a half-closed socket).
+  // After the client's FIN, what it sent before is still answered, and the
+  // connection closes once nothing is owed.
   if (eof) c.peer_closed = true;
   if (c.closing) {
     c.in.clear();  // closing: what arrives now is not answered
@@ -201,6 +201,13 @@ void TcpServer::ReadFrom(Connection& c) {
     Process(c);
   }
   if (Connection* live = Find(id)) Flush(*live);
+  // But a reserve still unanswered at the FIN is not: the client has gone
+  // (a worker exits with a FIN when nothing is left unread), as Redis and
+  // beanstalkd take EOF. Closing withdraws the reserve, and gives back any
+  // job it took, rather than writing that job to a socket no one reads.
+  if (eof) {
+    if (Connection* live = Find(id); live != nullptr && handler_->AwaitsWork(*live)) Close(id);
+  }
 }
 
 void TcpServer::Process(Connection& c) {

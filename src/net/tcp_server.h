@@ -135,6 +135,11 @@ class TcpHandler {
   virtual bool InRequest(const Connection& c) const { return false; }
   // The server is shutting down: answer whatever waits (c.waiting) now.
   virtual void OnDrain(Connection& c) {}
+  // Whether c has a request whose answer may hand it work it must then act
+  // on (a reserve) still unanswered. A client that sends FIN then is taken as
+  // gone (a worker that exited while it waited): the connection closes, and
+  // OnClose withdraws the request.
+  virtual bool AwaitsWork(const Connection& c) const { return false; }
   // Written to a connection refused because max_connections are open.
   virtual std::string_view BusyReply() const = 0;
   // Written before closing a connection whose request took too long.

@@ -198,6 +198,11 @@ void FrontEnd::OnClose(net::Connection& c) {
   s.reserves.clear();
 }
 
+bool FrontEnd::AwaitsWork(const net::Connection& c) const {
+  const auto& s = static_cast<const State&>(*c.state);
+  return s.reserve_ticket != 0 || !s.reserves.empty();
+}
+
 void FrontEnd::OnDrain(net::Connection& c) {
   auto& s = static_cast<State&>(*c.state);
   // If the cancel loses the race, the answer is already on its way to the

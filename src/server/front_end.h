@@ -126,6 +126,7 @@ class FrontEnd : public net::TcpHandler {
 
   // net::TcpHandler
   void OnClose(net::Connection& c) override;
+  bool AwaitsWork(const net::Connection& c) const override;
   void OnDrain(net::Connection& c) override;
 
   net::EventLoop* loop_;

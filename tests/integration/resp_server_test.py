@@ -112,6 +112,26 @@ class RespServerTest(unittest.TestCase):
         self.assertGreaterEqual(int(stats[b"due_lateness_count"]), 1)
         self.assertLess(int(stats[b"due_lateness_p50_us"]), 1_000_000)
 
+    def test_a_client_that_sends_fin_while_its_reserve_waits_is_gone_and_takes_no_job(self):
+        # A worker that exits while its long-poll waits closes its socket with
+        # a FIN (nothing unread, so no reset). The server takes it as gone, as
+        # Redis and beanstalkd do at EOF: a job added next must not go to it
+        # (it would stay reserved, unread, until its TTR).
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        s.sendall(b"RESERVE TIMEOUT 30000 FROM fin.t\r\n")
+        stats = lambda: dict(zip(*[iter(self.cmd("STATS", "fin.t"))] * 2))  # noqa: E731
+        wait_until(lambda: stats()[b"waiting"] == b"1", what="the reserve to park")
+        s.shutdown(socket.SHUT_WR)
+        # The connection closes without a reply (read to its end, bounded by
+        # the socket's timeout); the reserve no longer waits.
+        self.assertEqual(recv_all(s), b"")
+        s.close()
+        wait_until(lambda: stats()[b"waiting"] == b"0", what="the reserve to end")
+        job_id = self.cmd("ADD", "fin.t", "*", 0, 60000, "for a live worker")
+        jobs = self.cmd("RESERVE", "TIMEOUT", 1000, "FROM", "fin.t")
+        self.assertEqual((jobs[0][0], jobs[0][4]), (job_id, 1))  # its first delivery
+        self.assertEqual(self.cmd("FINISH", job_id, jobs[0][3]), b"OK")
+
     def test_pipeline_of_many_commands(self):
         pipe = self.r.pipeline(transaction=False)
         for i in range(1000):
