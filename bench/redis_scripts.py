@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -118,7 +119,7 @@ def measure_instructions(o):
             raise SystemExit('--instructions needs %s (apt-get install valgrind)' % tool)
     out = {}
     for target in SCRIPTS:
-        counts = os.path.join(h.tempfile.mkdtemp(prefix='delayq-callgrind-'), 'callgrind.out')
+        counts = os.path.join(tempfile.mkdtemp(prefix='delayq-callgrind-'), 'callgrind.out')
         server = h.RedisServer(wrap=('valgrind', '--tool=callgrind', '--instr-atstart=no',
                                      '--callgrind-out-file=' + counts))
         try:

@@ -42,7 +42,6 @@ local SEQ_PER_MS = 1024       -- seq = ms * 1024 + counter: exact in a double un
 local MAX_NOW = 8796093022207 -- 2^43 - 1: keeps now * SEQ_PER_MS below 2^53
 local MAX_RUN_AT = 253402300799999  -- 9999-12-31, as job.h
 local MAX_DELAY = 3153600000000     -- 100 years, as job.h
-local MAX_U32 = 4294967295
 
 -- The record: state, attempts, priority, ttr_ms, max_attempts, run_at_ms (6
 -- bytes), seq (7 bytes), topic (1-byte length), last_error (2-byte length),
