@@ -198,8 +198,15 @@ void EventLoop::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
     }
-    if (turn_end_) turn_end_();
-    int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
+    int n = -1;
+    if (turn_end_) {
+      // A look first, to tell the turn's end whether the loop is idle. It
+      // costs a system call only when nothing is ready: otherwise its events
+      // are this turn's.
+      n = epoll_wait(epoll_fd_, events, kMaxEvents, 0);
+      turn_end_(n == 0);
+    }
+    if (n <= 0) n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
     if (n < 0 && errno != EINTR) return;
     int64_t checked_us = n > 1 ? MonotonicNowUs() : 0;
     int64_t ended_us = checked_us;
@@ -218,7 +225,7 @@ void EventLoop::Run() {
         // for the log): the clients served first need not wait for the last.
         if (turn_end_ && now_us - ended_us >= kTurnEndUs) {
           ended_us = now_us;
-          turn_end_();
+          turn_end_(/*idle=*/false);
         }
       }
     }

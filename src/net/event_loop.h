@@ -64,8 +64,11 @@ class EventLoop {
 
   // Loop thread only, before Run. Runs at the end of every turn, before the
   // loop waits again (the store writes what the turn changed, then the held
-  // replies go out), and every kTurnEndUs within a long turn.
-  void SetTurnEnd(std::function<void()> fn) { turn_end_ = std::move(fn); }
+  // replies go out), and every kTurnEndUs within a long turn. `idle` says
+  // that nothing is ready (a look with epoll_wait(0) found nothing), so the
+  // loop would sleep next: work that blocks briefly costs it nothing then
+  // (QueueDriver::FlushIdle). Within a long turn it is false.
+  void SetTurnEnd(std::function<void(bool idle)> fn) { turn_end_ = std::move(fn); }
 
   // Runs until Stop(). Call from the thread that is to own the loop.
   void Run();
@@ -104,7 +107,7 @@ class EventLoop {
   int64_t armed_ = -1;
 
   std::function<bool()> urgent_probe_;
-  std::function<void()> turn_end_;
+  std::function<void(bool idle)> turn_end_;
   std::atomic<bool> posted_pending_{false};
 
   std::mutex mu_;

@@ -305,6 +305,12 @@ void LocalQueue::Flush() {
   MaybeCompact();
 }
 
+void LocalQueue::FlushIdle() {
+  if (log_ == nullptr) return;
+  (void)log_->WriteOutAndSync();
+  MaybeCompact();
+}
+
 void LocalQueue::MaybeCompact() {
   // The timing thread (or the caller's loop) takes the steps.
   if (compaction_idle_.load(std::memory_order_relaxed) && ShouldCompact()) {

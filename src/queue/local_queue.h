@@ -92,6 +92,7 @@ class LocalQueue final : public Queue, private QueueDriver {
   uint64_t Mark() const override { return log_ ? log_->end() : 0; }
   uint64_t Released() const override { return log_ ? log_->released() : 0; }
   void Flush() override;
+  void FlushIdle() override;
   bool Failed() const override { return log_ && log_->failed(); }
   // One turn of the timing work: what is due, then the timers re-armed.
   // False once the queue is stopping.

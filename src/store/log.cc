@@ -19,12 +19,17 @@ constexpr std::string_view kSegmentSuffix = ".dq";
 constexpr std::string_view kSpareName = "spare.dq";  // a deleted segment kept for reuse
 constexpr size_t kReadChunk = 4 << 20;
 constexpr int64_t kRetryWriteMs = 100;
+// WriteOutAndSync leaves the fdatasync to the sync thread once one took
+// longer than this: a slow disk must not stall its caller's loop.
+constexpr int64_t kSyncHereMaxUs = 2000;
 
-int64_t MonoMs() {
+int64_t MonoUs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
+  return int64_t{ts.tv_sec} * 1'000'000 + ts.tv_nsec / 1000;
 }
+
+int64_t MonoMs() { return MonoUs() / 1000; }
 
 // "log-0000000000000001.dq" -> 1; 0 for anything else.
 uint64_t ParseSegmentName(const std::string& name) {
@@ -614,7 +619,7 @@ Status Log::WriteOutLocked() {
     ::delayq::Log(LogLevel::kInfo, "log: writing again");
   }
   uint64_t target = written();
-  if (policy_ == FsyncPolicy::kAlways && synced() < target) {
+  if (policy_ == FsyncPolicy::kAlways && synced() < target && !sync_here_) {
     std::lock_guard<std::mutex> lock(sync_mu_);
     sync_requested_ = std::max(sync_requested_, target);
     sync_cv_.notify_one();
@@ -785,32 +790,12 @@ void Log::SyncLoop() {
     bool sync = target > synced() && !failed() &&
                 (asked || (policy_ == FsyncPolicy::kEverySec && second));
     if (sync) {
+      syncing_ = true;
       lock.unlock();  // writers may ask for the next sync meanwhile
-      Status s;
-      {
-        // WriteOut closes a segment under rotate_mu_, so `file` stays the
-        // newest while it syncs; appends to it do not wait.
-        std::lock_guard<std::mutex> rotate(rotate_mu_);
-        std::shared_ptr<File> file;
-        {
-          std::lock_guard<std::mutex> seg(seg_mu_);
-          file = segments_.back().file;
-          target = written();  // what `file` holds: a closed segment was synced whole
-        }
-        s = file->Sync();
-      }
+      SyncNewest();
       lock.lock();
-      syncs_.fetch_add(1, std::memory_order_relaxed);
+      syncing_ = false;
       last_sync = MonoMs();
-      if (s.ok()) {
-        if (target > synced()) synced_.store(target, std::memory_order_release);
-      } else {
-        std::lock_guard<std::mutex> state(state_mu_);
-        sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
-        failed_.store(true, std::memory_order_release);
-        troubled_.store(true, std::memory_order_release);
-        ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted", s.message().c_str());
-      }
       synced_cv_.notify_all();
     }
     if (sync || activity || stopped || failed()) {
@@ -879,6 +864,70 @@ bool Log::PrepareChunk() {
   prepared_end_.store(from + n, std::memory_order_release);
   prepared_bytes_.fetch_add(n, std::memory_order_relaxed);
   return true;
+}
+
+bool Log::WriteOutAndSync() {
+  if (policy_ != FsyncPolicy::kAlways) {
+    (void)WriteOut();
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    sync_here_ = true;
+    (void)WriteOutLocked();
+    sync_here_ = false;
+  }
+  uint64_t target = written();
+  if (synced() >= target || failed()) return false;
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    if (syncing_ || sync_requested_ > synced() ||
+        last_sync_us_.load(std::memory_order_relaxed) > kSyncHereMaxUs) {
+      sync_requested_ = std::max(sync_requested_, target);
+      sync_cv_.notify_one();
+      return false;
+    }
+    syncing_ = true;
+  }
+  SyncNewest();
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  syncing_ = false;
+  synced_cv_.notify_all();
+  return true;
+}
+
+void Log::SyncNewest() {
+  int64_t began = MonoUs();
+  uint64_t target;
+  Status s;
+  {
+    // WriteOut closes a segment under rotate_mu_, so `file` stays the
+    // newest while it syncs; appends to it do not wait.
+    std::lock_guard<std::mutex> rotate(rotate_mu_);
+    std::shared_ptr<File> file;
+    {
+      std::lock_guard<std::mutex> seg(seg_mu_);
+      file = segments_.back().file;
+      target = written();  // what `file` holds: a closed segment was synced whole
+    }
+    s = file->Sync();
+  }
+  last_sync_us_.store(MonoUs() - began, std::memory_order_relaxed);
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  if (s.ok()) {
+    // The sync thread and WriteOutAndSync may both have synced: keep the
+    // furthest.
+    uint64_t was = synced();
+    while (target > was &&
+           !synced_.compare_exchange_weak(was, target, std::memory_order_acq_rel)) {
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> state(state_mu_);
+  sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
+  failed_.store(true, std::memory_order_release);
+  troubled_.store(true, std::memory_order_release);
+  ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted", s.message().c_str());
 }
 
 void Log::Notify() {

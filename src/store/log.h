@@ -9,7 +9,9 @@
 // fdatasync. released() is what a reply may wait for under the fsync policy:
 //   always    synced(): a sync thread fdatasyncs whatever was written when it
 //             is asked (RequestSync), so one fdatasync covers every write
-//             waiting for it, and the next covers what came meanwhile
+//             waiting for it, and the next covers what came meanwhile. An
+//             owner with nothing else to do runs the fdatasync itself
+//             (WriteOutAndSync), sparing the two thread wake-ups
 //   everysec  written(); the sync thread fdatasyncs once a second
 //   never     written(); the OS writes back when it likes
 // A segment is closed (fdatasynced) when it reaches segment_bytes, so only the
@@ -151,6 +153,11 @@ class Log {
   // Writes the buffer (one write(2)) and closes the segment if it is full.
   // With fsync always, also asks the sync thread for a sync. Errors: as health().
   Status WriteOut();
+  // WriteOut for an owner that would otherwise wait: with fsync always, the
+  // fdatasync runs here, on the caller's thread, unless the sync thread is
+  // syncing or the last fdatasync took over kSyncHereMaxUs (a slow disk
+  // must not stall the caller); then as WriteOut. Returns whether it synced.
+  bool WriteOutAndSync();
   // Blocks until released() >= pos (writing and syncing as needed, together
   // with whoever else waits). Errors: health() when the write fails or the
   // log has failed; what was appended is still written later if it can be.
@@ -242,6 +249,9 @@ class Log {
   void CountPut(uint64_t seq, uint64_t number);
   void CountRemove(uint64_t seq);
   void SyncLoop();
+  // One fdatasync of the newest segment; records its outcome (synced(), or
+  // the log failed) and how long it took. REQUIRES: not sync_mu_.
+  void SyncNewest();
   void Notify();
   // The head segment is `number`, prepared up to `end` (REQUIRES: not
   // prepare_mu_); 0: none, while one is closed.
@@ -280,6 +290,7 @@ class Log {
   bool has_spare_ = false;       // GUARDED_BY(io_mu_): spare.dq exists, for the next segment
   std::atomic<uint64_t> reused_files_{0};
   bool presynced_ = false;       // GUARDED_BY(io_mu_): a sync was asked as it neared full
+  bool sync_here_ = false;       // GUARDED_BY(io_mu_): WriteOutAndSync will sync, not ask
   std::atomic<int64_t> last_write_ms_{0};  // monotonic, of the last batch written
   int64_t last_failed_write_ms_ = 0;
   std::atomic<uint64_t> written_{0};
@@ -306,6 +317,8 @@ class Log {
   std::condition_variable sync_cv_;     // wakes the sync thread
   std::condition_variable synced_cv_;   // wakes WaitReleased
   uint64_t sync_requested_ = 0;          // GUARDED_BY(sync_mu_)
+  bool syncing_ = false;                 // GUARDED_BY(sync_mu_): an fdatasync runs
+  std::atomic<int64_t> last_sync_us_{0};  // how long the last fdatasync took
   bool stop_ = false;                    // GUARDED_BY(sync_mu_)
   std::thread sync_thread_;
 

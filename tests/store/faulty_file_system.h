@@ -10,12 +10,16 @@
 //   full           Appends write `torn_bytes` at most, then fail with ENOSPC,
 //                  until it is cleared: the disk is full
 //   fail_sync      every Sync fails with EIO
+//   sync_delay_us  every Sync takes this much longer: a slow disk
+// It also keeps the thread of the last Sync (last_sync_thread).
 #ifndef DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
 #define DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
 
 #include <atomic>
 #include <memory>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/file.h"
@@ -30,6 +34,8 @@ class FaultyFileSystem final : public FileSystem {
   std::atomic<bool> full{false};
   std::atomic<bool> fail_sync{false};
   std::atomic<bool> crashed{false};
+  std::atomic<int64_t> sync_delay_us{0};
+  std::atomic<std::thread::id> last_sync_thread{};
 
   Result<std::unique_ptr<File>> Open(const std::string& path, bool create) override {
     if (crashed) return Unavailable("crashed");
@@ -92,6 +98,10 @@ class FaultyFileSystem final : public FileSystem {
       return f_->WriteZeros(offset, n);
     }
     Status Sync() override {
+      fs_->last_sync_thread = std::this_thread::get_id();
+      if (int64_t us = fs_->sync_delay_us; us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(us));  // the disk, not a test's wait
+      }
       if (fs_->Point() || fs_->crashed) return Unavailable("crashed");
       if (fs_->fail_sync) return Unavailable("fdatasync: Input/output error");
       return f_->Sync();

@@ -656,6 +656,107 @@ TEST(EmbeddedStoreFaults, FailedFdatasyncStopsChangesForGoodAndKeepsWhatWasAckno
   EXPECT_TRUE(reopened->Add(Spec("t", "later", "l")).ok());  // a restart recovers
 }
 
+// --- the fdatasync on an idle caller's loop ------------------------------------------
+// With caller_loop the caller writes (Flush at a turn's end) and holds each
+// reply until Released() reaches the Mark() read after its call.
+
+uint64_t Syncs(Queue& q) { return dynamic_cast<LocalQueue&>(q).store_stats().log.syncs; }
+
+struct IdleLoop {
+  explicit IdleLoop(const std::string& dir, std::string fsync = "always") {
+    fs = std::make_shared<FaultyFileSystem>();
+    QueueOptions o = Embedded(dir, std::move(fsync));
+    o.file_system = fs;
+    o.caller_loop = true;
+    q = MustOpen(o);
+    d = q->driver();
+    fs->last_sync_thread = std::thread::id();  // opening synced on this thread
+  }
+  // Adds a job; returns the mark its reply waits for.
+  uint64_t Add(const std::string& id) {
+    EXPECT_TRUE(q->Add(Spec("t", id, "body of " + id)).ok());
+    return d->Mark();
+  }
+  bool SyncedHere() const { return fs->last_sync_thread.load() == std::this_thread::get_id(); }
+
+  std::shared_ptr<FaultyFileSystem> fs;
+  std::unique_ptr<Queue> q;
+  QueueDriver* d = nullptr;
+};
+
+TEST(EmbeddedStoreIdleSync, AnIdleLoopRunsTheFdatasyncItselfABusyOneLeavesItToTheSyncThread) {
+  TempDir tmp;
+  IdleLoop l(tmp.data());
+  ASSERT_NE(l.d, nullptr);
+  uint64_t mark = l.Add("idle");
+  EXPECT_LT(l.d->Released(), mark);  // not even written yet
+  uint64_t syncs = Syncs(*l.q);
+  l.d->FlushIdle();
+  EXPECT_GE(l.d->Released(), mark) << "the reply may go out as FlushIdle returns";
+  EXPECT_TRUE(l.SyncedHere());
+  EXPECT_EQ(Syncs(*l.q), syncs + 1);
+
+  mark = l.Add("busy");
+  l.d->Flush();
+  ASSERT_TRUE(Eventually([&] { return l.d->Released() >= mark; }));
+  EXPECT_FALSE(l.SyncedHere());
+  l.q.reset();
+  auto reopened = MustOpen(Embedded(tmp.data()));
+  EXPECT_EQ(reopened->Get("idle")->body, "body of idle");
+  EXPECT_EQ(reopened->Get("busy")->body, "body of busy");
+}
+
+TEST(EmbeddedStoreIdleSync, AfterASlowFdatasyncTheSyncThreadTakesOverUntilTheDiskIsQuickAgain) {
+  TempDir tmp;
+  IdleLoop l(tmp.data());
+  l.fs->sync_delay_us = 5000;  // over the 2 ms a loop may spend on one
+  uint64_t mark = l.Add("first");
+  l.d->FlushIdle();  // nothing to go by yet: here, and slow
+  EXPECT_GE(l.d->Released(), mark);
+  EXPECT_TRUE(l.SyncedHere());
+  for (const char* id : {"second", "third"}) {
+    mark = l.Add(id);
+    l.d->FlushIdle();  // the last one was slow: the sync thread's
+    ASSERT_TRUE(Eventually([&] { return l.d->Released() >= mark; }));
+    EXPECT_FALSE(l.SyncedHere()) << id;
+  }
+  l.fs->sync_delay_us = 0;
+  // Once a sync is quick again (the sync thread's next one), the loop syncs
+  // here again.
+  bool here = false;
+  for (int n = 0; n < 100 && !here; ++n) {
+    mark = l.Add("quick-" + std::to_string(n));
+    l.d->FlushIdle();
+    here = l.d->Released() >= mark && l.SyncedHere();
+    ASSERT_TRUE(Eventually([&] { return l.d->Released() >= mark; }));
+  }
+  EXPECT_TRUE(here) << "the loop never synced itself again once the disk was quick";
+}
+
+TEST(EmbeddedStoreIdleSync, AFailedFdatasyncOnTheLoopStopsChangesAndReleasesNothing) {
+  TempDir tmp;
+  IdleLoop l(tmp.data());
+  l.fs->fail_sync = true;
+  uint64_t mark = l.Add("unknown");
+  l.d->FlushIdle();  // the first: here
+  EXPECT_TRUE(l.SyncedHere());
+  EXPECT_TRUE(l.d->Failed());
+  EXPECT_LT(l.d->Released(), mark) << "a change whose fdatasync failed was released";
+  auto refused = l.q->Add(Spec("t", "later", "l"));
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("storage failed"), std::string::npos)
+      << refused.status().ToString();
+}
+
+TEST(EmbeddedStoreIdleSync, EverysecWritesWithoutAnFdatasyncOnTheLoop) {
+  TempDir tmp;
+  IdleLoop l(tmp.data(), "everysec");
+  uint64_t mark = l.Add("job");
+  l.d->FlushIdle();
+  EXPECT_GE(l.d->Released(), mark);  // everysec releases once written
+  EXPECT_FALSE(l.SyncedHere());
+}
+
 // --- compaction --------------------------------------------------------------------
 
 uint64_t DiskBytes(Queue& q) {
