@@ -59,6 +59,7 @@ RESTART_TIMEOUT=${RESTART_TIMEOUT:-120}     # s to wait for the restarted server
 KILL_AFTER=${KILL_AFTER:-2}                 # s between the last add and kill -9 (> everysec)
 FINISHED_JOBS=${FINISHED_JOBS:-1000000}     # step 4 (the documented figure: 10000000)
 LAT_CYCLES=${LAT_CYCLES:-20000}             # reservelat cycles per round
+ONE_CYCLES=${ONE_CYCLES:-3000}              # step 2's one-client round trips per round
 LAT_ROUNDS=${LAT_ROUNDS:-3}                 # reservelat rounds before and after; median p99
 SETTLE_MAX=${SETTLE_MAX:-60}                # s at most to wait for disk_bytes to stop shrinking
 SETTLE_STABLE=${SETTLE_STABLE:-5}           # s without a decrease that count as stopped
@@ -286,6 +287,11 @@ if want 2; then
       --depth 1 "${cyc[@]}"
     bench "s2_beanstalkd_put_r$r" "$bs_pid" - put --proto beanstalk --port "$bs_port" \
       --depth 1 "${cyc[@]}"
+    # One client, one request at a time: each round trip waits for its own fdatasync.
+    bench "s2_always_one_r$r" "$dq_pid" "$dq_http" reservelat --proto resp --port "$dq_resp" \
+      --cycles "$ONE_CYCLES" --body "$BODY"
+    bench "s2_beanstalkd_one_r$r" "$bs_pid" - reservelat --proto beanstalk --port "$bs_port" \
+      --cycles "$ONE_CYCLES" --body "$BODY"
   done
   median s2_always_d1 cycles_per_s
   median s2_beanstalkd_d1 cycles_per_s
@@ -293,6 +299,8 @@ if want 2; then
   median s2_beanstalkd_put adds_per_s
   median "s2_always_d$DEPTH" cycles_per_s
   median "s2_beanstalkd_d$DEPTH" cycles_per_s
+  median s2_always_one cycles_per_s
+  median s2_beanstalkd_one cycles_per_s
   stop_pid "$dq_pid"
   stop_pid "$bs_pid"
 fi
@@ -544,6 +552,12 @@ s = {
     "always_put_over_beanstalkd_f0": ratio(g("s2_always_put", "adds_per_s"),
                                            g("s2_beanstalkd_put", "adds_per_s"), 1),
     "always_put_jobs_per_sync": g("s2_always_put", "jobs_per_sync"),
+    "always_one_cycles_per_s": g("s2_always_one", "cycles_per_s"),
+    "always_one_add_p50_us": g("s2_always_one", "add_p50_us"),
+    "always_one_add_p99_us": g("s2_always_one", "add_p99_us"),
+    "beanstalkd_f0_one_cycles_per_s": g("s2_beanstalkd_one", "cycles_per_s"),
+    "beanstalkd_f0_one_add_p50_us": g("s2_beanstalkd_one", "add_p50_us"),
+    "beanstalkd_f0_one_add_p99_us": g("s2_beanstalkd_one", "add_p99_us"),
     "always_d%s_cycles_per_s" % depth: g("s2_always_d" + depth, "cycles_per_s"),
     "always_d%s_jobs_per_sync" % depth: g("s2_always_d" + depth, "jobs_per_sync"),
     "beanstalkd_f0_d%s_cycles_per_s" % depth: g("s2_beanstalkd_d" + depth, "cycles_per_s"),
@@ -615,6 +629,12 @@ rows = [
     ("jobs per fdatasync, always, 1 in flight (fdatasyncs/s)",
      s["always_d1_jobs_per_sync"], "", None,
      "" if s["always_d1_syncs_per_s"] is None else "%s/s" % s["always_d1_syncs_per_s"]),
+    ("one client, 1 in flight: cycles/s, embedded always vs beanstalkd -b -f0",
+     s["always_one_cycles_per_s"], s["beanstalkd_f0_one_cycles_per_s"],
+     ratio(s["always_one_cycles_per_s"], s["beanstalkd_f0_one_cycles_per_s"]), ""),
+    ("one client: add round trip p50 / p99 us, embedded always vs beanstalkd -b -f0",
+     pair(s["always_one_add_p50_us"], s["always_one_add_p99_us"]),
+     pair(s["beanstalkd_f0_one_add_p50_us"], s["beanstalkd_f0_one_add_p99_us"]), None, ""),
     ("cycles/s, %s conns x %s in flight: embedded always vs beanstalkd -b -f0 (jobs per fdatasync)" % (conns, depth),
      s["always_d%s_cycles_per_s" % depth], s["beanstalkd_f0_d%s_cycles_per_s" % depth],
      s["always_over_beanstalkd_f0_d%s" % depth],
@@ -648,7 +668,7 @@ rows = [
 print()
 print("| measure | delayq | peer / reference | ratio | target |")
 print("| --- | --- | --- | --- | --- |")
-step_of_row = [1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+step_of_row = [1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
 assert len(step_of_row) == len(rows)
 for step, (name, a, b, q, t) in zip(step_of_row, rows):
     if str(step) not in steps.split():

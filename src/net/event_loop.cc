@@ -199,12 +199,12 @@ void EventLoop::Run() {
       if (stop_) return;
     }
     int n = -1;
-    if (turn_end_) {
-      // A look first, to tell the turn's end whether the loop is idle. It
-      // costs a system call only when nothing is ready: otherwise its events
-      // are this turn's.
+    if (turn_end_ && tell_idle_) {
+      // A look first; when something is ready, its events are this turn's.
       n = epoll_wait(epoll_fd_, events, kMaxEvents, 0);
       turn_end_(n == 0);
+    } else if (turn_end_) {
+      turn_end_(/*idle=*/false);
     }
     if (n <= 0) n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
     if (n < 0 && errno != EINTR) return;

@@ -64,11 +64,16 @@ class EventLoop {
 
   // Loop thread only, before Run. Runs at the end of every turn, before the
   // loop waits again (the store writes what the turn changed, then the held
-  // replies go out), and every kTurnEndUs within a long turn. `idle` says
-  // that nothing is ready (a look with epoll_wait(0) found nothing), so the
-  // loop would sleep next: work that blocks briefly costs it nothing then
-  // (QueueDriver::FlushIdle). Within a long turn it is false.
-  void SetTurnEnd(std::function<void(bool idle)> fn) { turn_end_ = std::move(fn); }
+  // replies go out), and every kTurnEndUs within a long turn. With
+  // `tell_idle`, a look (epoll_wait with no timeout) first tells `fn`
+  // whether anything is ready: idle, the loop would sleep next, so work that
+  // blocks briefly costs it nothing then (QueueDriver::FlushIdle). The look
+  // costs a system call only when nothing is ready. Without it, and within a
+  // long turn, `idle` is false.
+  void SetTurnEnd(std::function<void(bool idle)> fn, bool tell_idle = false) {
+    turn_end_ = std::move(fn);
+    tell_idle_ = tell_idle;
+  }
 
   // Runs until Stop(). Call from the thread that is to own the loop.
   void Run();
@@ -108,6 +113,7 @@ class EventLoop {
 
   std::function<bool()> urgent_probe_;
   std::function<void(bool idle)> turn_end_;
+  bool tell_idle_ = false;
   std::atomic<bool> posted_pending_{false};
 
   std::mutex mu_;

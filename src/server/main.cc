@@ -175,7 +175,7 @@ int Serve(const ServeOptions& o) {
   if (delayq::QueueDriver* driver = (*queue)->driver(); driver && o.store == "embedded") {
     // Group commit: what every connection changed in a turn is written
     // together at its end, then the replies that waited for it go out. With
-    // nothing else to do, the loop runs the fdatasync itself.
+    // fsync always and nothing else to do, the loop runs the fdatasync itself.
     gate = std::make_unique<LogGate>(driver);
     (*http)->tcp()->SetOutputGate(gate.get());
     (*resp)->tcp()->SetOutputGate(gate.get());
@@ -187,7 +187,7 @@ int Serve(const ServeOptions& o) {
       }
       h->tcp()->ReleaseHeld();
       r->tcp()->ReleaseHeld();
-    });
+    }, /*tell_idle=*/o.fsync == "always");
   }
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves

@@ -25,10 +25,12 @@ TEST(EventLoopTurnEnd, SaysIdleOnlyWhenNothingIsReady) {
                  while (read(p[0], &c, 1) == 1) ++reads;
                }).ok());
   std::vector<bool> idle;
-  l->SetTurnEnd([&](bool i) {
-    idle.push_back(i);
-    if (i) l->Stop();
-  });
+  l->SetTurnEnd(
+      [&](bool i) {
+        idle.push_back(i);
+        if (i) l->Stop();
+      },
+      /*tell_idle=*/true);
   l->Run();
   // First: the pipe was ready, so not idle; then, the byte read, idle.
   EXPECT_EQ(idle, (std::vector<bool>{false, true}));
@@ -36,6 +38,19 @@ TEST(EventLoopTurnEnd, SaysIdleOnlyWhenNothingIsReady) {
   l->Remove(p[0]);
   close(p[0]);
   close(p[1]);
+}
+
+TEST(EventLoopTurnEnd, WithoutTellIdleIsNeverIdle) {
+  auto loop = EventLoop::Create();
+  ASSERT_TRUE(loop.ok()) << loop.status().ToString();
+  EventLoop* l = loop->get();
+  std::vector<bool> idle;
+  l->SetTurnEnd([&](bool i) {
+    idle.push_back(i);
+    if (idle.size() == 1) l->Stop();  // nothing is ready: it would sleep
+  });
+  l->Run();
+  EXPECT_EQ(idle, (std::vector<bool>{false}));
 }
 
 }  // namespace
