@@ -18,8 +18,9 @@
 #               rounds alternating, medians; target >= 20x. Jobs per
 #               fdatasync from /v1/stats (finished and log_syncs, read
 #               before and after each run). Also embedded always at DEPTH,
-#               and 50 producers (put, adds only, 1 in flight each) against
-#               beanstalkd -f0: the "50 producers".
+#               50 producers (put, adds only, 1 in flight each) against
+#               beanstalkd -f0: the "50 producers", and one client
+#               (reservelat, ONE_CYCLES) against beanstalkd -f0.
 #   3 restart   put RESTART_JOBS jobs delayed 1 h into embedded everysec,
 #               kill -9, du -sb of the data dir, start again on it: seconds
 #               from exec to the first PING answered; /v1/stats jobs
