@@ -117,10 +117,9 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
     }
     ctx->buckets = static_cast<uint32_t>(n);
   }
-  ctx->next_due = std::make_unique<std::atomic<int64_t>[]>(ctx->buckets);
+  ctx->due = std::make_unique<rq::DueTimes>(ctx->buckets);  // all due: promoted at start
   for (uint32_t b = 0; b < ctx->buckets; ++b) {
     ctx->tags.push_back("{" + prefix + ":" + std::to_string(b) + "}");
-    ctx->next_due[b].store(0);  // promote every bucket once at start
   }
 
   // Every script loaded on every master first, so the first round does not
@@ -179,7 +178,6 @@ RedisQueue::RedisQueue(std::unique_ptr<rq::Context> ctx, std::unique_ptr<redis::
     : ctx_(std::move(ctx)),
       clock_(ctx_->clock),
       client_(std::move(client)),
-      due_gen_(ctx_->buckets, 0),
       known_(ctx_->buckets) {}
 
 RedisQueue::~RedisQueue() {
@@ -511,7 +509,7 @@ std::vector<uint32_t> RedisQueue::WaiterScope(const Waiter& w, int64_t now_ms) c
       continue;
     }
     const std::set<std::string>& empty = known_[b].empty;
-    const bool known_empty = !ctx_->KnownDue(b, now_ms) &&
+    const bool known_empty = !ctx_->due->Known(b, now_ms) &&
                              std::all_of(w.topics.begin(), w.topics.end(),
                                          [&](const std::string& t) { return empty.count(t) != 0; });
     if (!known_empty) scope.push_back(b);
@@ -646,11 +644,7 @@ void RedisQueue::PokeTimer() {
 
 void RedisQueue::LowerDue(uint32_t bucket, int64_t ms) {
   if (bucket >= ctx_->buckets || ms < 0) return;
-  std::atomic<int64_t>& due = ctx_->next_due[bucket];
-  if (ms >= due.load(std::memory_order_relaxed)) return;
-  due.store(ms, std::memory_order_relaxed);
-  ++due_gen_[bucket];
-  if (ms < timer_wakes_at_wall_.load()) PokeTimer();
+  if (ctx_->due->Note(bucket, ms) && ms < timer_wakes_at_wall_.load()) PokeTimer();
 }
 
 struct RedisQueue::TimerState {
@@ -676,8 +670,7 @@ void RedisQueue::ExpireWaits(int64_t mono, std::vector<std::function<void()>>* c
   }
 }
 
-void RedisQueue::Promote(TimerState& ts, const std::vector<uint32_t>& due,
-                         const std::vector<uint64_t>& gens, int64_t now) {
+void RedisQueue::Promote(TimerState& ts, const std::vector<uint32_t>& due, int64_t now) {
   // Every due bucket in one round trip; several servers promoting one
   // bucket cost only a few commands (promote is idempotent).
   const redis::Script& script = rq::ScriptOf(rq::Lua::kPromote);
@@ -701,10 +694,8 @@ void RedisQueue::Promote(TimerState& ts, const std::vector<uint32_t>& due,
     }
     const int64_t moved = r->elements()[0].integer() + r->elements()[1].integer();
     if (moved > 0) Invalidate(b, "");  // jobs became ready (their wake messages follow)
-    int64_t next = r->elements()[2].integer() < 0 ? kNever : r->elements()[2].integer();
-    // A due time learned while the promote was in flight stays.
-    if (due_gen_[b] != gens[i]) next = std::min(next, ctx_->next_due[b].load());
-    ctx_->next_due[b].store(next, std::memory_order_relaxed);
+    ctx_->due->EndPromote(b, r->elements()[2].integer() < 0 ? kNever : r->elements()[2].integer());
+    const int64_t next = ctx_->due->At(b);
     // Work left (next <= now) runs again at once, unless promote could not
     // move any of it: then do not spin.
     if (next <= now && moved == 0) ts.hold[b] = after + kHoldWhenStuck;
@@ -721,7 +712,6 @@ void RedisQueue::RunTimer() {
     const auto steady = SteadyClock::now();
     std::vector<std::function<void()>> callbacks;
     std::vector<uint32_t> due;
-    std::vector<uint64_t> gens;
     int64_t next_wall = kNever;
     int64_t next_mono = kNever;
     auto next_steady = steady + kSafetyNet;
@@ -735,10 +725,10 @@ void RedisQueue::RunTimer() {
           next_steady = std::min(next_steady, ts.hold[b]);
           continue;
         }
-        const int64_t at = ctx_->next_due[b].load(std::memory_order_relaxed);
+        const int64_t at = ctx_->due->At(b);
         if (at <= now || steady - ts.last_promote[b] >= kSafetyNet) {
           due.push_back(b);
-          gens.push_back(due_gen_[b]);
+          ctx_->due->BeginPromote(b);
         } else {
           next_wall = std::min(next_wall, at);
           next_steady = std::min(next_steady, ts.last_promote[b] + kSafetyNet);
@@ -749,7 +739,7 @@ void RedisQueue::RunTimer() {
     }
     for (auto& cb : callbacks) cb();
     if (!due.empty()) {
-      Promote(ts, due, gens, now);
+      Promote(ts, due, now);
       continue;  // what is left due runs at once
     }
     if (!callbacks.empty()) continue;

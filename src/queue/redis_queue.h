@@ -204,10 +204,9 @@ class RedisQueue final : public Queue {
   void RunTimer();
   // Answers the waits that ran out by `mono`. REQUIRES: mu_ held.
   void ExpireWaits(int64_t mono, std::vector<std::function<void()>>* callbacks);
-  // Promotes the `due` buckets (their due_gen_ when chosen: `gens`) and
-  // keeps what the replies say falls due next.
-  void Promote(TimerState& ts, const std::vector<uint32_t>& due, const std::vector<uint64_t>& gens,
-               int64_t now);
+  // Promotes the `due` buckets (begun in ctx_->due when chosen) and keeps
+  // what the replies say falls due next.
+  void Promote(TimerState& ts, const std::vector<uint32_t>& due, int64_t now);
   void PokeTimer();
 
   // Waiters. REQUIRE: mu_ held.
@@ -261,9 +260,6 @@ class RedisQueue final : public Queue {
   std::set<std::pair<int64_t, uint64_t>> wait_deadlines_;    // (monotonic ms, ticket)
   uint64_t waiting_ = 0;                                     // waiters with wait_ms > 0
   uint64_t next_ticket_ = 1;
-  // Per bucket: bumped whenever next_due is lowered, so a promote reply
-  // does not overwrite a due time learned while it was in flight.
-  std::vector<uint64_t> due_gen_;
   // Per bucket, topics a script found without ready jobs, and nothing due
   // there, until something says otherwise (Invalidate: this queue's own adds,
   // kicks, releases, resumes; promotes that moved jobs; wake messages; a

@@ -218,6 +218,24 @@ const redis::Script& ScriptOf(Lua lua) {
   return (*scripts)[static_cast<size_t>(lua)];
 }
 
+DueTimes::DueTimes(uint32_t buckets)
+    : at_(std::make_unique<std::atomic<int64_t>[]>(buckets)), noted_(buckets, kNever) {
+  for (uint32_t b = 0; b < buckets; ++b) at_[b].store(0, std::memory_order_relaxed);
+}
+
+bool DueTimes::Note(uint32_t bucket, int64_t ms) {
+  noted_[bucket] = std::min(noted_[bucket], ms);
+  if (ms >= At(bucket)) return false;
+  at_[bucket].store(ms, std::memory_order_relaxed);
+  return true;
+}
+
+void DueTimes::BeginPromote(uint32_t bucket) { noted_[bucket] = kNever; }
+
+void DueTimes::EndPromote(uint32_t bucket, int64_t next) {
+  at_[bucket].store(std::min(next, noted_[bucket]), std::memory_order_relaxed);
+}
+
 uint32_t Context::BucketOf(std::string_view id) const {
   return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size()) % buckets);
 }
@@ -1039,7 +1057,7 @@ void ReserveGroup::PlanHeads(Batch& b, const std::vector<uint32_t>& buckets,
   const uint64_t stamp = b.ctx().ready_events.load(std::memory_order_relaxed);
   for (uint32_t bucket : buckets) {
     // What is due but not promoted yet is invisible to heads.
-    const bool promote = !promote_known_due || b.ctx().KnownDue(bucket, b.now());
+    const bool promote = !promote_known_due || b.ctx().due->Known(bucket, b.now());
     heads_cmds_.push_back({bucket, b.AddHeads(bucket, m, topics_, promote), stamp});
   }
 }

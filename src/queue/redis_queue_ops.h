@@ -12,7 +12,7 @@
 // Thread-safety: an Op and a Batch belong to one thread at a time (the
 // dispatcher's, or the caller's for an op run inline). Context is shared by
 // every thread of one queue: its fields are constant after Open except
-// next_due (atomics; written by the queue under its mutex) and seq_floor.
+// due (written by the queue under its mutex), ready_events and seq_floor.
 #ifndef DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
 #define DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
 
@@ -69,6 +69,37 @@ enum class Lua : uint8_t {
 };
 const redis::Script& ScriptOf(Lua lua);
 
+// Per bucket, the earliest time (wall ms) a queue knows something falls due
+// there: kNever when nothing is known, 0 at start (every bucket is promoted
+// once). Notes (from add, release, heads, reserve and promote replies, and
+// `d` wake messages) only lower it; the timer's promote of a bucket replaces
+// it with what the promote reply says falls due next, keeping any note made
+// while that promote was in flight: the note may be of a job its script did
+// not see yet (one added just after it ran), and it counts however it
+// compares with the due time known when the note arrived.
+//
+// Thread-safety: At and Known are lock-free, for any thread; the writers
+// (Note, BeginPromote, EndPromote) must be serialized by the caller
+// (RedisQueue's mutex).
+class DueTimes {
+ public:
+  explicit DueTimes(uint32_t buckets);
+
+  int64_t At(uint32_t bucket) const { return at_[bucket].load(std::memory_order_relaxed); }
+  // Something is due in bucket by now_ms: promote before reading it.
+  bool Known(uint32_t bucket, int64_t now_ms) const { return At(bucket) <= now_ms; }
+  // Something falls due in bucket at ms. True if that is earlier than known.
+  bool Note(uint32_t bucket, int64_t ms);
+  // A promote of bucket is about to be sent.
+  void BeginPromote(uint32_t bucket);
+  // Its reply says next (kNever: nothing) falls due next there.
+  void EndPromote(uint32_t bucket, int64_t next);
+
+ private:
+  std::unique_ptr<std::atomic<int64_t>[]> at_;
+  std::vector<int64_t> noted_;  // the earliest note since BeginPromote
+};
+
 // What every op of one queue reads.
 struct Context {
   std::shared_ptr<Clock> clock;
@@ -76,10 +107,9 @@ struct Context {
   std::string prefix;
   uint32_t buckets = 0;
   std::vector<std::string> tags;  // "{<prefix>:<bucket>}" per bucket
-  // Per bucket, the earliest time (wall ms) the queue knows something falls
-  // due there (kNever: nothing known). Read by ops to promote a bucket before
-  // reading it; written by RedisQueue under its mutex.
-  std::unique_ptr<std::atomic<int64_t>[]> next_due;
+  // What falls due where: read by ops to promote a bucket before reading
+  // it; written by RedisQueue under its mutex.
+  std::unique_ptr<DueTimes> due;
   // A clock of the events that may make jobs ready (RedisQueue ticks it,
   // under its mutex, and stamps each event): what a script read is known to
   // be stale when an event of its bucket and topic is stamped after its
@@ -90,9 +120,6 @@ struct Context {
 
   // XXH3_64bits(id, seed 0) mod buckets: part of the format.
   uint32_t BucketOf(std::string_view id) const;
-  bool KnownDue(uint32_t bucket, int64_t now_ms) const {
-    return next_due[bucket].load(std::memory_order_relaxed) <= now_ms;
-  }
   // max(now_ms * 1024, last + 1): the lower bound of the seq of the next job
   // this queue adds, so its adds keep their order across buckets (add.lua's
   // "@<seq floor>" flag).

@@ -1,7 +1,8 @@
 // RedisQueue's own behaviour, beyond the conformance suite: several queues
 // ("servers") sharing one Redis, wake-ups across them, Redis stopped and
 // restarted, bad options, batching, and the merges across buckets (a large
-// reserve, kick_topic past one script call). Each test starts its own
+// reserve, kick_topic past one script call), and the timer's due-time
+// bookkeeping (rq::DueTimes, alone). Each test of a queue starts its own
 // redis-server (redis_harness.h) and uses the default 16 buckets; waits poll
 // with deadlines, nothing sleeps for time to pass.
 #include "queue/redis_queue.h"
@@ -23,6 +24,7 @@
 
 #include "delayq/clock.h"
 #include "delayq/queue.h"
+#include "queue/redis_queue_ops.h"
 #include "redis/redis_harness.h"
 
 namespace delayq {
@@ -356,6 +358,65 @@ TEST(RedisQueueOptions, BadOptionsAreRefusedNamingTheOption) {
   ASSERT_FALSE(dead.ok());
   EXPECT_EQ(dead.status().code(), Code::kUnavailable) << dead.status().ToString();
   EXPECT_LT(ElapsedMs(start), 3000);
+}
+
+// --- due times (the timer's bookkeeping; no Redis needed) --------------------------------
+
+using rq::DueTimes;
+using rq::kNever;
+
+TEST(RedisDueTimes, EveryBucketIsDueAtStartAndNotesOnlyLowerIt) {
+  DueTimes due(2);
+  EXPECT_TRUE(due.Known(0, 0));
+  EXPECT_TRUE(due.Known(1, 0));
+  due.BeginPromote(0);
+  due.EndPromote(0, kNever);
+  EXPECT_EQ(due.At(0), kNever);
+  EXPECT_FALSE(due.Known(0, 1'000'000));
+  EXPECT_TRUE(due.Note(0, 500));
+  EXPECT_FALSE(due.Note(0, 700)) << "a later note lowered the due time";
+  EXPECT_EQ(due.At(0), 500);
+  EXPECT_FALSE(due.Known(0, 499));
+  EXPECT_TRUE(due.Known(0, 500));
+  EXPECT_EQ(due.At(1), 0) << "a bucket's notes moved another";
+}
+
+TEST(RedisDueTimes, APromoteReplyReplacesWhatWasNotedBeforeItWasSent) {
+  DueTimes due(1);
+  due.BeginPromote(0);
+  due.EndPromote(0, 100);
+  EXPECT_TRUE(due.Note(0, 50));
+  due.BeginPromote(0);  // the promote sees the job noted at 50: the reply is the truth
+  due.EndPromote(0, 300);
+  EXPECT_EQ(due.At(0), 300);
+}
+
+// The race behind a waiting reserve answered a second late (the safety
+// net's pace): a promote's script runs, then an add of a job due at 500;
+// the add's note arrives while the promote's reply is still on its way, and
+// is no earlier than the due time then known (0 at start, or the time that
+// made the promote run), so it lowered nothing. The reply, which does not
+// count the job, must not erase it.
+TEST(RedisDueTimes, ANoteMadeWhileAPromoteIsInFlightSurvivesItsReply) {
+  DueTimes due(1);
+  due.BeginPromote(0);
+  EXPECT_FALSE(due.Note(0, 500));  // not earlier than 0
+  due.EndPromote(0, kNever);
+  EXPECT_EQ(due.At(0), 500) << "the job added during the promote was forgotten";
+
+  due.BeginPromote(0);  // in steady state: promoting what fell due at 500
+  EXPECT_FALSE(due.Note(0, 900));
+  due.EndPromote(0, 1'200);
+  EXPECT_EQ(due.At(0), 900);
+
+  due.BeginPromote(0);  // and an earlier reply still wins
+  EXPECT_FALSE(due.Note(0, 2'000));
+  due.EndPromote(0, 1'500);
+  EXPECT_EQ(due.At(0), 1'500);
+
+  due.BeginPromote(0);  // a note is kept for that promote only
+  due.EndPromote(0, kNever);
+  EXPECT_EQ(due.At(0), kNever);
 }
 
 // --- batching --------------------------------------------------------------------------
