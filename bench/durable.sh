@@ -18,9 +18,9 @@
 #               rounds alternating, medians; target >= 20x. Jobs per
 #               fdatasync from /v1/stats (finished and log_syncs, read
 #               before and after each run). Also embedded always at DEPTH,
-#               50 producers (put, adds only, 1 in flight each) against
-#               beanstalkd -f0: the issue's "50 producers", and one client
-#               (reservelat, ONE_CYCLES) against beanstalkd -f0.
+#               50 producers (put, adds only, 1 and DEPTH in flight each)
+#               against beanstalkd -f0: the issue's "50 producers", and one
+#               client (reservelat, ONE_CYCLES) against beanstalkd -f0.
 #   3 restart   put RESTART_JOBS jobs delayed 1 h into embedded everysec,
 #               kill -9, du -sb of the data dir, start again on it: seconds
 #               from exec to the first PING answered; /v1/stats jobs
@@ -288,6 +288,11 @@ if want 2; then
       --depth 1 "${cyc[@]}"
     bench "s2_beanstalkd_put_r$r" "$bs_pid" - put --proto beanstalk --port "$bs_port" \
       --depth 1 "${cyc[@]}"
+    # And pipelined, as SPEC §12's cycles are.
+    bench "s2_always_put_d${DEPTH}_r$r" "$dq_pid" "$dq_http" put --proto resp --port "$dq_resp" \
+      --depth "$DEPTH" "${cyc[@]}"
+    bench "s2_beanstalkd_put_d${DEPTH}_r$r" "$bs_pid" - put --proto beanstalk --port "$bs_port" \
+      --depth "$DEPTH" "${cyc[@]}"
     # One client, one request at a time: each round trip waits for its own fdatasync.
     bench "s2_always_one_r$r" "$dq_pid" "$dq_http" reservelat --proto resp --port "$dq_resp" \
       --cycles "$ONE_CYCLES" --body "$BODY"
@@ -298,6 +303,8 @@ if want 2; then
   median s2_beanstalkd_d1 cycles_per_s
   median s2_always_put adds_per_s
   median s2_beanstalkd_put adds_per_s
+  median "s2_always_put_d$DEPTH" adds_per_s
+  median "s2_beanstalkd_put_d$DEPTH" adds_per_s
   median "s2_always_d$DEPTH" cycles_per_s
   median "s2_beanstalkd_d$DEPTH" cycles_per_s
   median s2_always_one cycles_per_s
@@ -553,6 +560,11 @@ s = {
     "always_put_over_beanstalkd_f0": ratio(g("s2_always_put", "adds_per_s"),
                                            g("s2_beanstalkd_put", "adds_per_s"), 1),
     "always_put_jobs_per_sync": g("s2_always_put", "jobs_per_sync"),
+    "always_put_d%s_adds_per_s" % depth: g("s2_always_put_d" + depth, "adds_per_s"),
+    "beanstalkd_f0_put_d%s_adds_per_s" % depth: g("s2_beanstalkd_put_d" + depth, "adds_per_s"),
+    "always_put_d%s_over_beanstalkd_f0" % depth: ratio(g("s2_always_put_d" + depth, "adds_per_s"),
+                                                      g("s2_beanstalkd_put_d" + depth, "adds_per_s"), 1),
+    "always_put_d%s_jobs_per_sync" % depth: g("s2_always_put_d" + depth, "jobs_per_sync"),
     "always_one_cycles_per_s": g("s2_always_one", "cycles_per_s"),
     "always_one_add_p50_us": g("s2_always_one", "add_p50_us"),
     "always_one_add_p99_us": g("s2_always_one", "add_p99_us"),
@@ -627,6 +639,11 @@ rows = [
      s["always_put_over_beanstalkd_f0"],
      "" if s["always_put_jobs_per_sync"] is None
      else "%s per sync" % s["always_put_jobs_per_sync"]),
+    ("adds/s, %s producers x %s in flight: embedded always vs beanstalkd -b -f0 (jobs per fdatasync)" % (conns, depth),
+     s["always_put_d%s_adds_per_s" % depth], s["beanstalkd_f0_put_d%s_adds_per_s" % depth],
+     s["always_put_d%s_over_beanstalkd_f0" % depth],
+     "" if s["always_put_d%s_jobs_per_sync" % depth] is None
+     else "%s per sync" % s["always_put_d%s_jobs_per_sync" % depth]),
     ("jobs per fdatasync, always, 1 in flight (fdatasyncs/s)",
      s["always_d1_jobs_per_sync"], "", None,
      "" if s["always_d1_syncs_per_s"] is None else "%s/s" % s["always_d1_syncs_per_s"]),
@@ -669,7 +686,7 @@ rows = [
 print()
 print("| measure | delayq | peer / reference | ratio | target |")
 print("| --- | --- | --- | --- | --- |")
-step_of_row = [1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+step_of_row = [1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
 assert len(step_of_row) == len(rows)
 for step, (name, a, b, q, t) in zip(step_of_row, rows):
     if str(step) not in steps.split():

@@ -29,7 +29,7 @@
 //  - real time (exact_time() false): the queue, or the server behind it, runs
 //    on the system clock and AdvanceMs() waits. Boundary checks that a real
 //    clock cannot make deterministic are skipped; every delay a test must
-//    observe before it passes is brief_ms() (150 ms by default), so calls made
+//    observe before it passes is brief_ms() (500 ms by default), so calls made
 //    in between have ample time; delays a test merely moves past stay tens of
 //    milliseconds.
 //
@@ -111,7 +111,7 @@ class QueueHarness {
   // must hold across a few calls, a release delay or pause whose effect is
   // checked before AdvanceMs moves past it. Any value works for exact time;
   // a real-time harness over a slow transport may raise it.
-  virtual int64_t brief_ms() const { return exact_time() ? 20 : 150; }
+  virtual int64_t brief_ms() const { return exact_time() ? 20 : 500; }
 };
 
 // How a test-suite instantiation names and makes its harness.

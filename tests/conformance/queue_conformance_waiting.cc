@@ -401,6 +401,8 @@ TEST_P(QueueConformance, DelayedJobsUnderConcurrentTimeAreDeliveredOnceAndNeverE
     auto until = std::chrono::steady_clock::now() + kDeadline;
     while (std::chrono::steady_clock::now() < until) {
       if (producing.load() == 0 && harness().NowMs() >= latest_run_at.load()) return;
+      // Slow producers (a loaded machine) still see their jobs fall due.
+      if (producing.load() > 0) until = std::chrono::steady_clock::now() + kDeadline;
       harness().AdvanceMs(1);
       std::this_thread::yield();
     }

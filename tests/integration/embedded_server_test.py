@@ -388,12 +388,14 @@ class RestartTest(DataDirCase):
         server = self.start()
         r = client(server)
         c = r.execute_command
-        c("ADD", "tm.delay", "soon", 3000, 60000, b"soon")
+        # 6 s: time enough for a kill -9 and a restart on a loaded machine.
+        c("ADD", "tm.delay", "soon", 6000, 60000, b"soon")
         run_at = int(get(r, "soon")["run_at_ms"])
         c("ADD", "tm.paused", "held", 0, 60000, b"held")
-        c("PAUSE", "tm.paused", 3000)
-        paused_until = now_ms() + int(stats(r, "tm.paused")["paused_for_ms"])
-        c("ADD", "tm.ttr", "short-ttr", 0, 3000, b"ttr")
+        c("PAUSE", "tm.paused", 6000)
+        asked_at = now_ms()  # no later than the server's now: a lower bound of the end
+        paused_until = asked_at + int(stats(r, "tm.paused")["paused_for_ms"])
+        c("ADD", "tm.ttr", "short-ttr", 0, 6000, b"ttr")
         c("RESERVE", "FROM", "tm.ttr")
         until = int(get(r, "short-ttr")["reserved_until_ms"])
         server, r = self.restart(server, "kill")
@@ -401,15 +403,15 @@ class RestartTest(DataDirCase):
         self.assertLess(now_ms(), min(run_at, paused_until, until),
                         "the restart took too long for this test")
         self.assertEqual(get(r, "soon")["state"], b"delayed")
-        job = c("RESERVE", "TIMEOUT", 5000, "FROM", "tm.delay")
+        job = c("RESERVE", "TIMEOUT", 9000, "FROM", "tm.delay")
         got_at = now_ms()
         self.assertEqual(job[0][0], b"soon")
         self.assertGreaterEqual(got_at, run_at)      # never early
-        self.assertLess(got_at, run_at + 1000)       # and not a poll later
-        job = c("RESERVE", "TIMEOUT", 5000, "FROM", "tm.paused")
+        self.assertLess(got_at, run_at + 2000)       # and not a poll later
+        job = c("RESERVE", "TIMEOUT", 9000, "FROM", "tm.paused")
         self.assertEqual(job[0][0], b"held")
         self.assertGreaterEqual(now_ms(), paused_until - 50)
-        job = c("RESERVE", "TIMEOUT", 5000, "FROM", "tm.ttr")
+        job = c("RESERVE", "TIMEOUT", 9000, "FROM", "tm.ttr")
         self.assertEqual((job[0][0], job[0][4]), (b"short-ttr", 2))
         self.assertGreaterEqual(now_ms(), until - 50)
         self.assertEqual(server.stop(), 0)

@@ -240,7 +240,7 @@ class HttpApiTest(unittest.TestCase):
         status, body = got["r"]
         self.assertEqual(body["jobs"][0]["id"], added["id"])
         self.assertGreaterEqual(got["at"], added["run_at_ms"])  # never early
-        self.assertLess(got["at"], added["run_at_ms"] + 1000)   # not a poll later
+        self.assertLess(got["at"], added["run_at_ms"] + 2000)   # not a poll later
         waiter.close()
 
     def test_a_head_request_does_not_strip_a_waiting_reserves_answer(self):
@@ -339,7 +339,7 @@ class AdversarialTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server("--max-body", "1024", "--max-header-bytes", "2048",
-                            "--request-timeout-ms", "400", "--idle-timeout-ms", "600",
+                            "--request-timeout-ms", "1000", "--idle-timeout-ms", "2000",
                             "--max-connections", "300")
         cls.c = Client(cls.server.http_port)
         cls.c.call("POST", "/v1/jobs", {"topic": "keep", "id": "k1", "body": "kept"})
@@ -401,7 +401,7 @@ class AdversarialTest(unittest.TestCase):
         s.sendall(b"GET /heal")
         start = time.monotonic()
         answered = 0
-        while time.monotonic() - start < 0.8:
+        while time.monotonic() - start < 2.0:
             s.sendall(b"thz HTTP/1.1\r\n\r\nGET /heal")
             data = b""
             while not data.endswith(b'{"status":"ok"}'):
@@ -458,7 +458,7 @@ class ConnectionLimitsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--idle-timeout-ms", "300", "--max-output-bytes", "100000",
+        cls.server = Server("--idle-timeout-ms", "1000", "--max-output-bytes", "100000",
                             "--max-body", "60000")
 
     @classmethod
@@ -467,7 +467,7 @@ class ConnectionLimitsTest(unittest.TestCase):
 
     def test_a_long_poll_longer_than_the_idle_timeout_keeps_its_connection(self):
         c = Client(self.server.http_port)
-        self.assertEqual(c.call("POST", "/v1/reserve", {"topics": ["idle"], "wait_ms": 600}),
+        self.assertEqual(c.call("POST", "/v1/reserve", {"topics": ["idle"], "wait_ms": 2000}),
                          (200, {"jobs": []}))
         # The same connection, right away: the wait was not idleness.
         self.assertEqual(c.call("GET", "/healthz")[0], 200)

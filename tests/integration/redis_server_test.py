@@ -109,10 +109,18 @@ class RedisProcess:
 
     def __init__(self, aof=False):
         self.dir = tempfile.mkdtemp(prefix="delayq-itr-redis-")
-        self.port = free_port()
         self.aof = aof
         self.proc = None
-        self.start()
+        for attempt in range(5):
+            # A port found free may be taken before redis-server binds it (by
+            # a parallel test): it then exits, and another port is tried.
+            self.port = free_port()
+            try:
+                self.start()
+                break
+            except RuntimeError:
+                if attempt == 4:
+                    raise
 
     @property
     def url(self):
@@ -136,7 +144,8 @@ class RedisProcess:
         r = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
                         socket_connect_timeout=1)
         try:
-            return r.ping()
+            # Ours, not another process that took the port meanwhile.
+            return int(r.info("server")["process_id"]) == self.proc.pid
         except redis.ConnectionError:  # refused, or LOADING the AOF
             return False
         finally:
@@ -708,7 +717,7 @@ class ManyServersTest(RedisServerTestCase):
             late = got["at"] - max(run_at, t_add)
             print(f"\n  {job_id}: handed out through B {late:.1f} ms after it was due "
                   f"(added through A)", file=sys.stderr)
-            self.assertLess(late, 1000, job_id)
+            self.assertLess(late, 2000, job_id)
             self.assertEqual(ra.execute_command("FINISH", job_id, got["jobs"][0][3]), b"OK")
 
     def test_ttr_running_out_hands_the_job_out_again_through_another_server(self):
@@ -840,7 +849,10 @@ class PipeliningTest(RedisServerTestCase):
         self.assertEqual(b.execute_command("PING"), True)
         admin = redis.Redis(host="127.0.0.1", port=rp.port, socket_timeout=5)
         self.addCleanup(admin.close)
-        admin.execute_command("CLIENT", "PAUSE", 700, "ALL")  # Redis answers nothing for 0.7 s
+        # Redis answers nothing for 2.5 s: far longer than any PING may take
+        # below, so a loaded machine's stalls cannot pass for waiting on it
+        # (and less than the server's 3 s command timeout).
+        admin.execute_command("CLIENT", "PAUSE", 2500, "ALL")
         got = {}
         started = time.monotonic()
         t = threading.Thread(target=lambda: got.setdefault("job", a.execute_command("GET", "s1")))
@@ -853,13 +865,13 @@ class PipeliningTest(RedisServerTestCase):
             self.assertEqual(b.execute_command("PING"), True)
             slowest = max(slowest, time.monotonic() - t0)
         t.join(timeout=10)
-        self.assertLess(slowest, 0.2, "a PING waited for A's GET")
+        self.assertLess(slowest, 1.0, "a PING waited for A's GET")
         self.assertGreater(time.monotonic() - started, 0.5)
         self.assertEqual(pairs(got["job"])["body"], b"x")
 
         # The same over HTTP: a read waiting on Redis holds up neither the
         # HTTP front end's other connections nor the RESP ones.
-        admin.execute_command("CLIENT", "PAUSE", 700, "ALL")
+        admin.execute_command("CLIENT", "PAUSE", 2500, "ALL")
         got = {}
 
         def http_get(path):
@@ -881,7 +893,7 @@ class PipeliningTest(RedisServerTestCase):
             self.assertEqual(b.execute_command("PING"), True)
             slowest = max(slowest, time.monotonic() - t0)
         t.join(timeout=10)
-        self.assertLess(slowest, 0.2, "a request waited for another's GET /v1/jobs")
+        self.assertLess(slowest, 1.0, "a request waited for another's GET /v1/jobs")
         status, body = got["job"]
         self.assertEqual(status, 200, body)
         self.assertEqual(json.loads(body)["body"], "x")
@@ -903,8 +915,9 @@ class PipeliningTest(RedisServerTestCase):
         b.execute_command("ADD", "leave.t", "l1", 0, 30000, "x")
         admin = redis.Redis(host="127.0.0.1", port=rp.port, socket_timeout=5)
         self.addCleanup(admin.close)
-        # Scripts wait for 1.5 s; CLIENT LIST still answers and shows them waiting.
-        admin.execute_command("CLIENT", "PAUSE", 1500, "WRITE")
+        # Scripts wait for 2.5 s (less than the server's 3 s command timeout);
+        # CLIENT LIST still answers and shows them waiting.
+        admin.execute_command("CLIENT", "PAUSE", 2500, "WRITE")
         paused_at = time.monotonic()
         sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         # 20 long topic names besides leave.t make its script call stand out
@@ -922,7 +935,7 @@ class PipeliningTest(RedisServerTestCase):
                     return True
             return False
 
-        wait_until(reserve_in_redis, timeout=1, what="the reserve's script call waiting in Redis")
+        wait_until(reserve_in_redis, timeout=1.5, what="the reserve's script call waiting in Redis")
         # The client leaves while its reserve is inside a round: a reset, as
         # when a worker is killed (after a FIN the server would still write
         # the owed reply, as to a half-closed socket).
@@ -935,11 +948,11 @@ class PipeliningTest(RedisServerTestCase):
             t0 = time.monotonic()
             self.assertEqual(b.execute_command("PING"), True)
             slowest = max(slowest, time.monotonic() - t0)
-        self.assertLess(slowest, 0.2, "a PING waited for the round of a client that left")
-        self.assertLess(time.monotonic() - paused_at, 1.4, "the pause ended before the check")
+        self.assertLess(slowest, 1.0, "a PING waited for the round of a client that left")
+        self.assertLess(time.monotonic() - paused_at, 2.4, "the pause ended before the check")
         # Once Redis answers, the job the departed client's reserve took goes
         # back at once, not after its 30 s TTR.
-        got = b.execute_command("RESERVE", "TIMEOUT", 5000, "FROM", "leave.t")
+        got = b.execute_command("RESERVE", "TIMEOUT", 8000, "FROM", "leave.t")
         self.assertIsNotNone(got, "the job did not come back")
         job_id, _, _, _, attempts = got[0]
         self.assertEqual((job_id, int(attempts)), (b"l1", 2))
@@ -1175,12 +1188,12 @@ class FailureTest(RedisServerTestCase):
         # prefixed too), and B's receipts mean nothing to A's jobs.
         got = {}
         t = threading.Thread(target=lambda: got.setdefault(
-            "jobs", rb.execute_command("RESERVE", "TIMEOUT", 500, "FROM", "shared")))
+            "jobs", rb.execute_command("RESERVE", "TIMEOUT", 3000, "FROM", "shared")))
         t.start()
         wait_until(lambda: stats(b, "shared")["waiting"] == 1, timeout=5,
                    what="the reserve to wait on B")
         ra.execute_command("ADD", "shared", "a-wake", 0, 30000, "a-wake")
-        t.join(timeout=5)
+        t.join(timeout=10)
         self.assertIsNone(got["jobs"])
         with self.assertRaisesRegex(redis.ResponseError, "^NOTRESERVED"):
             ra.execute_command("FINISH", "j0")

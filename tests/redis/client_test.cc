@@ -505,7 +505,7 @@ TEST(Failure, KilledRedisIsUnavailableAtOnceAndRecoversAfterRestart) {
     start = std::chrono::steady_clock::now();
     auto again = client->Exec("kept", {"GET", "kept"});
     EXPECT_FALSE(again.ok());
-    EXPECT_LT(ElapsedMs(start), 100);
+    EXPECT_LT(ElapsedMs(start), 500);  // no connect timeout (loose: a loaded machine)
   }
   std::vector<Command> batch = {{"a", {"GET", "a"}}, {"b", {"GET", "b"}}};
   for (auto& rr : client->ExecBatch(batch)) EXPECT_EQ(rr.status().code(), Code::kUnavailable);
@@ -638,7 +638,7 @@ TEST(SubscriberTest, StopsPromptlyWhileRedisIsDown) {
   ASSERT_TRUE(sub.ok());
   auto start = std::chrono::steady_clock::now();
   sub->reset();
-  EXPECT_LT(ElapsedMs(start), 500);
+  EXPECT_LT(ElapsedMs(start), 1500);
   EXPECT_EQ(inbox.connects, 0);
 }
 
