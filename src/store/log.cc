@@ -620,8 +620,12 @@ Status Log::WriteOutLocked() {
   }
   uint64_t target = written();
   if (policy_ == FsyncPolicy::kAlways && synced() < target && !sync_here_) {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    sync_requested_ = std::max(sync_requested_, target);
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      sync_requested_ = std::max(sync_requested_, target);
+    }
+    // Outside the lock: woken while it is held, the sync thread would block
+    // on it at once, and cost a second wake-up when it is released.
     sync_cv_.notify_one();
   }
   return Status::Ok();
@@ -726,8 +730,10 @@ Status Log::Rotate() {
 }
 
 void Log::RequestSync() {
-  std::lock_guard<std::mutex> lock(sync_mu_);
-  sync_requested_ = std::max(sync_requested_, written());
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    sync_requested_ = std::max(sync_requested_, written());
+  }
   sync_cv_.notify_one();
 }
 
@@ -796,7 +802,9 @@ void Log::SyncLoop() {
       lock.lock();
       syncing_ = false;
       last_sync = MonoMs();
+      lock.unlock();
       synced_cv_.notify_all();
+      lock.lock();
     }
     if (sync || activity || stopped || failed()) {
       lock.unlock();
@@ -880,18 +888,21 @@ bool Log::WriteOutAndSync() {
   uint64_t target = written();
   if (synced() >= target || failed()) return false;
   {
-    std::lock_guard<std::mutex> lock(sync_mu_);
+    std::unique_lock<std::mutex> lock(sync_mu_);
     if (syncing_ || sync_requested_ > synced() ||
         last_sync_us_.load(std::memory_order_relaxed) > kSyncHereMaxUs) {
       sync_requested_ = std::max(sync_requested_, target);
+      lock.unlock();
       sync_cv_.notify_one();
       return false;
     }
     syncing_ = true;
   }
   SyncNewest();
-  std::lock_guard<std::mutex> lock(sync_mu_);
-  syncing_ = false;
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    syncing_ = false;
+  }
   synced_cv_.notify_all();
   return true;
 }
