@@ -802,12 +802,10 @@ void Log::SyncLoop() {
       lock.lock();
       syncing_ = false;
       last_sync = MonoMs();
-      lock.unlock();
-      synced_cv_.notify_all();
-      lock.lock();
     }
     if (sync || activity || stopped || failed()) {
       lock.unlock();
+      if (sync) synced_cv_.notify_all();
       Notify();
       lock.lock();
     }
