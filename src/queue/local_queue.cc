@@ -34,6 +34,12 @@ void Drain(int fd) {
 
 constexpr size_t kCompactChunk = 256 << 10;
 
+using Need = store::Log::Need;
+// Upper bounds of the records a change appends (Log::Room).
+constexpr uint64_t kUpdateBytes = store::UpdateBound(kMaxIdBytes, 0);
+constexpr uint64_t kPauseBytes = store::PutBound(0, kMaxTopicBytes, 0, 0);
+constexpr uint64_t kKickBoundJobs = 1 << 16;
+
 }  // namespace
 
 // Tells the log what the engine changed, and keeps the live-bytes estimate
@@ -211,16 +217,25 @@ auto LocalQueue::WithEngine(F&& fn) {
 }
 
 template <typename F>
-auto LocalQueue::Change(F&& fn) {
+auto LocalQueue::Change(uint64_t bytes, store::Log::Need need, F&& fn) {
   using R = decltype(fn(*engine_));
   if (log_ == nullptr) return WithEngine(std::forward<F>(fn));
-  if (Status s = log_->health(); !s.ok()) return R(s);
   uint64_t mark = 0;
+  bool refused = false;
   auto result = WithEngine([&](engine::Engine& e) {
+    // Under the mutex: no other change takes the room between the two.
+    if (Status s = log_->Room(bytes, need); !s.ok()) {
+      refused = true;
+      return R(s);
+    }
     auto r = fn(e);
     mark = log_->end();
     return r;
   });
+  if (refused) {
+    refused_changes_.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
   if (!caller_loop_) {
     if (Status s = log_->WaitReleased(mark); !s.ok()) return R(s);
     MaybeCompact();
@@ -356,6 +371,9 @@ bool LocalQueue::CompactStep() {
     }
   }
   if (!c.scanned) {
+    // What a chunk's live jobs take at the head, at most. Without room the
+    // step waits (a full disk): the next change or timer turn tries again.
+    if (!log_->Room(kCompactChunk + c.carry.size(), Need::kUpkeep).ok()) return false;
     auto chunk = log_->ReadClosed(c.segment, c.offset, kCompactChunk);
     if (!chunk.ok()) {
       Log(LogLevel::kError, "compaction: %s; compaction stops until restart",
@@ -431,6 +449,10 @@ LocalQueue::StoreStats LocalQueue::store_stats() {
   s.recovery = recovery_;
   s.recovery_seconds = recovery_seconds_;
   s.failing = !log_->health().ok();
+  s.failed = log_->failed();
+  s.health = log_->health();
+  if (s.health.ok()) s.health = log_->space();
+  s.refused_changes = refused_changes_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -441,17 +463,17 @@ std::string_view LocalQueue::fsync_policy() const {
 // --- the Queue operations: each is one engine call ---------------------------
 
 Result<AddResult> LocalQueue::Add(const JobSpec& spec) {
-  return Change([&](engine::Engine& e) { return e.Add(spec); });
+  // An add may replace a job: its removal is an update's size.
+  uint64_t bytes = store::PutBound(kMaxIdBytes, spec.topic.size(), 0, spec.body.size()) +
+                   store::UpdateBound(kMaxIdBytes, 0);
+  return Change(bytes, Need::kGrow, [&](engine::Engine& e) { return e.Add(spec); });
 }
 
 uint64_t LocalQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback done) {
   // A reserve changes the job (attempts, deadline): refused like any change.
-  if (log_) {
-    if (Status s = log_->health(); !s.ok()) {
-      done(std::move(s));
-      return 0;
-    }
-  }
+  // Room is asked for what it takes now; what a wait takes later comes out
+  // of the reserve that timers use too (store::Log::reserve_bytes).
+  Status refused;
   bool closed = false;
   uint64_t ticket = WithEngine([&](engine::Engine& e) -> uint64_t {
     // A callback run by the destructor may reserve again: answer at once
@@ -460,12 +482,22 @@ uint64_t LocalQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback don
       closed = true;
       return 0;
     }
+    if (log_) {
+      refused = log_->Room(uint64_t{req.count} * kUpdateBytes, Need::kUpkeep);
+      if (!refused.ok()) return 0;
+    }
     // Runs under mu_ (inside an engine call): only queue the callback.
     return e.Reserve(req, [this, d = std::move(done)](Result<Deliveries> r) mutable {
       deferred_.emplace_back(std::move(d), std::move(r));
     });
   });
-  if (closed) done(Unavailable("queue closed"));  // not moved from: the lambda was never made
+  // Neither moved from: the lambda was never made.
+  if (closed) done(Unavailable("queue closed"));
+  if (!refused.ok()) {
+    refused_changes_.fetch_add(1, std::memory_order_relaxed);
+    done(std::move(refused));
+    return 0;
+  }
   // Not waited for: a reservation that is lost comes back as ready.
   if (log_ && !caller_loop_) (void)log_->WriteOut();
   return ticket;
@@ -476,32 +508,39 @@ bool LocalQueue::CancelReserve(uint64_t ticket) {
 }
 
 Status LocalQueue::Finish(std::string_view id, std::string_view receipt) {
-  return Change([&](engine::Engine& e) { return e.Finish(id, receipt); });
+  return Change(kUpdateBytes, Need::kUpkeep,
+                [&](engine::Engine& e) { return e.Finish(id, receipt); });
 }
 
 Status LocalQueue::Delete(std::string_view id) {
-  return Change([&](engine::Engine& e) { return e.Delete(id); });
+  return Change(kUpdateBytes, Need::kUpkeep, [&](engine::Engine& e) { return e.Delete(id); });
 }
 
 Status LocalQueue::Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                            std::string_view error) {
-  return Change([&](engine::Engine& e) { return e.Release(id, receipt, delay_ms, error); });
+  return Change(kUpdateBytes + error.size(), Need::kUpkeep,
+                [&](engine::Engine& e) { return e.Release(id, receipt, delay_ms, error); });
 }
 
 Status LocalQueue::Touch(std::string_view id, std::string_view receipt) {
-  return Change([&](engine::Engine& e) { return e.Touch(id, receipt); });
+  return Change(kUpdateBytes, Need::kUpkeep,
+                [&](engine::Engine& e) { return e.Touch(id, receipt); });
 }
 
 Status LocalQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
-  return Change([&](engine::Engine& e) { return e.Bury(id, receipt, reason); });
+  return Change(kUpdateBytes + reason.size(), Need::kUpkeep,
+                [&](engine::Engine& e) { return e.Bury(id, receipt, reason); });
 }
 
 Status LocalQueue::Kick(std::string_view id) {
-  return Change([&](engine::Engine& e) { return e.Kick(id); });
+  return Change(kUpdateBytes, Need::kUpkeep, [&](engine::Engine& e) { return e.Kick(id); });
 }
 
 Result<uint64_t> LocalQueue::KickTopic(std::string_view topic, uint64_t n) {
-  return Change([&](engine::Engine& e) { return e.KickTopic(topic, n); });
+  // Kicks at most what fits in a bound: beyond it, a full disk refuses
+  // rather than let a write fail.
+  uint64_t bytes = std::min<uint64_t>(n, kKickBoundJobs) * kUpdateBytes;
+  return Change(bytes, Need::kUpkeep, [&](engine::Engine& e) { return e.KickTopic(topic, n); });
 }
 
 Result<JobInfo> LocalQueue::Get(std::string_view id) {
@@ -513,11 +552,12 @@ Result<JobInfo> LocalQueue::Peek(std::string_view topic, JobState state) {
 }
 
 Status LocalQueue::Pause(std::string_view topic, int64_t duration_ms) {
-  return Change([&](engine::Engine& e) { return e.Pause(topic, duration_ms); });
+  return Change(kPauseBytes, Need::kUpkeep,
+                [&](engine::Engine& e) { return e.Pause(topic, duration_ms); });
 }
 
 Status LocalQueue::Resume(std::string_view topic) {
-  return Change([&](engine::Engine& e) { return e.Resume(topic); });
+  return Change(kPauseBytes, Need::kUpkeep, [&](engine::Engine& e) { return e.Resume(topic); });
 }
 
 Result<std::vector<TopicInfo>> LocalQueue::Topics() {

@@ -77,6 +77,11 @@ class LocalQueue final : public Queue, private QueueDriver {
     store::RecoveryReport recovery;
     double recovery_seconds = 0;
     bool failing = false;  // the log cannot write now (or has failed for good)
+    bool failed = false;   // for good: a failed fdatasync (see store::Log)
+    // Ok; or why changes are refused: the log cannot write (failing), or
+    // the disk is full and adds are refused (log.short_of_space).
+    Status health;
+    uint64_t refused_changes = 0;  // changes refused because the log could not take them
   };
   bool embedded() const { return log_ != nullptr; }
   StoreStats store_stats();
@@ -114,8 +119,9 @@ class LocalQueue final : public Queue, private QueueDriver {
   auto WithEngine(F&& fn);
   // WithEngine for a call that changes something: refused while the log
   // cannot write; waits for the log afterwards unless the caller drives us.
+  // bytes: an upper bound of the change's records (Log::Room).
   template <typename F>
-  auto Change(F&& fn);
+  auto Change(uint64_t bytes, store::Log::Need need, F&& fn);
   // One step of compaction (REQUIRES: mu_); true if there is more to do now.
   bool CompactStep();
   bool ShouldCompact() const;
@@ -147,6 +153,7 @@ class LocalQueue final : public Queue, private QueueDriver {
   std::unique_ptr<store::Log> log_;
   std::unique_ptr<LogJournal> journal_;
   std::atomic<uint64_t> live_bytes_{0};
+  std::atomic<uint64_t> refused_changes_{0};
   store::RecoveryReport recovery_;
   double recovery_seconds_ = 0;
   const bool caller_loop_;

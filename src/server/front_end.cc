@@ -241,8 +241,21 @@ std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const
       {"reused_files", st.log.reused_files},
       {"recovered_records", st.recovery.records},
       {"recovery_ms", static_cast<uint64_t>(st.recovery_seconds * 1000 + 0.5)},
+      {"recovery_torn_records", st.recovery.torn_records},
+      {"recovery_torn_bytes", st.recovery.torn_bytes},
       {"store_failing", st.failing ? 1u : 0u},
+      {"store_disk_full", st.log.short_of_space ? 1u : 0u},
+      {"refused_changes", st.refused_changes},
+      {"log_write_failures", st.log.write_failures},
+      {"log_room_failures", st.log.room_failures},
   };
+}
+
+FrontEnd::StoreHealth FrontEnd::Health() const {
+  auto* local = dynamic_cast<LocalQueue*>(queue_);
+  if (local == nullptr || !local->embedded()) return {};
+  LocalQueue::StoreStats st = local->store_stats();
+  return {st.health, st.failed};
 }
 
 std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::SharedStatsFields() const {

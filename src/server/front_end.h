@@ -74,6 +74,14 @@ class FrontEnd : public net::TcpHandler {
   // What STATS and /v1/stats both end with: the due_lateness_* figures,
   // then StoreFields().
   std::vector<std::pair<std::string_view, uint64_t>> SharedStatsFields() const;
+  // The store's state for /healthz: ok; degraded (status says why: a full
+  // disk refuses adds, a failing write refuses changes; reads go on); or
+  // failed for good (a failed fdatasync: only a restart recovers).
+  struct StoreHealth {
+    Status status;
+    bool failed = false;
+  };
+  StoreHealth Health() const;
 
  protected:
   // Per-connection state of every front end.
@@ -102,7 +110,9 @@ class FrontEnd : public net::TcpHandler {
   // The embedded store's figures for STATS (empty for other stores):
   // log_writes, log_syncs, log_bytes, disk_bytes, log_segments, live_bytes,
   // rewritten_bytes, removed_segments, reused_files, recovered_records, recovery_ms,
-  // store_failing (1 while the log cannot write).
+  // store_failing (1 while the log cannot write), store_disk_full (1 while
+  // adds are refused for want of space), refused_changes, log_write_failures,
+  // log_room_failures (counts since start).
   std::vector<std::pair<std::string_view, uint64_t>> StoreFields() const;
 
   // Binds the listener; call once from the subclass's factory.

@@ -549,7 +549,19 @@ void HttpServer::Api::Handle(Connection& c, const http::Request& req) {
 
   if (p.size() == 1 && p[0] == "healthz") {
     if (!get) return NotAllowed(c, "GET");
-    return Json(c, 200, "{\"status\":\"ok\"}");
+    // Degraded still answers 200: reads, reserves and finishes go on, and a
+    // probe that restarted the server would not give the disk room.
+    FrontEnd::StoreHealth h = s_->Health();
+    if (h.status.ok()) return Json(c, 200, "{\"status\":\"ok\"}");
+    std::string json;
+    JsonWriter w(&json);
+    w.BeginObject();
+    w.Key("status");
+    w.String(h.failed ? "failed" : "degraded");
+    w.Key("store");
+    w.String(h.status.message());
+    w.EndObject();
+    return Json(c, h.failed ? 503 : 200, json);
   }
   if (!s_->options_.auth_token.empty()) {
     constexpr std::string_view kBearer = "Bearer ";

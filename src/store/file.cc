@@ -158,8 +158,8 @@ class Posix final : public FileSystem {
   }
 
   Result<std::unique_ptr<File>> Lock(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Errno("cannot create lock file", path, errno);
+    int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Errno("cannot open to lock", path, errno);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       int err = errno;
       close(fd);

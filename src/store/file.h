@@ -56,8 +56,11 @@ class FileSystem {
   virtual Status SyncDir(const std::string& dir) = 0;
   // Creates `dir` and missing parents (mode 0755); fine if it exists.
   virtual Status CreateDir(const std::string& dir) = 0;
-  // Takes an exclusive lock on `path` (created if missing) for the life of
-  // the returned file: a second store on the same directory is refused.
+  // Takes an exclusive lock on the directory `path` itself (flock(2) on the
+  // directory) for the life of the returned file: a second store on the
+  // same directory is refused. The directory, not a file in it: a file can
+  // be deleted or replaced under its holder, and a second store would then
+  // lock the new one and write the same log.
   virtual Result<std::unique_ptr<File>> Lock(const std::string& path) = 0;
 };
 

@@ -16,7 +16,8 @@ namespace {
 
 constexpr std::string_view kSegmentPrefix = "log-";
 constexpr std::string_view kSegmentSuffix = ".dq";
-constexpr std::string_view kSpareName = "spare.dq";  // a deleted segment kept for reuse
+constexpr std::string_view kSpareName = "spare.dq";  // the next segment's file, made ahead
+constexpr std::string_view kNewSpareName = "spare.new";  // one being made
 constexpr size_t kReadChunk = 4 << 20;
 constexpr int64_t kRetryWriteMs = 100;
 // WriteOutAndSync leaves the fdatasync to the sync thread once one took
@@ -30,6 +31,12 @@ int64_t MonoUs() {
 }
 
 int64_t MonoMs() { return MonoUs() / 1000; }
+
+// Whether a file system error says it is out of space (ENOSPC, EDQUOT),
+// from the strerror text Status carries.
+bool IsNoSpace(const std::string& error) {
+  return error.find("No space") != std::string::npos || error.find("quota") != std::string::npos;
+}
 
 // "log-0000000000000001.dq" -> 1; 0 for anything else.
 uint64_t ParseSegmentName(const std::string& name) {
@@ -98,7 +105,7 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   if (options.dir.empty()) return InvalidArgument("data directory: must not be empty");
   std::unique_ptr<Log> log(new Log(options));
   if (Status s = log->fs_->CreateDir(options.dir); !s.ok()) return s;
-  auto lock = log->fs_->Lock(options.dir + "/LOCK");
+  auto lock = log->fs_->Lock(options.dir);
   if (!lock.ok()) return lock.status();
   log->lock_ = std::move(lock).value();
   log->notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -107,7 +114,10 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   if (Status s = log->Recover(replay, report); !s.ok()) return s;
   auto names = log->fs_->List(options.dir);
   if (names.ok()) {
-    for (const std::string& name : *names) log->has_spare_ |= name == kSpareName;
+    for (const std::string& name : *names) {
+      log->has_spare_ |= name == kSpareName;
+      if (name == kNewSpareName) (void)log->fs_->Remove(options.dir + "/" + name);  // cut short
+    }
   }
   if (Status s = log->OpenHead(); !s.ok()) return s;
   log->sync_thread_ = std::thread([l = log.get()] { l->SyncLoop(); });
@@ -229,24 +239,27 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
                     ". Later segments depend on it, so delayq will not start on a guess; see "
                     "docs/log-format.md, \"Damage\"");
   };
-  // Cuts a torn end of the newest segment back to its last whole record;
-  // zeros alone there are space prepared ahead of the appends, cut quietly.
+  // Cuts a torn end of the newest segment back to its last whole record.
+  // Zeros at the very end are space prepared ahead of the appends, cut
+  // quietly; anything else there was a write torn by a crash or a power
+  // loss (or a reused file's old rest), cut with a warning that says where
+  // and how much, and counted (RecoveryReport, /metrics).
   auto cut = [&](uint64_t offset, const std::string& why) -> Status {
-    if (offset >= kSegmentHeaderBytes) {
-      auto zeros = AllZeros(*file, offset, *size);
-      if (!zeros.ok()) return zeros.status();
-      if (*zeros) {
-        report->unused_bytes += *size - offset;
-        seg.bytes = offset;
-        return file->Truncate(offset);
-      }
+    auto data_end = DataEnd(*file, offset, *size);
+    if (!data_end.ok()) return data_end.status();
+    uint64_t torn = *data_end - offset;
+    report->unused_bytes += *size - *data_end;
+    if (torn > 0) {
+      report->torn_bytes += torn;
+      report->torn_records += 1;
+      report->torn_reason = why;
+      ::delayq::Log(LogLevel::kWarn,
+                    "log: %s: cut %llu bytes at byte %llu, the end of its last whole record: %s "
+                    "(a write torn by a crash or a power loss, whose change is lost; or the old "
+                    "rest of a reused file)",
+                    seg.path.c_str(), static_cast<unsigned long long>(torn),
+                    static_cast<unsigned long long>(offset), why.c_str());
     }
-    report->torn_bytes += *size - offset;
-    report->torn_reason = why;
-    ::delayq::Log(LogLevel::kWarn,
-                  "log: %s ends in %llu bytes after its last whole record (%s: a write cut "
-                  "short, or the unused rest of a reused file): cut off",
-                  seg.path.c_str(), static_cast<unsigned long long>(*size - offset), why.c_str());
     if (offset < kSegmentHeaderBytes) {
       file.reset();
       seg.bytes = 0;
@@ -264,7 +277,21 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
     return damage(0, "segment header cut short");
   }
   SegmentHeader h;
-  if (Status s = DecodeSegmentHeader(header, &h); !s.ok()) return damage(0, s.message());
+  if (Status s = DecodeSegmentHeader(header, &h); !s.ok()) {
+    // A spare made ahead (zeros) renamed into place, its header cut short
+    // by a crash: the start of the magic at most, then zeros. It held
+    // nothing yet.
+    if (newest) {
+      size_t written = 0;
+      while (written < kSegmentMagic.size() && header[written] == kSegmentMagic[written]) {
+        ++written;
+      }
+      auto zeros = AllZeros(*file, written, *size);
+      if (!zeros.ok()) return zeros.status();
+      if (*zeros) return cut(0, "segment header cut short");
+    }
+    return damage(0, s.message());
+  }
   if (h.number != seg.number) {
     // A reused file renamed into place before its new header was written.
     if (newest) return cut(0, "header of another segment");
@@ -385,6 +412,21 @@ Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_
   std::string error;
   return ReadRecord(std::string_view(rest).substr(8 + len), segment, &next, &next_size, &error) !=
          ReadOutcome::kRecord;
+}
+
+Result<uint64_t> Log::DataEnd(File& file, uint64_t offset, uint64_t size) {
+  std::string buf;
+  while (size > offset) {
+    uint64_t n = std::min<uint64_t>(size - offset, kReadChunk);
+    buf.resize(static_cast<size_t>(n));
+    auto got = file.ReadAt(size - n, buf.data(), buf.size());
+    if (!got.ok()) return got.status();
+    if (*got < n) return Internal("log: " + file.path() + " shrank while it was read");
+    size_t last = std::string_view(buf).find_last_not_of('\0');
+    if (last != std::string_view::npos) return size - n + last + 1;
+    size -= n;
+  }
+  return offset;
 }
 
 Result<bool> Log::AllZeros(File& file, uint64_t offset, uint64_t size) {
@@ -595,7 +637,11 @@ Status Log::WriteOutLocked() {
       std::lock_guard<std::mutex> seg(seg_mu_);
       head_bytes = segments_.back().bytes;
     }
-    if (!unwritten_.empty() && head_bytes + unwritten_.size() >= options_.segment_bytes) {
+    // Short of space, only onto a spare (made ahead with room in it): a new
+    // file would start with none, and the head's prepared room is all there
+    // is (it closes once space is back).
+    if (!unwritten_.empty() && head_bytes + unwritten_.size() >= options_.segment_bytes &&
+        (has_spare_ || !short_of_space())) {
       accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
       rotate_pending_ = true;
     } else if (!presynced_ && head_bytes >= options_.segment_bytes / 16 * 15) {
@@ -647,6 +693,7 @@ Status Log::WriteUnwritten() {
     // Past the prepared space: not while zeros are being written there.
     std::lock_guard<std::mutex> lock(prepare_mu_);
     n = file->Append(unwritten_.data(), unwritten_.size(), &error);
+    NoteRoom(n == unwritten_.size() ? Status::Ok() : error);
     if (at + n > prepared_end_.load(std::memory_order_relaxed)) {
       prepared_end_.store(at + n, std::memory_order_release);
     }
@@ -669,6 +716,7 @@ Status Log::WriteUnwritten() {
   unwritten_.erase(0, n);
   written_.store(unwritten_end_ - unwritten_.size(), std::memory_order_release);
   last_failed_write_ms_ = MonoMs();
+  write_failures_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(state_mu_);
   if (write_error_.ok()) {
     ::delayq::Log(LogLevel::kError, "log: %s; changes are refused until a write succeeds",
@@ -841,6 +889,7 @@ void Log::PrepareLoop() {
       std::lock_guard<std::mutex> lock(prepare_sig_mu_);
       if (prepare_stop_) return;
     }
+    PrepareSpare();
   }
 }
 
@@ -862,14 +911,133 @@ bool Log::PrepareChunk() {
   uint64_t from = prepared_end_.load(std::memory_order_relaxed);
   if (from >= at + options_.prepare_bytes || from >= options_.segment_bytes) return false;
   uint64_t n = std::min(options_.prepare_bytes, options_.segment_bytes - from);
-  if (Status s = file->WriteZeros(from, n); !s.ok()) {
-    prepare_failed_ms_ = MonoMs();
-    return false;
-  }
-  prepare_failed_ms_ = 0;
+  Status s = file->WriteZeros(from, n);
+  NoteRoom(s);
+  if (!s.ok()) return false;
   prepared_end_.store(from + n, std::memory_order_release);
   prepared_bytes_.fetch_add(n, std::memory_order_relaxed);
   return true;
+}
+
+// --- room before a change -------------------------------------------------------------
+
+Status Log::Room(uint64_t bytes, Need need) {
+  if (Status s = health(); !s.ok()) return s;
+  if (options_.prepare_bytes == 0) return Status::Ok();
+  bool short_now = short_of_space();
+  // A change that adds data leaves the reserve behind it, always: so that
+  // when the disk fills, the room to drain the queue is there.
+  uint64_t want = bytes + (need == Need::kGrow ? reserve_bytes() : 0);
+  std::shared_ptr<File> file;
+  uint64_t number, head;
+  {
+    std::lock_guard<std::mutex> lock(seg_mu_);
+    number = segments_.back().number;
+    file = segments_.back().file;
+    head = segments_.back().bytes;
+  }
+  // Appended and not yet written goes to the head too (a batch that passes
+  // the segment's size is still written whole to it).
+  uint64_t until = head + (end() - written()) + want;
+  // Short of space, every change looks (at most every 100 ms) whether space
+  // has come back, even one that the room left can take.
+  if (until <= prepared_end_.load(std::memory_order_acquire) && !short_now) {
+    return Status::Ok();
+  }
+  std::lock_guard<std::mutex> lock(prepare_mu_);
+  uint64_t from = prepared_end_.load(std::memory_order_relaxed);
+  // The head is being closed (Rotate): its successor starts with the space
+  // of a reused file or fails to be made, which health() then reports.
+  if (prepare_segment_ != number || !file) return Status::Ok();
+  bool fits = until <= from;
+  if (prepare_failed_ms_ != 0 && MonoMs() - prepare_failed_ms_ < kRetryWriteMs) {
+    return fits ? Status::Ok() : NoRoom(want);
+  }
+  if (fits && !short_now) return Status::Ok();
+  // Short of space, a change asks for no more than it needs, so that what
+  // is left is still given out; a look whether space is back asks for a
+  // chunk, as the prepare thread would.
+  // Past the segment's end (the batch that closes it, or a head kept open
+  // while short of space) a chunk is the reserve: cut when it closes.
+  uint64_t chunk = from < options_.segment_bytes
+                       ? std::min(options_.prepare_bytes, options_.segment_bytes - from)
+                       : reserve_bytes();
+  uint64_t n = fits ? 0 : until - from;
+  if (!short_now || fits) n = std::max(n, chunk);
+  Status s = file->WriteZeros(from, n);
+  NoteRoom(s);
+  if (!s.ok()) return fits ? Status::Ok() : NoRoom(want);
+  prepared_end_.store(from + n, std::memory_order_release);
+  prepared_bytes_.fetch_add(n, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status Log::space() {
+  if (!short_of_space()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(prepare_mu_);
+  return NoRoom(0);
+}
+
+Status Log::NoRoom(uint64_t want) const {
+  bool full = IsNoSpace(room_error_);
+  std::string what = want == 0 ? "jobs cannot be added to the log in "
+                                : "cannot add " + std::to_string(want) + " bytes to the log in ";
+  return Unavailable(std::string(full ? "disk full" : "no room for the log") + ": " + what +
+                     options_.dir + " (" + room_error_ + ")");
+}
+
+void Log::NoteRoom(const Status& error) {
+  if (error.ok()) {
+    prepare_failed_ms_ = 0;
+    if (short_of_space_.exchange(false, std::memory_order_acq_rel)) {
+      ::delayq::Log(LogLevel::kInfo, "log: room again in %s: adding jobs resumes",
+                    options_.dir.c_str());
+    }
+    return;
+  }
+  prepare_failed_ms_ = MonoMs();
+  room_error_ = error.message();
+  room_failures_.fetch_add(1, std::memory_order_relaxed);
+  if (!short_of_space_.exchange(true, std::memory_order_acq_rel)) {
+    ::delayq::Log(LogLevel::kError,
+                  "log: %s: %s; adding jobs is refused until there is room "
+                  "(reserve, finish and delete go on while %llu bytes of prepared space last)",
+                  IsNoSpace(room_error_) ? "disk full" : "no room", error.message().c_str(),
+                  static_cast<unsigned long long>(reserve_bytes()));
+  }
+}
+
+void Log::PrepareSpare() {
+  {
+    std::lock_guard<std::mutex> lock(prepare_mu_);
+    if (prepare_segment_ == 0 ||
+        prepared_end_.load(std::memory_order_relaxed) < options_.segment_bytes) {
+      return;  // the head first
+    }
+    if (prepare_failed_ms_ != 0 && MonoMs() - prepare_failed_ms_ < 1000) return;
+  }
+  {
+    std::lock_guard<std::mutex> io(io_mu_);
+    if (has_spare_) return;
+  }
+  std::string path = options_.dir + "/" + std::string(kNewSpareName);
+  (void)fs_->Remove(path);
+  auto file = fs_->Open(path, /*create=*/true);
+  Status s = file.ok() ? (*file)->WriteZeros(0, std::min(options_.prepare_bytes,
+                                                         options_.segment_bytes))
+                       : file.status();
+  if (file.ok()) file->reset();
+  {
+    std::lock_guard<std::mutex> lock(prepare_mu_);
+    NoteRoom(s);
+  }
+  bool placed = false;
+  if (s.ok()) {
+    std::lock_guard<std::mutex> io(io_mu_);
+    placed = !has_spare_ && fs_->Rename(path, SparePath()).ok();
+    has_spare_ |= placed;
+  }
+  if (!placed) (void)fs_->Remove(path);
 }
 
 bool Log::WriteOutAndSync() {
@@ -959,6 +1127,9 @@ LogStats Log::stats() const {
   s.rewritten_bytes = rewritten_bytes_.load(std::memory_order_relaxed);
   s.reused_files = reused_files_.load(std::memory_order_relaxed);
   s.prepared_bytes = prepared_bytes_.load(std::memory_order_relaxed);
+  s.write_failures = write_failures_.load(std::memory_order_relaxed);
+  s.room_failures = room_failures_.load(std::memory_order_relaxed);
+  s.short_of_space = short_of_space();
   s.disk_bytes = disk_bytes();
   std::lock_guard<std::mutex> lock(seg_mu_);
   s.segments = segments_.size();

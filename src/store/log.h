@@ -27,10 +27,29 @@
 // Zeros after the last record are cut quietly at recovery, and a closed
 // segment is cut to its records.
 //
-// Failures. A write that fails (ENOSPC, EIO) keeps what it could not write and
-// tries again on the next WriteOut, at most every 100 ms (the notify fd wakes
-// the owner for it); health() is the error meanwhile, so the owner refuses new
-// changes and serves again once a write succeeds. A failed fdatasync is final
+// Room before a change. Prepared space is also what keeps a full disk from
+// losing a change: the owner asks Room() for an upper bound of a change's
+// records before it makes the change, and Room() makes sure they land in
+// space the file system has already given the head (preparing it on the
+// caller's thread if the prepare thread has not), so writing them cannot
+// fail for want of space. When the file system refuses (ENOSPC, EDQUOT), the
+// change is refused before anything changed, and the log is short of space
+// until a later prepare succeeds (tried again at most every 100 ms by Room(),
+// every second by the prepare thread): writes resume by themselves once
+// space returns. A change that adds data must leave reserve_bytes() of the
+// prepared room for those that only keep existing jobs moving (reserve,
+// finish, delete: they let workers drain a full disk's queue) and for the
+// timers' updates, which are never refused. While short, the head is not
+// closed at segment_bytes: its prepared room is all there is.
+//
+// Failures. A write that fails all the same (EIO; or ENOSPC for records that
+// bypassed Room: timers' updates beyond the reserve, or a segment whose
+// successor cannot be made) keeps what it could not write and tries again on
+// the next WriteOut, at most every 100 ms (the notify fd wakes the owner for
+// it); health() is the error meanwhile, so the owner refuses new changes and
+// serves again once a write succeeds. Changes in a write that failed stay in
+// memory and are written by the retry: their callers were told of the error
+// but the change may survive a restart. A failed fdatasync is final
 // (after one, Linux may have dropped the dirty pages: retrying could claim
 // durability for lost data): health() stays failed until the process restarts
 // and recovers from what is on disk.
@@ -109,6 +128,9 @@ struct LogStats {
   uint64_t removed_segments = 0;
   uint64_t reused_files = 0;  // segments written over a deleted one's file
   uint64_t prepared_bytes = 0;  // zeros written ahead of the appends
+  uint64_t write_failures = 0;  // write(2) batches that failed (and were retried)
+  uint64_t room_failures = 0;   // preparations of space the file system refused
+  bool short_of_space = false;  // the file system refuses more space now (see Room)
 };
 
 // What recovery found; reported in the log and the server's start-up line.
@@ -116,7 +138,8 @@ struct RecoveryReport {
   uint64_t segments = 0;
   uint64_t records = 0;
   uint64_t bytes = 0;
-  uint64_t torn_bytes = 0;  // cut from the end of the newest segment
+  uint64_t torn_bytes = 0;    // cut from the end of the newest segment (not zeros)
+  uint64_t torn_records = 0;  // such cuts (a torn write each): 0 or 1
   std::string torn_reason;
   uint64_t unused_bytes = 0;  // zeros after the last record (prepared space), cut too
 };
@@ -149,6 +172,32 @@ class Log {
   void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   // The highest job seq the log has seen (replay included).
   uint64_t last_seq() const { return last_seq_; }
+
+  // --- room (owner) ---------------------------------------------------------
+  // What a change does to the queue's size, for Room() while short of space.
+  enum class Need {
+    kGrow,    // adds data (a job): must leave reserve_bytes()
+    kUpkeep,  // moves existing jobs along (reserve, finish, delete, release, ...)
+  };
+  // What a change that adds data must leave of the prepared room: a
+  // quarter of a segment at most.
+  static constexpr uint64_t kShortReserveBytes = 256 << 10;
+  uint64_t reserve_bytes() const {
+    return std::min<uint64_t>(kShortReserveBytes, options_.segment_bytes / 4);
+  }
+  // Ok if `bytes` more records can be appended into space the file system
+  // has already given the segment being written (see "Room before a
+  // change"). Call under the owner's mutex, before the change, with an upper
+  // bound of its records (log_format.h's *Bound). With prepare_bytes 0 there
+  // is no prepared space and no promise: Ok unless health() is not.
+  // Errors: health()'s; kUnavailable "disk full: ..." naming the file and
+  // the file system's error when it refuses the space.
+  Status Room(uint64_t bytes, Need need);
+  // True while the file system refuses space (see "Room before a change").
+  bool short_of_space() const { return short_of_space_.load(std::memory_order_acquire); }
+  // Ok, or while short of space why: "disk full: ..." naming the directory
+  // and the file system's error.
+  Status space();
 
   // Writes the buffer (one write(2)) and closes the segment if it is full.
   // With fsync always, also asks the sync thread for a sync. Errors: as health().
@@ -236,6 +285,8 @@ class Log {
                          uint64_t segment);
   static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment);
   static Result<bool> AllZeros(File& file, uint64_t offset, uint64_t size);
+  // The end of the last byte that is not zero in [offset, size); offset if none.
+  static Result<uint64_t> DataEnd(File& file, uint64_t offset, uint64_t size);
   std::string SparePath() const;
   Status OpenHead();
   Status StartSegment(uint64_t number, uint64_t last_seq);
@@ -262,6 +313,16 @@ class Log {
   void PrepareLoop();
   // Writes one chunk of zeros if the head needs one; false if it did not.
   bool PrepareChunk();
+  // Makes the next segment's file (spare.dq, prepare_bytes of zeros) once
+  // the head is prepared to its end, unless there is one: closing the head
+  // then never waits for space, nor finds none on a full disk.
+  void PrepareSpare();
+  // After a preparation (or a write past the prepared space) that failed
+  // with `error` or succeeded (ok): the log is short of space, or not.
+  // REQUIRES: prepare_mu_ (or the write path's equivalent).
+  void NoteRoom(const Status& error);
+  // Room()'s refusal. REQUIRES: prepare_mu_.
+  Status NoRoom(uint64_t want) const;
 
   const LogOptions options_;
   const FsyncPolicy policy_;
@@ -329,8 +390,12 @@ class Log {
   uint64_t prepare_segment_ = 0;          // GUARDED_BY(prepare_mu_): 0 while one closes
   std::atomic<uint64_t> prepared_end_{0};  // in the head: records or zeros up to here
   int64_t prepare_failed_ms_ = 0;         // GUARDED_BY(prepare_mu_): a write of zeros failed
+  std::string room_error_;                // GUARDED_BY(prepare_mu_): the last such failure
   std::atomic<bool> prepare_asked_{false};
   std::atomic<uint64_t> prepared_bytes_{0};
+  std::atomic<bool> short_of_space_{false};
+  std::atomic<uint64_t> room_failures_{0};
+  std::atomic<uint64_t> write_failures_{0};
   std::mutex prepare_sig_mu_;             // for prepare_cv_ only: held for no work
   std::condition_variable prepare_cv_;
   bool prepare_stop_ = false;             // GUARDED_BY(prepare_sig_mu_)

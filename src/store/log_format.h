@@ -55,6 +55,16 @@ void EncodeRemove(const engine::JobImage& job, uint64_t segment,
 void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segment,
                  std::string* out);
 
+// Upper bounds of one record's size, header included, from the lengths of
+// its strings: what a change asks Log::Room for before it is made.
+inline constexpr size_t kRecordBoundFixed = kRecordHeaderBytes + 2 + 8 * 10 + 4 * 10;
+constexpr size_t PutBound(size_t id, size_t topic, size_t last_error, size_t body) {
+  return kRecordBoundFixed + id + topic + last_error + body;
+}
+constexpr size_t UpdateBound(size_t id, size_t last_error) {
+  return kRecordBoundFixed + id + last_error;
+}
+
 // One decoded record; string views point into the bytes it was read from,
 // or into the record itself (a generated id's text): not copyable.
 struct Record {

@@ -479,6 +479,20 @@ class DataDirTest(DataDirCase):
         self.assertEqual(server.stop(), 0)
         self.assertFalse(os.path.exists(self.dir))  # it used ./data, nothing else
 
+    def test_deleting_files_in_the_dir_does_not_let_a_second_server_in(self):
+        # The lock is the directory's own: no file in it can be deleted or
+        # replaced to get past it (a LOCK file could).
+        server = self.start()
+        r = client(server)
+        r.execute_command("ADD", "lk", "lock-1", HOUR, 60000, b"x")
+        for name in os.listdir(self.dir):
+            if not name.startswith("log-"):
+                os.remove(os.path.join(self.dir, name))
+        code, err = run_serve("--data-dir", self.dir)
+        self.assertEqual(code, 1, err)
+        self.assertIn("is locked: another delayq is using this data directory", err)
+        self.assertEqual(get(r, "lock-1")["body"], b"x")
+
     def test_a_second_server_on_the_same_dir_refuses_to_start(self):
         server = self.start()
         r = client(server)
@@ -571,6 +585,37 @@ class DamageTest(DataDirCase):
         self.assertNotIn("cut", server.text)
         self.assertEqual([get(r, "job-%d" % i) is not None for i in range(4)],
                          [True, True, False, True])
+        self.assertEqual(server.stop(), 0)
+
+    def test_a_damaged_last_record_is_reported_where_and_how_much_and_counted(self):
+        server, r = self.fill()
+        self.assertEqual(server.kill(), -signal.SIGKILL)
+        newest = segments(self.dir)[-1]
+        with open(newest, "rb") as f:
+            data = f.read()
+        end = len(data.rstrip(b"\0"))  # zeros prepared ahead follow the records
+        # The last record's length field, so its start is known: it is the
+        # one whose 9-byte header plus payload ends at `end`.
+        start = next(i for i in range(32, end - 8)
+                     if i + 8 + int.from_bytes(data[i + 4:i + 8], "little") == end)
+        with open(newest, "r+b") as f:
+            f.seek(end - 2)
+            f.write(b"!")  # a torn page: the record is all there, its bytes are not
+        server = self.start()
+        r = client(server)
+        self.assertRegex(
+            server.text,
+            r"warn .*%s: cut %d bytes at byte %d.*checksum" %
+            (re.escape(os.path.basename(newest)), end - start, start))
+        self.assertIsNone(get(r, "job-2"))
+        self.assertEqual(get(r, "job-1")["body"], b"x-1")
+        st = stats(r)
+        self.assertEqual(st["recovery_torn_records"], b"1")
+        self.assertEqual(st["recovery_torn_bytes"], b"%d" % (end - start))
+        conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+        conn.request("GET", "/metrics")
+        self.assertIn(b"delayq_store_recovery_torn_records 1", conn.getresponse().read())
+        conn.close()
         self.assertEqual(server.stop(), 0)
 
     def test_garbage_after_the_last_record_is_cut(self):

@@ -7,8 +7,13 @@
 //                  nothing, and every later operation writes nothing and
 //                  fails, as if the process were gone (what reached the file
 //                  before stays, as the page cache keeps it on a real crash)
-//   full           Appends write `torn_bytes` at most, then fail with ENOSPC,
-//                  until it is cleared: the disk is full
+//   full           the disk is full, until it is cleared: what grows a file
+//                  fails with ENOSPC (an Append past the file's size writes
+//                  what fits in it plus `torn_bytes` at most; WriteZeros past
+//                  it writes nothing), while writes over space a file already
+//                  has succeed, as on a real file system
+//   fail_writes    every Append writes `torn_bytes` at most, then fails with
+//                  EIO, until it is cleared: a failing device
 //   fail_sync      every Sync fails with EIO
 //   sync_delay_us  every Sync takes this much longer: a slow disk
 // It also keeps the thread of the last Sync (last_sync_thread).
@@ -32,6 +37,7 @@ class FaultyFileSystem final : public FileSystem {
   std::atomic<uint64_t> crash_at{0};  // 0: never
   std::atomic<size_t> torn_bytes{0};
   std::atomic<bool> full{false};
+  std::atomic<bool> fail_writes{false};
   std::atomic<bool> fail_sync{false};
   std::atomic<bool> crashed{false};
   std::atomic<int64_t> sync_delay_us{0};
@@ -74,27 +80,49 @@ class FaultyFileSystem final : public FileSystem {
 
   class FaultyFile final : public File {
    public:
-    FaultyFile(FaultyFileSystem* fs, std::unique_ptr<File> f) : fs_(fs), f_(std::move(f)) {}
+    static uint64_t SizeOf(File& f) {
+      auto size = f.Size();
+      return size.ok() ? *size : 0;
+    }
+    FaultyFile(FaultyFileSystem* fs, std::unique_ptr<File> f)
+        : fs_(fs), f_(std::move(f)), pos_(SizeOf(*f_)) {}
     size_t Append(const char* data, size_t n, Status* error) override {
       bool crash_now = fs_->Point();
-      if (crash_now || fs_->full) {
-        size_t part = std::min(n, fs_->torn_bytes.load());
+      size_t room = n;  // what may be written before the failure
+      if (crash_now || fs_->fail_writes) {
+        room = 0;
+      } else if (fs_->full) {
+        uint64_t size = SizeOf(*f_);
+        room = size > pos_ ? static_cast<size_t>(std::min<uint64_t>(n, size - pos_)) : 0;
+      }
+      if (room < n) {
+        size_t part = std::min(n, room + fs_->torn_bytes.load());
         size_t done = part == 0 ? 0 : f_->Append(data, part, error);
-        *error = crash_now ? Unavailable("crashed") : Unavailable("write: No space left on device");
+        pos_ += done;
+        *error = crash_now         ? Unavailable("crashed")
+                 : fs_->full       ? Unavailable("write: No space left on device")
+                                   : Unavailable("write: Input/output error");
         return done;
       }
       if (fs_->crashed) {
         *error = Unavailable("crashed");
         return 0;
       }
-      return f_->Append(data, n, error);
+      size_t done = f_->Append(data, n, error);
+      pos_ += done;
+      return done;
     }
-    void SetWritePosition(uint64_t offset) override { f_->SetWritePosition(offset); }
+    void SetWritePosition(uint64_t offset) override {
+      f_->SetWritePosition(offset);
+      pos_ = offset;
+    }
     // Not a point: zeros prepared ahead hold nothing acknowledged, and the
     // log's thread writes them at times no test can count on.
     Status WriteZeros(uint64_t offset, uint64_t n) override {
       if (fs_->crashed) return Unavailable("crashed");
-      if (fs_->full) return Unavailable("write: No space left on device");
+      if (fs_->full && offset + n > SizeOf(*f_)) {
+        return Unavailable("write: No space left on device");
+      }
       return f_->WriteZeros(offset, n);
     }
     Status Sync() override {
@@ -119,6 +147,7 @@ class FaultyFileSystem final : public FileSystem {
    private:
     FaultyFileSystem* fs_;
     std::unique_ptr<File> f_;
+    uint64_t pos_;  // the write position (File's starts at the end)
   };
 
   std::shared_ptr<FileSystem> real_ = PosixFileSystem();
