@@ -18,6 +18,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/client_commands.h"
+#include "cli/option_checks.h"
 #include "common/log.h"
 #include "delayq/queue.h"
 #include "net/event_loop.h"
@@ -316,6 +317,12 @@ int Serve(ServeOptions o) {
   return 0;
 }
 
+// Upper bounds of the timeouts: far beyond any sane setting, and far from
+// overflowing the int64 milliseconds they are added to.
+constexpr int64_t kMaxIdleTimeoutMs = 30LL * 86'400'000;  // 30 days
+constexpr int64_t kMaxRequestTimeoutMs = 86'400'000;      // 1 day
+constexpr int64_t kMaxShutdownTimeoutMs = 86'400'000;     // 1 day
+
 template <typename T>
 CLI::Option* AddOption(CLI::App* app, const std::string& flag, T& value, const std::string& help,
                        const std::string& env) {
@@ -370,13 +377,15 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--auth-token", o.auth_token,
                    "token clients must present: HTTP 'Authorization: Bearer <token>', RESP AUTH "
-                   "(default: none)")
-      ->envname("DELAYQ_AUTH_TOKEN");
+                   "(default: none; an empty DELAYQ_AUTH_TOKEN counts as unset)")
+      ->envname("DELAYQ_AUTH_TOKEN")
+      ->check(delayq::cli::NotEmpty("leave --auth-token out to run without authentication"));
   AddOption(serve, "--max-body", o.max_body, "largest job body, bytes", "DELAYQ_MAX_BODY")
       ->check(CLI::Range(size_t{0}, size_t{64} << 20));
   AddOption(serve, "--max-connections", o.max_connections,
             "connections at most, per protocol; lowered to what the open files limit holds",
-            "DELAYQ_MAX_CONNECTIONS");
+            "DELAYQ_MAX_CONNECTIONS")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
   AddOption(serve, "--max-header-bytes", o.max_header_bytes,
             "largest HTTP request line + headers, and RESP inline command, bytes",
             "DELAYQ_MAX_HEADER_BYTES")
@@ -388,18 +397,19 @@ int main(int argc, char** argv) {
   AddOption(serve, "--idle-timeout-ms", o.idle_timeout_ms,
             "close connections idle this long (0: never; a waiting reserve is not idle)",
             "DELAYQ_IDLE_TIMEOUT_MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxIdleTimeoutMs));
   AddOption(serve, "--request-timeout-ms", o.request_timeout_ms,
             "a request that has begun must arrive whole within this (0: no limit)",
             "DELAYQ_REQUEST_TIMEOUT_MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxRequestTimeoutMs));
   AddOption(serve, "--shutdown-timeout-ms", o.shutdown_timeout_ms,
             "on SIGTERM/SIGINT, time to finish writing replies before connections are cut",
             "DELAYQ_SHUTDOWN_TIMEOUT_MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxShutdownTimeoutMs));
   AddOption(serve, "--log-level", o.log_level, "debug | info | warn | error", "DELAYQ_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   auto client = delayq::cli::AddClientCommands(&app);
+  delayq::cli::RefuseOptionLikeValues(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
