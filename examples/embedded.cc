@@ -4,10 +4,36 @@
 //
 //   build/bin/delayq-example-embedded [DATA_DIR]     (default: ./example-data)
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "delayq/queue.h"
 
+namespace {
+
+// A data directory is a path; anything starting with '-' is an option this
+// program does not have (`--help` would otherwise become a directory).
+int Usage(const char* program, const char* complaint) {
+  if (complaint != nullptr) std::fprintf(stderr, "%s\n", complaint);
+  std::fprintf(stderr, "usage: %s [DATA_DIR]   (default: ./example-data)\n", program);
+  return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    Usage(argv[0], nullptr);
+    return 0;
+  }
+  if (argc > 1 && argv[1][0] == '-') {
+    std::string complaint = std::string("unknown option '") + argv[1] + "'";
+    return Usage(argv[0], complaint.c_str());
+  }
+  if (argc > 2) {
+    std::string complaint = std::string("unexpected argument '") + argv[2] + "'";
+    return Usage(argv[0], complaint.c_str());
+  }
   delayq::QueueOptions options;
   options.store = "embedded";  // {} alone: store "memory", nothing kept
   options.data_dir = argc > 1 ? argv[1] : "example-data";

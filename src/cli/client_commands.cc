@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cstdio>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,8 +24,10 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/json_writer.h"
+#include "cli/option_checks.h"
 #include "cli/resp_connection.h"
 #include "delayq/job.h"
+#include "delayq/queue.h"
 
 namespace delayq::cli {
 namespace {
@@ -51,6 +54,11 @@ constexpr int kConnectTimeoutMs = 5000;
 // How long a reply may take beyond what the command itself waits (reserve).
 constexpr int kReplyTimeoutMs = 30000;
 constexpr int64_t kMaxWaitMs = 86'400'000;  // the server's own RESERVE limit
+// Numbers are checked here against the server's own limits (resp_server.cc),
+// so a negative or absurd one is a usage error naming the option rather than
+// a round trip; a size wrapped into range can never reach the server.
+constexpr int64_t kMaxU32 = 4'294'967'295;
+const CLI::Range kDelayRange(int64_t{0}, kMaxDelayMs);
 
 // What the command line said. Which subcommand uses which field is in its
 // Add*Options function.
@@ -241,8 +249,10 @@ void AddCommonOptions(CLI::App* sub, Invocation* inv) {
   sub->add_option("--server", inv->server, "server address, host:port")
       ->envname("DELAYQ_SERVER")
       ->capture_default_str();
-  sub->add_option("--auth-token", inv->auth_token, "send AUTH with this token first")
-      ->envname("DELAYQ_AUTH_TOKEN");
+  sub->add_option("--auth-token", inv->auth_token,
+                  "send AUTH with this token first (an empty DELAYQ_AUTH_TOKEN counts as unset)")
+      ->envname("DELAYQ_AUTH_TOKEN")
+      ->check(NotEmpty("leave --auth-token out to send no AUTH"));
   sub->add_flag("--json", inv->json, "print one line of JSON instead of text");
 }
 
@@ -263,24 +273,33 @@ void AddOptionsAdd(CLI::App* sub, Invocation* inv) {
   AddTopicArg(sub, inv);
   sub->add_option("body", inv->body, "job body; '-' reads it from stdin; default empty");
   sub->add_option("--id", inv->id, "job id (default: generated, time-ordered)");
-  CLI::Option* delay =
-      sub->add_option("--delay-ms", inv->delay_ms, "due in this many ms")->capture_default_str();
-  inv->run_at_opt =
-      sub->add_option("--run-at-ms", inv->run_at_ms, "due at this Unix time, ms")->excludes(delay);
-  sub->add_option("--ttr-ms", inv->ttr_ms, "time to run once reserved, ms")->capture_default_str();
+  CLI::Option* delay = sub->add_option("--delay-ms", inv->delay_ms, "due in this many ms")
+                           ->capture_default_str()
+                           ->check(kDelayRange);
+  inv->run_at_opt = sub->add_option("--run-at-ms", inv->run_at_ms, "due at this Unix time, ms")
+                        ->excludes(delay)
+                        ->check(CLI::Range(int64_t{0}, kMaxRunAtMs));
+  sub->add_option("--ttr-ms", inv->ttr_ms, "time to run once reserved, ms")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxU32));
   inv->priority_opt =
-      sub->add_option("--priority", inv->priority, "0..4294967295, lower first (default 1024)");
+      sub->add_option("--priority", inv->priority, "0..4294967295, lower first (default 1024)")
+          ->check(CLI::Range(int64_t{0}, kMaxU32));
   inv->max_attempts_opt =
       sub->add_option("--max-attempts", inv->max_attempts,
-                      "deliveries before the job is buried (default 0: no limit)");
+                      "deliveries before the job is buried (default 0: no limit)")
+          ->check(CLI::Range(int64_t{0}, kMaxU32));
   sub->add_flag("--replace", inv->replace, "update and reschedule the job if the id is live");
 }
 
 void AddOptionsReserve(CLI::App* sub, Invocation* inv) {
   sub->add_option("topics", inv->topics, "topics to reserve from")->required();
   sub->add_option("--wait-ms", inv->wait_ms, "wait this long for a job to fall due")
-      ->capture_default_str();
-  sub->add_option("--count", inv->count, "reserve up to this many jobs")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, kMaxWaitMs));
+  sub->add_option("--count", inv->count, "reserve up to this many jobs")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{kMaxReserveCount}));
 }
 
 void AddOptionsIdReceipt(CLI::App* sub, Invocation* inv) {
@@ -290,7 +309,9 @@ void AddOptionsIdReceipt(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsRelease(CLI::App* sub, Invocation* inv) {
   AddIdArg(sub, inv);
-  sub->add_option("--delay-ms", inv->delay_ms, "due again in this many ms")->capture_default_str();
+  sub->add_option("--delay-ms", inv->delay_ms, "due again in this many ms")
+      ->capture_default_str()
+      ->check(kDelayRange);
   AddReceiptOption(sub, inv);
   inv->error_opt =
       sub->add_option("--error", inv->error, "why the work failed (kept as last_error)");
@@ -298,7 +319,9 @@ void AddOptionsRelease(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsKickTopic(CLI::App* sub, Invocation* inv) {
   AddTopicArg(sub, inv);
-  sub->add_option("n", inv->count, "kick up to this many buried jobs")->required();
+  sub->add_option("n", inv->count, "kick up to this many buried jobs")
+      ->required()
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
 }
 
 void AddOptionsPeek(CLI::App* sub, Invocation* inv) {
@@ -315,7 +338,8 @@ void AddOptionsStats(CLI::App* sub, Invocation* inv) {
 void AddOptionsPause(CLI::App* sub, Invocation* inv) {
   AddTopicArg(sub, inv);
   sub->add_option("ms", inv->pause_ms, "hand out nothing for this long (0: until resume)")
-      ->required();
+      ->required()
+      ->check(kDelayRange);
 }
 
 void AddOptionsNone(CLI::App*, Invocation*) {}

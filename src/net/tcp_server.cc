@@ -1,6 +1,7 @@
 #include "net/tcp_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -99,33 +100,87 @@ Connection* TcpServer::Find(uint64_t id) {
   return it == conns_.end() ? nullptr : it->second.get();
 }
 
+TcpServer::SpareFd::SpareFd() : fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
+
+TcpServer::SpareFd::~SpareFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool TcpServer::SpareFd::Release() {
+  if (fd_ < 0) return false;
+  close(fd_);
+  fd_ = -1;
+  return true;
+}
+
+void TcpServer::SpareFd::Reopen() {
+  if (fd_ < 0) fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+void TcpServer::Refuse(int fd) {
+  // What the client sent already is read first: closing a socket with
+  // unread input sends RST instead of FIN, which some clients take as an
+  // error before they read the reply.
+  char buf[16 * 1024];
+  for (int i = 0; i < 4 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; ++i) {
+  }
+  std::string_view busy = handler_->BusyReply();
+  [[maybe_unused]] ssize_t n = write(fd, busy.data(), busy.size());
+  close(fd);
+}
+
+TcpServer::SpareAccept TcpServer::RefuseWithSpare() {
+  if (!spare_.Release()) {
+    spare_.Reopen();  // for next time, if a descriptor has come free since
+    return SpareAccept::kNoSpare;
+  }
+  int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  int err = errno;
+  if (fd >= 0) Refuse(fd);
+  spare_.Reopen();
+  if (fd >= 0) return SpareAccept::kRefused;
+  // Another thread (the store opening a file) took the freed slot.
+  if (err == EMFILE || err == ENFILE) return SpareAccept::kNoSpare;
+  return SpareAccept::kNoneWaiting;  // EAGAIN, or an error the next readiness retries
+}
+
 void TcpServer::OnAccept() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE) {
-        // Out of descriptors: the listener stays readable, so stop watching
-        // it for a moment rather than spin; connections wait in the backlog.
-        if (!accept_paused_logged_) {
-          Log(LogLevel::kWarn, "%s: cannot accept: %s (raise the open files limit)",
-              options_.name.c_str(), strerror(errno));
-          accept_paused_logged_ = true;
-        }
-        loop_->Modify(listen_fd_, 0);
-        accept_timer_ = loop_->RunAfter(100, [this] {
-          accept_timer_ = 0;
-          if (listen_fd_ >= 0) loop_->Modify(listen_fd_, EPOLLIN);
-        });
+      if (errno != EMFILE && errno != ENFILE) return;  // EAGAIN, or retried on next readiness
+      if (!accept_paused_logged_) {
+        Log(LogLevel::kWarn,
+            "%s: cannot accept: %s: new connections get the busy reply until descriptors "
+            "free up (raise the open files limit or lower --max-connections)",
+            options_.name.c_str(), strerror(errno));
+        accept_paused_logged_ = true;
       }
-      return;  // EAGAIN, or an error the next readiness retries
+      // Out of descriptors: the waiting client is told "busy" now rather
+      // than left in the backlog for a descriptor that may never come.
+      SpareAccept r = RefuseWithSpare();
+      if (r == SpareAccept::kRefused) continue;
+      if (r == SpareAccept::kNoneWaiting) return;
+      // Not even the spare: the listener stays readable, so stop watching
+      // it for a moment rather than spin; connections wait in the backlog.
+      loop_->Modify(listen_fd_, 0);
+      accept_timer_ = loop_->RunAfter(100, [this] {
+        accept_timer_ = 0;
+        if (listen_fd_ >= 0) loop_->Modify(listen_fd_, EPOLLIN);
+      });
+      return;
     }
     accept_paused_logged_ = false;
     if (conns_.size() >= options_.max_connections) {
-      std::string_view busy = handler_->BusyReply();
-      [[maybe_unused]] ssize_t n = write(fd, busy.data(), busy.size());
-      close(fd);
+      if (!busy_logged_) {
+        Log(LogLevel::kWarn, "%s: %zu connections open (max connections): refusing new ones",
+            options_.name.c_str(), conns_.size());
+        busy_logged_ = true;
+      }
+      Refuse(fd);
       continue;
     }
+    busy_logged_ = false;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto c = std::make_unique<Connection>();

@@ -208,6 +208,35 @@ class TcpServer {
   uint64_t sweep_timer_ = 0;
   uint64_t accept_timer_ = 0;  // re-enables accepting after running out of fds
   bool accept_paused_logged_ = false;
+  bool busy_logged_ = false;  // "max_connections reached" said once per episode
+
+  // Out of descriptors, a connection is still answered: the spare is closed
+  // to accept it, BusyReply is written, it is closed and the spare reopened
+  // (libev's and nginx's trick). Without it, the listener stays readable and
+  // clients wait in the backlog, unanswered, until a descriptor frees up.
+  class SpareFd {
+   public:
+    SpareFd();  // opens /dev/null; holds nothing if that fails
+    ~SpareFd();
+    SpareFd(const SpareFd&) = delete;
+    SpareFd& operator=(const SpareFd&) = delete;
+    // Closes the spare; false if none was held.
+    bool Release();
+    // Opens it again if it is not held (may fail while out of descriptors).
+    void Reopen();
+
+   private:
+    int fd_;
+  };
+  enum class SpareAccept {
+    kRefused,      // one connection was accepted with the spare's slot and refused
+    kNoneWaiting,  // nothing (more) to accept: wait for the next readiness
+    kNoSpare,      // no descriptor could be freed: pause accepting
+  };
+  SpareAccept RefuseWithSpare();
+  // Answers a connection that will not be served BusyReply and closes it.
+  void Refuse(int fd);
+  SpareFd spare_;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
   OutputGate* gate_ = nullptr;
   std::vector<uint64_t> held_;  // connections whose replies wait for the gate

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/secure_compare.h"
 #include "http/base64.h"
 #include "http/json_writer.h"
 #include "http/url.h"
@@ -567,7 +568,7 @@ void HttpServer::Api::Handle(Connection& c, const http::Request& req) {
     constexpr std::string_view kBearer = "Bearer ";
     std::string_view auth = req.authorization;
     if (auth.substr(0, kBearer.size()) != kBearer ||
-        auth.substr(kBearer.size()) != s_->options_.auth_token) {
+        !ConstantTimeEquals(s_->options_.auth_token, auth.substr(kBearer.size()))) {
       return Error(c,
                    Status(Code::kUnauthorized, auth.empty() ? "missing 'Authorization: Bearer <token>'"
                                                             : "invalid token"),

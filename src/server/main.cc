@@ -4,16 +4,21 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/client_commands.h"
+#include "cli/option_checks.h"
 #include "common/log.h"
 #include "delayq/queue.h"
 #include "net/event_loop.h"
@@ -90,8 +95,71 @@ int Fail(const delayq::Status& s) {
   return 1;
 }
 
-int Serve(const ServeOptions& o) {
+// Descriptors left for everything but client connections: stdio, the
+// store's log segments and lock, eventfds, timerfds, epoll, the signalfd,
+// listeners and their spares, Redis connections. A fixed floor plus a
+// share of the limit, so a big deployment's extra Redis shards fit too.
+rlim_t FdsKept(rlim_t limit) { return 64 + limit / 16; }
+
+// Raises the soft RLIMIT_NOFILE to the hard one (a stock soft limit of 1024
+// holds a tenth of the default --max-connections) and returns the soft
+// limit in force. The server uses epoll and poll only, never select, so
+// descriptors above 1024 are safe.
+rlim_t RaiseFdLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  constexpr rlim_t kUnlimited = rlim_t{1} << 20;  // the kernel's default fs.nr_open
+  if (rl.rlim_cur == RLIM_INFINITY) return kUnlimited;
+  // A hard limit of "unlimited" cannot be set back (setrlimit refuses more
+  // than fs.nr_open): raise the soft one to nr_open instead.
+  rlim_t target = rl.rlim_max;
+  if (target == RLIM_INFINITY) {
+    target = kUnlimited;
+    std::ifstream("/proc/sys/fs/nr_open") >> target;
+  }
+  if (rl.rlim_cur >= target) return rl.rlim_cur;
+  rlimit raised = rl;
+  raised.rlim_cur = target;
+  if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+    Log(LogLevel::kWarn, "cannot raise the open files limit from %llu to %llu: %s",
+        static_cast<unsigned long long>(rl.rlim_cur), static_cast<unsigned long long>(target),
+        strerror(errno));
+    return rl.rlim_cur;
+  }
+  Log(LogLevel::kInfo, "open files limit raised from %llu to %llu",
+      static_cast<unsigned long long>(rl.rlim_cur), static_cast<unsigned long long>(target));
+  return target;
+}
+
+// Fits --max-connections, which each of the two listeners enforces on its
+// own, under the open files limit: past it, accept fails and clients would
+// only get TcpServer's spare-descriptor busy reply. Lowers it (and says so)
+// when it does not fit; fails when the limit leaves no room at all.
+Status FitMaxConnections(rlim_t limit, size_t* max_connections) {
+  rlim_t kept = FdsKept(limit);
+  size_t room = limit > kept ? static_cast<size_t>((limit - kept) / 2) : 0;
+  if (*max_connections <= room) return Status::Ok();
+  if (room == 0) {
+    return delayq::Unavailable(
+        "the open files limit (" + std::to_string(limit) + ") leaves no descriptors for " +
+        "connections: " + std::to_string(kept) + " are kept for the store and the server; " +
+        "raise it (ulimit -n) to at least " + std::to_string(kept + 2));
+  }
+  Log(LogLevel::kWarn,
+      "--max-connections %zu does not fit the open files limit (%llu, %llu kept for the store "
+      "and the server, two protocols): lowered to %zu per protocol; raise the limit "
+      "(ulimit -n, systemd LimitNOFILE=) for more",
+      *max_connections, static_cast<unsigned long long>(limit),
+      static_cast<unsigned long long>(kept), room);
+  *max_connections = room;
+  return Status::Ok();
+}
+
+int Serve(ServeOptions o) {
   if (auto level = delayq::ParseLogLevel(o.log_level)) delayq::SetLogLevel(*level);
+  if (Status st = FitMaxConnections(RaiseFdLimit(), &o.max_connections); !st.ok()) {
+    return Fail(st);
+  }
   // SIGTERM / SIGINT arrive as readable data on a signalfd in the loop. They
   // are blocked before any thread starts, so every thread inherits the mask.
   sigset_t mask;
@@ -249,6 +317,12 @@ int Serve(const ServeOptions& o) {
   return 0;
 }
 
+// Upper bounds of the timeouts: far beyond any sane setting, and far from
+// overflowing the int64 milliseconds they are added to.
+constexpr int64_t kMaxIdleTimeoutMs = 30LL * 86'400'000;  // 30 days
+constexpr int64_t kMaxRequestTimeoutMs = 86'400'000;      // 1 day
+constexpr int64_t kMaxShutdownTimeoutMs = 86'400'000;     // 1 day
+
 template <typename T>
 CLI::Option* AddOption(CLI::App* app, const std::string& flag, T& value, const std::string& help,
                        const std::string& env) {
@@ -303,12 +377,15 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--auth-token", o.auth_token,
                    "token clients must present: HTTP 'Authorization: Bearer <token>', RESP AUTH "
-                   "(default: none)")
-      ->envname("DELAYQ_AUTH_TOKEN");
+                   "(default: none; an empty DELAYQ_AUTH_TOKEN counts as unset)")
+      ->envname("DELAYQ_AUTH_TOKEN")
+      ->check(delayq::cli::NotEmpty("leave --auth-token out to run without authentication"));
   AddOption(serve, "--max-body", o.max_body, "largest job body, bytes", "DELAYQ_MAX_BODY")
       ->check(CLI::Range(size_t{0}, size_t{64} << 20));
-  AddOption(serve, "--max-connections", o.max_connections, "connections at most, per protocol",
-            "DELAYQ_MAX_CONNECTIONS");
+  AddOption(serve, "--max-connections", o.max_connections,
+            "connections at most, per protocol; lowered to what the open files limit holds",
+            "DELAYQ_MAX_CONNECTIONS")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
   AddOption(serve, "--max-header-bytes", o.max_header_bytes,
             "largest HTTP request line + headers, and RESP inline command, bytes",
             "DELAYQ_MAX_HEADER_BYTES")
@@ -320,18 +397,19 @@ int main(int argc, char** argv) {
   AddOption(serve, "--idle-timeout-ms", o.idle_timeout_ms,
             "close connections idle this long (0: never; a waiting reserve is not idle)",
             "DELAYQ_IDLE_TIMEOUT_MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxIdleTimeoutMs));
   AddOption(serve, "--request-timeout-ms", o.request_timeout_ms,
             "a request that has begun must arrive whole within this (0: no limit)",
             "DELAYQ_REQUEST_TIMEOUT_MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxRequestTimeoutMs));
   AddOption(serve, "--shutdown-timeout-ms", o.shutdown_timeout_ms,
             "on SIGTERM/SIGINT, time to finish writing replies before connections are cut",
             "DELAYQ_SHUTDOWN_TIMEOUT_MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxShutdownTimeoutMs));
   AddOption(serve, "--log-level", o.log_level, "debug | info | warn | error", "DELAYQ_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   auto client = delayq::cli::AddClientCommands(&app);
+  delayq::cli::RefuseOptionLikeValues(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/secure_compare.h"
 #include "resp/writer.h"
 #include "server/errors.h"
 
@@ -219,7 +220,7 @@ void RespServer::CmdAuth(Connection& c, const Args& a) {
     return;
   }
   // As in Redis, a failed AUTH leaves an earlier successful one in force.
-  if (a[1] == options_.auth_token) {
+  if (ConstantTimeEquals(options_.auth_token, a[1])) {
     StateOf(c).authed = true;
     resp::AppendSimple(&c.out, "OK");
   } else {

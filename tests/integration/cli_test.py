@@ -295,15 +295,18 @@ class ClientCommandsTest(CliTestBase):
 
     def test_server_errors_name_the_code(self):
         self.fails(SERVER_ERROR, "add", "bad topic!", "x", stderr=r"^delayq: INVALID: topic")
-        self.fails(SERVER_ERROR, "add", "neg.t", "x", "--delay-ms", -5,
-                   stderr=r"^delayq: INVALID: delay_ms")
-        self.fails(SERVER_ERROR, "reserve", "t", "--count", 0, stderr=r"^delayq: INVALID: COUNT")
+        self.fails(SERVER_ERROR, "add", "long.t", "x", "--id", "i" * 300,
+                   stderr=r"^delayq: INVALID: id")
+        self.fails(SERVER_ERROR, "reserve", "bad topic!", stderr=r"^delayq: INVALID: topic")
 
     def test_bad_arguments_are_usage_errors(self):
         self.usage_error("add")                                   # topic missing
         self.usage_error("add", "t", "--no-such-option")
         self.usage_error("add", "t", "--delay-ms", "soon")
         self.usage_error("add", "t", "--delay-ms", 1, "--run-at-ms", 2)
+        # Numbers out of the server's ranges are refused here, naming the option.
+        self.assertIn(b"--delay-ms", self.usage_error("add", "t", "--delay-ms", -5).stderr)
+        self.assertIn(b"--count", self.usage_error("reserve", "t", "--count", 0).stderr)
         self.usage_error("reserve")
         self.usage_error("peek", "t", "--state", "reserved")
         self.usage_error("kicktopic", "t")

@@ -81,9 +81,11 @@ class Server:
     data_dir: TEMP (default) gives a fresh temporary data dir removed on
     stop/kill, unless `extra` has --data-dir or --store; a path passes
     `--data-dir path` (the caller owns it); None passes nothing, so the
-    server uses its default (`./data` of `cwd`)."""
+    server uses its default (`./data` of `cwd`). preexec_fn runs in the child
+    before the binary starts (e.g. to lower its RLIMIT_NOFILE)."""
 
-    def __init__(self, *extra, data_dir=TEMP, cwd=None, env=None, start_timeout=10.0):
+    def __init__(self, *extra, data_dir=TEMP, cwd=None, env=None, start_timeout=10.0,
+                 preexec_fn=None):
         extra = [str(a) for a in extra]
         self.extra = list(extra)  # as the caller gave them, for a restart
         self.cwd = cwd
@@ -100,7 +102,8 @@ class Server:
         self.args = extra
         self.proc = subprocess.Popen(
             [BINARY, "serve", "--http-port", "0", "--resp-port", "0", *extra],
-            stderr=subprocess.PIPE, text=True, cwd=cwd, env=server_env(env))
+            stderr=subprocess.PIPE, text=True, cwd=cwd, env=server_env(env),
+            preexec_fn=preexec_fn)
         self.http_port = None
         self.port = None  # RESP
         self.log = []

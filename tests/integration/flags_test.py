@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Black-box tests of the command line's rules for option values (issue 14,
+item 6), against the built binary: an empty --auth-token, numbers out of
+range (negative, zero where zero means nothing, absurdly large) and values
+that are really another option (`--data-dir --help`) are usage errors (exit
+2) whose message names the option, and nothing is created on the way; an
+empty DELAYQ_AUTH_TOKEN counts as unset; a real token is still required.
+
+    /usr/bin/python3 tests/integration/flags_test.py --binary build/bin/delayq
+"""
+import argparse
+import http.client
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import redis
+
+import harness
+from harness import Server, run_serve
+
+USAGE = 2
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_cli(*args, env=None, cwd=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+    # Usage errors are found before connecting; a closed port makes sure.
+    e["DELAYQ_SERVER"] = "127.0.0.1:%d" % closed_port()
+    e.update(env or {})
+    return subprocess.run([harness.BINARY, *[str(a) for a in args]], capture_output=True,
+                          text=True, env=e, cwd=cwd, timeout=30)
+
+
+class TempCwdTest(unittest.TestCase):
+    """Each test runs the binary in an empty directory of its own, to see
+    that a refused start leaves nothing behind."""
+
+    def setUp(self):
+        self.cwd = tempfile.mkdtemp(prefix="delayq-flags-")
+
+    def tearDown(self):
+        shutil.rmtree(self.cwd, ignore_errors=True)
+
+    def refused(self, *args, flag, env=None):
+        code, err = run_serve(*args, cwd=self.cwd, env=env)
+        self.assertEqual(code, USAGE, (args, err))
+        self.assertIn(flag, err, args)
+        self.assertEqual(os.listdir(self.cwd), [], (args, "left files behind"))
+        return err
+
+
+class ServeFlagsTest(TempCwdTest):
+    def test_an_empty_auth_token_is_refused(self):
+        err = self.refused("--auth-token", "", flag="--auth-token")
+        self.assertIn("must not be empty", err)
+        self.refused("--auth-token=", flag="--auth-token")
+
+    def test_negative_and_absurd_numbers_are_refused_naming_the_flag(self):
+        for flag, value in [("--max-connections", "-5"), ("--max-connections", "0"),
+                            ("--max-connections", "99999999999"),
+                            ("--max-body", "-1"), ("--max-header-bytes", "-1"),
+                            ("--max-output-bytes", "-1"), ("--segment-bytes", "-1"),
+                            ("--redis-buckets", "-1"), ("--http-port", "-1"),
+                            ("--resp-port", "70000"), ("--idle-timeout-ms", "-1"),
+                            ("--idle-timeout-ms", "9223372036854775807"),
+                            ("--request-timeout-ms", "-5"),
+                            ("--shutdown-timeout-ms", "99999999999999")]:
+            with self.subTest(flag=flag, value=value):
+                self.refused("--store", "memory", flag, value, flag=flag)
+
+    def test_a_number_out_of_range_in_the_environment_is_refused_too(self):
+        self.refused("--store", "memory", env={"DELAYQ_MAX_CONNECTIONS": "-5"},
+                     flag="--max-connections")
+
+    def test_a_value_that_is_another_option_is_refused(self):
+        # Once, this created a directory named "--help" and served from it.
+        err = self.refused("--data-dir", "--help", flag="--data-dir")
+        self.assertIn("'--help'", err)
+        self.refused("--data-dir", "--store", "memory", flag="--data-dir")
+        self.refused("--store", "memory", "--http-host", "--resp-port", "0", flag="--http-host")
+        self.refused("--store", "memory", "--auth-token", "--log-level", "debug",
+                     flag="--auth-token")
+
+
+class EmptyTokenInTheEnvironmentTest(unittest.TestCase):
+    def test_an_empty_DELAYQ_AUTH_TOKEN_counts_as_unset(self):
+        server = Server("--store", "memory", env={"DELAYQ_AUTH_TOKEN": ""})
+        try:
+            self.assertNotIn("auth required", server.text)
+            r = redis.Redis(port=server.port, socket_timeout=5)
+            self.assertTrue(r.ping())
+            self.assertEqual(r.execute_command("TOPICS"), [])
+            r.close()
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class AuthTest(unittest.TestCase):
+    """A real token still guards everything but /healthz."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--store", "memory", "--auth-token", "s3cret")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+
+    def get(self, path, token=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=5)
+        try:
+            headers = {"Authorization": "Bearer " + token} if token is not None else {}
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+            return resp.status
+        finally:
+            conn.close()
+
+    def test_http_needs_the_bearer_token(self):
+        self.assertIn("auth required", self.server.text)
+        for path in ("/v1/stats", "/metrics", "/v1/topics"):
+            with self.subTest(path=path):
+                self.assertEqual(self.get(path), 401)
+                self.assertEqual(self.get(path, "wrong"), 401)
+                self.assertEqual(self.get(path, "s3cre"), 401)
+                self.assertEqual(self.get(path, "s3cret-and-more"), 401)
+                self.assertEqual(self.get(path, "s3cret"), 200)
+        self.assertEqual(self.get("/healthz"), 200)  # open, for load balancers
+
+    def test_resp_needs_auth(self):
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        try:
+            def ask(command):
+                s.sendall(command)
+                data = b""
+                while not data.endswith(b"\r\n"):
+                    chunk = s.recv(4096)
+                    self.assertNotEqual(chunk, b"", "closed after %r" % command)
+                    data += chunk
+                return data
+
+            self.assertEqual(ask(b"PING\r\n"), b"+PONG\r\n")  # open, as in Redis
+            self.assertTrue(ask(b"TOPICS\r\n").startswith(b"-NOAUTH "))
+            self.assertEqual(ask(b"AUTH s3cre\r\n"), b"-NOAUTH invalid token\r\n")
+            self.assertEqual(ask(b"AUTH s3cret-and-more\r\n"), b"-NOAUTH invalid token\r\n")
+            self.assertTrue(ask(b"TOPICS\r\n").startswith(b"-NOAUTH "))
+            self.assertEqual(ask(b"AUTH s3cret\r\n"), b"+OK\r\n")
+            self.assertEqual(ask(b"TOPICS\r\n"), b"*0\r\n")
+        finally:
+            s.close()
+
+
+class ClientFlagsTest(TempCwdTest):
+    def usage_error(self, *args, flag):
+        r = run_cli(*args, cwd=self.cwd)
+        self.assertEqual(r.returncode, USAGE, (args, r.stderr))
+        self.assertIn(flag, r.stderr, args)
+        self.assertEqual(r.stdout, "")
+
+    def test_negative_and_absurd_numbers_are_refused_naming_the_flag(self):
+        for args, flag in [(["add", "t", "x", "--delay-ms", "-5"], "--delay-ms"),
+                           (["add", "t", "x", "--run-at-ms", "-1"], "--run-at-ms"),
+                           (["add", "t", "x", "--ttr-ms", "0"], "--ttr-ms"),
+                           (["add", "t", "x", "--ttr-ms", "4294967296"], "--ttr-ms"),
+                           (["add", "t", "x", "--priority", "-1"], "--priority"),
+                           (["add", "t", "x", "--max-attempts", "-1"], "--max-attempts"),
+                           (["reserve", "t", "--count", "0"], "--count"),
+                           (["reserve", "t", "--count", "1001"], "--count"),
+                           (["reserve", "t", "--wait-ms", "-1"], "--wait-ms"),
+                           (["release", "j", "--delay-ms", "-1"], "--delay-ms"),
+                           (["kicktopic", "t", "-1"], "n"),
+                           (["pause", "t", "-5"], "ms")]:
+            with self.subTest(args=args):
+                self.usage_error(*args, flag=flag)
+
+    def test_an_empty_auth_token_and_option_like_values_are_refused(self):
+        self.usage_error("ping", "--auth-token", "", flag="--auth-token")
+        self.usage_error("ping", "--server", "--json", flag="--server")
+        self.usage_error("finish", "j", "--receipt", "--json", flag="--receipt")
+        self.usage_error("add", "t", "--id", "--replace", flag="--id")
+
+
+class EmbeddedExampleTest(TempCwdTest):
+    """examples/embedded.cc takes one optional argument, a data directory."""
+
+    def setUp(self):
+        super().setUp()
+        self.example = os.path.join(os.path.dirname(harness.BINARY), "delayq-example-embedded")
+        if not os.path.exists(self.example):
+            self.skipTest("delayq-example-embedded is not built here")
+
+    def run_example(self, *args):
+        return subprocess.run([self.example, *args], capture_output=True, text=True,
+                              cwd=self.cwd, timeout=30)
+
+    def test_options_and_extra_arguments_are_refused_and_create_nothing(self):
+        r = self.run_example("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("usage:", r.stderr)
+        for args in (["--data-dir"], ["-x"], ["dir", "extra"]):
+            with self.subTest(args=args):
+                r = self.run_example(*args)
+                self.assertEqual(r.returncode, USAGE, r.stderr)
+                self.assertIn("usage:", r.stderr)
+        self.assertEqual(os.listdir(self.cwd), [])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    args, rest = parser.parse_known_args()
+    harness.BINARY = os.path.abspath(args.binary)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
