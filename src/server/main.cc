@@ -145,7 +145,8 @@ Status FitMaxConnections(rlim_t limit, size_t* max_connections) {
         "connections: " + std::to_string(kept) + " are kept for the store and the server; " +
         "raise it (ulimit -n) to at least " + std::to_string(kept + 2));
   }
-  Log(LogLevel::kWarn,
+  // Said as a warning when it was asked for; the default lowered is routine.
+  Log(*max_connections == ServeOptions{}.max_connections ? LogLevel::kInfo : LogLevel::kWarn,
       "--max-connections %zu does not fit the open files limit (%llu, %llu kept for the store "
       "and the server, two protocols): lowered to %zu per protocol; raise the limit "
       "(ulimit -n, systemd LimitNOFILE=) for more",
