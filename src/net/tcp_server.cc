@@ -269,13 +269,7 @@ void TcpServer::Process(Connection& c) {
   if (c.waiting) return;
   size_t out_before = c.out.size();
   uint64_t holes_before = c.next_hole();
-  uint64_t mark_before = gate_ != nullptr ? gate_->Mark() : 0;
   handler_->OnInput(c);
-  // Changes made while serving this connection: its replies from now on
-  // wait for them. Replies of a connection that changed nothing (reads,
-  // PING, a refused change) wait for nothing, not for other clients'
-  // changes, nor for a write that cannot be made (a full disk).
-  if (gate_ != nullptr && gate_->Mark() != mark_before) c.change_mark = gate_->Mark();
   // A request answered (or parked, or awaiting its answer) means the client
   // is making progress: the request timeout measures the one still
   // arriving, from the latest input.

@@ -46,12 +46,14 @@ struct TcpServerOptions {
 };
 
 // What replies may have to wait for before they are written: a store's log
-// (QueueDriver's Mark / Released / Failed). A connection whose requests
-// moved Mark() to m while it was served holds the replies it has from then
-// on until Released() >= m (so they leave in order, each after its change);
-// if Failed() first, its connection is closed instead (the client cannot
-// know whether its change was kept). Replies of a connection that changed
-// nothing wait for nothing.
+// (QueueDriver's Mark / Released / Failed). The handler sets a connection's
+// change_mark to Mark() after a request whose change its reply must wait
+// for; the replies it has from then on are held until Released() reaches
+// it (so they leave in order, each after its change); if Failed() first,
+// the connection is closed instead (the client cannot know whether its
+// change was kept). Replies of a connection that changed nothing wait for
+// nothing: not for other clients' changes, nor for a write that cannot be
+// made (a full disk).
 class OutputGate {
  public:
   virtual ~OutputGate() = default;
@@ -109,7 +111,9 @@ struct Connection {
   int64_t last_input_ms = 0;  // last input, or the end of a wait: idle since
   int64_t request_since_ms = -1;  // when the pending partial request began
   // The output gate's (see OutputGate).
-  uint64_t change_mark = 0;  // Mark() after the latest change made serving it
+  // Set by the handler: the gate's Mark() after the latest change the
+  // replies must wait for (see OutputGate).
+  uint64_t change_mark = 0;
   size_t stamped = 0;        // leading bytes of `out` whose hold_until is known
   uint64_t hold_until = 0;   // Released() these bytes wait for
   bool held = false;         // in TcpServer::held_

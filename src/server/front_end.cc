@@ -35,7 +35,11 @@ FrontEnd::Awaiting& FrontEnd::awaiting() {
 }
 
 FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue, bool pipelining)
-    : loop_(loop), queue_(queue), alive_(std::make_shared<bool>(true)), pipelining_(pipelining) {}
+    : loop_(loop),
+      queue_(queue),
+      driver_(queue->driver()),
+      alive_(std::make_shared<bool>(true)),
+      pipelining_(pipelining) {}
 
 FrontEnd::~FrontEnd() {
   *alive_ = false;
@@ -104,6 +108,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   // The hole its reply takes if it comes later (pipelining).
   uint64_t serial = pipelining_ ? c.next_hole() : 0;
   std::optional<Result<Deliveries>> now;
+  const uint64_t mark_before = Mark();
   t_reserving = {this, conn_id, &now};
   // Captures fit std::function's inline storage: no allocation per reserve.
   uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
@@ -122,6 +127,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
     });
   });
   t_reserving = {};
+  NoteChange(c, mark_before);  // the reservations made, if any
   if (now) {
     AnswerReserve(c, std::move(*now));
     return;
@@ -165,6 +171,8 @@ void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
   auto& s = static_cast<State&>(*c->state);
   s.reserve_ticket = 0;
   c->waiting = false;
+  // Its reservations were logged before this ran: the answer waits for them.
+  if (r.ok() && !r->empty()) NoteChange(*c, 0);
   RecordLateness(r, s.parked_at_ms);
   AnswerReserve(*c, std::move(r));
   tcp_->Resume(*c);  // writes the answer, then serves what was pipelined behind it

@@ -12,6 +12,13 @@
 // Jobs handed to a connection that closed before they could be written are
 // released at once rather than after their TTR.
 //
+// Durability (a store with a log, driven by the loop): every request that
+// changes something — through Await, or a reserve that takes jobs, at once
+// or later — sets Connection::change_mark, so the connection's replies from
+// then on wait until the change is durable under the fsync policy
+// (net::OutputGate). A request that changes nothing (a read, a refused
+// change) holds nothing: not even behind other connections' changes.
+//
 // Pipelining (a front end that asks for it: RESP). Then a connection is not
 // parked while a store that answers later (Redis) works on its request: the
 // reply's place is kept in its output (Connection::OpenHole) and the
@@ -141,6 +148,15 @@ class FrontEnd : public net::TcpHandler {
 
   net::EventLoop* loop_;
   Queue* queue_;
+  // The queue's driver when the loop drives it (its Mark() says how far the
+  // log's changes go), else null.
+  QueueDriver* const driver_;
+  uint64_t Mark() const { return driver_ != nullptr ? driver_->Mark() : 0; }
+  // A request made changes if Mark() moved past `before`: c's replies from
+  // now on wait for them.
+  void NoteChange(net::Connection& c, uint64_t before) {
+    if (uint64_t now = Mark(); now != before) c.change_mark = now;
+  }
   std::unique_ptr<net::TcpServer> tcp_;
   LatenessHistogram* lateness_ = nullptr;
 
@@ -198,6 +214,9 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
   // this thread opens holes.
   uint64_t serial = pipelining_ ? c.next_hole() : 0;
   std::optional<T> now;
+  // A change made by the call holds the connection's replies from here on
+  // until it is durable (net::OutputGate); a read holds nothing.
+  const uint64_t mark_before = Mark();
   Awaiting& current = awaiting();
   Awaiting outer = current;
   current = {this, conn_id, &now};
@@ -225,6 +244,7 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
     });
   }));
   current = outer;
+  NoteChange(c, mark_before);
   if (now) {
     Answer{}(*this, c, std::move(*now));
     return;
