@@ -492,6 +492,10 @@ Status LocalQueue::Touch(std::string_view id, std::string_view receipt) {
   return Change([&](engine::Engine& e) { return e.Touch(id, receipt); });
 }
 
+Status LocalQueue::Unreserve(std::string_view id, std::string_view receipt) {
+  return Change([&](engine::Engine& e) { return e.Unreserve(id, receipt); });
+}
+
 Status LocalQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
   return Change([&](engine::Engine& e) { return e.Bury(id, receipt, reason); });
 }

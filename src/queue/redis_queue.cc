@@ -55,6 +55,13 @@ struct RedisQueue::Waiter {
   std::vector<std::string> topics;  // deduplicated, in the order given
   std::string key;                  // the topics joined: attempts with one key share a group
   uint32_t count = 1;
+  // ReserveRequest::max_bytes. Applied to what an attempt got, not inside
+  // the scripts: one reserve call serves several waiters' summed counts
+  // across buckets, so a bucket cannot know a waiter's share of the bytes.
+  // The jobs past it are given back with unreserve (no attempt counted);
+  // the cost, a script per job given back, falls only on batches larger
+  // than a server can write.
+  uint64_t max_bytes = 0;
   bool once = false;  // wait_ms == 0: answered after its first attempt
   int64_t deadline_mono = kNever;
   ReserveCallback done;
@@ -458,6 +465,25 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
   group.attempts = std::move(keep);
 }
 
+void RedisQueue::GiveBackPastBudget(uint64_t max_bytes, Deliveries* got,
+                                    std::vector<std::function<void()>>* callbacks) {
+  if (max_bytes == 0) return;
+  size_t keep = 0;
+  uint64_t bytes = 0;
+  for (; keep < got->size(); ++keep) {
+    uint64_t body = (*got)[keep].body.size();
+    if (keep > 0 && bytes + body > max_bytes) break;
+    bytes += body;
+  }
+  if (keep == got->size()) return;
+  Deliveries surplus(std::make_move_iterator(got->begin() + keep),
+                     std::make_move_iterator(got->end()));
+  got->resize(keep);
+  callbacks->push_back([this, surplus = std::move(surplus)] {
+    for (const Delivery& d : surplus) UnreserveAsync(d.id, d.receipt, [](Status) {});
+  });
+}
+
 void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                             std::vector<std::function<void()>>* callbacks) {
   if (!a.error.ok() || !a.got.empty() || w.once || w.expired || w.abandoned || stopping_) {
@@ -465,6 +491,7 @@ void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
     if (!a.error.ok()) {
       r = a.error;
     } else if (!a.got.empty()) {
+      GiveBackPastBudget(w.max_bytes, &a.got, callbacks);
       r = std::move(a.got);
     } else if (stopping_) {
       r = Unavailable("queue closed");
@@ -579,6 +606,7 @@ uint64_t RedisQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback don
     w.key += '\n';
   }
   w.count = req.count;
+  w.max_bytes = req.max_bytes;
   w.once = req.wait_ms == 0;
   if (!w.once) w.deadline_mono = clock_->MonotonicMs() + std::min(req.wait_ms, kMaxWaitMs);
   std::unique_lock<std::mutex> lock(mu_);
@@ -863,6 +891,20 @@ Status RedisQueue::Touch(std::string_view id, std::string_view receipt) {
   if (!ValidateId(id).ok()) return NotFoundId(id);
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakeTouch(id, receipt, std::move(done)); });
+}
+
+Status RedisQueue::Unreserve(std::string_view id, std::string_view receipt) {
+  if (receipt.empty()) return InvalidArgument("receipt: required to give back a delivery");
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakeUnreserve(id, receipt, std::move(done)); });
+}
+
+void RedisQueue::UnreserveAsync(std::string_view id, std::string_view receipt,
+                                StatusCallback done) {
+  if (receipt.empty()) return done(InvalidArgument("receipt: required to give back a delivery"));
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeUnreserve(id, receipt, std::move(done)), /*wait=*/false);
 }
 
 void RedisQueue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
