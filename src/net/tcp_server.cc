@@ -252,8 +252,16 @@ bool Connection::FillHole(uint64_t serial, std::string_view reply) {
   return true;
 }
 
+int64_t Connection::HoleAt(uint64_t serial) const {
+  for (const Hole& h : holes_) {
+    if (h.serial == serial) return static_cast<int64_t>(h.at);
+  }
+  return -1;
+}
+
 void Connection::Consume(size_t n) {
   out.erase(0, n);
+  written_ += n;
   stamped = stamped > n ? stamped - n : 0;
   for (Hole& h : holes_) h.at -= n;  // n <= Writable() <= every h.at
 }

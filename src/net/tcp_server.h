@@ -97,6 +97,13 @@ struct Connection {
   bool Owed() const { return !out.empty() || !holes_.empty(); }
   // `n` bytes from the front of `out` were written.
   void Consume(size_t n);
+  // Bytes written to the socket since the connection opened: out[i] is byte
+  // written() + i of everything sent, so a handler can tell, when the
+  // connection closes, which of its replies never left (handed-out jobs to
+  // give back).
+  uint64_t written() const { return written_; }
+  // Where in `out` hole `serial` is, or -1 if there is no such hole.
+  int64_t HoleAt(uint64_t serial) const;
 
   // TcpServer's own.
   size_t output_high_water = 0;
@@ -117,6 +124,7 @@ struct Connection {
   };
   std::deque<Hole> holes_;
   uint64_t next_hole_ = 1;
+  uint64_t written_ = 0;
 };
 
 class TcpHandler {
