@@ -15,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -465,9 +466,8 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
   group.attempts = std::move(keep);
 }
 
-void RedisQueue::GiveBackPastBudget(uint64_t max_bytes, Deliveries* got,
-                                    std::vector<std::function<void()>>* callbacks) {
-  if (max_bytes == 0) return;
+Deliveries RedisQueue::CutToBudget(uint64_t max_bytes, Deliveries* got) {
+  if (max_bytes == 0) return {};
   size_t keep = 0;
   uint64_t bytes = 0;
   for (; keep < got->size(); ++keep) {
@@ -475,29 +475,50 @@ void RedisQueue::GiveBackPastBudget(uint64_t max_bytes, Deliveries* got,
     if (keep > 0 && bytes + body > max_bytes) break;
     bytes += body;
   }
-  if (keep == got->size()) return;
+  if (keep == got->size()) return {};
   Deliveries surplus(std::make_move_iterator(got->begin() + keep),
                      std::make_move_iterator(got->end()));
   got->resize(keep);
-  callbacks->push_back([this, surplus = std::move(surplus)] {
-    for (const Delivery& d : surplus) UnreserveAsync(d.id, d.receipt, [](Status) {});
-  });
+  return surplus;
 }
 
 void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                             std::vector<std::function<void()>>* callbacks) {
   if (!a.error.ok() || !a.got.empty() || w.once || w.expired || w.abandoned || stopping_) {
     Result<Deliveries> r = Deliveries{};
+    Deliveries surplus;
     if (!a.error.ok()) {
       r = a.error;
     } else if (!a.got.empty()) {
-      GiveBackPastBudget(w.max_bytes, &a.got, callbacks);
+      surplus = CutToBudget(w.max_bytes, &a.got);
       r = std::move(a.got);
     } else if (stopping_) {
       r = Unavailable("queue closed");
     }
-    callbacks->push_back(
-        [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
+    if (surplus.empty()) {
+      callbacks->push_back(
+          [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
+    } else {
+      // The jobs past the budget are given back before the waiter hears of
+      // its batch, so what the caller does next finds them ready.
+      callbacks->push_back([this, surplus = std::move(surplus), done = std::move(w.done),
+                            r = std::move(r)]() mutable {
+        struct Pending {
+          std::atomic<size_t> left;
+          ReserveCallback done;
+          std::optional<Result<Deliveries>> r;
+        };
+        auto p = std::make_shared<Pending>();
+        p->left = surplus.size();
+        p->done = std::move(done);
+        p->r.emplace(std::move(r));
+        for (const Delivery& d : surplus) {
+          UnreserveAsync(d.id, d.receipt, [p](Status) {
+            if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
+          });
+        }
+      });
+    }
     EraseWaiter(ticket);
   } else if (w.recheck) {
     QueueAttempt(ticket, w);

@@ -215,10 +215,10 @@ class RedisQueue final : public Queue {
   void QueueAttempt(uint64_t ticket, Waiter& w);
   void EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                   std::vector<std::function<void()>>* callbacks);
-  // Cuts `got` to the waiter's byte budget (always one job at least); the
-  // jobs cut are given back unreserved by a callback (run unlocked).
-  void GiveBackPastBudget(uint64_t max_bytes, Deliveries* got,
-                          std::vector<std::function<void()>>* callbacks);
+  // Cuts `got` to a waiter's byte budget (always one job at least) and
+  // returns the jobs cut, which EndAttempt gives back (unreserve) before it
+  // answers the waiter.
+  static Deliveries CutToBudget(uint64_t max_bytes, Deliveries* got);
   // Jobs of `topic` became ready: its waiters try again.
   void WakeTopic(const std::string& topic);
   void WakeAll();
