@@ -41,6 +41,12 @@ struct ReserveRequest {
   // When jobs become ready during the wait, the callback gets up to `count`
   // of those ready at that moment; it does not wait to fill the batch.
   int64_t wait_ms = 0;
+  // Bytes of bodies one reply may carry at most; 0: no limit. The batch
+  // stops before the job that would take it past this, but always holds at
+  // least one job, however large; the jobs left stay ready. A server sets it
+  // from its output limit, so a batch it cannot write is never taken out of
+  // the queue (see docs/api.md, "Batches").
+  uint64_t max_bytes = 0;
 };
 
 // Checks a reserve's topics (1..kMaxReserveTopics valid names), count and
@@ -152,6 +158,17 @@ class Queue {
   // never. Never blocks. By default: CancelReserve.
   virtual void AbandonReserve(uint64_t ticket) { (void)CancelReserve(ticket); }
 
+  // Gives back a job whose delivery never reached its client (a server whose
+  // connection closed before the reply was written): ready again at once, in
+  // its place in line (run_at kept), and the delivery is not counted, so
+  // attempts and max_attempts are as before it. last_error is unchanged. The
+  // receipt is required: only the delivery that went astray is undone. The
+  // next delivery of the job gets the same receipt again (a receipt names
+  // the add and the attempt), which is harmless only because nobody got
+  // this one. Errors: kInvalidArgument without a receipt; otherwise as
+  // Finish.
+  virtual Status Unreserve(std::string_view id, std::string_view receipt) = 0;
+
   // Blocking form of ReserveAsync, for applications. Waits at most
   // req.wait_ms; an empty vector means nothing became ready in time.
   Result<Deliveries> Reserve(const ReserveRequest& req);
@@ -229,6 +246,7 @@ class Queue {
   virtual void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done);
   virtual void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
                          StatusCallback done);
+  virtual void UnreserveAsync(std::string_view id, std::string_view receipt, StatusCallback done);
   // The same for reads and the calls on topics, so a server's thread never
   // waits for the network on a client's behalf.
   using JobCallback = std::function<void(Result<JobInfo>)>;

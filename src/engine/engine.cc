@@ -490,9 +490,11 @@ Delivery Engine::Deliver(uint32_t h) {
   return d;
 }
 
-Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count) {
+Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count,
+                            uint64_t max_bytes) {
   Deliveries out;
   ReadyLess less{this};
+  uint64_t bytes = 0;
   while (out.size() < count) {
     TopicState* best = nullptr;
     for (uint32_t t : topics) {
@@ -501,6 +503,11 @@ Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count)
       if (best == nullptr || less(ts->ready.Top(), best->ready.Top())) best = ts;
     }
     if (best == nullptr) break;
+    // The budget is checked before the job is popped: one that does not fit
+    // stays first in line, untouched.
+    uint64_t body = Rec(best->ready.Top())->body_len;
+    if (max_bytes != 0 && !out.empty() && bytes + body > max_bytes) break;
+    bytes += body;
     uint32_t h = best->ready.Pop();
     out.push_back(Deliver(h));
   }
@@ -524,7 +531,7 @@ uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
     uint32_t t = it == topic_index_.end() ? TopicIndex(name) : it->second;
     if (std::find(topics.begin(), topics.end(), t) == topics.end()) topics.push_back(t);
   }
-  Deliveries got = TakeBest(topics, req.count);
+  Deliveries got = TakeBest(topics, req.count, req.max_bytes);
   if (!got.empty() || !wait) {
     done(std::move(got));
     return 0;
@@ -533,6 +540,7 @@ uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
   Waiter& w = waiters_[id];
   w.topics = std::move(topics);
   w.count = req.count;
+  w.max_bytes = req.max_bytes;
   // A day is longer than any sane long-poll; the cap keeps the sum in range.
   w.deadline_mono = now_mono_ + std::min<int64_t>(req.wait_ms, 86'400'000);
   w.done = std::move(done);
@@ -591,7 +599,7 @@ void Engine::ServePending() {
     waiters_.erase(it);
     UnlinkWaiter(w);
     waiter_deadlines_.erase({w.deadline_mono, oldest});
-    w.done(TakeBest(w.topics, w.count));
+    w.done(TakeBest(w.topics, w.count, w.max_bytes));
   }
 }
 
@@ -697,6 +705,23 @@ Status Engine::Touch(std::string_view id, std::string_view receipt) {
   reservations_.At(r->pos).until_mono = now_mono_ + r->ttr_ms;
   reservations_.Fix(r->pos);
   JournalUpdate(h);
+  return Status::Ok();
+}
+
+Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
+  if (receipt.empty()) return InvalidArgument("receipt: required to give back a delivery");
+  Advance();
+  uint32_t h = FindJob(id);
+  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
+  JobRecord* r = Rec(h);
+  Detach(h);
+  // As if never handed out: the attempt is not counted, and the job is due
+  // already (it was ready when reserved), so it takes its old place in line.
+  --r->attempts;
+  AttachReady(h);
+  JournalUpdate(h);
+  ServePending();
   return Status::Ok();
 }
 

@@ -89,6 +89,7 @@ class Engine {
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                  std::string_view error);
   Status Touch(std::string_view id, std::string_view receipt);
+  Status Unreserve(std::string_view id, std::string_view receipt);
   Status Bury(std::string_view id, std::string_view receipt, std::string_view reason);
   Status Kick(std::string_view id);
   Result<uint64_t> KickTopic(std::string_view topic, uint64_t n);
@@ -249,6 +250,7 @@ class Engine {
     std::vector<uint32_t> topics;
     std::vector<std::list<uint64_t>::iterator> links;  // one per topic
     uint32_t count = 1;
+    uint64_t max_bytes = 0;  // ReserveRequest::max_bytes
     int64_t deadline_mono = 0;
     ReserveCallback done;
   };
@@ -307,8 +309,10 @@ class Engine {
   void ClearLastError(uint32_t h);
 
   Delivery Deliver(uint32_t h);
-  // Pops up to `count` best ready jobs across `topics` and reserves them.
-  Deliveries TakeBest(const std::vector<uint32_t>& topics, uint32_t count);
+  // Pops up to `count` best ready jobs across `topics` and reserves them,
+  // stopping before the job that would take the bodies past `max_bytes`
+  // (0: no limit) unless it would be the first.
+  Deliveries TakeBest(const std::vector<uint32_t>& topics, uint32_t count, uint64_t max_bytes);
   void UnlinkWaiter(Waiter& w);
   JobInfo Info(uint32_t h) const;
   TopicInfo InfoOf(const TopicState& t) const;

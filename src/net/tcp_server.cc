@@ -307,8 +307,16 @@ bool Connection::FillHole(uint64_t serial, std::string_view reply) {
   return true;
 }
 
+int64_t Connection::HoleAt(uint64_t serial) const {
+  for (const Hole& h : holes_) {
+    if (h.serial == serial) return static_cast<int64_t>(h.at);
+  }
+  return -1;
+}
+
 void Connection::Consume(size_t n) {
   out.erase(0, n);
+  written_ += n;
   stamped = stamped > n ? stamped - n : 0;
   for (Hole& h : holes_) h.at -= n;  // n <= Writable() <= every h.at
 }
@@ -361,14 +369,17 @@ void TcpServer::Flush(Connection& c) {
   UpdateEvents(c);
 }
 
-// Output pending: ask for EPOLLOUT. Output full: stop reading (EPOLLIN and
-// EPOLLRDHUP are level-triggered, so they would fire on every turn).
+// Output pending: ask for EPOLLOUT. Input bound reached: stop reading
+// (EPOLLIN and EPOLLRDHUP are level-triggered, so they would fire on every
+// turn).
 void TcpServer::UpdateEvents(Connection& c) {
   bool want_write = c.Writable() > 0 && !c.held;
   // Not after the client's FIN (EPOLLRDHUP would fire on every turn), nor
-  // while the replies pile up, nor while a parked connection buffers more
-  // than a pipeline's worth of requests behind its wait.
-  bool reading = !c.peer_closed && !c.OutputFull() &&
+  // once max_input_bytes of requests wait unserved (the replies pile up),
+  // nor while a parked connection buffers more than a pipeline's worth of
+  // requests behind its wait. While the replies pile up input is still
+  // read: a client may be writing its whole pipeline before it reads.
+  bool reading = !c.peer_closed && c.in.size() < options_.max_input_bytes &&
                  !(c.waiting && c.in.size() >= kMaxInputWhileWaiting);
   if (want_write == c.want_write && reading == c.reading) return;
   c.want_write = want_write;

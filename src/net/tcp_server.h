@@ -6,7 +6,9 @@
 // into `out`, and writes `out` once per read. It enforces the limits every
 // protocol needs: output a client does not read (max_output_bytes), idle
 // connections (idle_timeout_ms), requests sent too slowly (request_timeout_ms,
-// against slowloris), and it drains gracefully on shutdown.
+// against slowloris), and it drains gracefully on shutdown. Reading and
+// serving are separate: a connection whose replies pile up unread is not
+// served, but its input is still read, up to max_input_bytes.
 //
 // Syscalls per request at pipeline depth 1: one read (another only when the
 // 64 KiB read buffer came back full), one write, and a share of epoll_wait.
@@ -33,10 +35,20 @@ struct TcpServerOptions {
   std::string host = "127.0.0.1";  // IPv4 address to listen on. Default: loopback.
   int port = 0;                    // 0: any free port (see TcpServer::port()).
   size_t max_connections = 10'000;
-  // Replies a client may leave unread before it is dropped. Input is not
-  // read while a quarter of this (at most 1 MiB) is waiting to be written,
-  // so a client that pipelines without reading meets backpressure first.
+  // Replies a client may leave unread before it is dropped. Requests are
+  // not served while a quarter of this (at most 1 MiB) is waiting to be
+  // written, so a client that pipelines without reading meets backpressure
+  // first. Default: 64 MiB.
   size_t max_output_bytes = 64 << 20;
+  // Requests a client may send ahead, unserved, while its replies wait for
+  // it to read them. Input is still read while the output is full, up to
+  // this, so a client that writes its whole pipeline before it reads any
+  // reply (redis-py's pipeline, redis-cli --pipe) can finish writing and
+  // then read, instead of both sides waiting for each other; only a
+  // pipeline larger than this stalls (as Redis's client-query-buffer-limit,
+  // 1 GiB, bounds the same). A parked connection (a waiting long-poll)
+  // buffers at most 1 MiB behind its wait. Default: 64 MiB.
+  size_t max_input_bytes = 64 << 20;
   // A connection with nothing in flight is closed after this long without
   // input. 0: never. A connection waiting for its handler (a long-poll) is
   // not idle.
@@ -102,6 +114,13 @@ struct Connection {
   bool Owed() const { return !out.empty() || !holes_.empty(); }
   // `n` bytes from the front of `out` were written.
   void Consume(size_t n);
+  // Bytes written to the socket since the connection opened: out[i] is byte
+  // written() + i of everything sent, so a handler can tell, when the
+  // connection closes, which of its replies never left (handed-out jobs to
+  // give back).
+  uint64_t written() const { return written_; }
+  // Where in `out` hole `serial` is, or -1 if there is no such hole.
+  int64_t HoleAt(uint64_t serial) const;
 
   // TcpServer's own.
   size_t output_high_water = 0;
@@ -125,6 +144,7 @@ struct Connection {
   };
   std::deque<Hole> holes_;
   uint64_t next_hole_ = 1;
+  uint64_t written_ = 0;
 };
 
 class TcpHandler {

@@ -527,6 +527,11 @@ Status LocalQueue::Touch(std::string_view id, std::string_view receipt) {
                 [&](engine::Engine& e) { return e.Touch(id, receipt); });
 }
 
+Status LocalQueue::Unreserve(std::string_view id, std::string_view receipt) {
+  return Change(kUpdateBytes, Need::kUpkeep,
+                [&](engine::Engine& e) { return e.Unreserve(id, receipt); });
+}
+
 Status LocalQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
   return Change(kUpdateBytes + reason.size(), Need::kUpkeep,
                 [&](engine::Engine& e) { return e.Bury(id, receipt, reason); });

@@ -58,6 +58,7 @@ class LocalQueue final : public Queue, private QueueDriver {
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                  std::string_view error) override;
   Status Touch(std::string_view id, std::string_view receipt) override;
+  Status Unreserve(std::string_view id, std::string_view receipt) override;
   Status Bury(std::string_view id, std::string_view receipt, std::string_view reason) override;
   Status Kick(std::string_view id) override;
   Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) override;

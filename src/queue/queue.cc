@@ -32,6 +32,9 @@ void Queue::BuryAsync(std::string_view id, std::string_view receipt, std::string
                       StatusCallback done) {
   done(Bury(id, receipt, reason));
 }
+void Queue::UnreserveAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
+  done(Unreserve(id, receipt));
+}
 void Queue::GetAsync(std::string_view id, JobCallback done) { done(Get(id)); }
 void Queue::PeekAsync(std::string_view topic, JobState state, JobCallback done) {
   done(Peek(topic, state));

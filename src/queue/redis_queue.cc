@@ -15,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -55,6 +56,13 @@ struct RedisQueue::Waiter {
   std::vector<std::string> topics;  // deduplicated, in the order given
   std::string key;                  // the topics joined: attempts with one key share a group
   uint32_t count = 1;
+  // ReserveRequest::max_bytes. Applied to what an attempt got, not inside
+  // the scripts: one reserve call serves several waiters' summed counts
+  // across buckets, so a bucket cannot know a waiter's share of the bytes.
+  // The jobs past it are given back with unreserve (no attempt counted);
+  // the cost, a script per job given back, falls only on batches larger
+  // than a server can write.
+  uint64_t max_bytes = 0;
   bool once = false;  // wait_ms == 0: answered after its first attempt
   int64_t deadline_mono = kNever;
   ReserveCallback done;
@@ -458,19 +466,59 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
   group.attempts = std::move(keep);
 }
 
+Deliveries RedisQueue::CutToBudget(uint64_t max_bytes, Deliveries* got) {
+  if (max_bytes == 0) return {};
+  size_t keep = 0;
+  uint64_t bytes = 0;
+  for (; keep < got->size(); ++keep) {
+    uint64_t body = (*got)[keep].body.size();
+    if (keep > 0 && bytes + body > max_bytes) break;
+    bytes += body;
+  }
+  if (keep == got->size()) return {};
+  Deliveries surplus(std::make_move_iterator(got->begin() + keep),
+                     std::make_move_iterator(got->end()));
+  got->resize(keep);
+  return surplus;
+}
+
 void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                             std::vector<std::function<void()>>* callbacks) {
   if (!a.error.ok() || !a.got.empty() || w.once || w.expired || w.abandoned || stopping_) {
     Result<Deliveries> r = Deliveries{};
+    Deliveries surplus;
     if (!a.error.ok()) {
       r = a.error;
     } else if (!a.got.empty()) {
+      surplus = CutToBudget(w.max_bytes, &a.got);
       r = std::move(a.got);
     } else if (stopping_) {
       r = Unavailable("queue closed");
     }
-    callbacks->push_back(
-        [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
+    if (surplus.empty()) {
+      callbacks->push_back(
+          [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
+    } else {
+      // The jobs past the budget are given back before the waiter hears of
+      // its batch, so what the caller does next finds them ready.
+      callbacks->push_back([this, surplus = std::move(surplus), done = std::move(w.done),
+                            r = std::move(r)]() mutable {
+        struct Pending {
+          std::atomic<size_t> left;
+          ReserveCallback done;
+          std::optional<Result<Deliveries>> r;
+        };
+        auto p = std::make_shared<Pending>();
+        p->left = surplus.size();
+        p->done = std::move(done);
+        p->r.emplace(std::move(r));
+        for (const Delivery& d : surplus) {
+          UnreserveAsync(d.id, d.receipt, [p](Status) {
+            if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
+          });
+        }
+      });
+    }
     EraseWaiter(ticket);
   } else if (w.recheck) {
     QueueAttempt(ticket, w);
@@ -579,6 +627,7 @@ uint64_t RedisQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback don
     w.key += '\n';
   }
   w.count = req.count;
+  w.max_bytes = req.max_bytes;
   w.once = req.wait_ms == 0;
   if (!w.once) w.deadline_mono = clock_->MonotonicMs() + std::min(req.wait_ms, kMaxWaitMs);
   std::unique_lock<std::mutex> lock(mu_);
@@ -863,6 +912,20 @@ Status RedisQueue::Touch(std::string_view id, std::string_view receipt) {
   if (!ValidateId(id).ok()) return NotFoundId(id);
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakeTouch(id, receipt, std::move(done)); });
+}
+
+Status RedisQueue::Unreserve(std::string_view id, std::string_view receipt) {
+  if (receipt.empty()) return InvalidArgument("receipt: required to give back a delivery");
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Call<Status>(
+      [&](rq::StatusDone done) { return rq::MakeUnreserve(id, receipt, std::move(done)); });
+}
+
+void RedisQueue::UnreserveAsync(std::string_view id, std::string_view receipt,
+                                StatusCallback done) {
+  if (receipt.empty()) return done(InvalidArgument("receipt: required to give back a delivery"));
+  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  Submit(rq::MakeUnreserve(id, receipt, std::move(done)), /*wait=*/false);
 }
 
 void RedisQueue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {

@@ -127,6 +127,7 @@ class RedisQueue final : public Queue {
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                  std::string_view error) override;
   Status Touch(std::string_view id, std::string_view receipt) override;
+  Status Unreserve(std::string_view id, std::string_view receipt) override;
   Status Bury(std::string_view id, std::string_view receipt, std::string_view reason) override;
   Status Kick(std::string_view id) override;
   Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) override;
@@ -144,6 +145,7 @@ class RedisQueue final : public Queue {
   void ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
                     std::string_view error, StatusCallback done) override;
   void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) override;
+  void UnreserveAsync(std::string_view id, std::string_view receipt, StatusCallback done) override;
   void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
                  StatusCallback done) override;
   void GetAsync(std::string_view id, JobCallback done) override;
@@ -213,6 +215,10 @@ class RedisQueue final : public Queue {
   void QueueAttempt(uint64_t ticket, Waiter& w);
   void EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                   std::vector<std::function<void()>>* callbacks);
+  // Cuts `got` to a waiter's byte budget (always one job at least) and
+  // returns the jobs cut, which EndAttempt gives back (unreserve) before it
+  // answers the waiter.
+  static Deliveries CutToBudget(uint64_t max_bytes, Deliveries* got);
   // Jobs of `topic` became ready: its waiters try again.
   void WakeTopic(const std::string& topic);
   void WakeAll();

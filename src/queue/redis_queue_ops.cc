@@ -196,7 +196,7 @@ std::string NewRecord(const JobSpec& spec, int64_t now_ms, int64_t run_at_ms, ui
 
 const redis::Script& ScriptOf(Lua lua) {
   // Built once, never destroyed: ops may run while static destructors do.
-  static const auto* scripts = new std::array<redis::Script, 17>{
+  static const auto* scripts = new std::array<redis::Script, 18>{
       redis::Script(std::string(redis_scripts::k_init)),
       redis::Script(std::string(redis_scripts::k_add)),
       redis::Script(std::string(redis_scripts::k_reserve)),
@@ -214,6 +214,7 @@ const redis::Script& ScriptOf(Lua lua) {
       redis::Script(std::string(redis_scripts::k_topics)),
       redis::Script(std::string(redis_scripts::k_stats)),
       redis::Script(std::string(redis_scripts::k_heads)),
+      redis::Script(std::string(redis_scripts::k_unreserve)),
   };
   return (*scripts)[static_cast<size_t>(lua)];
 }
@@ -594,7 +595,8 @@ class SingleIdOp final : public Op {
       result_ = Malformed("script", **r);
     } else if (lua_ == Lua::kRelease && *s == "delayed") {
       b.NoteDue(bucket_, b.now() + delay_ms_);
-    } else if ((lua_ == Lua::kRelease && *s == "ready") || lua_ == Lua::kKick) {
+    } else if ((lua_ == Lua::kRelease && *s == "ready") || lua_ == Lua::kKick ||
+               lua_ == Lua::kUnreserve) {
       b.NoteReady("", bucket_);  // its topic is not known here; its wake message says
     }
     return true;
@@ -984,6 +986,10 @@ std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, i
       Lua::kRelease, id,
       std::vector<std::string>{ReceiptArg(receipt), Str(delay_ms), std::string(error)}, delay_ms,
       std::move(done));
+}
+std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done) {
+  return std::make_unique<SingleIdOp>(
+      Lua::kUnreserve, id, std::vector<std::string>{ReceiptArg(receipt)}, 0, std::move(done));
 }
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done) {

@@ -66,6 +66,7 @@ enum class Lua : uint8_t {
   kTopics,
   kStats,
   kHeads,
+  kUnreserve,
 };
 const redis::Script& ScriptOf(Lua lua);
 
@@ -312,6 +313,8 @@ std::unique_ptr<Op> MakeTouch(std::string_view id, std::string_view receipt, Sta
 std::unique_ptr<Op> MakeDelete(std::string_view id, StatusDone done);
 std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, int64_t delay_ms,
                                 std::string_view error, StatusDone done);
+// Gives back a delivery without counting it (unreserve.lua).
+std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done);
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done);
 std::unique_ptr<Op> MakeKick(std::string_view id, StatusDone done);

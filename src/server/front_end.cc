@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -102,8 +103,30 @@ void FrontEnd::RunAfterAnswers() {
   }
 }
 
+uint64_t FrontEnd::ReserveByteBudget() const {
+  return std::max<uint64_t>(tcp_->options().max_output_bytes / 4, 1);
+}
+
+void FrontEnd::AnswerTracked(net::Connection& c, Result<Deliveries> r) {
+  auto& s = static_cast<State&>(*c.state);
+  // Jobs whose reply has left are the client's now. Not while a hole is
+  // filled: FillHole then holds indexes into `handed`.
+  if (s.reply_origin < 0) {
+    while (!s.handed.empty() && s.handed.front().end <= c.written()) s.handed.pop_front();
+  }
+  size_t first = s.handed.size();
+  if (r.ok()) {
+    for (const Delivery& d : *r) s.handed.push_back(State::Handed{0, d.id, d.receipt});
+  }
+  uint64_t origin = s.reply_origin >= 0 ? static_cast<uint64_t>(s.reply_origin) : c.written();
+  AnswerReserve(c, std::move(r));
+  uint64_t end = origin + c.out.size();
+  for (size_t i = first; i < s.handed.size(); ++i) s.handed[i].end = end;
+}
+
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   if (tcp_->draining()) req.wait_ms = 0;
+  req.max_bytes = ReserveByteBudget();
   uint64_t conn_id = c.id;
   // The hole its reply takes if it comes later (pipelining).
   uint64_t serial = pipelining_ ? c.next_hole() : 0;
@@ -129,7 +152,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   t_reserving = {};
   NoteChange(c, mark_before);  // the reservations made, if any
   if (now) {
-    AnswerReserve(c, std::move(*now));
+    AnswerTracked(c, std::move(*now));
     return;
   }
   auto& s = static_cast<State&>(*c.state);
@@ -147,7 +170,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
 void FrontEnd::GiveBack(const Result<Deliveries>& r) {
   if (!r.ok()) return;
   // Asynchronous: a store that answers later is not waited for here.
-  for (const Delivery& d : *r) queue_->ReleaseAsync(d.id, d.receipt, 0, "", [](Status) {});
+  for (const Delivery& d : *r) queue_->UnreserveAsync(d.id, d.receipt, [](Status) {});
 }
 
 void FrontEnd::RecordLateness(const Result<Deliveries>& r, int64_t since_ms) {
@@ -174,7 +197,7 @@ void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
   // Its reservations were logged before this ran: the answer waits for them.
   if (r.ok() && !r->empty()) NoteChange(*c, 0);
   RecordLateness(r, s.parked_at_ms);
-  AnswerReserve(*c, std::move(r));
+  AnswerTracked(*c, std::move(r));
   tcp_->Resume(*c);  // writes the answer, then serves what was pipelined behind it
 }
 
@@ -192,7 +215,7 @@ void FrontEnd::FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<D
   }
   RecordLateness(r, it->second.started_ms);
   s.reserves.erase(it);
-  FillHole(*c, serial, [&] { AnswerReserve(*c, std::move(r)); });
+  FillHole(*c, serial, [&] { AnswerTracked(*c, std::move(r)); });
   AfterAnswer(*c);
 }
 
@@ -204,6 +227,11 @@ void FrontEnd::OnClose(net::Connection& c) {
   s.reserve_ticket = 0;
   for (const auto& [serial, r] : s.reserves) queue_->AbandonReserve(r.ticket);
   s.reserves.clear();
+  // Handed over but never sent whole: the client cannot have them.
+  for (const State::Handed& h : s.handed) {
+    if (h.end > c.written()) queue_->UnreserveAsync(h.id, h.receipt, [](Status) {});
+  }
+  s.handed.clear();
 }
 
 bool FrontEnd::AwaitsWork(const net::Connection& c) const {

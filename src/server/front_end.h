@@ -9,8 +9,13 @@
 // pipelined behind it wait too, as with Redis's BLPOP, and are served once
 // the answer is written. No thread is held per waiting reserve.
 //
-// Jobs handed to a connection that closed before they could be written are
-// released at once rather than after their TTR.
+// A reserve takes no more than the connection can be sent: its batch is cut
+// to ReserveByteBudget() bytes of bodies (ReserveRequest::max_bytes), well
+// below the output limit that would drop the connection, and the rest stay
+// ready. Jobs handed to a connection that closed before their reply was
+// written whole (still in `out`, or not yet answered) go back at once,
+// ready, their attempt not counted (Queue::Unreserve), rather than after
+// their TTR: the client never saw them.
 //
 // Durability (a store with a log, driven by the loop): every request that
 // changes something — through Await, or a reserve that takes jobs, at once
@@ -42,6 +47,7 @@
 #define DELAYQ_SERVER_FRONT_END_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -104,6 +110,17 @@ class FrontEnd : public net::TcpHandler {
     uint32_t changes = 0;                           // Await calls in flight
     bool held_back = false;  // parked before a request that must wait for them
     bool answered = false;   // in FrontEnd::answered_
+    // Jobs handed to this connection whose reply may not have been written
+    // whole: each with where its reply ends, counted as Connection::written()
+    // counts (given back by OnClose if written() has not reached it). The
+    // written ones are dropped from the front as replies are added.
+    struct Handed {
+      uint64_t end;
+      std::string id;
+      std::string receipt;
+    };
+    std::deque<Handed> handed;
+    int64_t reply_origin = -1;  // while a reply fills a hole: where it begins
   };
   // Requests in flight per connection at most, when pipelining.
   static constexpr size_t kMaxInFlight = 1024;
@@ -130,6 +147,11 @@ class FrontEnd : public net::TcpHandler {
   // parked meanwhile. While draining, reserves do not wait.
   void StartReserve(net::Connection& c, ReserveRequest req);
   virtual void AnswerReserve(net::Connection& c, Result<Deliveries> result) = 0;
+  // Bytes of bodies one reserve's reply may carry (ReserveRequest::max_bytes):
+  // by default a quarter of the output limit, so the reply, its framing and
+  // the replies pipelined before it fit. A protocol whose replies may grow
+  // a body more than RESP does (JSON escaping) gives less.
+  virtual uint64_t ReserveByteBudget() const;
 
   // Makes a queue call that answers through a callback (Queue::AddAsync,
   // FinishAsync, ...): `call(done)` starts it, `Answer{}(*this, c, result)`
@@ -162,6 +184,8 @@ class FrontEnd : public net::TcpHandler {
 
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
+  // AnswerReserve, noting the jobs handed over and where their reply ends.
+  void AnswerTracked(net::Connection& c, Result<Deliveries> result);
   // Pipelining: the answer of the reserve whose reply goes in hole `serial`.
   void FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<Deliveries> result);
   // Writes what `answer` appends to c.out into hole `serial` instead.
@@ -198,11 +222,21 @@ class FrontEnd : public net::TcpHandler {
 
 template <typename F>
 void FrontEnd::FillHole(net::Connection& c, uint64_t serial, F&& answer) {
+  auto& s = static_cast<State&>(*c.state);
+  int64_t at = c.HoleAt(serial);
+  uint64_t origin = c.written() + (at < 0 ? c.out.size() : static_cast<uint64_t>(at));
+  size_t before = s.handed.size();
+  s.reply_origin = static_cast<int64_t>(origin);
   scratch_.clear();
   scratch_.swap(c.out);  // c.out: empty, scratch_'s capacity
   answer();              // appends the reply to it
   c.out.swap(scratch_);  // scratch_: the reply
+  s.reply_origin = -1;
   c.FillHole(serial, scratch_);
+  // Replies already behind the hole move back by the reply's length.
+  for (size_t i = 0; i < before; ++i) {
+    if (s.handed[i].end > origin) s.handed[i].end += scratch_.size();
+  }
   scratch_.clear();
 }
 

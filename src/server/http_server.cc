@@ -12,6 +12,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <initializer_list>
@@ -495,6 +496,10 @@ void HttpServer::OnInput(Connection& c) {
 
 void HttpServer::AnswerReserve(Connection& c, Result<Deliveries> result) {
   api_->AnswerReserve(c, std::move(result));
+}
+
+uint64_t HttpServer::ReserveByteBudget() const {
+  return std::max<uint64_t>(tcp_->options().max_output_bytes / 8, 1);
 }
 
 // --- responses ---------------------------------------------------------------------

@@ -55,6 +55,9 @@ class HttpServer : public FrontEnd {
   std::string_view TimeoutReply() const override;
   // FrontEnd
   void AnswerReserve(net::Connection& c, Result<Deliveries> result) override;
+  // An eighth of the output limit: JSON may write a body byte as six
+  // (\u0001), and the reply must still fit.
+  uint64_t ReserveByteBudget() const override;
 
   HttpServerOptions options_;
   std::unique_ptr<Api> api_;

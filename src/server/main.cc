@@ -49,6 +49,7 @@ struct ServeOptions {
   size_t max_connections = 10'000;
   size_t max_header_bytes = 16 * 1024;
   size_t max_output_bytes = 64 << 20;
+  size_t max_input_bytes = 64 << 20;
   int64_t idle_timeout_ms = 300'000;
   int64_t request_timeout_ms = 10'000;
   int64_t shutdown_timeout_ms = 5'000;
@@ -63,6 +64,7 @@ delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name
   t.port = port;
   t.max_connections = o.max_connections;
   t.max_output_bytes = o.max_output_bytes;
+  t.max_input_bytes = o.max_input_bytes;
   t.idle_timeout_ms = o.idle_timeout_ms;
   t.request_timeout_ms = o.request_timeout_ms;
   return t;
@@ -394,6 +396,10 @@ int main(int argc, char** argv) {
   AddOption(serve, "--max-output-bytes", o.max_output_bytes,
             "replies a client may leave unread before it is disconnected, bytes",
             "DELAYQ_MAX_OUTPUT_BYTES")
+      ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
+  AddOption(serve, "--max-input-bytes", o.max_input_bytes,
+            "requests a client may send ahead while its replies wait unread, bytes",
+            "DELAYQ_MAX_INPUT_BYTES")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
   AddOption(serve, "--idle-timeout-ms", o.idle_timeout_ms,
             "close connections idle this long (0: never; a waiting reserve is not idle)",

@@ -92,6 +92,9 @@ class ReopeningQueue final : public Queue {
   Status Touch(std::string_view id, std::string_view r) override {
     return Call([&](Queue& q) { return q.Touch(id, r); });
   }
+  Status Unreserve(std::string_view id, std::string_view r) override {
+    return Call([&](Queue& q) { return q.Unreserve(id, r); });
+  }
   Status Bury(std::string_view id, std::string_view r, std::string_view why) override {
     return Call([&](Queue& q) { return q.Bury(id, r, why); });
   }

@@ -61,6 +61,9 @@ class LoopDrivenQueue final : public Queue {
     return q_->Release(id, r, d, e);
   }
   Status Touch(std::string_view id, std::string_view r) override { return q_->Touch(id, r); }
+  Status Unreserve(std::string_view id, std::string_view r) override {
+    return q_->Unreserve(id, r);
+  }
   Status Bury(std::string_view id, std::string_view r, std::string_view why) override {
     return q_->Bury(id, r, why);
   }

@@ -510,6 +510,57 @@ TEST_P(QueueConformance, ReserveRejectsBadRequestsNamingTheField) {
   EXPECT_EQ(probe.calls(), 1);
 }
 
+TEST_P(QueueConformance, ReserveWithMaxBytesStopsBeforeTheJobThatWouldExceedIt) {
+  Queue& q = queue();
+  for (int i = 0; i < 5; ++i) {
+    JobSpec spec = Spec("mb", Name("m", i));
+    spec.body = std::string(100, 'x');
+    MustAdd(q, spec);
+  }
+  ReserveRequest req = Request({"mb"}, 0, 5);
+  req.max_bytes = 250;  // two 100-byte bodies fit, not three
+  auto got = q.Reserve(req);
+  ASSERT_TRUE(IsOk(got.status()));
+  EXPECT_EQ(Ids(*got), (std::vector<std::string>{"m0", "m1"}));
+  // One job always, however large.
+  req.max_bytes = 1;
+  got = q.Reserve(req);
+  ASSERT_TRUE(IsOk(got.status()));
+  EXPECT_EQ(Ids(*got), (std::vector<std::string>{"m2"}));
+  // What did not fit is ready, in line, and was never attempted.
+  EXPECT_EQ(MustGet(q, "m3").attempts, 0u);
+  EXPECT_EQ(State(q, "m3"), "ready");
+  EXPECT_EQ(Ids(ReserveNow(q, {"mb"}, 5)), (std::vector<std::string>{"m3", "m4"}));
+}
+
+TEST_P(QueueConformance, UnreserveGivesADeliveryBackWithoutCountingIt) {
+  Queue& q = queue();
+  QueueStats s0 = MustStats(q);
+  JobSpec once = Spec("unres", "u1");
+  once.max_attempts = 1;
+  MustAdd(q, once);
+  MustAdd(q, Spec("unres", "u2"));
+  Delivery d = ReserveOne(q, "unres");
+  ASSERT_EQ(d.id, "u1");
+  EXPECT_TRUE(Rejects(q.Unreserve("u1", ""), "receipt"));
+  ASSERT_TRUE(IsOk(q.Unreserve("u1", d.receipt)));
+  JobInfo info = MustGet(q, "u1");
+  EXPECT_EQ(StateName(info.state), "ready");
+  EXPECT_EQ(info.attempts, 0u);
+  EXPECT_EQ(MustTopic(q, "unres").reserved, 0u);
+  EXPECT_TRUE(HasCode(q.Unreserve("u1", d.receipt), Code::kStaleReceipt)) << "given back twice";
+  EXPECT_TRUE(HasCode(q.Unreserve("nope", d.receipt), Code::kNotFound));
+  // Back in its place, first in line, its one attempt still to come: only a
+  // failure of that delivery buries it.
+  Delivery again = ReserveOne(q, "unres");
+  EXPECT_EQ(again.id, "u1");
+  EXPECT_EQ(again.attempts, 1u);
+  ASSERT_TRUE(IsOk(q.Release("u1", again.receipt, 0, "failed")));
+  EXPECT_EQ(State(q, "u1"), "buried");
+  QueueStats s1 = MustStats(q);
+  EXPECT_EQ(s1.released - s0.released, 1u);
+}
+
 // --- finish, receipts and TTR ------------------------------------------------------
 
 TEST_P(QueueConformance, FinishRemovesTheJobWithOrWithoutItsReceipt) {

@@ -1959,5 +1959,112 @@ TEST_F(FullArenaTest, ReplaceThatCannotGetMemoryKeepsTheOldJob) {
   EXPECT_EQ(engine_->Stats().replaced, 0u);
 }
 
+// --- byte budget of a reserve (ReserveRequest::max_bytes) ----------------------
+
+TEST_F(EngineTest, ReserveStopsBeforeTheJobThatWouldExceedMaxBytes) {
+  for (int i = 0; i < 5; ++i) MustAdd(Spec("t", Name("j", i), std::string(100, 'x')));
+  ReserveRequest req;
+  req.topics = {"t"};
+  req.count = 5;
+  req.max_bytes = 250;  // two bodies fit, a third would make 300
+  std::optional<Result<Deliveries>> got;
+  engine_->Reserve(req, [&](Result<Deliveries> r) { got.emplace(std::move(r)); });
+  ASSERT_TRUE(got && got->ok());
+  EXPECT_EQ(IdsOf(**got), (std::vector<std::string>{"j0", "j1"}));
+  // The rest are untouched: ready, in line, never attempted.
+  EXPECT_EQ(MustTopic("t").ready, 3u);
+  EXPECT_EQ(MustGet("j2").attempts, 0u);
+  EXPECT_EQ(IdsOf(Take({"t"}, 5)), (std::vector<std::string>{"j2", "j3", "j4"}));
+}
+
+TEST_F(EngineTest, ReserveHandsOutOneJobLargerThanMaxBytes) {
+  MustAdd(Spec("t", "big", std::string(1000, 'x')));
+  MustAdd(Spec("t", "small", "s"));
+  ReserveRequest req;
+  req.topics = {"t"};
+  req.count = 2;
+  req.max_bytes = 10;
+  std::optional<Result<Deliveries>> got;
+  engine_->Reserve(req, [&](Result<Deliveries> r) { got.emplace(std::move(r)); });
+  ASSERT_TRUE(got && got->ok());
+  EXPECT_EQ(IdsOf(**got), (std::vector<std::string>{"big"}));
+  EXPECT_EQ(StateOf("small"), JobState::kReady);
+}
+
+TEST_F(EngineTest, WaitingReserveKeepsItsMaxBytesWhenJobsArrive) {
+  auto answer = std::make_shared<Answer>();
+  ReserveRequest req;
+  req.topics = {"t"};
+  req.count = 10;
+  req.wait_ms = 1'000;
+  req.max_bytes = 200;
+  ASSERT_NE(engine_->Reserve(req,
+                             [answer](Result<Deliveries> r) {
+                               ++answer->calls;
+                               answer->result.emplace(std::move(r));
+                             }),
+            0u);
+  // Four 100-byte jobs fall due together.
+  for (int i = 0; i < 4; ++i) {
+    JobSpec spec = Spec("t", Name("j", i), std::string(100, 'x'));
+    spec.delay_ms = 500;
+    MustAdd(spec);
+  }
+  clock_->Advance(500);
+  engine_->Tick();
+  ASSERT_TRUE(answer->called());
+  EXPECT_EQ(answer->ids(), (std::vector<std::string>{"j0", "j1"}));
+  EXPECT_EQ(MustTopic("t").ready, 2u);
+}
+
+// --- unreserve: a delivery that never reached its client -------------------------
+
+TEST_F(EngineTest, UnreserveMakesTheJobReadyInItsPlaceWithoutCountingTheAttempt) {
+  JobSpec a = Spec("t", "a");
+  a.max_attempts = 1;
+  MustAdd(a);
+  AddReady("t", "b");
+  Delivery d = TakeOne("t", "a");
+  ASSERT_EQ(d.attempts, 1u);
+  ASSERT_TRUE(engine_->Unreserve("a", d.receipt).ok());
+  JobInfo info = MustGet("a");
+  EXPECT_EQ(info.state, JobState::kReady);
+  EXPECT_EQ(info.attempts, 0u);
+  EXPECT_EQ(MustTopic("t").reserved, 0u);
+  // Still first in line, and with max_attempts 1 it still has its attempt:
+  // a release after the next delivery buries it, not this give-back.
+  Delivery again = TakeOne("t", "a");
+  EXPECT_EQ(again.attempts, 1u);
+  EXPECT_EQ(engine_->Stats().buried, 0u);
+  EXPECT_EQ(engine_->Stats().released, 0u);
+}
+
+TEST_F(EngineTest, UnreserveWithoutMatchingReceiptChangesNothing) {
+  AddReady("t", "a", kDefaultPriority, 100);
+  Delivery d = TakeOne("t", "a");
+  EXPECT_EQ(engine_->Unreserve("a", "").code(), Code::kInvalidArgument);
+  EXPECT_EQ(engine_->Unreserve("a", "000000000000000000000000").code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Unreserve("nope", d.receipt).code(), Code::kNotFound);
+  EXPECT_EQ(StateOf("a"), JobState::kReserved);
+  // Once its TTR ran out and it went out again, the first delivery is stale.
+  clock_->Advance(100);
+  Delivery d2 = TakeOne("t", "a");
+  EXPECT_EQ(engine_->Unreserve("a", d.receipt).code(), Code::kStaleReceipt);
+  EXPECT_EQ(MustGet("a").attempts, 2u);
+  EXPECT_TRUE(engine_->Unreserve("a", d2.receipt).ok());
+  EXPECT_EQ(MustGet("a").attempts, 1u);
+}
+
+TEST_F(EngineTest, UnreservedJobGoesToAWaitingReserve) {
+  AddReady("t", "a");
+  Delivery d = TakeOne("t", "a");
+  auto answer = std::make_shared<Answer>();
+  ASSERT_NE(Wait({"t"}, 1'000, answer), 0u);
+  ASSERT_TRUE(engine_->Unreserve("a", d.receipt).ok());
+  ASSERT_TRUE(answer->called());
+  EXPECT_EQ(answer->ids(), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(MustGet("a").attempts, 1u);
+}
+
 }  // namespace
 }  // namespace delayq::engine

@@ -1,5 +1,6 @@
 // net::Connection's holes: replies that come later keep their place, so a
-// connection's replies leave in request order whatever order they come in.
+// connection's replies leave in request order whatever order they come in;
+// and the count of bytes written that tells which replies left.
 #include "gtest/gtest.h"
 #include "net/tcp_server.h"
 
@@ -40,6 +41,26 @@ TEST(ConnectionHoles, NothingIsWritableBeforeAHoleAtTheFront) {
   EXPECT_EQ(c.Writable(), c.out.size());
   c.Consume(c.out.size());
   EXPECT_FALSE(c.Owed());
+}
+
+// What a front end reads to tell which replies a closed connection never
+// sent: written() counts every byte consumed, and HoleAt follows a hole as
+// the bytes before it leave.
+TEST(ConnectionHoles, WrittenCountsBytesSentAndHoleAtFollowsTheHole) {
+  Connection c;
+  EXPECT_EQ(c.written(), 0u);
+  c.out = "+one\r\n";
+  uint64_t a = c.OpenHole();
+  c.out += "+three\r\n";
+  EXPECT_EQ(c.HoleAt(a), 6);
+  c.Consume(4);
+  EXPECT_EQ(c.written(), 4u);
+  EXPECT_EQ(c.HoleAt(a), 2);  // byte written() + 2 of everything sent
+  c.Consume(2);
+  EXPECT_TRUE(c.FillHole(a, "+two\r\n"));
+  EXPECT_EQ(c.HoleAt(a), -1);
+  c.Consume(c.out.size());
+  EXPECT_EQ(c.written(), 6u + 6u + 8u);
 }
 
 }  // namespace
