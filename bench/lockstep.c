@@ -51,15 +51,19 @@ static struct {
   int body;
   int topics; /* 0: one per connection */
   const char *fsync_probe;
-} opt = {PROTO_RESP, "127.0.0.1", 0, 50, 10, 1, 100, 0, NULL};
+  int depth; /* commands of one kind written together per connection */
+} opt = {PROTO_RESP, "127.0.0.1", 0, 50, 10, 1, 100, 0, NULL, 1};
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: lockstep [--proto resp|beanstalk] [--host 127.0.0.1] [--port N]\n"
           "                [--connections 50] [--seconds 10] [--warmup-seconds 1] [--body 100]\n"
-          "                [--topics N] [--fsync-probe DIR]\n"
+          "                [--topics N] [--depth 1] [--fsync-probe DIR]\n"
           "  Each connection loops add -> reserve -> finish on its own topic (--topics N:\n"
           "  connection i uses topic i mod N), one command in flight. One JSON object on stdout.\n"
+          "  --depth N: N adds written together, then N reserves (COUNT 1), then a finish of\n"
+          "  each job they got, each batch once all replies of the previous one are in\n"
+          "  (a client library's pipeline, one stage at a time).\n"
           "  --port defaults to 7701 (resp) or 11300 (beanstalk).\n"
           "  --fsync-probe DIR: time 200 fdatasyncs of 3 KB writes in a file in DIR, before\n"
           "  and after the load (fdatasync_p50_us, fdatasync_p99_us).\n");
@@ -135,6 +139,8 @@ static void parse_options(int argc, char **argv) {
       opt.body = (int)parse_long(name, v, 1, 16 << 20);
     } else if (!strcmp(name, "--topics")) {
       opt.topics = (int)parse_long(name, v, 0, 100000);
+    } else if (!strcmp(name, "--depth")) {
+      opt.depth = (int)parse_long(name, v, 1, 256);
     } else if (!strcmp(name, "--fsync-probe")) {
       opt.fsync_probe = v;
     } else {
@@ -225,9 +231,10 @@ static const char *kind_name[] = {"add", "reserve", "finish", "setup"};
 
 struct conn {
   int fd, index;
-  enum kind kind; /* of the command in flight */
+  enum kind kind; /* of the commands in flight */
   int setup_step; /* beanstalk: use, watch, ignore */
-  int in_flight;
+  int in_flight;  /* replies still to come of the batch written */
+  int held;       /* jobs the reserves of this round got: ids[0..held) */
   uint64_t sent_ns;
   char *rbuf;
   size_t rlen, rcap;
@@ -236,8 +243,8 @@ struct conn {
   int want_out;
   char topic[64];
   size_t topic_len;
-  char id[MAX_TOKEN], receipt[MAX_TOKEN];
-  size_t id_len, receipt_len;
+  char (*id)[MAX_TOKEN], (*receipt)[MAX_TOKEN]; /* [depth] */
+  size_t *id_len, *receipt_len;
 };
 
 static int epfd;
@@ -301,9 +308,8 @@ static void flush(struct conn *c) {
   set_events(c, 0);
 }
 
-/* Writes the command c->kind (c->setup_step), timed from now. */
-static void send_next(struct conn *c, uint64_t now) {
-  c->wlen = c->woff = 0;
+/* Writes one command of kind c->kind (c->setup_step); `i`: the job, for a finish. */
+static void write_command(struct conn *c, int i) {
   if (opt.proto == PROTO_RESP) {
     switch (c->kind) {
     case K_ADD:
@@ -319,8 +325,8 @@ static void send_next(struct conn *c, uint64_t now) {
       break;
     case K_FINISH:
       wstr(c, "*3\r\n$6\r\nFINISH\r\n");
-      wbulk(c, c->id, c->id_len);
-      wbulk(c, c->receipt, c->receipt_len);
+      wbulk(c, c->id[i], c->id_len[i]);
+      wbulk(c, c->receipt[i], c->receipt_len[i]);
       break;
     case K_SETUP:
       break;
@@ -344,14 +350,38 @@ static void send_next(struct conn *c, uint64_t now) {
       break;
     case K_FINISH:
       wstr(c, "delete ");
-      wput(c, c->id, c->id_len);
+      wput(c, c->id[i], c->id_len[i]);
       wstr(c, "\r\n");
       break;
     }
   }
+}
+
+/* Writes the next batch of kind c->kind, timed from now: one setup command; --depth adds
+   or reserves; a finish of each job the reserves got. */
+static void send_next(struct conn *c, uint64_t now) {
+  c->wlen = c->woff = 0;
+  int n = c->kind == K_SETUP ? 1 : c->kind == K_FINISH ? c->held : opt.depth;
+  for (int i = 0; i < n; i++) write_command(c, i);
+  if (c->kind == K_RESERVE) c->held = 0;
   c->sent_ns = now;
-  c->in_flight = 1;
+  c->in_flight = n;
   flush(c);
+}
+
+/* The batch after one whose replies are all in. */
+static enum kind next_kind(const struct conn *c) {
+  switch (c->kind) {
+  case K_SETUP:
+    return c->setup_step == 3 ? K_ADD : K_SETUP;
+  case K_ADD:
+    return K_RESERVE;
+  case K_RESERVE:
+    return c->held > 0 ? K_FINISH : K_ADD;
+  case K_FINISH:
+    break;
+  }
+  return K_ADD;
 }
 
 /* ---- reply parsers: 1 a whole reply (*used set), 0 not yet, -1 not the protocol's -------- */
@@ -457,28 +487,24 @@ static size_t resp_reply(struct conn *c) {
   if (rc == 0) return 0;
   if (r.type == '-') {
     count_error(c, r.text - 1, r.text_len + 1);
-    c->kind = K_ADD;
     return pos;
   }
   switch (c->kind) {
   case K_ADD:
     if (r.type != '$' || !r.text) goto unexpected;
-    c->kind = K_RESERVE;
     break;
   case K_RESERVE:
     if (r.type == '_' || (r.type == '*' && r.n <= 0)) {
       empty_reserves++;
-      c->kind = K_ADD;
       break;
     }
     if (r.type != '*' || !r.job[0] || !r.job[1]) goto unexpected;
-    take(c->id, &c->id_len, r.job[0], r.job_len[0], c);
-    take(c->receipt, &c->receipt_len, r.job[1], r.job_len[1], c);
-    c->kind = K_FINISH;
+    take(c->id[c->held], &c->id_len[c->held], r.job[0], r.job_len[0], c);
+    take(c->receipt[c->held], &c->receipt_len[c->held], r.job[1], r.job_len[1], c);
+    c->held++;
     break;
   case K_FINISH:
     if (r.type != '+') goto unexpected;
-    c->kind = K_ADD;
     break;
   case K_SETUP:
     goto unexpected;
@@ -507,16 +533,14 @@ static size_t beanstalk_reply(struct conn *c) {
   case K_SETUP:
     if (!(c->setup_step == 0 ? starts(l, n, "USING ") : starts(l, n, "WATCHING ")))
       die("connection %d: setup step %d answered '%.*s'", c->index, c->setup_step, (int)n, l);
-    if (++c->setup_step == 3) c->kind = K_ADD;
+    ++c->setup_step;
     return used;
   case K_ADD:
     if (!starts(l, n, "INSERTED ")) break;
-    c->kind = K_RESERVE;
     return used;
   case K_RESERVE:
     if (starts(l, n, "TIMED_OUT") || starts(l, n, "DEADLINE_SOON")) {
       empty_reserves++;
-      c->kind = K_ADD;
       return used;
     }
     if (!starts(l, n, "RESERVED ")) break;
@@ -532,17 +556,15 @@ static size_t beanstalk_reply(struct conn *c) {
       }
       if (c->rbuf[used + bytes] != '\r' || c->rbuf[used + bytes + 1] != '\n')
         die("connection %d: RESERVED data not ended by CRLF", c->index);
-      take(c->id, &c->id_len, id, (size_t)(sp - id), c);
-      c->kind = K_FINISH;
+      take(c->id[c->held], &c->id_len[c->held], id, (size_t)(sp - id), c);
+      c->held++;
       return used + (size_t)bytes + 2;
     }
   case K_FINISH:
     if (!starts(l, n, "DELETED")) break;
-    c->kind = K_ADD;
     return used;
   }
   count_error(c, l, n); /* NOT_FOUND, BURIED, OUT_OF_MEMORY, BAD_FORMAT, ... */
-  c->kind = K_ADD;
   return used;
 }
 
@@ -559,19 +581,34 @@ static void on_readable(struct conn *c) {
   c->rlen += (size_t)n;
   if (!c->in_flight) die("connection %d: %zd bytes nobody asked for", c->index, n);
   enum kind k = c->kind;
-  uint64_t errors0 = errors;
-  size_t used = opt.proto == PROTO_RESP ? resp_reply(c) : beanstalk_reply(c);
-  if (!used) return;
-  c->in_flight = 0;
-  if (used < c->rlen) die("connection %d: more than one reply to one command", c->index);
-  c->rlen = 0;
-  if (k != K_SETUP && now >= t_warm && now < t_end) {
-    uint64_t d = now - c->sent_ns;
-    hist_add(&lat[k], d);
-    hist_add(&lat_all, d);
-    replies++;
-    if (k == K_FINISH && errors == errors0) cycles++;
+  size_t off = 0;
+  while (c->in_flight > 0 && off < c->rlen) {
+    /* The parsers read from the front of rbuf: shift what is left there. */
+    if (off) {
+      memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+      c->rlen -= off;
+      off = 0;
+    }
+    uint64_t errors0 = errors;
+    size_t used = opt.proto == PROTO_RESP ? resp_reply(c) : beanstalk_reply(c);
+    if (!used) break;
+    off = used;
+    c->in_flight--;
+    if (k != K_SETUP && now >= t_warm && now < t_end) {
+      uint64_t d = now - c->sent_ns;
+      hist_add(&lat[k], d);
+      hist_add(&lat_all, d);
+      replies++;
+      if (k == K_FINISH && errors == errors0) cycles++;
+    }
   }
+  if (off) {
+    memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+    c->rlen -= off;
+  }
+  if (c->in_flight > 0) return;
+  if (c->rlen) die("connection %d: more replies than commands", c->index);
+  c->kind = next_kind(c);
   if (now < t_end) send_next(c, now);
 }
 
@@ -672,15 +709,21 @@ int main(int argc, char **argv) {
   int nc = opt.connections;
   struct conn *conns = calloc((size_t)nc, sizeof *conns);
   if (!conns) die("out of memory");
-  size_t rcap = (size_t)opt.body + 8192 > 65536 ? (size_t)opt.body + 8192 : 65536;
-  size_t wcap = (size_t)opt.body + 1024;
+  size_t rcap = ((size_t)opt.body + 8192) * (size_t)opt.depth;
+  if (rcap < 65536) rcap = 65536;
+  size_t wcap = ((size_t)opt.body + 1024) * (size_t)opt.depth;
   for (int i = 0; i < nc; i++) {
     struct conn *c = &conns[i];
     c->index = i;
     c->fd = connect_to(ai->ai_addr, ai->ai_addrlen);
     c->rbuf = malloc(rcap), c->rcap = rcap;
     c->wbuf = malloc(wcap), c->wcap = wcap;
-    if (!c->rbuf || !c->wbuf) die("out of memory");
+    c->id = calloc((size_t)opt.depth, sizeof *c->id);
+    c->receipt = calloc((size_t)opt.depth, sizeof *c->receipt);
+    c->id_len = calloc((size_t)opt.depth, sizeof *c->id_len);
+    c->receipt_len = calloc((size_t)opt.depth, sizeof *c->receipt_len);
+    if (!c->rbuf || !c->wbuf || !c->id || !c->receipt || !c->id_len || !c->receipt_len)
+      die("out of memory");
     /* Topic names valid for both servers; the pid keeps runs apart. */
     c->topic_len = (size_t)snprintf(c->topic, sizeof c->topic, "lockstep%d-%d", (int)getpid(),
                                     i % opt.topics);
@@ -741,8 +784,9 @@ int main(int argc, char **argv) {
   }
 
   double s = opt.seconds;
-  printf("{\"proto\":\"%s\",\"connections\":%d,\"topics\":%d,\"body\":%d,\"seconds\":%g",
-         opt.proto == PROTO_RESP ? "resp" : "beanstalk", nc, opt.topics, opt.body, s);
+  printf("{\"proto\":\"%s\",\"connections\":%d,\"depth\":%d,\"topics\":%d,\"body\":%d,"
+         "\"seconds\":%g",
+         opt.proto == PROTO_RESP ? "resp" : "beanstalk", nc, opt.depth, opt.topics, opt.body, s);
   printf(",\"cycles\":%llu,\"cycles_per_s\":%.1f,\"commands_per_s\":%.1f",
          (unsigned long long)cycles, cycles / s, replies / s);
   json_us("add_p50_us", hist_us(&lat[K_ADD], 0.50));

@@ -15,6 +15,13 @@
 #   delayq --fsync always / beanstalkd -b -f0        (cycles/s)
 #   delayq --fsync always: command p50 / fdatasync p50 (how many fdatasyncs
 #                                                      a command waits for)
+# and two more pairs: the same memory vs no-binlog cycle pipelined
+# (--depth 16: 16 adds written together, then 16 reserves, then the finishes,
+# as a client library's pipeline does, one stage at a time), and --fsync
+# always vs -f0 with ONE connection (a commit's own latency, no queueing
+# behind other connections: with 50 in lockstep on a CPU-bound server the
+# command latency is 50 / commands per second, Little's law, whatever a
+# commit costs).
 #
 #   bash bench/lockstep.sh                       # 10 s per run
 #   bash bench/lockstep.sh --seconds 5 --rounds 3 --binary build-bench/bin/delayq
@@ -167,10 +174,11 @@ print(json.dumps(d))
 EOF
 }
 
-runs=(memory always nobinlog f0)
+DEPTH=16
+runs=(memory always nobinlog f0 memory_d nobinlog_d always_1 f0_1)
 for r in $(seq "$ROUNDS"); do
   order=("${runs[@]}")
-  ((r % 2)) || order=(f0 nobinlog always memory)
+  ((r % 2)) || order=(f0_1 always_1 nobinlog_d memory_d f0 nobinlog always memory)
   log "round $r/$ROUNDS: ${order[*]}, $CONNECTIONS connections, $RUN_SECONDS s each"
   for s in "${order[@]}"; do
     case $s in
@@ -180,10 +188,20 @@ for r in $(seq "$ROUNDS"); do
       nobinlog) measure "bs_nobinlog_r$r" "$bs_pid" --proto beanstalk --port "$bs_port" ;;
       f0) measure "bs_f0_r$r" "$f0_pid" --proto beanstalk --port "$f0_port" \
             --fsync-probe "$f0_dir" ;;
+      memory_d) measure "dq_memory_d_r$r" "$mem_pid" --proto resp --port "$mem_port" \
+                  --depth "$DEPTH" ;;
+      nobinlog_d) measure "bs_nobinlog_d_r$r" "$bs_pid" --proto beanstalk --port "$bs_port" \
+                    --depth "$DEPTH" ;;
+      always_1) measure "dq_always_1_r$r" "$always_pid" --proto resp --port "$always_port" \
+                  --connections 1 --fsync-probe "$always_dir" ;;
+      f0_1) measure "bs_f0_1_r$r" "$f0_pid" --proto beanstalk --port "$f0_port" \
+              --connections 1 --fsync-probe "$f0_dir" ;;
     esac
   done
 done
-for s in dq_memory dq_always bs_nobinlog bs_f0; do median "$s" cycles_per_s; done
+for s in dq_memory dq_always bs_nobinlog bs_f0 dq_memory_d bs_nobinlog_d dq_always_1 bs_f0_1; do
+  median "$s" cycles_per_s
+done
 
 $PY - "$OUT" "$(cut -d' ' -f1-3 /proc/loadavg)" "$CONNECTIONS" <<'EOF'
 import json, os, sys
@@ -194,6 +212,7 @@ def ld(name):
     except (OSError, ValueError):
         return {}
 m, a, b, f = ld("dq_memory"), ld("dq_always"), ld("bs_nobinlog"), ld("bs_f0")
+md, bd, a1, f1 = ld("dq_memory_d"), ld("bs_nobinlog_d"), ld("dq_always_1"), ld("bs_f0_1")
 def ratio(x, y, nd=2):
     return round(x / y, nd) if x is not None and y else None
 s = {
@@ -209,8 +228,17 @@ s = {
     "beanstalkd_f0_command_p50_us": f.get("command_p50_us"),
     "beanstalkd_f0_fdatasync_p50_us": f.get("fdatasync_p50_us"),
     "beanstalkd_f0_command_p50_over_fdatasync_p50": ratio(f.get("command_p50_us"), f.get("fdatasync_p50_us")),
-    "errors": sum(d.get("errors") or 0 for d in (m, a, b, f)),
-    "runs_with_a_compiler_running": [d["name"] for d in (m, a, b, f) if d.get("compiler_running")],
+    "pipelined_memory_cycles_per_s": md.get("cycles_per_s"),
+    "pipelined_beanstalkd_cycles_per_s": bd.get("cycles_per_s"),
+    "pipelined_memory_over_beanstalkd": ratio(md.get("cycles_per_s"), bd.get("cycles_per_s")),
+    "one_connection_always_command_p50_us": a1.get("command_p50_us"),
+    "one_connection_always_fdatasync_p50_us": a1.get("fdatasync_p50_us"),
+    "one_connection_always_command_p50_over_fdatasync_p50":
+        ratio(a1.get("command_p50_us"), a1.get("fdatasync_p50_us")),
+    "one_connection_always_over_beanstalkd_f0": ratio(a1.get("cycles_per_s"), f1.get("cycles_per_s")),
+    "errors": sum(d.get("errors") or 0 for d in (m, a, b, f, md, bd, a1, f1)),
+    "runs_with_a_compiler_running":
+        [d["name"] for d in (m, a, b, f, md, bd, a1, f1) if d.get("compiler_running")],
     "load_average_at_end": load,
 }
 print(json.dumps(s))
@@ -232,5 +260,14 @@ print("| fdatasync p50 / p99 us on the data dir (probe) | %s / %s | %s / %s | |"
          v(f.get("fdatasync_p50_us")), v(f.get("fdatasync_p99_us"))))
 print("| command p50 / fdatasync p50 | %s | %s | |"
       % (v(s["always_command_p50_over_fdatasync_p50"]), v(s["beanstalkd_f0_command_p50_over_fdatasync_p50"])))
+print("| cycles/s: memory vs no binlog, --depth 16 | %s | %s | %s |"
+      % (v(s["pipelined_memory_cycles_per_s"]), v(s["pipelined_beanstalkd_cycles_per_s"]),
+         v(s["pipelined_memory_over_beanstalkd"])))
+print("| 1 connection: cycles/s, --fsync always vs -b -f0 | %s | %s | %s |"
+      % (v(a1.get("cycles_per_s")), v(f1.get("cycles_per_s")), v(s["one_connection_always_over_beanstalkd_f0"])))
+print("| 1 connection: command p50 us / fdatasync p50 us | %s / %s = %s | %s / %s | |"
+      % (v(a1.get("command_p50_us")), v(a1.get("fdatasync_p50_us")),
+         v(s["one_connection_always_command_p50_over_fdatasync_p50"]),
+         v(f1.get("command_p50_us")), v(f1.get("fdatasync_p50_us"))))
 EOF
 log "load $(cut -d' ' -f1-3 /proc/loadavg); raw output: $OUT"
