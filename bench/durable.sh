@@ -82,22 +82,6 @@ done
 
 pids=()
 datadirs=()
-# Stops PID (SIGTERM, then SIGKILL after 15 s) and waits until it is gone,
-# child of this shell or not (step 3's restarted server is python's child).
-stop_pid() {
-  local p=$1 i
-  kill "$p" 2>/dev/null || true
-  for i in $(seq 150); do
-    [ -e "/proc/$p" ] || break
-    if [ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" = Z ]; then break; fi
-    sleep 0.1
-  done
-  kill -9 "$p" 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
-  local keep=()
-  for i in "${pids[@]}"; do [ "$i" = "$p" ] || keep+=("$i"); done
-  pids=("${keep[@]}")
-}
 cleanup() {
   local p d
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -13,6 +13,23 @@ stop_started() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 
+# stop_pid PID: SIGTERM, then SIGKILL after 15 s; waits until it is gone,
+# child of this shell or not, and drops it from `pids`.
+stop_pid() {
+  local p=$1 i
+  kill "$p" 2>/dev/null || true
+  for i in $(seq 150); do
+    [ -e "/proc/$p" ] || break
+    if [ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" = Z ]; then break; fi
+    sleep 0.1
+  done
+  kill -9 "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+  local keep=()
+  for i in "${pids[@]}"; do [ "$i" = "$p" ] || keep+=("$i"); done
+  pids=("${keep[@]}")
+}
+
 free_port() {
   $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
