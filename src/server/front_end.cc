@@ -114,14 +114,14 @@ void FrontEnd::AnswerTracked(net::Connection& c, Result<Deliveries> r) {
   if (s.reply_origin < 0) {
     while (!s.handed.empty() && s.handed.front().end <= c.written()) s.handed.pop_front();
   }
-  size_t first = s.handed.size();
-  if (r.ok()) {
-    for (const Delivery& d : *r) s.handed.push_back(State::Handed{0, d.id, d.receipt});
-  }
   uint64_t origin = s.reply_origin >= 0 ? static_cast<uint64_t>(s.reply_origin) : c.written();
-  AnswerReserve(c, std::move(r));
+  AnswerReserve(c, r);
+  if (!r.ok()) return;
+  // Moved, not copied: the reply is written, the deliveries are done with.
   uint64_t end = origin + c.out.size();
-  for (size_t i = first; i < s.handed.size(); ++i) s.handed[i].end = end;
+  for (Delivery& d : *r) {
+    s.handed.push_back(State::Handed{end, std::move(d.id), std::move(d.receipt)});
+  }
 }
 
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {

@@ -146,7 +146,7 @@ class FrontEnd : public net::TcpHandler {
   // inside this call if the queue answers at once, otherwise later with c
   // parked meanwhile. While draining, reserves do not wait.
   void StartReserve(net::Connection& c, ReserveRequest req);
-  virtual void AnswerReserve(net::Connection& c, Result<Deliveries> result) = 0;
+  virtual void AnswerReserve(net::Connection& c, const Result<Deliveries>& result) = 0;
   // Bytes of bodies one reserve's reply may carry (ReserveRequest::max_bytes):
   // by default a quarter of the output limit, so the reply, its framing and
   // the replies pipelined before it fit. A protocol whose replies may grow

@@ -344,7 +344,7 @@ class HttpServer::Api {
   explicit Api(HttpServer* server) : s_(server) {}
 
   void Handle(Connection& c, const http::Request& req);
-  void AnswerReserve(Connection& c, Result<Deliveries> r);
+  void AnswerReserve(Connection& c, const Result<Deliveries>& r);
 
  private:
   // Answers of the calls made through FrontEnd::Await.
@@ -494,8 +494,8 @@ void HttpServer::OnInput(Connection& c) {
   c.in.erase(0, offset);
 }
 
-void HttpServer::AnswerReserve(Connection& c, Result<Deliveries> result) {
-  api_->AnswerReserve(c, std::move(result));
+void HttpServer::AnswerReserve(Connection& c, const Result<Deliveries>& result) {
+  api_->AnswerReserve(c, result);
 }
 
 uint64_t HttpServer::ReserveByteBudget() const {
@@ -725,7 +725,7 @@ void HttpServer::Api::Unpark(Connection& c) {
   head_ = s.pending_head;  // a HEAD handled meanwhile must not strip this body
 }
 
-void HttpServer::Api::AnswerReserve(Connection& c, Result<Deliveries> r) {
+void HttpServer::Api::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
   PendingReply kind = std::exchange(StateOf(c).pending, PendingReply::kNone);
   Unpark(c);
   if (kind == PendingReply::kPop) {

@@ -54,7 +54,7 @@ class HttpServer : public FrontEnd {
   std::string_view BusyReply() const override;
   std::string_view TimeoutReply() const override;
   // FrontEnd
-  void AnswerReserve(net::Connection& c, Result<Deliveries> result) override;
+  void AnswerReserve(net::Connection& c, const Result<Deliveries>& result) override;
   // An eighth of the output limit: JSON may write a body byte as six
   // (\u0001), and the reply must still fit.
   uint64_t ReserveByteBudget() const override;

@@ -294,7 +294,7 @@ void RespServer::CmdReserve(Connection& c, const Args& a) {
   StartReserve(c, std::move(req));
 }
 
-void RespServer::AnswerReserve(Connection& c, Result<Deliveries> r) {
+void RespServer::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
   if (!r.ok()) {
     ReplyStatus(&c.out, r.status());
   } else if (r->empty()) {

@@ -56,7 +56,7 @@ class RespServer : public FrontEnd {
   std::string_view BusyReply() const override;
   std::string_view TimeoutReply() const override;
   // FrontEnd
-  void AnswerReserve(Connection& c, Result<Deliveries> result) override;
+  void AnswerReserve(Connection& c, const Result<Deliveries>& result) override;
 
   void Execute(Connection& c, const Args& args);
 
