@@ -21,7 +21,11 @@
 # always vs -f0 with ONE connection (a commit's own latency, no queueing
 # behind other connections: with 50 in lockstep on a CPU-bound server the
 # command latency is 50 / commands per second, Little's law, whatever a
-# commit costs).
+# commit costs). Last, the memory store pipelined again through hiredis_cycle
+# (bench/hiredis_cycle.c: hiredis, the plain C Redis client library, one
+# blocking context per connection, redisAppendCommand then redisGetReply)
+# against the pipelined beanstalkd figure: a heavier client than lockstep (a
+# reply object allocated per reply), so it says what an application gets.
 #
 #   bash bench/lockstep.sh                       # 10 s per run
 #   bash bench/lockstep.sh --seconds 5 --rounds 3 --binary build-bench/bin/delayq
@@ -89,6 +93,12 @@ if [ ! -x "$LOCKSTEP" ] || [ bench/lockstep.c -nt "$LOCKSTEP" ]; then
   cc -O2 -std=c11 -Wall -Wextra -o "$LOCKSTEP.tmp.$$" bench/lockstep.c
   mv -f "$LOCKSTEP.tmp.$$" "$LOCKSTEP"
 fi
+HIREDIS_CYCLE=$(dirname "$LOCKSTEP")/hiredis_cycle
+if [ ! -x "$HIREDIS_CYCLE" ] || [ bench/hiredis_cycle.c -nt "$HIREDIS_CYCLE" ]; then
+  log "building $HIREDIS_CYCLE"
+  cc -O2 -std=c11 -Wall -Wextra -o "$HIREDIS_CYCLE.tmp.$$" bench/hiredis_cycle.c -lhiredis
+  mv -f "$HIREDIS_CYCLE.tmp.$$" "$HIREDIS_CYCLE"
+fi
 [ -x "$BINARY" ] || { echo "missing $BINARY: build delayq first (make build)" >&2; exit 1; }
 command -v beanstalkd >/dev/null || { echo "missing beanstalkd" >&2; exit 1; }
 
@@ -138,7 +148,7 @@ measure() {
   shift 2
   pgrep -x cc1plus >/dev/null && cc=1
   c0=$(cpu_s "$spid")
-  "$LOCKSTEP" --connections "$CONNECTIONS" --body "$BODY" --seconds "$RUN_SECONDS" \
+  "${CLIENT:-$LOCKSTEP}" --connections "$CONNECTIONS" --body "$BODY" --seconds "$RUN_SECONDS" \
     --warmup-seconds "$WARMUP" "$@" >"$OUT/$name.raw" 2>"$OUT/$name.err" || rc=$?
   c1=$(cpu_s "$spid")
   pgrep -x cc1plus >/dev/null && cc=1
@@ -160,10 +170,10 @@ EOF
 }
 
 DEPTH=16
-runs=(memory always nobinlog f0 memory_d nobinlog_d always_1 f0_1)
+runs=(memory always nobinlog f0 memory_d nobinlog_d always_1 f0_1 memory_h)
 for r in $(seq "$ROUNDS"); do
   order=("${runs[@]}")
-  ((r % 2)) || order=(f0_1 always_1 nobinlog_d memory_d f0 nobinlog always memory)
+  ((r % 2)) || order=(memory_h f0_1 always_1 nobinlog_d memory_d f0 nobinlog always memory)
   log "round $r/$ROUNDS: ${order[*]}, $CONNECTIONS connections, $RUN_SECONDS s each"
   for s in "${order[@]}"; do
     case $s in
@@ -181,10 +191,13 @@ for r in $(seq "$ROUNDS"); do
                   --connections 1 --fsync-probe "$always_dir" ;;
       f0_1) measure "bs_f0_1_r$r" "$f0_pid" --proto beanstalk --port "$f0_port" \
               --connections 1 --fsync-probe "$f0_dir" ;;
+      memory_h) CLIENT=$HIREDIS_CYCLE measure "dq_memory_h_r$r" "$mem_pid" --port "$mem_port" \
+                  --depth "$DEPTH" ;;
     esac
   done
 done
-for s in dq_memory dq_always bs_nobinlog bs_f0 dq_memory_d bs_nobinlog_d dq_always_1 bs_f0_1; do
+for s in dq_memory dq_always bs_nobinlog bs_f0 dq_memory_d bs_nobinlog_d dq_always_1 bs_f0_1 \
+         dq_memory_h; do
   median "$s" cycles_per_s
 done
 
@@ -198,6 +211,7 @@ def ld(name):
         return {}
 m, a, b, f = ld("dq_memory"), ld("dq_always"), ld("bs_nobinlog"), ld("bs_f0")
 md, bd, a1, f1 = ld("dq_memory_d"), ld("bs_nobinlog_d"), ld("dq_always_1"), ld("bs_f0_1")
+mh = ld("dq_memory_h")
 def ratio(x, y, nd=2):
     return round(x / y, nd) if x is not None and y else None
 s = {
@@ -216,14 +230,17 @@ s = {
     "pipelined_memory_cycles_per_s": md.get("cycles_per_s"),
     "pipelined_beanstalkd_cycles_per_s": bd.get("cycles_per_s"),
     "pipelined_memory_over_beanstalkd": ratio(md.get("cycles_per_s"), bd.get("cycles_per_s")),
+    "hiredis_memory_cycles_per_s": mh.get("cycles_per_s"),
+    "hiredis_memory_client_cpu_s": mh.get("client_cpu_s"),
+    "hiredis_memory_over_pipelined_beanstalkd": ratio(mh.get("cycles_per_s"), bd.get("cycles_per_s")),
     "one_connection_always_command_p50_us": a1.get("command_p50_us"),
     "one_connection_always_fdatasync_p50_us": a1.get("fdatasync_p50_us"),
     "one_connection_always_command_p50_over_fdatasync_p50":
         ratio(a1.get("command_p50_us"), a1.get("fdatasync_p50_us")),
     "one_connection_always_over_beanstalkd_f0": ratio(a1.get("cycles_per_s"), f1.get("cycles_per_s")),
-    "errors": sum(d.get("errors") or 0 for d in (m, a, b, f, md, bd, a1, f1)),
+    "errors": sum(d.get("errors") or 0 for d in (m, a, b, f, md, bd, a1, f1, mh)),
     "runs_with_a_compiler_running":
-        [d["name"] for d in (m, a, b, f, md, bd, a1, f1) if d.get("compiler_running")],
+        [d["name"] for d in (m, a, b, f, md, bd, a1, f1, mh) if d.get("compiler_running")],
     "load_average_at_end": load,
 }
 print(json.dumps(s))
@@ -248,6 +265,9 @@ print("| command p50 / fdatasync p50 | %s | %s | |"
 print("| cycles/s: memory vs no binlog, --depth 16 | %s | %s | %s |"
       % (v(s["pipelined_memory_cycles_per_s"]), v(s["pipelined_beanstalkd_cycles_per_s"]),
          v(s["pipelined_memory_over_beanstalkd"])))
+print("| cycles/s: memory through hiredis vs no binlog through lockstep, --depth 16 | %s | %s | %s |"
+      % (v(s["hiredis_memory_cycles_per_s"]), v(s["pipelined_beanstalkd_cycles_per_s"]),
+         v(s["hiredis_memory_over_pipelined_beanstalkd"])))
 print("| 1 connection: cycles/s, --fsync always vs -b -f0 | %s | %s | %s |"
       % (v(a1.get("cycles_per_s")), v(f1.get("cycles_per_s")), v(s["one_connection_always_over_beanstalkd_f0"])))
 print("| 1 connection: command p50 us / fdatasync p50 us | %s / %s = %s | %s / %s | |"

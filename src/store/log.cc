@@ -184,7 +184,7 @@ Status Log::OpenHead() {
     auto file = fs_->Open(segments_.back().path, /*create=*/false);
     if (!file.ok()) return file.status();
     segments_.back().file = std::move(file).value();
-    SetPrepared(segments_.back().number, segments_.back().bytes);
+    SetPrepared(segments_.back().number, segments_.back().bytes, segments_.back().bytes);
     return Status::Ok();
   }
   uint64_t next = segments_.empty() ? 1 : segments_.back().number + 1;
@@ -560,7 +560,7 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
   if (Status s = fs_->SyncDir(options_.dir); !s.ok()) return s;
   seg.bytes = header.size();
   auto size = seg.file->Size();  // a reused file's: allocated already
-  SetPrepared(number, std::max<uint64_t>(seg.bytes, size.ok() ? *size : 0));
+  SetPrepared(number, std::max<uint64_t>(seg.bytes, size.ok() ? *size : 0), seg.bytes);
   std::lock_guard<std::mutex> lock(seg_mu_);
   disk_bytes_ += seg.bytes;
   segments_.push_back(std::move(seg));
@@ -695,7 +695,7 @@ Status Log::WriteUnwritten() {
     n = file->Append(unwritten_.data(), unwritten_.size(), &error);
     NoteRoom(n == unwritten_.size() ? Status::Ok() : error);
     if (at + n > prepared_end_.load(std::memory_order_relaxed)) {
-      prepared_end_.store(at + n, std::memory_order_release);
+      StorePrepared(at + n);
     }
   }
   MaybeAskPrepare(at + n);
@@ -738,7 +738,7 @@ Status Log::Rotate() {
     std::lock_guard<std::mutex> lock(seg_mu_);
     logical = segments_.back().bytes;
   }
-  SetPrepared(0, 0);  // no more zeros into it
+  SetPrepared(0, 0, 0);  // no more zeros into it
   {
     // Close the full segment: cut to its records (a reused file or prepared
     // space may hold more) and synced, so that only the newest can end in
@@ -862,11 +862,20 @@ void Log::SyncLoop() {
 
 // --- preparing space ---------------------------------------------------------------
 
-void Log::SetPrepared(uint64_t number, uint64_t end) {
+void Log::SetPrepared(uint64_t number, uint64_t end, uint64_t head_bytes) {
   std::lock_guard<std::mutex> lock(prepare_mu_);
   prepare_segment_ = number;
-  prepared_end_.store(end, std::memory_order_release);
   prepare_failed_ms_ = 0;
+  // The head's bytes so far are all written: its byte 0 sits this far
+  // before written() in log positions.
+  head_base_ = static_cast<int64_t>(written()) - static_cast<int64_t>(head_bytes);
+  StorePrepared(end);
+  if (number == 0) room_end_.store(0, std::memory_order_release);  // none while one closes
+}
+
+void Log::StorePrepared(uint64_t end) {
+  prepared_end_.store(end, std::memory_order_release);
+  room_end_.store(head_base_ + static_cast<int64_t>(end), std::memory_order_release);
 }
 
 void Log::MaybeAskPrepare(uint64_t at) {
@@ -914,7 +923,7 @@ bool Log::PrepareChunk() {
   Status s = file->WriteZeros(from, n);
   NoteRoom(s);
   if (!s.ok()) return false;
-  prepared_end_.store(from + n, std::memory_order_release);
+  StorePrepared(from + n);
   prepared_bytes_.fetch_add(n, std::memory_order_relaxed);
   return true;
 }
@@ -928,6 +937,10 @@ Status Log::Room(uint64_t bytes, Need need) {
   // A change that adds data leaves the reserve behind it, always: so that
   // when the disk fills, the room to drain the queue is there.
   uint64_t want = bytes + (need == Need::kGrow ? reserve_bytes() : 0);
+  // Most changes: prepared space reaches past them (two atomic loads).
+  if (!short_now && static_cast<int64_t>(end() + want) <= room_end_.load(std::memory_order_acquire)) {
+    return Status::Ok();
+  }
   std::shared_ptr<File> file;
   uint64_t number, head;
   {
@@ -967,7 +980,7 @@ Status Log::Room(uint64_t bytes, Need need) {
   Status s = file->WriteZeros(from, n);
   NoteRoom(s);
   if (!s.ok()) return fits ? Status::Ok() : NoRoom(want);
-  prepared_end_.store(from + n, std::memory_order_release);
+  StorePrepared(from + n);
   prepared_bytes_.fetch_add(n, std::memory_order_relaxed);
   return Status::Ok();
 }

@@ -304,9 +304,12 @@ class Log {
   // the log failed) and how long it took. REQUIRES: not sync_mu_.
   void SyncNewest();
   void Notify();
-  // The head segment is `number`, prepared up to `end` (REQUIRES: not
-  // prepare_mu_); 0: none, while one is closed.
-  void SetPrepared(uint64_t number, uint64_t end);
+  // The head segment is `number`, prepared up to `end`, holding
+  // `head_bytes` so far (REQUIRES: not prepare_mu_); 0: none, while one is
+  // closed.
+  void SetPrepared(uint64_t number, uint64_t end, uint64_t head_bytes);
+  // prepared_end_ and room_end_ together. REQUIRES: prepare_mu_.
+  void StorePrepared(uint64_t end);
   // After a write that ended at `at` in the head: asks for more zeros ahead
   // if they run short.
   void MaybeAskPrepare(uint64_t at);
@@ -389,6 +392,10 @@ class Log {
   std::mutex prepare_mu_;
   uint64_t prepare_segment_ = 0;          // GUARDED_BY(prepare_mu_): 0 while one closes
   std::atomic<uint64_t> prepared_end_{0};  // in the head: records or zeros up to here
+  int64_t head_base_ = 0;  // GUARDED_BY(prepare_mu_): log position of the head's byte 0
+  // prepared_end_ as a log position: appends up to here land in prepared
+  // space (Room's fast path); 0 while a segment closes.
+  std::atomic<int64_t> room_end_{0};
   int64_t prepare_failed_ms_ = 0;         // GUARDED_BY(prepare_mu_): a write of zeros failed
   std::string room_error_;                // GUARDED_BY(prepare_mu_): the last such failure
   std::atomic<bool> prepare_asked_{false};
