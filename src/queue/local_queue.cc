@@ -38,7 +38,9 @@ using Need = store::Log::Need;
 // Upper bounds of the records a change appends (Log::Room).
 constexpr uint64_t kUpdateBytes = store::UpdateBound(kMaxIdBytes, 0);
 constexpr uint64_t kPauseBytes = store::PutBound(0, kMaxTopicBytes, 0, 0);
-constexpr uint64_t kKickBoundJobs = 1 << 16;
+// A kick of more asks room for this many only: the room of the rest is the
+// prepared space beyond (a kick of a million would otherwise prepare 400 MB).
+constexpr uint64_t kKickBoundJobs = 1024;
 
 }  // namespace
 
@@ -542,8 +544,8 @@ Status LocalQueue::Kick(std::string_view id) {
 }
 
 Result<uint64_t> LocalQueue::KickTopic(std::string_view topic, uint64_t n) {
-  // Kicks at most what fits in a bound: beyond it, a full disk refuses
-  // rather than let a write fail.
+  // Room for the first kKickBoundJobs: a kick of more on a full disk may
+  // leave the rest's updates to a write that is retried (see store::Log).
   uint64_t bytes = std::min<uint64_t>(n, kKickBoundJobs) * kUpdateBytes;
   return Change(bytes, Need::kUpkeep, [&](engine::Engine& e) { return e.KickTopic(topic, n); });
 }
