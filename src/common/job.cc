@@ -2,15 +2,24 @@
 
 #include "delayq/queue.h"
 
+#include <array>
 #include <string>
 
 namespace delayq {
 namespace {
 
-bool IsTopicChar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == ':' || c == '-';
-}
+// [A-Za-z0-9._:-] by byte: one load per byte (topics are checked on every
+// add and reserve).
+constexpr std::array<bool, 256> kTopicChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '-';
+  }
+  return t;
+}();
+
+bool IsTopicChar(unsigned char c) { return kTopicChars[c]; }
 
 }  // namespace
 

@@ -36,6 +36,25 @@ RequestParser::Status RequestParser::ReadLength(std::string_view in, char prefix
     return Fail(std::string("expected '") + prefix + "', got '" + got + "'");
   }
   size_t end = std::min(in.size(), pos_ + kMaxLengthLine);
+  // The common case in one pass: 1-18 digits (no overflow), then CRLF.
+  // Anything else (more input needed, an error) takes the general path.
+  {
+    size_t i = pos_ + 1;
+    const size_t digits_end = std::min(end, pos_ + 19);
+    int64_t v = 0;
+    while (i < digits_end && static_cast<unsigned char>(in[i] - '0') < 10) {
+      v = v * 10 + (in[i] - '0');
+      ++i;
+    }
+    if (i > pos_ + 1 && i + 1 < in.size() && in[i] == '\r' && in[i + 1] == '\n') {
+      if (v > max) {
+        return Fail(prefix == '*' ? "invalid multibulk length" : "invalid bulk length");
+      }
+      *value = v;
+      pos_ = i + 2;
+      return Status::kCommand;
+    }
+  }
   size_t cr = in.find('\r', pos_ + 1);
   if (cr == std::string_view::npos || cr >= end) {
     if (in.size() - pos_ >= kMaxLengthLine) return Fail("length line too long");

@@ -16,11 +16,12 @@ void AppendLine(std::string* out, char type, std::string_view s) {
 }
 
 void AppendNumberLine(std::string* out, char type, int64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out->push_back(type);
-  out->append(buf, r.ptr);
-  out->append("\r\n");
+  char buf[24];  // type, up to 20 digits and a sign, CRLF
+  buf[0] = type;
+  char* end = std::to_chars(buf + 1, buf + sizeof buf - 2, v).ptr;
+  end[0] = '\r';
+  end[1] = '\n';
+  out->append(buf, end + 2);  // one append: one capacity check
 }
 
 }  // namespace
