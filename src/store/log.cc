@@ -677,14 +677,14 @@ Status Log::WriteOutLocked() {
   return Status::Ok();
 }
 
+Log::HeadView Log::Head() const {
+  std::lock_guard<std::mutex> lock(seg_mu_);
+  const Segment& h = segments_.back();
+  return HeadView{h.number, h.file, h.bytes};
+}
+
 Status Log::WriteUnwritten() {
-  std::shared_ptr<File> file;
-  uint64_t at;
-  {
-    std::lock_guard<std::mutex> lock(seg_mu_);
-    file = segments_.back().file;
-    at = segments_.back().bytes;
-  }
+  auto [number, file, at] = Head();
   Status error;
   size_t n;
   if (at + unwritten_.size() <= prepared_end_.load(std::memory_order_acquire)) {
@@ -728,16 +728,7 @@ Status Log::WriteUnwritten() {
 }
 
 Status Log::Rotate() {
-  std::shared_ptr<File> file;
-  {
-    std::lock_guard<std::mutex> lock(seg_mu_);
-    file = segments_.back().file;
-  }
-  uint64_t logical;
-  {
-    std::lock_guard<std::mutex> lock(seg_mu_);
-    logical = segments_.back().bytes;
-  }
+  auto [number, file, logical] = Head();
   SetPrepared(0, 0, 0);  // no more zeros into it
   {
     // Close the full segment: cut to its records (a reused file or prepared
@@ -903,14 +894,7 @@ void Log::PrepareLoop() {
 }
 
 bool Log::PrepareChunk() {
-  std::shared_ptr<File> file;
-  uint64_t number, at;
-  {
-    std::lock_guard<std::mutex> lock(seg_mu_);
-    number = segments_.back().number;
-    file = segments_.back().file;
-    at = segments_.back().bytes;
-  }
+  auto [number, file, at] = Head();
   if (!file) return false;
   std::lock_guard<std::mutex> lock(prepare_mu_);
   if (prepare_segment_ != number) return false;  // closing: never zeros after its records
@@ -941,14 +925,7 @@ Status Log::Room(uint64_t bytes, Need need) {
   if (!short_now && static_cast<int64_t>(end() + want) <= room_end_.load(std::memory_order_acquire)) {
     return Status::Ok();
   }
-  std::shared_ptr<File> file;
-  uint64_t number, head;
-  {
-    std::lock_guard<std::mutex> lock(seg_mu_);
-    number = segments_.back().number;
-    file = segments_.back().file;
-    head = segments_.back().bytes;
-  }
+  auto [number, file, head] = Head();
   // Appended and not yet written goes to the head too (a batch that passes
   // the segment's size is still written whole to it).
   uint64_t until = head + (end() - written()) + want;

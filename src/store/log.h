@@ -293,6 +293,13 @@ class Log {
   // REQUIRES: io_mu_.
   Status WriteOutLocked();
   Status WriteUnwritten();
+  // The segment being written, as it is now (under seg_mu_).
+  struct HeadView {
+    uint64_t number;
+    std::shared_ptr<File> file;
+    uint64_t bytes;
+  };
+  HeadView Head() const;
   Status Rotate();
   // REQUIRES: buf_mu_ (or recovery, before any thread).
   Account* AccountOf(uint64_t number);

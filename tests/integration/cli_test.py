@@ -22,7 +22,7 @@ import time
 import unittest
 
 import harness
-from harness import Server
+from harness import Server, closed_port
 
 OK, SERVER_ERROR, USAGE, EMPTY, UNAVAILABLE = 0, 1, 2, 3, 4
 
@@ -327,14 +327,6 @@ class ClientCommandsTest(CliTestBase):
         env = {"DELAYQ_SERVER": "127.0.0.1:1"}
         self.assertEqual(run_cli("ping", "--server", self.server.address, env=env).returncode, OK)
         self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class ConnectionFailureTest(unittest.TestCase):

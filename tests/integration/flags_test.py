@@ -21,17 +21,9 @@ import unittest
 import redis
 
 import harness
-from harness import Server, run_serve
+from harness import Server, closed_port, run_serve
 
 USAGE = 2
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run_cli(*args, env=None, cwd=None):

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -32,6 +33,15 @@ def recv_all(sock):
         if not chunk:
             return data
         data += chunk
+
+
+def closed_port():
+    """A loopback port nothing listens on (bound for a moment, then freed)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def wait_until(predicate, timeout=5.0, what="condition"):
