@@ -2,7 +2,7 @@
 """Redis CPU (or instructions) per job of each Redis-store script, inside Redis.
 
 Starts its own redis-server (no persistence) on a free loopback port, loads
-the scripts from src/redis/scripts/ as the server does (lib.lua spliced in, via
+the scripts from src/redis_store/scripts/ as the server does (lib.lua spliced in, via
 tests/redis/script_harness.py), and runs ROUNDS rounds of: add BATCH jobs (due
 at once, 100-byte bodies, one topic), reserve them all in one call, finish
 them all in one call, while IN_FLIGHT jobs of another topic stay reserved

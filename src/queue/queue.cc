@@ -4,8 +4,8 @@
 
 #include <future>
 
-#include "queue/local_queue.h"
-#include "queue/redis_queue.h"
+#include "local/local_queue.h"
+#include "redis_store/redis_queue.h"
 
 namespace delayq {
 

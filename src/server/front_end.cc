@@ -1,6 +1,6 @@
 #include "server/front_end.h"
 
-#include "queue/local_queue.h"
+#include "local/local_queue.h"
 
 #include <time.h>
 

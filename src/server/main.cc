@@ -22,7 +22,7 @@
 #include "common/log.h"
 #include "delayq/queue.h"
 #include "net/event_loop.h"
-#include "queue/local_queue.h"
+#include "local/local_queue.h"
 #include "server/http_server.h"
 #include "server/resp_server.h"
 

@@ -5,7 +5,7 @@
 // bookkeeping (rq::DueTimes, alone). Each test of a queue starts its own
 // redis-server (redis_harness.h) and uses the default 16 buckets; waits poll
 // with deadlines, nothing sleeps for time to pass.
-#include "queue/redis_queue.h"
+#include "redis_store/redis_queue.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -24,7 +24,7 @@
 
 #include "delayq/clock.h"
 #include "delayq/queue.h"
-#include "queue/redis_queue_ops.h"
+#include "redis_store/redis_queue_ops.h"
 #include "redis/redis_harness.h"
 
 namespace delayq {

@@ -1,5 +1,5 @@
 """Helpers for tests/redis/scripts_test.py: real redis-server processes and the
-delayq Lua scripts (src/redis/scripts/) behind a small typed client.
+delayq Lua scripts (src/redis_store/scripts/) behind a small typed client.
 
 Servers run on free loopback ports in temporary directories, are waited for by
 polling PING with a deadline (never a fixed sleep), and are stopped by PID.
@@ -16,7 +16,7 @@ import time
 import redis
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-SCRIPTS_DIR = os.path.join(REPO, 'src', 'redis', 'scripts')
+SCRIPTS_DIR = os.path.join(REPO, 'src', 'redis_store', 'scripts')
 INCLUDE_LINE = '--!include lib.lua'
 REDIS_SERVER = shutil.which('redis-server') or '/usr/bin/redis-server'
 REDIS_CLI = shutil.which('redis-cli') or '/usr/bin/redis-cli'

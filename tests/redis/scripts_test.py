@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Redis store's Lua scripts (src/redis/scripts/, docs/redis-store.md) against
+"""The Redis store's Lua scripts (src/redis_store/scripts/, docs/redis-store.md) against
 a real redis-server: every operation's semantics as the conformance suite states
 them for the engine (tests/conformance/), plus what only the Redis store has:
 promotion batches and next-due replies, wake-up publishes, memory per job and

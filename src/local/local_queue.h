@@ -26,8 +26,8 @@
 // sleeps until woken. With a manual clock it sleeps until the clock moves.
 // With QueueOptions::caller_loop there is no runner: the caller's event loop
 // polls the same three descriptors and calls RunDue (QueueDriver).
-#ifndef DELAYQ_QUEUE_LOCAL_QUEUE_H_
-#define DELAYQ_QUEUE_LOCAL_QUEUE_H_
+#ifndef DELAYQ_LOCAL_LOCAL_QUEUE_H_
+#define DELAYQ_LOCAL_LOCAL_QUEUE_H_
 
 #include <atomic>
 #include <memory>
@@ -38,7 +38,7 @@
 
 #include "delayq/queue.h"
 #include "engine/engine.h"
-#include "store/log.h"
+#include "log/log.h"
 
 namespace delayq {
 
@@ -174,4 +174,4 @@ class LocalQueue final : public Queue, private QueueDriver {
 
 }  // namespace delayq
 
-#endif  // DELAYQ_QUEUE_LOCAL_QUEUE_H_
+#endif  // DELAYQ_LOCAL_LOCAL_QUEUE_H_

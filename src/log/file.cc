@@ -1,4 +1,4 @@
-#include "store/file.h"
+#include "log/file.h"
 
 #include <dirent.h>
 #include <fcntl.h>

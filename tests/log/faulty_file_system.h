@@ -17,8 +17,8 @@
 //   fail_sync      every Sync fails with EIO
 //   sync_delay_us  every Sync takes this much longer: a slow disk
 // It also keeps the thread of the last Sync (last_sync_thread).
-#ifndef DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
-#define DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
+#ifndef DELAYQ_TESTS_LOG_FAULTY_FILE_SYSTEM_H_
+#define DELAYQ_TESTS_LOG_FAULTY_FILE_SYSTEM_H_
 
 #include <atomic>
 #include <memory>
@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/file.h"
+#include "log/file.h"
 
 namespace delayq::store {
 
@@ -155,4 +155,4 @@ class FaultyFileSystem final : public FileSystem {
 
 }  // namespace delayq::store
 
-#endif  // DELAYQ_TESTS_STORE_FAULTY_FILE_SYSTEM_H_
+#endif  // DELAYQ_TESTS_LOG_FAULTY_FILE_SYSTEM_H_

@@ -1,6 +1,6 @@
 // The ops of RedisQueue: how each call becomes script calls, and how their
 // replies become results. Formats: docs/redis-store.md.
-#include "queue/redis_queue_ops.h"
+#include "redis_store/redis_queue_ops.h"
 
 #include <xxhash.h>
 

@@ -1,4 +1,4 @@
-#include "store/log.h"
+#include "log/log.h"
 
 #include <sys/eventfd.h>
 #include <time.h>

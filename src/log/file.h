@@ -3,8 +3,8 @@
 // writes, ENOSPC, fsync errors, a crash at a chosen operation).
 //
 // Errors carry the path and strerror text; kUnavailable for every I/O error.
-#ifndef DELAYQ_STORE_FILE_H_
-#define DELAYQ_STORE_FILE_H_
+#ifndef DELAYQ_LOG_FILE_H_
+#define DELAYQ_LOG_FILE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -69,4 +69,4 @@ std::shared_ptr<FileSystem> PosixFileSystem();
 
 }  // namespace delayq::store
 
-#endif  // DELAYQ_STORE_FILE_H_
+#endif  // DELAYQ_LOG_FILE_H_

@@ -9,7 +9,7 @@
 //  - the subscriber turns wake messages into attempts and due times.
 // Waiters, pending ops and per-bucket due times live under mu_. Callbacks
 // are collected under mu_ and run after it is released.
-#include "queue/redis_queue.h"
+#include "redis_store/redis_queue.h"
 
 #include <algorithm>
 #include <charconv>
@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "common/log.h"
-#include "queue/redis_queue_ops.h"
+#include "redis_store/redis_queue_ops.h"
 #include "redis/url.h"
 
 namespace delayq {

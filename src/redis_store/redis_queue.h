@@ -65,8 +65,8 @@
 // working and recovers when Redis is back (the client layer reconnects with
 // backoff). A call that fails with kUnavailable after its command was sent
 // may or may not have taken effect.
-#ifndef DELAYQ_QUEUE_REDIS_QUEUE_H_
-#define DELAYQ_QUEUE_REDIS_QUEUE_H_
+#ifndef DELAYQ_REDIS_STORE_REDIS_QUEUE_H_
+#define DELAYQ_REDIS_STORE_REDIS_QUEUE_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -301,4 +301,4 @@ class RedisQueue final : public Queue {
 
 }  // namespace delayq
 
-#endif  // DELAYQ_QUEUE_REDIS_QUEUE_H_
+#endif  // DELAYQ_REDIS_STORE_REDIS_QUEUE_H_

@@ -1,4 +1,4 @@
-#include "store/log_format.h"
+#include "log/log_format.h"
 
 #include <xxhash.h>
 

@@ -13,8 +13,8 @@
 // dispatcher's, or the caller's for an op run inline). Context is shared by
 // every thread of one queue: its fields are constant after Open except
 // due (written by the queue under its mutex), ready_events and seq_floor.
-#ifndef DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
-#define DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
+#ifndef DELAYQ_REDIS_STORE_REDIS_QUEUE_OPS_H_
+#define DELAYQ_REDIS_STORE_REDIS_QUEUE_OPS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -47,7 +47,7 @@ inline constexpr uint32_t kMaxBuckets = 16384;
 inline constexpr uint32_t kClusterBuckets = 16;
 inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
 
-// The scripts of src/redis/scripts/, embedded at build time.
+// The scripts of src/redis_store/scripts/, embedded at build time.
 enum class Lua : uint8_t {
   kInit,
   kAdd,
@@ -417,4 +417,4 @@ class ReserveGroup final : public Op {
 
 }  // namespace delayq::rq
 
-#endif  // DELAYQ_QUEUE_REDIS_QUEUE_OPS_H_
+#endif  // DELAYQ_REDIS_STORE_REDIS_QUEUE_OPS_H_

@@ -62,8 +62,8 @@
 // Thread-safety: Append*, WriteOut and the segment calls are made by one
 // owner at a time (the queue's mutex); positions and health() may be read by
 // any thread; the sync thread is the log's own.
-#ifndef DELAYQ_STORE_LOG_H_
-#define DELAYQ_STORE_LOG_H_
+#ifndef DELAYQ_LOG_LOG_H_
+#define DELAYQ_LOG_LOG_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -79,8 +79,8 @@
 
 #include "delayq/status.h"
 #include "engine/journal.h"
-#include "store/file.h"
-#include "store/log_format.h"
+#include "log/file.h"
+#include "log/log_format.h"
 
 namespace delayq::store {
 
@@ -418,4 +418,4 @@ class Log {
 
 }  // namespace delayq::store
 
-#endif  // DELAYQ_STORE_LOG_H_
+#endif  // DELAYQ_LOG_LOG_H_

@@ -1,4 +1,4 @@
-#include "queue/local_queue.h"
+#include "local/local_queue.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

@@ -9,8 +9,8 @@
 // XXH3-64, seeded with the segment number, over the length, type and payload
 // bytes. Payloads use LEB128
 // varints (signed values zigzag-encoded) and strings as varint length + bytes.
-#ifndef DELAYQ_STORE_LOG_FORMAT_H_
-#define DELAYQ_STORE_LOG_FORMAT_H_
+#ifndef DELAYQ_LOG_LOG_FORMAT_H_
+#define DELAYQ_LOG_LOG_FORMAT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -94,4 +94,4 @@ size_t PutBytes(const engine::JobImage& job);
 
 }  // namespace delayq::store
 
-#endif  // DELAYQ_STORE_LOG_FORMAT_H_
+#endif  // DELAYQ_LOG_LOG_FORMAT_H_

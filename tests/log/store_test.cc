@@ -19,9 +19,9 @@
 
 #include "delayq/queue.h"
 #include "gtest/gtest.h"
-#include "queue/local_queue.h"
-#include "store/faulty_file_system.h"
-#include "store/log_format.h"
+#include "local/local_queue.h"
+#include "log/faulty_file_system.h"
+#include "log/log_format.h"
 
 namespace delayq::store {
 namespace {
