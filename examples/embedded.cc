@@ -35,9 +35,9 @@ int main(int argc, char** argv) {
     return Usage(argv[0], complaint.c_str());
   }
   delayq::QueueOptions options;
-  options.store = "embedded";  // {} alone: store "memory", nothing kept
+  options.store = delayq::StoreKind::kEmbedded;  // {} alone: kMemory, nothing kept
   options.data_dir = argc > 1 ? argv[1] : "example-data";
-  options.fsync = "always";  // each call returns once its change is on disk
+  options.fsync = delayq::FsyncPolicy::kAlways;  // each call returns once its change is on disk
   auto queue = delayq::OpenQueue(options);
   if (!queue.ok()) {
     std::fprintf(stderr, "open: %s\n", queue.status().ToString().c_str());

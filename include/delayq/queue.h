@@ -11,6 +11,11 @@
 // Waiting without a thread per waiter: ReserveAsync registers a callback and
 // returns at once, so a server can hold thousands of long-polls. Reserve() is
 // the blocking convenience built on it.
+//
+// This header is the application's API. What a server needs beyond it (the
+// asynchronous forms of every call, a driver for its event loop, the store's
+// own figures) is the internal ServingQueue (src/serving), which every store
+// implements.
 #ifndef DELAYQ_QUEUE_H_
 #define DELAYQ_QUEUE_H_
 
@@ -23,13 +28,10 @@
 
 #include "delayq/clock.h"
 #include "delayq/job.h"
+#include "delayq/options.h"
 #include "delayq/status.h"
 
 namespace delayq {
-
-namespace store {
-class FileSystem;
-}
 
 inline constexpr uint32_t kMaxReserveCount = 1000;
 inline constexpr size_t kMaxReserveTopics = 100;
@@ -90,40 +92,6 @@ struct QueueStats {
   uint64_t kicked = 0;
 };
 
-// How an event-driven program (delayq serve) runs a queue's timers on its own
-// loop thread instead of a thread of the queue's: it polls PollFds() with its
-// other file descriptors and calls RunDue() when one is readable. Due jobs
-// then reach waiting reserves without a hop through another thread.
-class QueueDriver {
- public:
-  virtual ~QueueDriver() = default;
-  // Readable (level-triggered) whenever the queue has timing work to do.
-  virtual std::vector<int> PollFds() const = 0;
-  // Runs what is due, answers the waits that ended, and re-arms the timers.
-  // Call from one thread: when a PollFds() fd is readable, and once at start.
-  virtual void RunDue() = 0;
-  // Whether a timer deadline has passed, read without a system call: a busy
-  // loop asks between connections, to run RunDue without waiting for its
-  // turn to end. May say false for work a PollFds() fd will announce anyway.
-  virtual bool MaybeDue() const = 0;
-
-  // Durability, for a store with a log ("embedded"); a store without one
-  // keeps these defaults. A reply to a call may go out once Released() has
-  // reached the Mark() read after the call, and not before. Flush() ends a
-  // loop turn: it writes what the turn's calls changed, together (and with
-  // fsync always starts the fdatasync that will release them; a PollFds()
-  // fd says when it has). Failed(): the store can no longer make changes
-  // durable, so what waits for Released() never gets it.
-  virtual uint64_t Mark() const { return 0; }
-  virtual uint64_t Released() const { return 0; }
-  virtual void Flush() {}
-  // Flush() for a loop with nothing else ready, which would sleep next: with
-  // fsync always the store may run the fdatasync here, on the caller's
-  // thread, sparing two thread wake-ups (Released() has then moved).
-  virtual void FlushIdle() { Flush(); }
-  virtual bool Failed() const { return false; }
-};
-
 class Queue {
  public:
   virtual ~Queue() = default;
@@ -152,14 +120,9 @@ class Queue {
   // if it has already run or is running now.
   virtual bool CancelReserve(uint64_t ticket) = 0;
 
-  // Withdraws a waiting reserve whose caller will not wait to learn whether
-  // it already took jobs (a client that left). If it did, `done` still gets
-  // them, later, and must give them back; else `done` may run with none or
-  // never. Never blocks. By default: CancelReserve.
-  virtual void AbandonReserve(uint64_t ticket) { (void)CancelReserve(ticket); }
-
   // Gives back a job whose delivery never reached its client (a server whose
-  // connection closed before the reply was written): ready again at once, in
+  // connection closed before the reply was written), or that its worker
+  // never began (a worker stopping with jobs still in hand): ready again at once, in
   // its place in line (run_at kept), and the delivery is not counted, so
   // attempts and max_attempts are as before it. last_error is unchanged. The
   // receipt is required: only the delivery that went astray is undone. The
@@ -223,93 +186,12 @@ class Queue {
   virtual Result<TopicInfo> Topic(std::string_view topic) = 0;
   virtual Result<QueueStats> Stats() = 0;
 
-  // Non-null when the queue was opened with QueueOptions::caller_loop: the
-  // caller must drive its timers (see QueueDriver). Owned by the queue.
-  virtual QueueDriver* driver() { return nullptr; }
-
-  // --- Asynchronous forms of the changes on a job's way -------------------
-  // For a caller that serves many clients on one thread (`delayq serve`): each
-  // returns at once and runs `done` exactly once with what the blocking form
-  // would have returned, inside the call or later on a thread of the queue's
-  // own, under the same rules as a ReserveAsync callback. A store that waits
-  // on the network (Redis) answers later, and batches the calls of many
-  // callers into one round trip; the in-process queue answers inside the
-  // call. Arguments are copied before the call returns: views need not
-  // outlive it. Default: the blocking form, then `done`.
-  using AddCallback = std::function<void(Result<AddResult>)>;
-  using StatusCallback = std::function<void(Status)>;
-  virtual void AddAsync(const JobSpec& spec, AddCallback done);
-  virtual void FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done);
-  virtual void DeleteAsync(std::string_view id, StatusCallback done);
-  virtual void ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
-                            std::string_view error, StatusCallback done);
-  virtual void TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done);
-  virtual void BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
-                         StatusCallback done);
-  virtual void UnreserveAsync(std::string_view id, std::string_view receipt, StatusCallback done);
-  // The same for reads and the calls on topics, so a server's thread never
-  // waits for the network on a client's behalf.
-  using JobCallback = std::function<void(Result<JobInfo>)>;
-  using CountCallback = std::function<void(Result<uint64_t>)>;
-  using TopicsCallback = std::function<void(Result<std::vector<TopicInfo>>)>;
-  using TopicCallback = std::function<void(Result<TopicInfo>)>;
-  using StatsCallback = std::function<void(Result<QueueStats>)>;
-  virtual void GetAsync(std::string_view id, JobCallback done);
-  virtual void PeekAsync(std::string_view topic, JobState state, JobCallback done);
-  virtual void KickAsync(std::string_view id, StatusCallback done);
-  virtual void KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done);
-  virtual void PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done);
-  virtual void ResumeAsync(std::string_view topic, StatusCallback done);
-  virtual void TopicsAsync(TopicsCallback done);
-  virtual void TopicAsync(std::string_view topic, TopicCallback done);
-  virtual void StatsAsync(StatsCallback done);
-
  protected:
   Queue() = default;
 };
 
-struct QueueOptions {
-  // "embedded": in-process, kept in a durable log in data_dir (SPEC §2).
-  // "redis": kept in Redis or Redis Cluster (redis_url), shared by every
-  // server and application that opens the same URL and prefix.
-  // "memory": in-process, nothing kept across restarts. Default: "memory".
-  std::string store = "memory";
-  // "redis": redis://[[user]:password@]host:port[,host:port...][/db]; a
-  // cluster is detected. Default: "redis://127.0.0.1:6379".
-  std::string redis_url = "redis://127.0.0.1:6379";
-  // "redis": the prefix of every key, so deployments can share one Redis.
-  // Default: "delayq".
-  std::string redis_prefix = "delayq";
-  // "redis": buckets the jobs are spread over (each one slot of a cluster);
-  // fixed when a prefix is first used. 0 (the default): the count the
-  // prefix was first used with, or, for a new prefix, 1 on a standalone
-  // Redis (every round then costs one script call per kind) and 16 on a
-  // cluster (spread over its masters).
-  uint32_t redis_buckets = 0;
-  // "embedded": the directory of its log, created if missing; one queue at
-  // a time may use it. Default: "data".
-  std::string data_dir = "data";
-  // "embedded": when a change counts as done (SPEC §4). "always": once an
-  // fdatasync covers it (calls block until then, sharing fdatasyncs);
-  // "everysec": once written (survives a killed process; an fdatasync each
-  // second bounds a power loss); "never": once written, synced by the OS.
-  // Default: "everysec".
-  std::string fsync = "everysec";
-  // "embedded": a log segment is closed at this size. Default: 64 MiB.
-  uint64_t segment_bytes = 64 << 20;
-  // "embedded": where files are reached; tests wrap it to inject failures.
-  // Default: the real file system.
-  std::shared_ptr<store::FileSystem> file_system;
-  // Default: SystemClock().
-  std::shared_ptr<Clock> clock;
-  Limits limits;
-  // false: the queue runs its timers on a thread of its own. true: it starts
-  // no thread; the caller drives it through Queue::driver(). Default: false.
-  bool caller_loop = false;
-};
-
-// Opens a queue; "embedded" first recovers every job from its log.
-// Errors: kInvalidArgument for an unknown store or bad option; kUnavailable
+// Opens a queue; StoreKind::kEmbedded first recovers every job from its log.
+// Errors: kInvalidArgument for a bad option; kUnavailable
 // when the store cannot be reached (a data directory that cannot be made,
 // read or locked); kInternal for a damaged log (file, offset and why).
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options);

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <unordered_map>
 
 #include "common/log.h"
@@ -68,17 +69,16 @@ class LocalQueue::LogJournal final : public engine::Journal {
 };
 
 Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& options,
+                                                        std::shared_ptr<store::FileSystem> fs,
                                                         engine::Engine& engine,
                                                         store::RecoveryReport* report,
                                                         uint64_t* live_bytes) {
   store::LogOptions lo;
   lo.dir = options.data_dir;
-  if (!store::ParseFsyncPolicy(options.fsync, &lo.fsync)) {
-    return InvalidArgument("fsync: '" + options.fsync + "' is not always, everysec or never");
-  }
+  lo.fsync = options.fsync;
   if (options.segment_bytes < 4096) return InvalidArgument("segment_bytes: at least 4096");
   lo.segment_bytes = options.segment_bytes;
-  lo.fs = options.file_system;
+  lo.fs = std::move(fs);
   uint64_t live = 0;
   auto replay = [&](const store::Record& rec) -> Status {
     engine::JobImage old;
@@ -115,7 +115,9 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
   return log;
 }
 
-Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options) {
+Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options,
+                                                     bool caller_loop,
+                                                     std::shared_ptr<store::FileSystem> fs) {
   engine::EngineOptions eo;
   eo.clock = options.clock ? options.clock : SystemClock();
   eo.limits = options.limits;
@@ -125,8 +127,8 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   store::RecoveryReport report;
   uint64_t live = 0;
   auto started = std::chrono::steady_clock::now();
-  if (options.store == "embedded") {
-    auto opened = OpenLog(options, **engine, &report, &live);
+  if (options.store == StoreKind::kEmbedded) {
+    auto opened = OpenLog(options, std::move(fs), **engine, &report, &live);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
   }
@@ -143,7 +145,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   }
   auto q = std::unique_ptr<LocalQueue>(new LocalQueue(std::move(engine).value(), std::move(log),
                                                       eo.clock, wake, wall, mono,
-                                                      options.caller_loop));
+                                                      caller_loop));
   q->recovery_ = report;
   q->recovery_seconds_ = seconds;
   q->live_bytes_.store(live);
@@ -459,7 +461,50 @@ LocalQueue::StoreStats LocalQueue::store_stats() {
 }
 
 std::string_view LocalQueue::fsync_policy() const {
-  return log_ ? store::FsyncPolicyName(log_->policy()) : std::string_view("none");
+  return log_ ? FsyncPolicyName(log_->policy()) : std::string_view("none");
+}
+
+StoreFigures LocalQueue::Figures() {
+  if (log_ == nullptr) return {};
+  StoreStats st = store_stats();
+  return {
+      {
+          {"log_writes", st.log.writes},
+          {"log_syncs", st.log.syncs},
+          {"log_bytes", st.log.appended_bytes},
+          {"disk_bytes", st.log.disk_bytes},
+          {"log_segments", st.log.segments},
+          {"live_bytes", st.live_bytes},
+          {"rewritten_bytes", st.log.rewritten_bytes},
+          {"removed_segments", st.log.removed_segments},
+          {"reused_files", st.log.reused_files},
+          {"recovered_records", st.recovery.records},
+          {"recovery_ms", static_cast<uint64_t>(st.recovery_seconds * 1000 + 0.5)},
+          {"recovery_torn_records", st.recovery.torn_records},
+          {"recovery_torn_bytes", st.recovery.torn_bytes},
+          {"store_failing", st.failing ? 1u : 0u},
+          {"store_disk_full", st.log.short_of_space ? 1u : 0u},
+          {"refused_changes", st.refused_changes},
+          {"log_write_failures", st.log.write_failures},
+          {"log_room_failures", st.log.room_failures},
+      },
+      st.health,
+      st.failed,
+  };
+}
+
+std::string LocalQueue::OpenedSummary() {
+  if (log_ == nullptr) return {};
+  uint64_t jobs = 0;
+  if (auto stats = Stats(); stats.ok()) jobs = stats->jobs;
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "recovered %llu jobs from %llu records in %llu segments (%.1f MB) in %.3f s",
+                static_cast<unsigned long long>(jobs),
+                static_cast<unsigned long long>(recovery_.records),
+                static_cast<unsigned long long>(recovery_.segments), recovery_.bytes / 1e6,
+                recovery_seconds_);
+  return line;
 }
 
 // --- the Queue operations: each is one engine call ---------------------------

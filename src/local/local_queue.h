@@ -39,14 +39,20 @@
 #include "delayq/queue.h"
 #include "engine/engine.h"
 #include "log/log.h"
+#include "serving/serving_queue.h"
 
 namespace delayq {
 
-class LocalQueue final : public Queue, private QueueDriver {
+class LocalQueue final : public ServingQueue, private QueueDriver {
  public:
-  // Errors: as engine::Engine::Create; kInternal if the runner's file
-  // descriptors cannot be made.
-  static Result<std::unique_ptr<LocalQueue>> Open(const QueueOptions& options);
+  // Stores kMemory and kEmbedded. caller_loop: no runner thread, the caller
+  // drives the timers (driver()). fs: where the log's files are reached
+  // (null: the real file system). Errors: as engine::Engine::Create;
+  // kInternal if the runner's file descriptors cannot be made; as
+  // store::Log::Open.
+  static Result<std::unique_ptr<LocalQueue>> Open(const QueueOptions& options,
+                                                  bool caller_loop = false,
+                                                  std::shared_ptr<store::FileSystem> fs = nullptr);
   // Stops the runner; reserves still waiting are answered kUnavailable.
   ~LocalQueue() override;
 
@@ -70,6 +76,10 @@ class LocalQueue final : public Queue, private QueueDriver {
   Result<TopicInfo> Topic(std::string_view topic) override;
   Result<QueueStats> Stats() override;
   QueueDriver* driver() override { return runner_.joinable() ? nullptr : this; }
+  // Embedded: the log's figures (log_writes, log_syncs, ...) and health.
+  StoreFigures Figures() override;
+  // Embedded: what recovery found.
+  std::string OpenedSummary() override;
 
   // Embedded only: the log's figures, compaction's, and what recovery found.
   struct StoreStats {
@@ -110,6 +120,7 @@ class LocalQueue final : public Queue, private QueueDriver {
              std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd,
              bool caller_loop);
   static Result<std::unique_ptr<store::Log>> OpenLog(const QueueOptions& options,
+                                                     std::shared_ptr<store::FileSystem> fs,
                                                      engine::Engine& engine,
                                                      store::RecoveryReport* report,
                                                      uint64_t* live_bytes);

@@ -62,31 +62,6 @@ uint64_t ParseSegmentName(const std::string& name) {
 
 }  // namespace
 
-bool ParseFsyncPolicy(std::string_view name, FsyncPolicy* policy) {
-  if (name == "always") {
-    *policy = FsyncPolicy::kAlways;
-  } else if (name == "everysec") {
-    *policy = FsyncPolicy::kEverySec;
-  } else if (name == "never") {
-    *policy = FsyncPolicy::kNever;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-std::string_view FsyncPolicyName(FsyncPolicy policy) {
-  switch (policy) {
-    case FsyncPolicy::kAlways:
-      return "always";
-    case FsyncPolicy::kEverySec:
-      return "everysec";
-    case FsyncPolicy::kNever:
-      return "never";
-  }
-  return "?";
-}
-
 std::string Log::SparePath() const { return options_.dir + "/" + std::string(kSpareName); }
 
 std::string Log::SegmentName(uint64_t number) {

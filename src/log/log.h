@@ -77,14 +77,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "delayq/options.h"
 #include "delayq/status.h"
 #include "engine/journal.h"
 #include "log/file.h"
 #include "log/log_format.h"
 
 namespace delayq::store {
-
-enum class FsyncPolicy { kAlways, kEverySec, kNever };
 
 // A lock for a few hundred nanoseconds at most (BasicLockable).
 class SpinLock {
@@ -104,13 +103,9 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-// "always", "everysec", "never"; nullopt-like false for anything else.
-bool ParseFsyncPolicy(std::string_view name, FsyncPolicy* policy);
-std::string_view FsyncPolicyName(FsyncPolicy policy);
-
 struct LogOptions {
   std::string dir;  // created if missing
-  FsyncPolicy fsync = FsyncPolicy::kEverySec;
+  FsyncPolicy fsync = FsyncPolicy::kEverySec;  // delayq/options.h
   uint64_t segment_bytes = 64 << 20;
   // Zeros are written this far ahead of the appends, this much at a time
   // (see "Preparing space"); 0: none. Default: 1 MiB.

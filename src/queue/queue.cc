@@ -1,10 +1,11 @@
 // The parts of the Queue interface that every implementation shares: the
-// blocking Reserve built on ReserveAsync, and the OpenQueue factory.
+// blocking Reserve built on ReserveAsync, and the factories over every store.
 #include "delayq/queue.h"
 
 #include <future>
 
 #include "local/local_queue.h"
+#include "queue/open.h"
 #include "redis_store/redis_queue.h"
 
 namespace delayq {
@@ -16,54 +17,28 @@ Result<Deliveries> Queue::Reserve(const ReserveRequest& req) {
   return future.get();
 }
 
-void Queue::AddAsync(const JobSpec& spec, AddCallback done) { done(Add(spec)); }
-void Queue::FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
-  done(Finish(id, receipt));
+Result<std::unique_ptr<ServingQueue>> OpenServingQueue(const QueueOptions& options,
+                                                       const OpenOptions& open) {
+  switch (options.store) {
+    case StoreKind::kMemory:
+    case StoreKind::kEmbedded: {
+      auto q = LocalQueue::Open(options, open.caller_loop, open.file_system);
+      if (!q.ok()) return q.status();
+      return std::unique_ptr<ServingQueue>(std::move(q).value());
+    }
+    case StoreKind::kRedis: {
+      auto q = RedisQueue::Open(options);
+      if (!q.ok()) return q.status();
+      return std::unique_ptr<ServingQueue>(std::move(q).value());
+    }
+  }
+  return InvalidArgument("store: not one of embedded, memory, redis");
 }
-void Queue::DeleteAsync(std::string_view id, StatusCallback done) { done(Delete(id)); }
-void Queue::ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
-                         std::string_view error, StatusCallback done) {
-  done(Release(id, receipt, delay_ms, error));
-}
-void Queue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
-  done(Touch(id, receipt));
-}
-void Queue::BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
-                      StatusCallback done) {
-  done(Bury(id, receipt, reason));
-}
-void Queue::UnreserveAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
-  done(Unreserve(id, receipt));
-}
-void Queue::GetAsync(std::string_view id, JobCallback done) { done(Get(id)); }
-void Queue::PeekAsync(std::string_view topic, JobState state, JobCallback done) {
-  done(Peek(topic, state));
-}
-void Queue::KickAsync(std::string_view id, StatusCallback done) { done(Kick(id)); }
-void Queue::KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done) {
-  done(KickTopic(topic, n));
-}
-void Queue::PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done) {
-  done(Pause(topic, duration_ms));
-}
-void Queue::ResumeAsync(std::string_view topic, StatusCallback done) { done(Resume(topic)); }
-void Queue::TopicsAsync(TopicsCallback done) { done(Topics()); }
-void Queue::TopicAsync(std::string_view topic, TopicCallback done) { done(Topic(topic)); }
-void Queue::StatsAsync(StatsCallback done) { done(Stats()); }
 
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options) {
-  if (options.store == "memory" || options.store == "embedded") {
-    auto q = LocalQueue::Open(options);
-    if (!q.ok()) return q.status();
-    return std::unique_ptr<Queue>(std::move(q).value());
-  }
-  if (options.store == "redis") {
-    auto q = RedisQueue::Open(options);
-    if (!q.ok()) return q.status();
-    return std::unique_ptr<Queue>(std::move(q).value());
-  }
-  return InvalidArgument("store: '" + options.store +
-                         "' is not supported (use \"embedded\", \"memory\" or \"redis\")");
+  auto q = OpenServingQueue(options);
+  if (!q.ok()) return q.status();
+  return std::unique_ptr<Queue>(std::move(q).value());
 }
 
 }  // namespace delayq

@@ -234,6 +234,11 @@ RedisQueue::DispatchStats RedisQueue::dispatch_stats() const {
   return dispatch_stats_;
 }
 
+StoreFigures RedisQueue::Figures() {
+  DispatchStats d = dispatch_stats();
+  return {{{"redis_rounds", d.rounds}, {"redis_commands", d.commands}, {"redis_ops", d.ops}}};
+}
+
 // --- running ops ---------------------------------------------------------------------
 
 void RedisQueue::Submit(std::unique_ptr<rq::Op> op, bool wait) {

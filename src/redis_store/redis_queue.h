@@ -83,6 +83,7 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "serving/serving_queue.h"
 #include "redis/client.h"
 #include "redis/subscriber.h"
 
@@ -98,7 +99,7 @@ struct Attempt;
 struct Context;
 }  // namespace rq
 
-class RedisQueue final : public Queue {
+class RedisQueue final : public ServingQueue {
  public:
   // Connects (QueueOptions::redis_url), runs the `init` script on every
   // bucket (writing format and bucket count on first use of the prefix),
@@ -138,6 +139,9 @@ class RedisQueue final : public Queue {
   Result<std::vector<TopicInfo>> Topics() override;
   Result<TopicInfo> Topic(std::string_view topic) override;
   Result<QueueStats> Stats() override;
+  // What the dispatcher has done: redis_rounds, redis_commands, redis_ops
+  // (DispatchStats).
+  StoreFigures Figures() override;
 
   void AddAsync(const JobSpec& spec, AddCallback done) override;
   void FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) override;

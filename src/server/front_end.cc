@@ -1,7 +1,5 @@
 #include "server/front_end.h"
 
-#include "local/local_queue.h"
-
 #include <time.h>
 
 #include <algorithm>
@@ -35,7 +33,7 @@ FrontEnd::Awaiting& FrontEnd::awaiting() {
   return a;
 }
 
-FrontEnd::FrontEnd(net::EventLoop* loop, Queue* queue, bool pipelining)
+FrontEnd::FrontEnd(net::EventLoop* loop, ServingQueue* queue, bool pipelining)
     : loop_(loop),
       queue_(queue),
       driver_(queue->driver()),
@@ -262,36 +260,12 @@ void FrontEnd::OnDrain(net::Connection& c) {
 }
 
 std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const {
-  auto* local = dynamic_cast<LocalQueue*>(queue_);
-  if (local == nullptr || !local->embedded()) return {};
-  LocalQueue::StoreStats st = local->store_stats();
-  return {
-      {"log_writes", st.log.writes},
-      {"log_syncs", st.log.syncs},
-      {"log_bytes", st.log.appended_bytes},
-      {"disk_bytes", st.log.disk_bytes},
-      {"log_segments", st.log.segments},
-      {"live_bytes", st.live_bytes},
-      {"rewritten_bytes", st.log.rewritten_bytes},
-      {"removed_segments", st.log.removed_segments},
-      {"reused_files", st.log.reused_files},
-      {"recovered_records", st.recovery.records},
-      {"recovery_ms", static_cast<uint64_t>(st.recovery_seconds * 1000 + 0.5)},
-      {"recovery_torn_records", st.recovery.torn_records},
-      {"recovery_torn_bytes", st.recovery.torn_bytes},
-      {"store_failing", st.failing ? 1u : 0u},
-      {"store_disk_full", st.log.short_of_space ? 1u : 0u},
-      {"refused_changes", st.refused_changes},
-      {"log_write_failures", st.log.write_failures},
-      {"log_room_failures", st.log.room_failures},
-  };
+  return queue_->Figures().fields;
 }
 
 FrontEnd::StoreHealth FrontEnd::Health() const {
-  auto* local = dynamic_cast<LocalQueue*>(queue_);
-  if (local == nullptr || !local->embedded()) return {};
-  LocalQueue::StoreStats st = local->store_stats();
-  return {st.health, st.failed};
+  StoreFigures f = queue_->Figures();
+  return {std::move(f.health), f.failed};
 }
 
 std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::SharedStatsFields() const {

@@ -1,5 +1,6 @@
 // FrontEnd: what the HTTP and RESP front ends share on top of net::TcpServer
-// — a Queue, and reserves that may have to wait.
+// — a ServingQueue (any store: the front ends never ask which), and reserves
+// that may have to wait.
 //
 // A reserve is one Queue::ReserveAsync. Its answer may come inside that call
 // (jobs were ready), later from the queue's own thread (a job fell due), or
@@ -55,13 +56,13 @@
 #include <string>
 #include <type_traits>
 
-#include "delayq/queue.h"
-#include "net/event_loop.h"
 #include <utility>
 #include <vector>
 
+#include "net/event_loop.h"
 #include "net/tcp_server.h"
 #include "server/lateness.h"
+#include "serving/serving_queue.h"
 
 namespace delayq::server {
 
@@ -126,17 +127,13 @@ class FrontEnd : public net::TcpHandler {
   static constexpr size_t kMaxInFlight = 1024;
 
   // pipelining: see the header comment.
-  FrontEnd(net::EventLoop* loop, Queue* queue, bool pipelining = false);
+  FrontEnd(net::EventLoop* loop, ServingQueue* queue, bool pipelining = false);
   // Pipelining: whether the request about to run (a RESERVE or not) must
   // wait for those in flight. If so, parks c: call again for the same request
   // once c is resumed.
   bool HoldBack(net::Connection& c, bool is_reserve);
-  // The embedded store's figures for STATS (empty for other stores):
-  // log_writes, log_syncs, log_bytes, disk_bytes, log_segments, live_bytes,
-  // rewritten_bytes, removed_segments, reused_files, recovered_records, recovery_ms,
-  // store_failing (1 while the log cannot write), store_disk_full (1 while
-  // adds are refused for want of space), refused_changes, log_write_failures,
-  // log_room_failures (counts since start).
+  // The store's own figures for STATS (ServingQueue::Figures): the
+  // embedded store's log, the Redis store's rounds, none for memory.
   std::vector<std::pair<std::string_view, uint64_t>> StoreFields() const;
 
   // Binds the listener; call once from the subclass's factory.
@@ -153,7 +150,7 @@ class FrontEnd : public net::TcpHandler {
   // a body more than RESP does (JSON escaping) gives less.
   virtual uint64_t ReserveByteBudget() const;
 
-  // Makes a queue call that answers through a callback (Queue::AddAsync,
+  // Makes a queue call that answers through a callback (ServingQueue::AddAsync,
   // FinishAsync, ...): `call(done)` starts it, `Answer{}(*this, c, result)`
   // writes the reply (Answer: a type without state). Answered inside the call (the
   // in-process stores), the reply is written at once; answered later (Redis),
@@ -169,7 +166,7 @@ class FrontEnd : public net::TcpHandler {
   void OnDrain(net::Connection& c) override;
 
   net::EventLoop* loop_;
-  Queue* queue_;
+  ServingQueue* queue_;
   // The queue's driver when the loop drives it (its Mark() says how far the
   // log's changes go), else null.
   QueueDriver* const driver_;

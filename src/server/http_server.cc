@@ -435,7 +435,7 @@ class HttpServer::Api {
 
 // --- connections -------------------------------------------------------------------
 
-Result<std::unique_ptr<HttpServer>> HttpServer::Create(net::EventLoop* loop, Queue* queue,
+Result<std::unique_ptr<HttpServer>> HttpServer::Create(net::EventLoop* loop, ServingQueue* queue,
                                                        HttpServerOptions options) {
   net::TcpServerOptions tcp = options.tcp;
   auto server = std::unique_ptr<HttpServer>(new HttpServer(loop, queue, std::move(options)));
@@ -443,7 +443,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(net::EventLoop* loop, Que
   return server;
 }
 
-HttpServer::HttpServer(net::EventLoop* loop, Queue* queue, HttpServerOptions options)
+HttpServer::HttpServer(net::EventLoop* loop, ServingQueue* queue, HttpServerOptions options)
     : FrontEnd(loop, queue), options_(std::move(options)), api_(std::make_unique<Api>(this)) {
   AppendResponse(&busy_reply_, 503, kJson,
                  ErrorJson("unavailable", "max number of connections reached"),
@@ -598,7 +598,7 @@ void HttpServer::Api::Handle(Connection& c, const http::Request& req) {
     if (what == "jobs" && p.size() == 3) {
       if (get) return GetJob(c, p[2]);
       if (m == http::Method::kDelete) {
-        return AwaitOk(c, [&](Queue::StatusCallback done) {
+        return AwaitOk(c, [&](ServingQueue::StatusCallback done) {
           s_->queue_->DeleteAsync(p[2], std::move(done));
         });
       }
@@ -659,7 +659,7 @@ void HttpServer::Api::AddJob(Connection& c, std::string_view body) {
   if (max_attempts) spec.max_attempts = static_cast<uint32_t>(*max_attempts);
   Park(c);
   s_->Await<Result<AddResult>, AnswerAdd>(
-      c, [&](Queue::AddCallback done) { s_->queue_->AddAsync(spec, std::move(done)); });
+      c, [&](ServingQueue::AddCallback done) { s_->queue_->AddAsync(spec, std::move(done)); });
 }
 
 void HttpServer::Api::Added(Connection& c, const Result<AddResult>& r) {
@@ -748,7 +748,7 @@ void HttpServer::Api::AnswerReserve(Connection& c, const Result<Deliveries>& r) 
 // POST /v1/jobs/{id}/finish|release|touch|bury|kick
 void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::string_view action,
                                 std::string_view body) {
-  Queue& q = *s_->queue_;
+  ServingQueue& q = *s_->queue_;
   JsonFields f;
   std::optional<std::string> receipt, error;
   Status st;
@@ -757,7 +757,7 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
     if (st.ok()) st = f.String("receipt", &receipt);
     if (!st.ok()) return Error(c, st);
     std::string_view r = receipt ? std::string_view(*receipt) : std::string_view();
-    return AwaitOk(c, [&](Queue::StatusCallback done) {
+    return AwaitOk(c, [&](ServingQueue::StatusCallback done) {
       if (action == "finish") {
         q.FinishAsync(id, r, std::move(done));
       } else {
@@ -772,7 +772,7 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
     if (st.ok()) st = f.Int("delay_ms", 0, kMaxDelayMs, &delay);
     if (st.ok()) st = f.String("error", &error);
     if (!st.ok()) return Error(c, st);
-    return AwaitOk(c, [&](Queue::StatusCallback done) {
+    return AwaitOk(c, [&](ServingQueue::StatusCallback done) {
       q.ReleaseAsync(id, receipt.value_or(""), delay.value_or(0), error.value_or(""),
                      std::move(done));
     });
@@ -783,14 +783,14 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
     if (st.ok()) st = f.String("reason", &error);
     if (st.ok() && !error) st = f.String("error", &error);
     if (!st.ok()) return Error(c, st);
-    return AwaitOk(c, [&](Queue::StatusCallback done) {
+    return AwaitOk(c, [&](ServingQueue::StatusCallback done) {
       q.BuryAsync(id, receipt.value_or(""), error.value_or(""), std::move(done));
     });
   }
   if (action == "kick") {
     st = f.Parse(parser_, body, {});
     if (!st.ok()) return Error(c, st);
-    return AwaitOk(c, [&](Queue::StatusCallback done) { q.KickAsync(id, std::move(done)); });
+    return AwaitOk(c, [&](ServingQueue::StatusCallback done) { q.KickAsync(id, std::move(done)); });
   }
   Error(c, Status(Code::kNotFound,
                   "no such endpoint: POST /v1/jobs/{id}/" + std::string(action.substr(0, 64)) +
@@ -799,7 +799,7 @@ void HttpServer::Api::JobAction(Connection& c, const std::string& id, std::strin
 
 void HttpServer::Api::GetJob(Connection& c, const std::string& id) {
   AwaitWith<Result<JobInfo>, &Api::JobReply>(
-      c, [&](Queue::JobCallback done) { s_->queue_->GetAsync(id, std::move(done)); });
+      c, [&](ServingQueue::JobCallback done) { s_->queue_->GetAsync(id, std::move(done)); });
 }
 
 void HttpServer::Api::JobReply(Connection& c, const Result<JobInfo>& r) {
@@ -812,7 +812,7 @@ void HttpServer::Api::JobReply(Connection& c, const Result<JobInfo>& r) {
 
 void HttpServer::Api::Topics(Connection& c) {
   AwaitWith<Result<std::vector<TopicInfo>>, &Api::TopicsReply>(
-      c, [&](Queue::TopicsCallback done) { s_->queue_->TopicsAsync(std::move(done)); });
+      c, [&](ServingQueue::TopicsCallback done) { s_->queue_->TopicsAsync(std::move(done)); });
 }
 
 void HttpServer::Api::TopicsReply(Connection& c, const Result<std::vector<TopicInfo>>& r) {
@@ -833,7 +833,7 @@ void HttpServer::Api::TopicsReply(Connection& c, const Result<std::vector<TopicI
 void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
                                   const std::string& topic, std::string_view action,
                                   std::string_view query) {
-  Queue& q = *s_->queue_;
+  ServingQueue& q = *s_->queue_;
   const bool get = req.method == http::Method::kGet || req.method == http::Method::kHead;
   const bool post = req.method == http::Method::kPost;
   auto int_param = [&](std::string_view key, int64_t def,
@@ -854,13 +854,13 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
   if (action.empty()) {
     if (!get) return NotAllowed(c, "GET");
     return AwaitWith<Result<TopicInfo>, &Api::TopicReply>(
-        c, [&](Queue::TopicCallback done) { q.TopicAsync(topic, std::move(done)); });
+        c, [&](ServingQueue::TopicCallback done) { q.TopicAsync(topic, std::move(done)); });
   }
   if (action == "kick") {
     if (!post) return NotAllowed(c, "POST");
     std::optional<int64_t> n;
     if (Status st = int_param("n", 1, &n); !st.ok()) return Error(c, st);
-    return AwaitWith<Result<uint64_t>, &Api::KickedReply>(c, [&](Queue::CountCallback done) {
+    return AwaitWith<Result<uint64_t>, &Api::KickedReply>(c, [&](ServingQueue::CountCallback done) {
       q.KickTopicAsync(topic, static_cast<uint64_t>(*n), std::move(done));
     });
   }
@@ -873,11 +873,11 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
     if (st.ok()) st = f.Int("ms", 0, kMaxDelayMs, &ms);
     if (!st.ok()) return Error(c, st);
     return AwaitOk(
-        c, [&](Queue::StatusCallback done) { q.PauseAsync(topic, *ms, std::move(done)); });
+        c, [&](ServingQueue::StatusCallback done) { q.PauseAsync(topic, *ms, std::move(done)); });
   }
   if (action == "resume") {
     if (!post) return NotAllowed(c, "POST");
-    return AwaitOk(c, [&](Queue::StatusCallback done) { q.ResumeAsync(topic, std::move(done)); });
+    return AwaitOk(c, [&](ServingQueue::StatusCallback done) { q.ResumeAsync(topic, std::move(done)); });
   }
   if (action == "peek") {
     if (!get) return NotAllowed(c, "GET");
@@ -887,7 +887,7 @@ void HttpServer::Api::TopicAction(Connection& c, const http::Request& req,
       return Error(c, InvalidArgument("state: expected ready, delayed or buried"));
     }
     return AwaitWith<Result<JobInfo>, &Api::JobReply>(
-        c, [&](Queue::JobCallback done) { q.PeekAsync(topic, *state, std::move(done)); });
+        c, [&](ServingQueue::JobCallback done) { q.PeekAsync(topic, *state, std::move(done)); });
   }
   Error(c, Status(Code::kNotFound, "no such endpoint: /v1/topics/{topic}/" +
                                        std::string(action.substr(0, 64)) +
@@ -909,7 +909,7 @@ void HttpServer::Api::KickedReply(Connection& c, const Result<uint64_t>& r) {
 
 void HttpServer::Api::Stats(Connection& c) {
   AwaitWith<Result<QueueStats>, &Api::StatsReply>(
-      c, [&](Queue::StatsCallback done) { s_->queue_->StatsAsync(std::move(done)); });
+      c, [&](ServingQueue::StatsCallback done) { s_->queue_->StatsAsync(std::move(done)); });
 }
 
 void HttpServer::Api::StatsReply(Connection& c, const Result<QueueStats>& r) {
@@ -944,7 +944,7 @@ void HttpServer::Api::StatsReply(Connection& c, const Result<QueueStats>& r) {
 // Prometheus text format 0.0.4.
 void HttpServer::Api::Metrics(Connection& c) {
   // Two calls, one after the other, answered as one.
-  Queue* q = s_->queue_;
+  ServingQueue* q = s_->queue_;
   AwaitWith<Result<MetricsData>, &Api::MetricsReply>(
       c, [q](std::function<void(Result<MetricsData>)> done) {
         q->StatsAsync([q, done = std::move(done)](Result<QueueStats> st) mutable {
@@ -1042,7 +1042,7 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
   if (st.ok()) st = f.String("id", &id);
   if (st.ok() && !command) st = InvalidArgument("command: required (add, pop, finish, delete)");
   if (!st.ok()) return SeedReply(c, st);
-  Queue& q = *s_->queue_;
+  ServingQueue& q = *s_->queue_;
   if (*command == "add") {
     JobSpec spec;
     std::optional<int64_t> ttr;
@@ -1059,7 +1059,7 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
     spec.id = std::move(*id);
     if (ttr) spec.ttr_ms = static_cast<uint32_t>(*ttr);
     return AwaitWith<Result<AddResult>, &Api::SeedAdded>(
-        c, [&](Queue::AddCallback done) { q.AddAsync(spec, std::move(done)); });
+        c, [&](ServingQueue::AddCallback done) { q.AddAsync(spec, std::move(done)); });
   }
   if (*command == "pop") {
     std::optional<int64_t> timeout;
@@ -1080,7 +1080,7 @@ void HttpServer::Api::Command(Connection& c, std::string_view body) {
     if (!id) return SeedReply(c, InvalidArgument("id: required"));
     StateOf(c).pending_id = *id;
     const bool finish = *command == "finish";
-    return AwaitWith<Status, &Api::SeedDone>(c, [&](Queue::StatusCallback done) {
+    return AwaitWith<Status, &Api::SeedDone>(c, [&](ServingQueue::StatusCallback done) {
       if (finish) {
         q.FinishAsync(*id, "", std::move(done));
       } else {

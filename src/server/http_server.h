@@ -37,7 +37,7 @@ class HttpServer : public FrontEnd {
   // Binds and listens. `loop` and `queue` must outlive the server.
   // Errors: kInvalidArgument for a bad address, kUnavailable if it cannot be
   // bound.
-  static Result<std::unique_ptr<HttpServer>> Create(net::EventLoop* loop, Queue* queue,
+  static Result<std::unique_ptr<HttpServer>> Create(net::EventLoop* loop, ServingQueue* queue,
                                                     HttpServerOptions options);
   ~HttpServer() override;
 
@@ -45,7 +45,7 @@ class HttpServer : public FrontEnd {
   class Api;  // the endpoints (http_api.cc)
 
  private:
-  HttpServer(net::EventLoop* loop, Queue* queue, HttpServerOptions options);
+  HttpServer(net::EventLoop* loop, ServingQueue* queue, HttpServerOptions options);
 
   // net::TcpHandler
   void OnOpen(net::Connection& c) override;

@@ -22,7 +22,7 @@
 #include "common/log.h"
 #include "delayq/queue.h"
 #include "net/event_loop.h"
-#include "local/local_queue.h"
+#include "queue/open.h"
 #include "server/http_server.h"
 #include "server/resp_server.h"
 
@@ -172,10 +172,13 @@ int Serve(ServeOptions o) {
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Both were checked against their names when parsed.
+  const delayq::StoreKind store = *delayq::ParseStoreKind(o.store);
+  const delayq::FsyncPolicy fsync = *delayq::ParseFsyncPolicy(o.fsync);
   delayq::QueueOptions qo;
-  qo.store = o.store;
+  qo.store = store;
   qo.data_dir = o.data_dir;
-  qo.fsync = o.fsync;
+  qo.fsync = fsync;
   qo.segment_bytes = o.segment_bytes;
   qo.redis_url = o.redis_url;
   qo.redis_prefix = o.redis_prefix;
@@ -183,24 +186,20 @@ int Serve(ServeOptions o) {
   qo.limits.max_body_bytes = o.max_body;
   // The queue's timers run on the loop thread: a job that falls due reaches
   // its waiting reserve without waking a second thread first.
-  qo.caller_loop = true;
-  if (o.store == "embedded") {
+  delayq::OpenOptions open;
+  open.caller_loop = true;
+  if (store == delayq::StoreKind::kEmbedded) {
     Log(LogLevel::kInfo, "opening the embedded store in %s (fsync %s)", o.data_dir.c_str(),
         o.fsync.c_str());
   }
-  if (o.store == "redis") {
+  if (store == delayq::StoreKind::kRedis) {
     Log(LogLevel::kInfo, "opening the redis store at %s (prefix %s)",
         HidePassword(o.redis_url).c_str(), o.redis_prefix.c_str());
   }
-  auto queue = delayq::OpenQueue(qo);
+  auto queue = delayq::OpenServingQueue(qo, open);
   if (!queue.ok()) return Fail(queue.status());
-  if (auto* local = dynamic_cast<delayq::LocalQueue*>(queue->get()); local && local->embedded()) {
-    delayq::LocalQueue::StoreStats st = local->store_stats();
-    Log(LogLevel::kInfo, "recovered %llu jobs from %llu records in %llu segments (%.1f MB) in %.3f s",
-        static_cast<unsigned long long>((*queue)->Stats()->jobs),
-        static_cast<unsigned long long>(st.recovery.records),
-        static_cast<unsigned long long>(st.recovery.segments), st.recovery.bytes / 1e6,
-        st.recovery_seconds);
+  if (std::string opened = (*queue)->OpenedSummary(); !opened.empty()) {
+    Log(LogLevel::kInfo, "%s", opened.c_str());
   }
   auto loop = delayq::net::EventLoop::Create();
   if (!loop.ok()) return Fail(loop.status());
@@ -243,7 +242,8 @@ int Serve(ServeOptions o) {
 
   (*http)->set_lateness(&lateness);
   (*resp)->set_lateness(&lateness);
-  if (delayq::QueueDriver* driver = (*queue)->driver(); driver && o.store == "embedded") {
+  if (delayq::QueueDriver* driver = (*queue)->driver();
+      driver && store == delayq::StoreKind::kEmbedded) {
     // Group commit: what every connection changed in a turn is written
     // together at its end, then the replies that waited for it go out. With
     // fsync always and nothing else to do, the loop runs the fdatasync itself.
@@ -258,7 +258,7 @@ int Serve(ServeOptions o) {
       }
       h->tcp()->ReleaseHeld();
       r->tcp()->ReleaseHeld();
-    }, /*tell_idle=*/o.fsync == "always");
+    }, /*tell_idle=*/fsync == delayq::FsyncPolicy::kAlways);
   }
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves
@@ -296,8 +296,8 @@ int Serve(ServeOptions o) {
   if (!watched.ok()) return Fail(watched);
 
   std::string where;
-  if (o.store == "embedded") where = " in " + o.data_dir + ", fsync " + o.fsync;
-  if (o.store == "redis") where = " at " + HidePassword(o.redis_url) + ", prefix " + o.redis_prefix;
+  if (store == delayq::StoreKind::kEmbedded) where = " in " + o.data_dir + ", fsync " + o.fsync;
+  if (store == delayq::StoreKind::kRedis) where = " at " + HidePassword(o.redis_url) + ", prefix " + o.redis_prefix;
   Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());

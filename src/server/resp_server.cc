@@ -128,7 +128,7 @@ const RespServer::CommandSpec* RespServer::FindCommand(std::string_view name) {
 
 // --- connections -------------------------------------------------------------------
 
-Result<std::unique_ptr<RespServer>> RespServer::Create(net::EventLoop* loop, Queue* queue,
+Result<std::unique_ptr<RespServer>> RespServer::Create(net::EventLoop* loop, ServingQueue* queue,
                                                        RespServerOptions options) {
   net::TcpServerOptions tcp = options.tcp;
   auto server = std::unique_ptr<RespServer>(new RespServer(loop, queue, std::move(options)));
@@ -136,7 +136,7 @@ Result<std::unique_ptr<RespServer>> RespServer::Create(net::EventLoop* loop, Que
   return server;
 }
 
-RespServer::RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options)
+RespServer::RespServer(net::EventLoop* loop, ServingQueue* queue, RespServerOptions options)
     : FrontEnd(loop, queue, /*pipelining=*/true), options_(std::move(options)) {}
 
 void RespServer::OnOpen(Connection& c) {
@@ -268,7 +268,7 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
     }
   }
   Await<Result<AddResult>, AnswerAdd>(
-      c, [&](Queue::AddCallback done) { queue_->AddAsync(spec, std::move(done)); });
+      c, [&](ServingQueue::AddCallback done) { queue_->AddAsync(spec, std::move(done)); });
 }
 
 // RESERVE [TIMEOUT ms] [COUNT n] FROM topic [topic ...]
@@ -306,14 +306,14 @@ void RespServer::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
 }
 
 void RespServer::CmdFinish(Connection& c, const Args& a) {
-  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
     queue_->FinishAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), std::move(done));
   });
 }
 
 void RespServer::CmdDelete(Connection& c, const Args& a) {
   Await<Status, AnswerStatus>(
-      c, [&](Queue::StatusCallback done) { queue_->DeleteAsync(a[1], std::move(done)); });
+      c, [&](ServingQueue::StatusCallback done) { queue_->DeleteAsync(a[1], std::move(done)); });
 }
 
 // RELEASE id delay_ms [receipt] [ERROR text]
@@ -329,26 +329,26 @@ void RespServer::CmdRelease(Connection& c, const Args& a) {
     }
     error = a[i + 1];
   }
-  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
     queue_->ReleaseAsync(a[1], receipt, *delay, error, std::move(done));
   });
 }
 
 void RespServer::CmdTouch(Connection& c, const Args& a) {
-  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
     queue_->TouchAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), std::move(done));
   });
 }
 
 void RespServer::CmdBury(Connection& c, const Args& a) {
-  Await<Status, AnswerStatus>(c, [&](Queue::StatusCallback done) {
+  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
     queue_->BuryAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), "", std::move(done));
   });
 }
 
 void RespServer::CmdKick(Connection& c, const Args& a) {
   Await<Status, AnswerStatus>(
-      c, [&](Queue::StatusCallback done) { queue_->KickAsync(a[1], std::move(done)); });
+      c, [&](ServingQueue::StatusCallback done) { queue_->KickAsync(a[1], std::move(done)); });
 }
 
 namespace {
@@ -460,14 +460,14 @@ struct AnswerStats {
 void RespServer::CmdKickTopic(Connection& c, const Args& a) {
   auto n = ParseInt(a[2], 0, INT64_MAX);
   if (!n) return ReplyInvalid(&c.out, "n: expected an integer >= 0");
-  Await<Result<uint64_t>, AnswerCount>(c, [&](Queue::CountCallback done) {
+  Await<Result<uint64_t>, AnswerCount>(c, [&](ServingQueue::CountCallback done) {
     queue_->KickTopicAsync(a[1], static_cast<uint64_t>(*n), std::move(done));
   });
 }
 
 void RespServer::CmdGet(Connection& c, const Args& a) {
   Await<Result<JobInfo>, AnswerJob>(
-      c, [&](Queue::JobCallback done) { queue_->GetAsync(a[1], std::move(done)); });
+      c, [&](ServingQueue::JobCallback done) { queue_->GetAsync(a[1], std::move(done)); });
 }
 
 void RespServer::CmdPeek(Connection& c, const Args& a) {
@@ -477,33 +477,33 @@ void RespServer::CmdPeek(Connection& c, const Args& a) {
   if (EqualsUpper(a[2], "BURIED")) state = JobState::kBuried;
   if (!state) return ReplyInvalid(&c.out, "PEEK: state must be READY, DELAYED or BURIED");
   Await<Result<JobInfo>, AnswerPeek>(
-      c, [&](Queue::JobCallback done) { queue_->PeekAsync(a[1], *state, std::move(done)); });
+      c, [&](ServingQueue::JobCallback done) { queue_->PeekAsync(a[1], *state, std::move(done)); });
 }
 
 void RespServer::CmdPause(Connection& c, const Args& a) {
   auto ms = ParseInt(a[2], 0, kMaxDelayMs);
   if (!ms) return ReplyInvalid(&c.out, "ms: expected an integer >= 0 (0 = until RESUME)");
   Await<Status, AnswerStatus>(
-      c, [&](Queue::StatusCallback done) { queue_->PauseAsync(a[1], *ms, std::move(done)); });
+      c, [&](ServingQueue::StatusCallback done) { queue_->PauseAsync(a[1], *ms, std::move(done)); });
 }
 
 void RespServer::CmdResume(Connection& c, const Args& a) {
   Await<Status, AnswerStatus>(
-      c, [&](Queue::StatusCallback done) { queue_->ResumeAsync(a[1], std::move(done)); });
+      c, [&](ServingQueue::StatusCallback done) { queue_->ResumeAsync(a[1], std::move(done)); });
 }
 
 void RespServer::CmdTopics(Connection& c, const Args&) {
   Await<Result<std::vector<TopicInfo>>, AnswerTopics>(
-      c, [&](Queue::TopicsCallback done) { queue_->TopicsAsync(std::move(done)); });
+      c, [&](ServingQueue::TopicsCallback done) { queue_->TopicsAsync(std::move(done)); });
 }
 
 void RespServer::CmdStats(Connection& c, const Args& a) {
   if (a.size() == 2) {
     return Await<Result<TopicInfo>, AnswerTopic>(
-        c, [&](Queue::TopicCallback done) { queue_->TopicAsync(a[1], std::move(done)); });
+        c, [&](ServingQueue::TopicCallback done) { queue_->TopicAsync(a[1], std::move(done)); });
   }
   Await<Result<QueueStats>, AnswerStats>(
-      c, [&](Queue::StatsCallback done) { queue_->StatsAsync(std::move(done)); });
+      c, [&](ServingQueue::StatsCallback done) { queue_->StatsAsync(std::move(done)); });
 }
 
 }  // namespace delayq::server

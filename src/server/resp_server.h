@@ -40,7 +40,7 @@ class RespServer : public FrontEnd {
   // Binds and listens. `loop` and `queue` must outlive the server.
   // Errors: kInvalidArgument for a bad address, kUnavailable if it cannot be
   // bound.
-  static Result<std::unique_ptr<RespServer>> Create(net::EventLoop* loop, Queue* queue,
+  static Result<std::unique_ptr<RespServer>> Create(net::EventLoop* loop, ServingQueue* queue,
                                                     RespServerOptions options);
 
   using Args = std::vector<std::string_view>;
@@ -48,7 +48,7 @@ class RespServer : public FrontEnd {
   struct RespState;
 
  private:
-  RespServer(net::EventLoop* loop, Queue* queue, RespServerOptions options);
+  RespServer(net::EventLoop* loop, ServingQueue* queue, RespServerOptions options);
 
   // net::TcpHandler
   void OnOpen(Connection& c) override;

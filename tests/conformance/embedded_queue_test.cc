@@ -36,10 +36,10 @@ class DataDirs {
   int next_ = 0;
 };
 
-OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, std::string fsync) {
+OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync) {
   return [dirs, fsync] {
     QueueOptions o;
-    o.store = "embedded";
+    o.store = StoreKind::kEmbedded;
     o.data_dir = dirs->Next();
     o.fsync = fsync;
     return o;
@@ -180,7 +180,7 @@ class ReopeningQueue final : public Queue {
 class ReopeningHarness final : public QueueHarness {
  public:
   std::unique_ptr<Queue> Open() override {
-    QueueOptions o = Embedded(dirs_, "never")();
+    QueueOptions o = Embedded(dirs_, FsyncPolicy::kNever)();
     o.clock = clock_;
     return std::make_unique<ReopeningQueue>(o);
   }
@@ -203,7 +203,7 @@ INSTANTIATE_TEST_SUITE_P(
                   .make =
                       [] {
                         return std::make_unique<ManualClockHarness>(
-                            Embedded(std::make_shared<DataDirs>(), "everysec"), false);
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec), false);
                       },
                   .known_bugs = kEmbeddedKnownBugs},
         QueueImpl{.name = "ManualClockReopenEveryCall",
@@ -213,14 +213,14 @@ INSTANTIATE_TEST_SUITE_P(
                   .make =
                       [] {
                         return std::make_unique<SystemClockHarness>(
-                            Embedded(std::make_shared<DataDirs>(), "always"), false);
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kAlways), false);
                       },
                   .known_bugs = kEmbeddedKnownBugs},
         QueueImpl{.name = "SystemClockCallerLoop",
                   .make =
                       [] {
                         return std::make_unique<SystemClockHarness>(
-                            Embedded(std::make_shared<DataDirs>(), "everysec"), true);
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec), true);
                       },
                   .known_bugs = kEmbeddedKnownBugs}),
     QueueImplName);

@@ -19,6 +19,7 @@
 #include "conformance/queue_conformance.h"
 #include "delayq/clock.h"
 #include "delayq/queue.h"
+#include "queue/open.h"
 
 namespace delayq::conformance {
 
@@ -27,7 +28,7 @@ namespace delayq::conformance {
 // RunDue. Every operation goes straight to the queue.
 class LoopDrivenQueue final : public Queue {
  public:
-  explicit LoopDrivenQueue(std::unique_ptr<Queue> q) : q_(std::move(q)) {
+  explicit LoopDrivenQueue(std::unique_ptr<ServingQueue> q) : q_(std::move(q)) {
     QueueDriver* driver = q_->driver();
     EXPECT_NE(driver, nullptr);
     std::vector<pollfd> fds{{stop_, POLLIN, 0}};
@@ -80,7 +81,7 @@ class LoopDrivenQueue final : public Queue {
   Result<QueueStats> Stats() override { return q_->Stats(); }
 
  private:
-  std::unique_ptr<Queue> q_;
+  std::unique_ptr<ServingQueue> q_;
   int stop_ = eventfd(0, EFD_CLOEXEC);
   std::thread loop_;
 };
@@ -89,10 +90,10 @@ class LoopDrivenQueue final : public Queue {
 inline std::unique_ptr<Queue> OpenLocal(QueueOptions options, std::shared_ptr<Clock> clock,
                                         bool caller_loop) {
   options.clock = std::move(clock);
-  options.caller_loop = caller_loop;
-  auto queue = OpenQueue(options);
+  auto queue = OpenServingQueue(options, {.caller_loop = caller_loop});
   if (!queue.ok()) {
-    ADD_FAILURE() << "OpenQueue(" << options.store << "): " << queue.status().ToString();
+    ADD_FAILURE() << "OpenServingQueue(" << StoreKindName(options.store)
+                  << "): " << queue.status().ToString();
     return nullptr;
   }
   if (caller_loop) return std::make_unique<LoopDrivenQueue>(std::move(queue).value());

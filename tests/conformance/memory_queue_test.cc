@@ -12,13 +12,14 @@
 #include "conformance/queue_conformance.h"
 #include "delayq/clock.h"
 #include "delayq/queue.h"
+#include "queue/open.h"
 
 namespace delayq::conformance {
 namespace {
 
 QueueOptions Memory() {
   QueueOptions o;
-  o.store = "memory";
+  o.store = StoreKind::kMemory;
   return o;
 }
 
@@ -26,8 +27,7 @@ QueueOptions Memory() {
 // until the armed deadline passes, true from then until RunDue re-arms.
 TEST(LocalQueueDriver, MaybeDueTurnsTrueAtTheDeadlineAndRunDueClearsIt) {
   QueueOptions options;
-  options.caller_loop = true;
-  auto queue = OpenQueue(options);
+  auto queue = OpenServingQueue(options, {.caller_loop = true});
   ASSERT_TRUE(queue.ok());
   QueueDriver* driver = (*queue)->driver();
   ASSERT_NE(driver, nullptr);

@@ -66,7 +66,7 @@ std::string FreshPrefix() {
 
 std::unique_ptr<Queue> OpenRedis(const std::string& url, std::shared_ptr<Clock> clock) {
   QueueOptions o;
-  o.store = "redis";
+  o.store = StoreKind::kRedis;
   o.redis_url = url;
   o.redis_prefix = FreshPrefix();
   o.redis_buckets = kBuckets;

@@ -22,6 +22,7 @@
 #include "local/local_queue.h"
 #include "log/faulty_file_system.h"
 #include "log/log_format.h"
+#include "queue/open.h"
 
 namespace delayq::store {
 namespace {
@@ -60,16 +61,16 @@ uint64_t FileSize(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
-QueueOptions Embedded(const std::string& dir, std::string fsync = "always") {
+QueueOptions Embedded(const std::string& dir, std::string_view fsync = "always") {
   QueueOptions o;
-  o.store = "embedded";
+  o.store = StoreKind::kEmbedded;
   o.data_dir = dir;
-  o.fsync = std::move(fsync);
+  o.fsync = ParseFsyncPolicy(fsync).value();
   return o;
 }
 
-std::unique_ptr<Queue> MustOpen(const QueueOptions& o) {
-  auto q = OpenQueue(o);
+std::unique_ptr<ServingQueue> MustOpen(const QueueOptions& o, const OpenOptions& open = {}) {
+  auto q = OpenServingQueue(o, open);
   EXPECT_TRUE(q.ok()) << q.status().ToString();
   return q.ok() ? std::move(q).value() : nullptr;
 }
@@ -497,9 +498,9 @@ TEST(EmbeddedStore, SpacePreparedAheadIsCutQuietlyAfterACrashAndAbsentAfterAClos
   TempDir tmp;
   auto fs = std::make_shared<FaultyFileSystem>();
   QueueOptions o = Embedded(tmp.data(), "always");
-  o.file_system = fs;
+  OpenOptions open{.file_system = fs};
   {
-    auto q = MustOpen(o);
+    auto q = MustOpen(o, open);
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), "b")).ok());
     auto& local = dynamic_cast<LocalQueue&>(*q);
     std::string head = Segments(tmp.data()).back();
@@ -538,12 +539,12 @@ bool CrashAt(uint64_t crash_at, size_t torn) {
   fs->torn_bytes = torn;
   QueueOptions o = Embedded(tmp.data(), "always");
   o.segment_bytes = 4096;  // segments roll during the workload
-  o.file_system = fs;
+  OpenOptions open{.file_system = fs};
   std::map<std::string, std::string> acked;  // id -> body
   std::set<std::string> gone;                // removals acknowledged
   std::set<std::string> tried;               // removals attempted: either way
   {
-    auto q = OpenQueue(o);
+    auto q = OpenServingQueue(o, open);
     if (!q.ok()) return true;  // crashed while opening: nothing was acknowledged
     for (int i = 0; i < 40; ++i) {
       std::string id = "j" + std::to_string(i);
@@ -606,8 +607,8 @@ TEST(EmbeddedStoreFaults, FullDiskRefusesAddsAtOnceKeepsServingAndResumesWhenSpa
     TempDir tmp;
     auto fs = std::make_shared<FaultyFileSystem>();
     QueueOptions o = Embedded(tmp.data(), fsync);
-    o.file_system = fs;
-    auto q = MustOpen(o);
+    OpenOptions open{.file_system = fs};
+    auto q = MustOpen(o, open);
     auto& local = dynamic_cast<LocalQueue&>(*q);
     ASSERT_TRUE(q->Add(Spec("t", "before", "kept")).ok());
     ASSERT_TRUE(q->Add(Spec("t", "work", "w")).ok());
@@ -661,8 +662,8 @@ TEST(EmbeddedStoreFaults, FullDiskStillTakesFinishesAfterAddsAreRefused) {
   TempDir tmp;
   auto fs = std::make_shared<FaultyFileSystem>();
   QueueOptions o = Embedded(tmp.data(), "everysec");
-  o.file_system = fs;
-  auto q = MustOpen(o);
+  OpenOptions open{.file_system = fs};
+  auto q = MustOpen(o, open);
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(q->Add(Spec("w", "w" + std::to_string(i), "b")).ok());
   fs->full = true;
   const std::string body(20'000, 'x');
@@ -688,8 +689,8 @@ TEST(EmbeddedStoreFaults, FailingWritesRefuseChangesKeepJobsAndResumeWhenWritesW
   TempDir tmp;
   auto fs = std::make_shared<FaultyFileSystem>();
   QueueOptions o = Embedded(tmp.data(), "everysec");
-  o.file_system = fs;
-  auto q = MustOpen(o);
+  OpenOptions open{.file_system = fs};
+  auto q = MustOpen(o, open);
   ASSERT_TRUE(q->Add(Spec("t", "before", "kept")).ok());
   fs->torn_bytes = 5;  // the first failing write gets a few bytes out
   fs->fail_writes = true;
@@ -719,8 +720,8 @@ TEST(EmbeddedStoreFaults, FailedFdatasyncStopsChangesForGoodAndKeepsWhatWasAckno
   TempDir tmp;
   auto fs = std::make_shared<FaultyFileSystem>();
   QueueOptions o = Embedded(tmp.data(), "always");
-  o.file_system = fs;
-  auto q = MustOpen(o);
+  OpenOptions open{.file_system = fs};
+  auto q = MustOpen(o, open);
   ASSERT_TRUE(q->Add(Spec("t", "acked", "a")).ok());
   fs->fail_sync = true;
   auto failed = q->Add(Spec("t", "unknown", "u"));
@@ -756,12 +757,11 @@ TEST(EmbeddedStoreFaults, FailedFdatasyncStopsChangesForGoodAndKeepsWhatWasAckno
 uint64_t Syncs(Queue& q) { return dynamic_cast<LocalQueue&>(q).store_stats().log.syncs; }
 
 struct IdleLoop {
-  explicit IdleLoop(const std::string& dir, std::string fsync = "always") {
+  explicit IdleLoop(const std::string& dir, std::string_view fsync = "always") {
     fs = std::make_shared<FaultyFileSystem>();
-    QueueOptions o = Embedded(dir, std::move(fsync));
-    o.file_system = fs;
-    o.caller_loop = true;
-    q = MustOpen(o);
+    QueueOptions o = Embedded(dir, fsync);
+    OpenOptions open{.caller_loop = true, .file_system = fs};
+    q = MustOpen(o, open);
     d = q->driver();
     fs->last_sync_thread = std::thread::id();  // opening synced on this thread
   }
@@ -773,7 +773,7 @@ struct IdleLoop {
   bool SyncedHere() const { return fs->last_sync_thread.load() == std::this_thread::get_id(); }
 
   std::shared_ptr<FaultyFileSystem> fs;
-  std::unique_ptr<Queue> q;
+  std::unique_ptr<ServingQueue> q;
   QueueDriver* d = nullptr;
 };
 
@@ -948,11 +948,14 @@ TEST(EmbeddedStore, DirectoryThatCannotBeMadeIsAClearError) {
 }
 
 TEST(EmbeddedStore, BadOptionsAreRejectedByName) {
+  // An fsync policy is an enum: a name that is none of them does not parse.
+  EXPECT_FALSE(ParseFsyncPolicy("sometimes").has_value());
   TempDir tmp;
-  QueueOptions o = Embedded(tmp.data(), "sometimes");
+  QueueOptions o = Embedded(tmp.data());
+  o.segment_bytes = 100;
   auto q = OpenQueue(o);
   ASSERT_FALSE(q.ok());
-  EXPECT_NE(q.status().message().find("fsync"), std::string::npos);
+  EXPECT_NE(q.status().message().find("segment_bytes"), std::string::npos);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include "delayq/clock.h"
 #include "delayq/queue.h"
+#include "queue/open.h"
 #include "redis_store/redis_queue_ops.h"
 #include "redis/redis_harness.h"
 
@@ -45,15 +46,15 @@ std::unique_ptr<RedisServer> StartServer(RedisServerOptions options = {}) {
 QueueOptions RedisOptions(const std::string& url, const std::string& prefix,
                           uint32_t buckets = 16) {
   QueueOptions o;
-  o.store = "redis";
+  o.store = StoreKind::kRedis;
   o.redis_url = url;
   o.redis_prefix = prefix;
   o.redis_buckets = buckets;
   return o;
 }
 
-std::unique_ptr<Queue> Open(const QueueOptions& o) {
-  auto q = OpenQueue(o);
+std::unique_ptr<ServingQueue> Open(const QueueOptions& o) {
+  auto q = OpenServingQueue(o);
   EXPECT_TRUE(q.ok()) << q.status().ToString();
   return q.ok() ? std::move(q).value() : nullptr;
 }

@@ -1,0 +1,73 @@
+// QueueOptions: which store keeps the jobs, and how (SPEC §2, §4). Typed:
+// a store and an fsync policy are enums, named on the command line and in
+// the environment by the strings ParseStoreKind / ParseFsyncPolicy accept.
+#ifndef DELAYQ_OPTIONS_H_
+#define DELAYQ_OPTIONS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "delayq/clock.h"
+#include "delayq/job.h"
+
+namespace delayq {
+
+enum class StoreKind {
+  kMemory,    // "memory": in-process, nothing kept across restarts
+  kEmbedded,  // "embedded": in-process, kept in a durable log in data_dir
+  kRedis,     // "redis": kept in Redis or Redis Cluster at redis_url
+};
+// "memory", "embedded", "redis"; nullopt for anything else.
+std::optional<StoreKind> ParseStoreKind(std::string_view name);
+std::string_view StoreKindName(StoreKind store);
+
+// When a change of the embedded store counts as done (SPEC §4).
+enum class FsyncPolicy {
+  kAlways,    // "always": once an fdatasync covers it (fdatasyncs are shared)
+  kEverySec,  // "everysec": once written (survives a killed process); an
+              // fdatasync each second bounds what a power loss takes
+  kNever,     // "never": once written; the OS syncs when it likes
+};
+// "always", "everysec", "never"; nullopt for anything else.
+std::optional<FsyncPolicy> ParseFsyncPolicy(std::string_view name);
+std::string_view FsyncPolicyName(FsyncPolicy policy);
+
+struct QueueOptions {
+  // Where jobs live. kEmbedded: in-process, kept in a durable log in
+  // data_dir (SPEC §2). kRedis: kept in Redis or Redis Cluster (redis_url),
+  // shared by every server and application that opens the same URL and
+  // prefix. kMemory: in-process, nothing kept across restarts.
+  // Default: kMemory.
+  StoreKind store = StoreKind::kMemory;
+  // kRedis: redis://[[user]:password@]host:port[,host:port...][/db]; a
+  // cluster is detected. Default: "redis://127.0.0.1:6379".
+  std::string redis_url = "redis://127.0.0.1:6379";
+  // kRedis: the prefix of every key, so deployments can share one Redis.
+  // Default: "delayq".
+  std::string redis_prefix = "delayq";
+  // kRedis: buckets the jobs are spread over (each one slot of a cluster);
+  // fixed when a prefix is first used. 0 (the default): the count the
+  // prefix was first used with, or, for a new prefix, 1 on a standalone
+  // Redis (every round then costs one script call per kind) and 16 on a
+  // cluster (spread over its masters).
+  uint32_t redis_buckets = 0;
+  // kEmbedded: the directory of its log, created if missing; one queue at
+  // a time may use it. Default: "data".
+  std::string data_dir = "data";
+  // kEmbedded: when a change counts as done; calls return then (with
+  // kAlways they block until an fdatasync covers them, sharing fdatasyncs).
+  // Default: kEverySec.
+  FsyncPolicy fsync = FsyncPolicy::kEverySec;
+  // kEmbedded: a log segment is closed at this size. Default: 64 MiB.
+  uint64_t segment_bytes = 64 << 20;
+  // Default: SystemClock().
+  std::shared_ptr<Clock> clock;
+  Limits limits;
+};
+
+}  // namespace delayq
+
+#endif  // DELAYQ_OPTIONS_H_

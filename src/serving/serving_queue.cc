@@ -1,0 +1,46 @@
+// The default asynchronous forms: the blocking call, then `done`. A store
+// that answers later (Redis) overrides them all.
+#include "serving/serving_queue.h"
+
+namespace delayq {
+
+void ServingQueue::AddAsync(const JobSpec& spec, AddCallback done) { done(Add(spec)); }
+void ServingQueue::FinishAsync(std::string_view id, std::string_view receipt,
+                               StatusCallback done) {
+  done(Finish(id, receipt));
+}
+void ServingQueue::DeleteAsync(std::string_view id, StatusCallback done) { done(Delete(id)); }
+void ServingQueue::ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                                std::string_view error, StatusCallback done) {
+  done(Release(id, receipt, delay_ms, error));
+}
+void ServingQueue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
+  done(Touch(id, receipt));
+}
+void ServingQueue::BuryAsync(std::string_view id, std::string_view receipt,
+                             std::string_view reason, StatusCallback done) {
+  done(Bury(id, receipt, reason));
+}
+void ServingQueue::UnreserveAsync(std::string_view id, std::string_view receipt,
+                                  StatusCallback done) {
+  done(Unreserve(id, receipt));
+}
+void ServingQueue::GetAsync(std::string_view id, JobCallback done) { done(Get(id)); }
+void ServingQueue::PeekAsync(std::string_view topic, JobState state, JobCallback done) {
+  done(Peek(topic, state));
+}
+void ServingQueue::KickAsync(std::string_view id, StatusCallback done) { done(Kick(id)); }
+void ServingQueue::KickTopicAsync(std::string_view topic, uint64_t n, CountCallback done) {
+  done(KickTopic(topic, n));
+}
+void ServingQueue::PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done) {
+  done(Pause(topic, duration_ms));
+}
+void ServingQueue::ResumeAsync(std::string_view topic, StatusCallback done) {
+  done(Resume(topic));
+}
+void ServingQueue::TopicsAsync(TopicsCallback done) { done(Topics()); }
+void ServingQueue::TopicAsync(std::string_view topic, TopicCallback done) { done(Topic(topic)); }
+void ServingQueue::StatsAsync(StatsCallback done) { done(Stats()); }
+
+}  // namespace delayq
