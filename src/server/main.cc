@@ -21,8 +21,9 @@
 #include "cli/option_checks.h"
 #include "common/log.h"
 #include "delayq/queue.h"
-#include "net/event_loop.h"
 #include "local/local_queue.h"
+#include "net/event_loop.h"
+#include "redis/url.h"
 #include "server/http_server.h"
 #include "server/resp_server.h"
 
@@ -81,16 +82,6 @@ class LogGate final : public delayq::net::OutputGate {
  private:
   delayq::QueueDriver* d_;
 };
-
-// The URL as logs may show it: a password becomes "***".
-std::string HidePassword(std::string url) {
-  size_t scheme = url.find("://");
-  size_t at = url.rfind('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
-  size_t colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.replace(colon + 1, at - colon - 1, "***");
-}
 
 int Fail(const delayq::Status& s) {
   Log(LogLevel::kError, "%s", s.ToString().c_str());
@@ -190,7 +181,7 @@ int Serve(ServeOptions o) {
   }
   if (o.store == "redis") {
     Log(LogLevel::kInfo, "opening the redis store at %s (prefix %s)",
-        HidePassword(o.redis_url).c_str(), o.redis_prefix.c_str());
+        delayq::redis::RedactUrl(o.redis_url).c_str(), o.redis_prefix.c_str());
   }
   auto queue = delayq::OpenQueue(qo);
   if (!queue.ok()) return Fail(queue.status());
@@ -297,7 +288,9 @@ int Serve(ServeOptions o) {
 
   std::string where;
   if (o.store == "embedded") where = " in " + o.data_dir + ", fsync " + o.fsync;
-  if (o.store == "redis") where = " at " + HidePassword(o.redis_url) + ", prefix " + o.redis_prefix;
+  if (o.store == "redis") {
+    where = " at " + delayq::redis::RedactUrl(o.redis_url) + ", prefix " + o.redis_prefix;
+  }
   Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
