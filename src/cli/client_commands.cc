@@ -25,12 +25,16 @@
 #include "CLI/CLI.hpp"
 #include "cli/json_writer.h"
 #include "cli/option_checks.h"
-#include "cli/resp_connection.h"
+#include "cli/server_address.h"
 #include "delayq/job.h"
 #include "delayq/queue.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
 
 namespace delayq::cli {
 namespace {
+
+using redis::Reply;
 
 // Exit codes; src/cli/README.md and kExitCodesHelp say the same.
 constexpr int kExitOk = 0;
@@ -162,13 +166,13 @@ struct Job {
 };
 
 std::optional<Job> ParseJob(const Reply& r) {
-  if (r.type != Reply::Type::kArray || r.elements.size() != 5) return std::nullopt;
+  if (r.type() != Reply::Type::kArray || r.elements().size() != 5) return std::nullopt;
   for (int i = 0; i < 4; ++i) {
-    if (r.elements[i].type != Reply::Type::kString) return std::nullopt;
+    if (r.elements()[i].type() != Reply::Type::kString) return std::nullopt;
   }
-  if (r.elements[4].type != Reply::Type::kInteger) return std::nullopt;
-  return Job{r.elements[0].str, r.elements[1].str, r.elements[2].str, r.elements[3].str,
-             r.elements[4].integer};
+  if (r.elements()[4].type() != Reply::Type::kInteger) return std::nullopt;
+  return Job{r.elements()[0].str(), r.elements()[1].str(), r.elements()[2].str(),
+             r.elements()[3].str(), r.elements()[4].integer()};
 }
 
 void PrintJobHuman(const Job& j) {
@@ -192,16 +196,16 @@ void WriteJobJson(JsonWriter* w, const Job& j) {
 
 // GET and STATS answer a flat array of field/value pairs.
 std::optional<std::vector<std::pair<std::string, std::string>>> ParseFields(const Reply& r) {
-  if (r.type != Reply::Type::kArray || r.elements.size() % 2 != 0) return std::nullopt;
+  if (r.type() != Reply::Type::kArray || r.elements().size() % 2 != 0) return std::nullopt;
   std::vector<std::pair<std::string, std::string>> fields;
-  for (size_t i = 0; i < r.elements.size(); i += 2) {
-    const Reply& k = r.elements[i];
-    const Reply& v = r.elements[i + 1];
-    if (k.type != Reply::Type::kString) return std::nullopt;
-    if (v.type == Reply::Type::kString) {
-      fields.emplace_back(k.str, v.str);
-    } else if (v.type == Reply::Type::kInteger) {
-      fields.emplace_back(k.str, std::to_string(v.integer));
+  for (size_t i = 0; i < r.elements().size(); i += 2) {
+    const Reply& k = r.elements()[i];
+    const Reply& v = r.elements()[i + 1];
+    if (k.type() != Reply::Type::kString) return std::nullopt;
+    if (v.type() == Reply::Type::kString) {
+      fields.emplace_back(k.str(), v.str());
+    } else if (v.type() == Reply::Type::kInteger) {
+      fields.emplace_back(k.str(), std::to_string(v.integer()));
     } else {
       return std::nullopt;
     }
@@ -432,28 +436,28 @@ Result<Request> RequestPause(const Invocation& inv) {
 // --- replies -------------------------------------------------------------------------
 
 int RenderId(const Invocation& inv, const Reply& r) {
-  if (r.type != Reply::Type::kString) return Unexpected("ADD");
+  if (r.type() != Reply::Type::kString) return Unexpected("ADD");
   if (inv.json) {
     JsonWriter w;
     w.BeginObject();
-    w.TextField("id", r.str);
+    w.TextField("id", r.str());
     w.EndObject();
     OutJson(w);
   } else {
-    Out(EscapeForTerminal(r.str) + "\n");
+    Out(EscapeForTerminal(r.str()) + "\n");
   }
   return kExitOk;
 }
 
 int RenderJobs(const Invocation& inv, const Reply& r) {
   std::vector<Job> jobs;
-  if (r.type == Reply::Type::kArray) {
-    for (const Reply& e : r.elements) {
+  if (r.type() == Reply::Type::kArray) {
+    for (const Reply& e : r.elements()) {
       std::optional<Job> j = ParseJob(e);
       if (!j) return Unexpected("RESERVE");
       jobs.push_back(std::move(*j));
     }
-  } else if (r.type != Reply::Type::kNil) {
+  } else if (r.type() != Reply::Type::kNil) {
     return Unexpected("RESERVE");
   }
   if (inv.json) {
@@ -476,13 +480,13 @@ int RenderJobs(const Invocation& inv, const Reply& r) {
 }
 
 int RenderOk(const Invocation& inv, const Reply& r) {
-  if (r.type != Reply::Type::kStatus) return Unexpected("the command");
+  if (r.type() != Reply::Type::kStatus) return Unexpected("the command");
   if (inv.json) Out("{\"ok\":true}\n");
   return kExitOk;
 }
 
 int RenderPong(const Invocation& inv, const Reply& r) {
-  if (r.type != Reply::Type::kStatus && r.type != Reply::Type::kString) {
+  if (r.type() != Reply::Type::kStatus && r.type() != Reply::Type::kString) {
     return Unexpected("PING");
   }
   Out(inv.json ? "{\"ok\":true}\n" : "PONG\n");
@@ -490,11 +494,11 @@ int RenderPong(const Invocation& inv, const Reply& r) {
 }
 
 int RenderKicked(const Invocation& inv, const Reply& r) {
-  if (r.type != Reply::Type::kInteger) return Unexpected("KICKTOPIC");
+  if (r.type() != Reply::Type::kInteger) return Unexpected("KICKTOPIC");
   if (inv.json) {
-    Out("{\"kicked\":" + std::to_string(r.integer) + "}\n");
+    Out("{\"kicked\":" + std::to_string(r.integer()) + "}\n");
   } else {
-    Out(std::to_string(r.integer) + "\n");
+    Out(std::to_string(r.integer()) + "\n");
   }
   return kExitOk;
 }
@@ -511,7 +515,7 @@ int NothingThere(const Invocation& inv, const std::string& message) {
 }
 
 int RenderFields(const Invocation& inv, const Reply& r) {
-  if (r.type == Reply::Type::kNil) return NothingThere(inv, "no job '" + inv.id + "'");
+  if (r.type() == Reply::Type::kNil) return NothingThere(inv, "no job '" + inv.id + "'");
   auto fields = ParseFields(r);
   if (!fields) return Unexpected("the command");
   if (inv.json) {
@@ -523,7 +527,7 @@ int RenderFields(const Invocation& inv, const Reply& r) {
 }
 
 int RenderPeek(const Invocation& inv, const Reply& r) {
-  if (r.type == Reply::Type::kNil) {
+  if (r.type() == Reply::Type::kNil) {
     std::string state = inv.state;
     for (char& c : state) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return NothingThere(inv, "no " + state + " job in topic '" + inv.topic + "'");
@@ -541,21 +545,21 @@ int RenderPeek(const Invocation& inv, const Reply& r) {
 }
 
 int RenderTopics(const Invocation& inv, const Reply& r) {
-  if (r.type != Reply::Type::kArray) return Unexpected("TOPICS");
-  for (const Reply& e : r.elements) {
-    if (e.type != Reply::Type::kString) return Unexpected("TOPICS");
+  if (r.type() != Reply::Type::kArray) return Unexpected("TOPICS");
+  for (const Reply& e : r.elements()) {
+    if (e.type() != Reply::Type::kString) return Unexpected("TOPICS");
   }
   if (inv.json) {
     JsonWriter w;
     w.BeginObject();
     w.Key("topics");
     w.BeginArray();
-    for (const Reply& e : r.elements) w.String(e.str);
+    for (const Reply& e : r.elements()) w.String(e.str());
     w.EndArray();
     w.EndObject();
     OutJson(w);
   } else {
-    for (const Reply& e : r.elements) Out(EscapeForTerminal(e.str) + "\n");
+    for (const Reply& e : r.elements()) Out(EscapeForTerminal(e.str()) + "\n");
   }
   return kExitOk;
 }
@@ -599,9 +603,22 @@ int ReplyTimeoutMs(const Invocation& inv) {
   return static_cast<int>(std::clamp<int64_t>(inv.wait_ms, 0, kMaxWaitMs)) + kReplyTimeoutMs;
 }
 
+// Why a command got no reply, from how the connection failed.
+std::string NoReply(const redis::Connection& conn, int timeout_ms) {
+  std::string where = conn.endpoint().ToString();
+  switch (conn.last_failure()) {
+    case redis::Connection::Failure::kTimeout:
+      return "no reply from " + where + " within " + std::to_string(timeout_ms) + " ms";
+    case redis::Connection::Failure::kClosed:
+      return where + " closed the connection";
+    default:
+      return "lost the connection to " + where + ": " + conn.last_reason();
+  }
+}
+
 int Execute(const CommandDef& cmd, const Invocation& inv) {
   signal(SIGPIPE, SIG_IGN);  // a server gone mid-write is an error, not a kill
-  Result<ServerAddress> address = ParseServerAddress(inv.server);
+  Result<redis::Endpoint> address = ParseServerAddress(inv.server);
   if (!address.ok()) {
     Err("--server: " + address.status().message());
     return kExitUsage;
@@ -611,25 +628,34 @@ int Execute(const CommandDef& cmd, const Invocation& inv) {
     Err(request.status().message());
     return kExitUsage;
   }
-  auto conn = RespConnection::Connect(*address, kConnectTimeoutMs);
-  if (!conn.ok()) {
-    Err(conn.status().message() + " \u2014 is `delayq serve` running?");
+  redis::ConnectionOptions options;
+  options.connect_timeout_ms = kConnectTimeoutMs;
+  options.command_timeout_ms = kReplyTimeoutMs;
+  options.check_idle_before_write = false;  // one command: a close is reported, not mended
+  auto conn = redis::Connection::Create(*address, options);
+  if (!conn->EnsureConnected().ok()) {
+    Err("cannot connect to " + address->ToString() + ": " + conn->last_reason() +
+        " \u2014 is `delayq serve` running?");
     return kExitUnavailable;
   }
   if (!inv.auth_token.empty()) {
-    Result<Reply> auth = (*conn)->Command({"AUTH", inv.auth_token}, kReplyTimeoutMs);
+    Result<Reply> auth = conn->Exec({"AUTH", inv.auth_token});
     if (!auth.ok()) {
-      Err(auth.status().message());
+      Err(NoReply(*conn, kReplyTimeoutMs));
       return kExitUnavailable;
     }
-    if (auth->type == Reply::Type::kError) return ServerError(auth->str);
+    if (auth->type() == Reply::Type::kError) return ServerError(auth->str());
   }
-  Result<Reply> reply = (*conn)->Command(*request, ReplyTimeoutMs(inv));
-  if (!reply.ok()) {
-    Err(reply.status().message());
+  if (!conn->set_command_timeout_ms(ReplyTimeoutMs(inv)).ok()) {
+    Err("cannot set a timeout on the connection to " + address->ToString());
     return kExitUnavailable;
   }
-  if (reply->type == Reply::Type::kError) return ServerError(reply->str);
+  Result<Reply> reply = conn->Exec(*request);
+  if (!reply.ok()) {
+    Err(NoReply(*conn, ReplyTimeoutMs(inv)));
+    return kExitUnavailable;
+  }
+  if (reply->type() == Reply::Type::kError) return ServerError(reply->str());
   return cmd.render(inv, *reply);
 }
 

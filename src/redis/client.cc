@@ -19,7 +19,6 @@
 #include <optional>
 #include <thread>
 
-#include "redis/sha1.h"
 #include "redis/slot.h"
 
 namespace delayq::redis {
@@ -27,7 +26,8 @@ namespace delayq::redis {
 // ---------------------------------------------------------------------------
 // Script, Command
 
-Script::Script(std::string source) : source_(std::move(source)), sha1_(Sha1Hex(source_)) {}
+Script::Script(std::string source, std::string sha1)
+    : source_(std::move(source)), sha1_(std::move(sha1)) {}
 
 Command Command::Eval(const Script& script, std::vector<std::string> keys,
                       std::vector<std::string> args) {

@@ -66,11 +66,14 @@
 
 namespace delayq::redis {
 
-// A Lua script, named by the SHA-1 of its source (computed here, as Redis
-// does), so it runs as EVALSHA without a round trip to load it first.
+// A Lua script, named by the SHA-1 of its source, so it runs as EVALSHA
+// without a round trip to load it first. The SHA-1 is given, not computed
+// here: the Redis store's come from its generated table (computed at build
+// time); SCRIPT LOAD answers it too.
 class Script {
  public:
-  explicit Script(std::string source);
+  // REQUIRES: sha1 is the SHA-1 of source, 40 lowercase hex digits.
+  Script(std::string source, std::string sha1);
   const std::string& source() const { return source_; }
   // 40 lowercase hex digits, as SCRIPT LOAD answers.
   const std::string& sha1() const { return sha1_; }

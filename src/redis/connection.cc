@@ -22,13 +22,14 @@
 #include <memory>
 
 namespace delayq::redis {
-namespace {
 
 int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 timeval Timeval(int ms) {
   timeval tv{};
@@ -188,7 +189,8 @@ Connection::Connection(Endpoint endpoint, ConnectionOptions options,
       backoff_(backoff ? std::move(backoff)
                        : std::make_shared<Backoff>(options_.backoff_initial_ms,
                                                    options_.backoff_max_ms)),
-      name_("redis " + endpoint_.ToString()) {}
+      name_("redis " + endpoint_.ToString()),
+      command_timeout_ms_(options_.command_timeout_ms) {}
 
 Connection::~Connection() { Drop(); }
 
@@ -214,18 +216,21 @@ void Connection::Drop() {
 
 Status Connection::Broken(int saved_errno) {
   std::string why;
+  failure_ = context_ != nullptr && context_->err == REDIS_ERR_EOF ? Failure::kClosed
+                                                                   : Failure::kLost;
   if (context_ == nullptr) {
     why = "not connected";
   } else if (context_->err == REDIS_ERR_IO &&
              (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
-    why =
-        "no reply within " + std::to_string(options_.command_timeout_ms) + " ms (command timeout)";
+    failure_ = Failure::kTimeout;
+    why = "no reply within " + std::to_string(command_timeout_ms_) + " ms (command timeout)";
   } else if (context_->errstr[0] != '\0') {
     why = context_->errstr;
   } else {
     why = "connection failed";
   }
   Drop();
+  reason_ = why;
   return Unavailable(name_ + ": " + why);
 }
 
@@ -238,7 +243,9 @@ bool Connection::ClosedWhileIdle() const {
 
 Status Connection::EnsureConnected() {
   if (context_ != nullptr) {
-    if (pending_ > 0 || push_mode_ || !ClosedWhileIdle()) return Status::Ok();
+    if (pending_ > 0 || push_mode_ || !options_.check_idle_before_write || !ClosedWhileIdle()) {
+      return Status::Ok();
+    }
     Drop();  // closed by the server while idle (a restart, a timeout): reconnect now
   }
   if (int64_t wait = backoff_->TryStart(); wait > 0) {
@@ -258,17 +265,22 @@ Status Connection::EnsureConnected() {
 Status Connection::Connect() {
   redisContext* c = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
                                             Timeval(options_.connect_timeout_ms));
-  if (c == nullptr) return Unavailable(name_ + ": cannot allocate a hiredis context");
-  if (c->err != 0) {
-    std::string why = c->errstr;
-    redisFree(c);
-    return Unavailable(name_ + ": " + why);
+  failure_ = Failure::kConnect;
+  if (c == nullptr) {
+    reason_ = "cannot allocate a hiredis context";
+    return Unavailable(name_ + ": " + reason_);
   }
+  if (c->err != 0) {
+    reason_ = c->errstr;
+    redisFree(c);
+    return Unavailable(name_ + ": " + reason_);
+  }
+  failure_ = Failure::kNone;
   context_ = c;
   c->reader->fn = &kReplyFunctions;
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // hiredis sets it too
-  if (redisSetTimeout(c, Timeval(options_.command_timeout_ms)) != REDIS_OK) return Broken(errno);
+  if (redisSetTimeout(c, Timeval(command_timeout_ms_)) != REDIS_OK) return Broken(errno);
   return Handshake();
 }
 
@@ -338,6 +350,14 @@ Status Connection::Receive(size_t n, std::vector<Reply>* out) {
     if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return Broken(errno);
     --pending_;
     out->push_back(TakeReply(raw));
+  }
+  return Status::Ok();
+}
+
+Status Connection::set_command_timeout_ms(int ms) {
+  command_timeout_ms_ = ms;
+  if (context_ != nullptr && redisSetTimeout(context_, Timeval(ms)) != REDIS_OK) {
+    return Broken(errno);
   }
   return Status::Ok();
 }

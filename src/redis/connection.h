@@ -68,7 +68,15 @@ struct ConnectionOptions {
   std::optional<std::string> password;
   // SELECT on connect when non-zero. Default: 0.
   int db = 0;
+  // Check an idle connection before writing to it, and replace it when the
+  // server closed it (a restart). false: write anyway, so that a close shows
+  // as the command's failure (the command line: one connection, one command).
+  // Default: true.
+  bool check_idle_before_write = true;
 };
+
+// Milliseconds of the steady clock (Backoff's and Subscriber's deadlines).
+int64_t SteadyMs();
 
 // When the next connect to a node may be tried. Shared by every connection
 // to one node, so N pooled connections to a dead node make one attempt per
@@ -113,6 +121,13 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // Connects now unless connected, as every call does first: kUnavailable
+  // naming the node when it cannot (or while its backoff waits).
+  Status EnsureConnected();
+  // The bound on each read and write from now on, in place of
+  // ConnectionOptions::command_timeout_ms.
+  Status set_command_timeout_ms(int ms);
+
   // Sends one command, waits for its reply.
   Result<Reply> Exec(const Argv& argv);
   Result<Reply> Exec(std::initializer_list<std::string_view> argv);
@@ -154,6 +169,16 @@ class Connection {
   // The socket, for poll(2); -1 when not connected.
   int fd() const;
 
+  // How the last failure on the wire came about, for callers that word their
+  // own messages (the command line): a connect that failed, no reply within
+  // the command timeout, the server closed the connection, or any other
+  // trouble; kNone before any failure.
+  enum class Failure { kNone, kConnect, kTimeout, kClosed, kLost };
+  Failure last_failure() const { return failure_; }
+  // Its reason, without the node's name: hiredis's ("Connection refused",
+  // "Broken pipe"), or "no reply within N ms (command timeout)".
+  const std::string& last_reason() const { return reason_; }
+
   bool connected() const { return context_ != nullptr; }
   const Endpoint& endpoint() const { return endpoint_; }
   // "redis 127.0.0.1:6379", the prefix of every message.
@@ -164,7 +189,6 @@ class Connection {
 
   template <typename Range>
   Status AppendArgs(const Range& argv);
-  Status EnsureConnected();
   Status Connect();
   Status Handshake();
   bool ClosedWhileIdle() const;
@@ -177,6 +201,9 @@ class Connection {
   const ConnectionOptions options_;
   const std::shared_ptr<Backoff> backoff_;
   const std::string name_;
+  int command_timeout_ms_;
+  Failure failure_ = Failure::kNone;
+  std::string reason_;
   redisContext* context_ = nullptr;  // owned; nullptr while not connected
   size_t pending_ = 0;
   bool push_mode_ = false;

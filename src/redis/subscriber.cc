@@ -19,12 +19,6 @@
 namespace delayq::redis {
 namespace {
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 bool IsKind(const Reply& r, std::string_view kind) {
   return r.is_array() && !r.elements().empty() && r.elements()[0].is_string() &&
          r.elements()[0].str() == kind;

@@ -10,19 +10,8 @@ namespace {
 
 constexpr std::string_view kScheme = "redis://";
 
-// The URL as an error may show it: whatever stands between "://" and the
-// last '@' (user and password) becomes "***".
-std::string Redacted(std::string_view url) {
-  size_t scheme = url.find("://");
-  size_t at = url.rfind('@');
-  if (scheme == std::string_view::npos || at == std::string_view::npos || at < scheme + 3) {
-    return std::string(url);
-  }
-  return std::string(url.substr(0, scheme + 3)) + "***" + std::string(url.substr(at));
-}
-
 Status Bad(std::string_view url, const std::string& what) {
-  return InvalidArgument("redis url '" + Redacted(url) + "': " + what);
+  return InvalidArgument("redis url '" + RedactUrl(url) + "': " + what);
 }
 
 // A decimal integer in [lo, hi], all of `text`.
@@ -44,6 +33,15 @@ int HexValue(char c) {
 }
 
 }  // namespace
+
+std::string RedactUrl(std::string_view url) {
+  size_t scheme = url.find("://");
+  size_t at = url.rfind('@');
+  if (scheme == std::string_view::npos || at == std::string_view::npos || at < scheme + 3) {
+    return std::string(url);
+  }
+  return std::string(url.substr(0, scheme + 3)) + "***" + std::string(url.substr(at));
+}
 
 std::string Endpoint::ToString() const {
   std::string h = host.find(':') == std::string::npos ? host : "[" + host + "]";

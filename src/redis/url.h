@@ -57,6 +57,10 @@ Result<RedisUrl> ParseRedisUrl(std::string_view text);
 // host or a bad port. Also reads the addresses in MOVED/ASK replies.
 Result<Endpoint> ParseEndpoint(std::string_view text);
 
+// `url` as messages and logs may show it, parsed or not: whatever stands
+// between "://" and the last '@' (user and password) becomes "***".
+std::string RedactUrl(std::string_view url);
+
 // Decodes %XX escapes; InvalidArgument on a malformed escape. '+' stays '+'.
 Result<std::string> PercentDecode(std::string_view text);
 

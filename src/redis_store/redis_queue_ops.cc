@@ -12,8 +12,6 @@
 #include <mutex>
 #include <random>
 
-#include "redis_queue_scripts.h"  // generated: redis_scripts::k_<name>
-
 namespace delayq::rq {
 namespace {
 
@@ -196,26 +194,14 @@ std::string NewRecord(const JobSpec& spec, int64_t now_ms, int64_t run_at_ms, ui
 
 const redis::Script& ScriptOf(Lua lua) {
   // Built once, never destroyed: ops may run while static destructors do.
-  static const auto* scripts = new std::array<redis::Script, 18>{
-      redis::Script(std::string(redis_scripts::k_init)),
-      redis::Script(std::string(redis_scripts::k_add)),
-      redis::Script(std::string(redis_scripts::k_reserve)),
-      redis::Script(std::string(redis_scripts::k_finish)),
-      redis::Script(std::string(redis_scripts::k_touch)),
-      redis::Script(std::string(redis_scripts::k_delete)),
-      redis::Script(std::string(redis_scripts::k_release)),
-      redis::Script(std::string(redis_scripts::k_bury)),
-      redis::Script(std::string(redis_scripts::k_kick)),
-      redis::Script(std::string(redis_scripts::k_kick_topic)),
-      redis::Script(std::string(redis_scripts::k_get)),
-      redis::Script(std::string(redis_scripts::k_peek)),
-      redis::Script(std::string(redis_scripts::k_promote)),
-      redis::Script(std::string(redis_scripts::k_pause)),
-      redis::Script(std::string(redis_scripts::k_topics)),
-      redis::Script(std::string(redis_scripts::k_stats)),
-      redis::Script(std::string(redis_scripts::k_heads)),
-      redis::Script(std::string(redis_scripts::k_unreserve)),
-  };
+  static const auto* scripts = [] {
+    auto* all = new std::vector<redis::Script>();
+    all->reserve(kLuaCount);
+    for (const LuaScript& s : kLuaScripts) {
+      all->emplace_back(std::string(s.text), std::string(s.sha1));
+    }
+    return all;
+  }();
   return (*scripts)[static_cast<size_t>(lua)];
 }
 

@@ -34,6 +34,7 @@
 #include "delayq/queue.h"
 #include "delayq/status.h"
 #include "redis/client.h"
+#include "redis_store/lua_scripts.h"
 
 namespace delayq::rq {
 
@@ -47,27 +48,8 @@ inline constexpr uint32_t kMaxBuckets = 16384;
 inline constexpr uint32_t kClusterBuckets = 16;
 inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
 
-// The scripts of src/redis_store/scripts/, embedded at build time.
-enum class Lua : uint8_t {
-  kInit,
-  kAdd,
-  kReserve,
-  kFinish,
-  kTouch,
-  kDelete,
-  kRelease,
-  kBury,
-  kKick,
-  kKickTopic,
-  kGet,
-  kPeek,
-  kPromote,
-  kPause,
-  kTopics,
-  kStats,
-  kHeads,
-  kUnreserve,
-};
+// The scripts of src/redis_store/scripts/, embedded at build time: `Lua` and
+// kLuaScripts are generated from DELAYQ_REDIS_SCRIPTS (redis_store/lua_scripts.h).
 const redis::Script& ScriptOf(Lua lua);
 
 // Per bucket, the earliest time (wall ms) a queue knows something falls due

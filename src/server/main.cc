@@ -23,6 +23,7 @@
 #include "delayq/queue.h"
 #include "net/event_loop.h"
 #include "queue/open.h"
+#include "redis/url.h"
 #include "server/http_server.h"
 #include "server/resp_server.h"
 
@@ -81,16 +82,6 @@ class LogGate final : public delayq::net::OutputGate {
  private:
   delayq::QueueDriver* d_;
 };
-
-// The URL as logs may show it: a password becomes "***".
-std::string HidePassword(std::string url) {
-  size_t scheme = url.find("://");
-  size_t at = url.rfind('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
-  size_t colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.replace(colon + 1, at - colon - 1, "***");
-}
 
 int Fail(const delayq::Status& s) {
   Log(LogLevel::kError, "%s", s.ToString().c_str());
@@ -194,7 +185,7 @@ int Serve(ServeOptions o) {
   }
   if (store == delayq::StoreKind::kRedis) {
     Log(LogLevel::kInfo, "opening the redis store at %s (prefix %s)",
-        HidePassword(o.redis_url).c_str(), o.redis_prefix.c_str());
+        delayq::redis::RedactUrl(o.redis_url).c_str(), o.redis_prefix.c_str());
   }
   auto queue = delayq::OpenServingQueue(qo, open);
   if (!queue.ok()) return Fail(queue.status());
@@ -296,8 +287,9 @@ int Serve(ServeOptions o) {
   if (!watched.ok()) return Fail(watched);
 
   std::string where;
-  if (store == delayq::StoreKind::kEmbedded) where = " in " + o.data_dir + ", fsync " + o.fsync;
-  if (store == delayq::StoreKind::kRedis) where = " at " + HidePassword(o.redis_url) + ", prefix " + o.redis_prefix;
+#include "net/event_loop.h"
+#include "queue/open.h"
+#include "redis/url.h"
   Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());

@@ -286,6 +286,23 @@ TEST(RedisQueueOutage, CallsFailFastWithUnavailableAndWorkAgainAfterRedisRestart
 
 // --- options ---------------------------------------------------------------------------
 
+// The generated table (src/redis_store/embed_scripts.cmake) names each script
+// by the SHA-1 that Redis gives its text, in the order of the enum.
+TEST(RedisScripts, TheTableNamesEachScriptByTheSha1RedisGivesIt) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(rq::kLuaCount, static_cast<size_t>(rq::Lua::kUnreserve) + 1);
+  for (size_t i = 0; i < rq::kLuaCount; ++i) {
+    const rq::LuaScript& script = rq::kLuaScripts[i];
+    auto loaded = server->Command({"SCRIPT", "LOAD", std::string(script.text)});
+    ASSERT_TRUE(loaded.ok()) << script.name << ": " << loaded.status().ToString();
+    ASSERT_TRUE(loaded->is_string()) << script.name << ": " << loaded->ToString();
+    EXPECT_EQ(loaded->str(), script.sha1) << script.name;
+    EXPECT_EQ(rq::ScriptOf(static_cast<rq::Lua>(i)).sha1(), script.sha1) << script.name;
+  }
+  EXPECT_EQ(rq::kLuaScripts[static_cast<size_t>(rq::Lua::kKickTopic)].name, "kick_topic");
+}
+
 TEST(RedisQueueOptions, ABucketCountOtherThanThePrefixWasCreatedWithIsRefused) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
