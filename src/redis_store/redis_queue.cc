@@ -236,7 +236,9 @@ RedisQueue::DispatchStats RedisQueue::dispatch_stats() const {
 
 StoreFigures RedisQueue::Figures() {
   DispatchStats d = dispatch_stats();
-  return {{{"redis_rounds", d.rounds}, {"redis_commands", d.commands}, {"redis_ops", d.ops}}};
+  StoreFigures f;
+  f.fields = {{"redis_rounds", d.rounds}, {"redis_commands", d.commands}, {"redis_ops", d.ops}};
+  return f;
 }
 
 // --- running ops ---------------------------------------------------------------------

@@ -90,7 +90,9 @@ class LoopDrivenQueue final : public Queue {
 inline std::unique_ptr<Queue> OpenLocal(QueueOptions options, std::shared_ptr<Clock> clock,
                                         bool caller_loop) {
   options.clock = std::move(clock);
-  auto queue = OpenServingQueue(options, {.caller_loop = caller_loop});
+  OpenOptions open;
+  open.caller_loop = caller_loop;
+  auto queue = OpenServingQueue(options, open);
   if (!queue.ok()) {
     ADD_FAILURE() << "OpenServingQueue(" << StoreKindName(options.store)
                   << "): " << queue.status().ToString();

@@ -27,7 +27,9 @@ QueueOptions Memory() {
 // until the armed deadline passes, true from then until RunDue re-arms.
 TEST(LocalQueueDriver, MaybeDueTurnsTrueAtTheDeadlineAndRunDueClearsIt) {
   QueueOptions options;
-  auto queue = OpenServingQueue(options, {.caller_loop = true});
+  OpenOptions open;
+  open.caller_loop = true;
+  auto queue = OpenServingQueue(options, open);
   ASSERT_TRUE(queue.ok());
   QueueDriver* driver = (*queue)->driver();
   ASSERT_NE(driver, nullptr);
