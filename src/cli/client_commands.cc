@@ -23,14 +23,18 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "cli/json_writer.h"
 #include "cli/option_checks.h"
 #include "cli/resp_connection.h"
+#include "codec/json_writer.h"
+#include "codec/terminal.h"
 #include "delayq/job.h"
 #include "delayq/queue.h"
 
 namespace delayq::cli {
 namespace {
+
+using codec::EscapeForTerminal;
+using codec::JsonWriter;
 
 // Exit codes; src/cli/README.md and kExitCodesHelp say the same.
 constexpr int kExitOk = 0;

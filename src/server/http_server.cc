@@ -20,16 +20,16 @@
 #include <utility>
 #include <vector>
 
+#include "codec/base64.h"
+#include "codec/json_writer.h"
 #include "common/secure_compare.h"
-#include "http/base64.h"
-#include "http/json_writer.h"
 #include "http/url.h"
 #include "server/errors.h"
 
 namespace delayq::server {
 
 namespace dom = simdjson::dom;
-using http::JsonWriter;
+using codec::JsonWriter;
 using net::Connection;
 
 namespace {
@@ -116,25 +116,13 @@ std::string ErrorJson(std::string_view code, std::string_view message) {
   return json;
 }
 
-// Bodies are bytes; JSON strings are UTF-8. Valid UTF-8 goes out as "body",
-// anything else as "body_base64".
-void WriteBody(JsonWriter& w, std::string_view body) {
-  if (http::IsValidUtf8(body)) {
-    w.Key("body");
-    w.String(body);
-  } else {
-    w.Key("body_base64");
-    w.String(http::Base64Encode(body));
-  }
-}
-
 void WriteDelivery(JsonWriter& w, const Delivery& d) {
   w.BeginObject();
   w.Key("id");
   w.String(d.id);
   w.Key("topic");
   w.String(d.topic);
-  WriteBody(w, d.body);
+  w.TextField("body", d.body);
   w.Key("receipt");
   w.String(d.receipt);
   w.Key("attempts");
@@ -158,7 +146,7 @@ void WriteJob(JsonWriter& w, const JobInfo& j) {
   w.String(j.topic);
   w.Key("state");
   w.String(StateName(j.state));
-  WriteBody(w, j.body);
+  w.TextField("body", j.body);
   w.Key("priority");
   w.Uint(j.priority);
   w.Key("ttr_ms");
@@ -316,7 +304,7 @@ class JsonFields {
     if (b64) {
       std::string_view s;
       if (b64->get_string().get(s)) return WrongType("body_base64", "a base64 string", *b64);
-      auto bytes = http::Base64Decode(s);
+      auto bytes = codec::Base64Decode(s);
       if (!bytes) return InvalidArgument("body_base64: not valid base64");
       *out = std::move(*bytes);
     }

@@ -1,11 +1,10 @@
-#include "cli/json_writer.h"
+#include "codec/terminal.h"
 
 #include <cstdio>
 
-#include "http/base64.h"
-#include "http/json_writer.h"
+#include "codec/utf8.h"
 
-namespace delayq::cli {
+namespace delayq::codec {
 namespace {
 
 void AppendHexByte(std::string* out, const char* prefix, unsigned char c) {
@@ -22,7 +21,7 @@ std::string EscapeForTerminal(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = http::Utf8SequenceLength(s, i);
+    size_t n = Utf8SequenceLength(s, i);
     if (n > 1) {
       out.append(s.data() + i, n);
       i += n;
@@ -46,14 +45,4 @@ std::string EscapeForTerminal(std::string_view s) {
   return out;
 }
 
-void JsonWriter::TextField(std::string_view key, std::string_view value) {
-  if (http::IsValidUtf8(value)) {
-    Key(key);
-    String(value);
-  } else {
-    Key(std::string(key) + "_base64");
-    String(http::Base64Encode(value));
-  }
-}
-
-}  // namespace delayq::cli
+}  // namespace delayq::codec
