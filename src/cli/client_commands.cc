@@ -26,7 +26,7 @@
 #include "cli/option_checks.h"
 #include "cli/resp_connection.h"
 #include "codec/json_writer.h"
-#include "codec/terminal.h"
+#include "codec/utf8.h"
 #include "delayq/job.h"
 #include "delayq/queue.h"
 

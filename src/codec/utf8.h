@@ -1,9 +1,11 @@
 // UTF-8 validation (RFC 3629: no overlong forms, no surrogates, nothing
-// above U+10FFFF), for deciding whether bytes can travel as a JSON string.
+// above U+10FFFF), for deciding whether bytes can travel as a JSON string,
+// and the escaping of text for a terminal that keeps what is UTF-8.
 #ifndef DELAYQ_CODEC_UTF8_H_
 #define DELAYQ_CODEC_UTF8_H_
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace delayq::codec {
@@ -14,6 +16,11 @@ bool IsValidUtf8(std::string_view s);
 // The length of the well-formed UTF-8 sequence starting at s[i] (1 for
 // ASCII), or 0 when the bytes there are not one (same rules as above).
 size_t Utf8SequenceLength(std::string_view s, size_t i);
+
+// Text for a terminal: valid UTF-8 is kept, control characters and bytes
+// that are not UTF-8 are shown as \n, \t, \r or \xHH, so a body can neither
+// break the layout nor drive the terminal.
+std::string EscapeForTerminal(std::string_view s);
 
 // The length of the well-formed UTF-8 sequence at s[i] (a lead byte >= 0x80),
 // or 0 when ill-formed; then *bad is the length of its maximal subpart (>= 1),

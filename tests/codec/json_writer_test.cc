@@ -6,7 +6,6 @@
 #include <limits>
 #include <string>
 
-#include "codec/terminal.h"
 #include "codec/utf8.h"
 
 namespace delayq::codec {
