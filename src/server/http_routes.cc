@@ -193,15 +193,17 @@ std::span<const HttpServer::Api::Route> HttpServer::Api::Routes() {
       {M::kPost, "/v1/jobs/{id}/touch", &Api::Touch},
       {M::kPost, "/v1/jobs/{id}/bury", &Api::Bury},
       {M::kPost, "/v1/jobs/{id}/kick", &Api::Kick},
+      // Any other action: 404 naming the actions (405 first for another method).
       {M::kPost, "/v1/jobs/{id}/{action}", &Api::NoJobAction},
       {M::kPost, "/v1/reserve", &Api::Reserve},
       {M::kGet, "/v1/topics", &Api::Topics},
       {M::kGet, "/v1/topics/{topic}", &Api::Topic},
-      {M::kGet, "/v1/topics/{topic}/", &Api::Topic},
+      {M::kGet, "/v1/topics/{topic}/", &Api::Topic},  // a trailing '/' reads as the topic
       {M::kPost, "/v1/topics/{topic}/kick", &Api::KickTopic},
       {M::kPost, "/v1/topics/{topic}/pause", &Api::Pause},
       {M::kPost, "/v1/topics/{topic}/resume", &Api::Resume},
       {M::kGet, "/v1/topics/{topic}/peek", &Api::Peek},
+      // Any other action: 404 naming the actions, whatever the method.
       {M::kAny, "/v1/topics/{topic}/{action}", &Api::NoTopicAction},
       {M::kGet, "/v1/stats", &Api::Stats},
   };
