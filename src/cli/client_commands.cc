@@ -23,9 +23,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "cli/json_writer.h"
 #include "cli/option_checks.h"
 #include "cli/server_address.h"
+#include "codec/json_writer.h"
+#include "codec/utf8.h"
 #include "delayq/job.h"
 #include "delayq/queue.h"
 #include "redis/connection.h"
@@ -34,6 +35,8 @@
 namespace delayq::cli {
 namespace {
 
+using codec::EscapeForTerminal;
+using codec::JsonWriter;
 using redis::Reply;
 
 // Exit codes; src/cli/README.md and kExitCodesHelp say the same.

@@ -5,8 +5,9 @@
 // answered in order, and every complete request in a read is answered in
 // one write. A reserve that has to wait parks its connection (long-poll);
 // requests pipelined behind it wait for its answer. Connections, limits and
-// waiting reserves are FrontEnd's and net::TcpServer's; this file maps
-// requests to Queue calls and answers to JSON.
+// waiting reserves are FrontEnd's and net::TcpServer's; the route table
+// (http_routes.cc, with the files http_api.h names) maps requests to Queue
+// calls and answers to JSON.
 //
 // Thread-safety: the loop thread owns the server and its connections.
 #ifndef DELAYQ_SERVER_HTTP_SERVER_H_
@@ -42,7 +43,7 @@ class HttpServer : public FrontEnd {
   ~HttpServer() override;
 
   struct HttpState;
-  class Api;  // the endpoints (http_api.cc)
+  class Api;  // the endpoints (http_api.h)
 
  private:
   HttpServer(net::EventLoop* loop, ServingQueue* queue, HttpServerOptions options);

@@ -1,11 +1,11 @@
-#include "cli/json_writer.h"
+#include "codec/utf8.h"
+
+#include <simdjson.h>
 
 #include <cstdio>
+#include <string>
 
-#include "http/base64.h"
-#include "http/json_writer.h"
-
-namespace delayq::cli {
+namespace delayq::codec {
 namespace {
 
 void AppendHexByte(std::string* out, const char* prefix, unsigned char c) {
@@ -22,7 +22,7 @@ std::string EscapeForTerminal(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = http::Utf8SequenceLength(s, i);
+    size_t n = Utf8SequenceLength(s, i);
     if (n > 1) {
       out.append(s.data() + i, n);
       i += n;
@@ -46,14 +46,12 @@ std::string EscapeForTerminal(std::string_view s) {
   return out;
 }
 
-void JsonWriter::TextField(std::string_view key, std::string_view value) {
-  if (http::IsValidUtf8(value)) {
-    Key(key);
-    String(value);
-  } else {
-    Key(std::string(key) + "_base64");
-    String(http::Base64Encode(value));
-  }
+bool IsValidUtf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
+
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  if (static_cast<unsigned char>(s[i]) < 0x80) return 1;
+  size_t bad = 0;
+  return Utf8SequenceAt(s, i, &bad);
 }
 
-}  // namespace delayq::cli
+}  // namespace delayq::codec

@@ -1,9 +1,9 @@
-#include "http/base64.h"
+#include "codec/base64.h"
 
 #include <array>
 #include <cstdint>
 
-namespace delayq::http {
+namespace delayq::codec {
 namespace {
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -82,4 +82,4 @@ std::optional<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
-}  // namespace delayq::http
+}  // namespace delayq::codec

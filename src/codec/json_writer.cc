@@ -3,13 +3,14 @@
 // in place (the Unicode "maximal subpart" rule decides how many bytes one
 // U+FFFD replaces, as browsers and simdutf do), so valid text costs no
 // second validation pass.
-#include "http/json_writer.h"
-
-#include <simdjson.h>
+#include "codec/json_writer.h"
 
 #include <charconv>
 
-namespace delayq::http {
+#include "codec/base64.h"
+#include "codec/utf8.h"
+
+namespace delayq::codec {
 namespace {
 
 constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
@@ -18,48 +19,7 @@ constexpr char kHex[] = "0123456789abcdef";
 // True for bytes that are copied as they are: printable ASCII but '"' and '\\'.
 constexpr bool IsPlain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
 
-// The length of the well-formed UTF-8 sequence at s[i] (a lead byte >= 0x80),
-// or 0 when ill-formed; then *bad is the length of its maximal subpart (>= 1),
-// the bytes one U+FFFD stands for.
-size_t Utf8SequenceAt(std::string_view s, size_t i, size_t* bad) {
-  auto at = [&](size_t k) -> unsigned { return static_cast<unsigned char>(s[k]); };
-  unsigned c = at(i);
-  size_t len;
-  unsigned lo = 0x80, hi = 0xBF;  // the second byte's range (RFC 3629 table)
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;  // no overlong forms
-    if (c == 0xED) hi = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;  // no overlong forms
-    if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-  } else {
-    *bad = 1;
-    return 0;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    unsigned b = i + k < s.size() ? at(i + k) : 0;
-    unsigned min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
-    if (b < min || b > max) {
-      *bad = k;
-      return 0;
-    }
-  }
-  return len;
-}
-
 }  // namespace
-
-bool IsValidUtf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
-
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  if (static_cast<unsigned char>(s[i]) < 0x80) return 1;
-  size_t bad = 0;
-  return Utf8SequenceAt(s, i, &bad);
-}
 
 void JsonWriter::Key(std::string_view key) {
   Separate();
@@ -106,6 +66,16 @@ void JsonWriter::Raw(std::string_view json) {
   Separate();
   out_->append(json);
   need_comma_ = true;
+}
+
+void JsonWriter::TextField(std::string_view key, std::string_view value) {
+  if (IsValidUtf8(value)) {
+    Key(key);
+    String(value);
+  } else {
+    Key(std::string(key) + "_base64");
+    String(Base64Encode(value));
+  }
 }
 
 void JsonWriter::AppendQuoted(std::string_view s) {
@@ -164,4 +134,4 @@ void JsonWriter::AppendQuoted(std::string_view s) {
   out.push_back('"');
 }
 
-}  // namespace delayq::http
+}  // namespace delayq::codec

@@ -1,13 +1,13 @@
 // Base64 (RFC 4648 section 4: the standard alphabet, '=' padding), for job
 // bodies that are not UTF-8 and so cannot travel as JSON strings.
-#ifndef DELAYQ_HTTP_BASE64_H_
-#define DELAYQ_HTTP_BASE64_H_
+#ifndef DELAYQ_CODEC_BASE64_H_
+#define DELAYQ_CODEC_BASE64_H_
 
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace delayq::http {
+namespace delayq::codec {
 
 // Always padded: 4 * ceil(n / 3) characters.
 std::string Base64Encode(std::string_view bytes);
@@ -20,6 +20,6 @@ std::string Base64Encode(std::string_view bytes);
 // byte string has exactly one accepted encoding, padded or not).
 std::optional<std::string> Base64Decode(std::string_view text);
 
-}  // namespace delayq::http
+}  // namespace delayq::codec
 
-#endif  // DELAYQ_HTTP_BASE64_H_
+#endif  // DELAYQ_CODEC_BASE64_H_

@@ -1,11 +1,11 @@
-#include "http/base64.h"
+#include "codec/base64.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
-namespace delayq::http {
+namespace delayq::codec {
 namespace {
 
 TEST(Base64, Rfc4648TestVectors) {
@@ -78,4 +78,4 @@ TEST(Base64, BadInputIsRefused) {
 }
 
 }  // namespace
-}  // namespace delayq::http
+}  // namespace delayq::codec

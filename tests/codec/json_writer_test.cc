@@ -1,4 +1,4 @@
-#include "http/json_writer.h"
+#include "codec/json_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,9 @@
 #include <limits>
 #include <string>
 
-namespace delayq::http {
+#include "codec/utf8.h"
+
+namespace delayq::codec {
 namespace {
 
 std::string Str(std::string_view s) {
@@ -141,5 +143,34 @@ TEST(Utf8SequenceLength, MeasuresOneSequenceOrSaysIllFormed) {
   EXPECT_EQ(Utf8SequenceLength("\xff", 0), 0u);
 }
 
+TEST(JsonWriter, OwnsItsTextWhenGivenNoString) {
+  JsonWriter w;
+  w.BeginArray();
+  w.Uint(1);
+  w.Null();
+  w.EndArray();
+  EXPECT_EQ(w.str(), "[1,null]");
+  std::string out = "x";
+  JsonWriter to(&out);
+  to.Bool(true);
+  EXPECT_EQ(to.str(), "xtrue");
+}
+
+TEST(JsonWriter, TextFieldFallsBackToBase64ForBytesThatAreNotUtf8) {
+  JsonWriter w;
+  w.BeginObject();
+  w.TextField("body", "h\xc3\xa9llo");
+  w.TextField("body", std::string("\x00\x01\x02\xff", 4));
+  w.TextField("id", "");
+  w.EndObject();
+  EXPECT_EQ(w.str(), "{\"body\":\"h\xc3\xa9llo\",\"body_base64\":\"AAEC/w==\",\"id\":\"\"}");
+}
+
+TEST(EscapeForTerminal, KeepsUtf8AndShowsControlsAndBadBytes) {
+  EXPECT_EQ(EscapeForTerminal("plain \xc3\xa9"), "plain \xc3\xa9");
+  EXPECT_EQ(EscapeForTerminal("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+  EXPECT_EQ(EscapeForTerminal(std::string("\x1b[2J\x7f\xff\0", 7)), "\\x1b[2J\\x7f\\xff\\x00");
+}
+
 }  // namespace
-}  // namespace delayq::http
+}  // namespace delayq::codec

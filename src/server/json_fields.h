@@ -1,0 +1,60 @@
+// JsonFields: a request body of the HTTP front end, one JSON object parsed
+// with simdjson and read field by field, with errors that name the field.
+// Unknown fields are errors (a typo such as "delay" for "delay_ms" must not
+// silently add a job due now), except where the caller allows any (the
+// seed's lenient /command).
+//
+// Private to the HTTP front end (http_routes.cc, seed_command.cc).
+#ifndef DELAYQ_SERVER_JSON_FIELDS_H_
+#define DELAYQ_SERVER_JSON_FIELDS_H_
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+
+namespace delayq::server {
+
+namespace dom = simdjson::dom;
+
+// "an array", "a string", ...: for error messages.
+std::string_view TypeName(dom::element_type t);
+
+// A request body: one JSON object, read field by field with errors that
+// name the field. An empty body reads as {}.
+class JsonFields {
+ public:
+  // `allowed` empty: any field is accepted.
+  Status Parse(dom::parser& parser, std::string_view text,
+               std::initializer_list<std::string_view> allowed);
+
+  std::optional<dom::element> Find(std::string_view key) const;
+
+  Status String(std::string_view key, std::optional<std::string>* out) const;
+
+  Status Int(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out) const;
+
+  Status Bool(std::string_view key, bool* out) const;
+
+  // Seconds as a JSON number (the seed's protocol), converted to ms.
+  Status Seconds(std::string_view key, std::optional<int64_t>* out_ms) const;
+
+  // "body" (a string is its content; any other JSON value its compact text)
+  // or "body_base64" (bytes).
+  Status Body(std::string* out) const;
+
+  static Status WrongType(std::string_view key, std::string_view want, const dom::element& e);
+
+ private:
+  dom::object object_;
+  bool has_object_ = false;
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_JSON_FIELDS_H_
