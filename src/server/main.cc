@@ -287,9 +287,10 @@ int Serve(ServeOptions o) {
   if (!watched.ok()) return Fail(watched);
 
   std::string where;
-#include "net/event_loop.h"
-#include "queue/open.h"
-#include "redis/url.h"
+  if (store == delayq::StoreKind::kEmbedded) where = " in " + o.data_dir + ", fsync " + o.fsync;
+  if (store == delayq::StoreKind::kRedis) {
+    where = " at " + delayq::redis::RedactUrl(o.redis_url) + ", prefix " + o.redis_prefix;
+  }
   Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
