@@ -31,6 +31,8 @@
 #include "delayq/queue.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
+#include "wire/encode.h"
+#include "wire/fields.h"
 
 namespace delayq::cli {
 namespace {
@@ -162,38 +164,55 @@ void PrintFields(const std::vector<std::pair<std::string, std::string>>& fields)
 
 // --- jobs and field lists in replies --------------------------------------------
 
-// One job as RESERVE and PEEK send it: [id, topic, body, receipt, attempts].
-struct Job {
-  std::string id, topic, body, receipt;
-  int64_t attempts = 0;
+// One job as RESERVE and PEEK send it: RESP's short delivery array, its
+// fields named by wire::kDeliveryFields (id, topic, body, receipt, attempts).
+struct JobField {
+  std::string_view name;
+  wire::Kind kind;
+  std::string text;  // kText, kBytes
+  int64_t number = 0;
 };
+using Job = std::vector<JobField>;
 
 std::optional<Job> ParseJob(const Reply& r) {
-  if (r.type() != Reply::Type::kArray || r.elements().size() != 5) return std::nullopt;
-  for (int i = 0; i < 4; ++i) {
-    if (r.elements()[i].type() != Reply::Type::kString) return std::nullopt;
+  constexpr size_t kFields = wire::ShortCount(wire::kDeliveryFields);
+  if (r.type() != Reply::Type::kArray || r.elements().size() != kFields) return std::nullopt;
+  Job job;
+  size_t i = 0;
+  for (const auto& f : wire::kDeliveryFields) {
+    if (!f.in_short) continue;
+    const Reply& e = r.elements()[i++];
+    wire::Kind kind = f.get(Delivery{}).kind;
+    bool text = kind == wire::Kind::kText || kind == wire::Kind::kBytes;
+    if (e.type() != (text ? Reply::Type::kString : Reply::Type::kInteger)) return std::nullopt;
+    job.push_back(text ? JobField{f.name, kind, e.str()} : JobField{f.name, kind, {}, e.integer()});
   }
-  if (r.elements()[4].type() != Reply::Type::kInteger) return std::nullopt;
-  return Job{r.elements()[0].str(), r.elements()[1].str(), r.elements()[2].str(),
-             r.elements()[3].str(), r.elements()[4].integer()};
+  return job;
 }
 
+// For people: the body, which may be long, last.
 void PrintJobHuman(const Job& j) {
-  PrintFields({{"id", j.id},
-               {"topic", j.topic},
-               {"attempts", std::to_string(j.attempts)},
-               {"receipt", j.receipt},
-               {"body", j.body}});
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (bool body : {false, true}) {
+    for (const JobField& f : j) {
+      if ((f.kind == wire::Kind::kBytes) != body) continue;
+      bool text = f.kind == wire::Kind::kText || f.kind == wire::Kind::kBytes;
+      fields.emplace_back(f.name, text ? f.text : std::to_string(f.number));
+    }
+  }
+  PrintFields(fields);
 }
 
 void WriteJobJson(JsonWriter* w, const Job& j) {
   w->BeginObject();
-  w->TextField("id", j.id);
-  w->TextField("topic", j.topic);
-  w->TextField("body", j.body);
-  w->TextField("receipt", j.receipt);
-  w->Key("attempts");
-  w->Int(j.attempts);
+  for (const JobField& f : j) {
+    if (f.kind == wire::Kind::kText || f.kind == wire::Kind::kBytes) {
+      w->TextField(f.name, f.text);
+    } else {
+      w->Key(f.name);
+      w->Int(f.number);
+    }
+  }
   w->EndObject();
 }
 
@@ -227,18 +246,11 @@ std::optional<int64_t> AsInteger(const std::string& s) {
   return std::stoll(s);
 }
 
-// Fields that are text even when they look like a number.
-bool IsTextField(std::string_view key) {
-  static constexpr std::string_view kText[] = {"id",      "topic",      "state", "body",
-                                               "receipt", "last_error", "name"};
-  return std::find(std::begin(kText), std::end(kText), key) != std::end(kText);
-}
-
 void PrintFieldsJson(const std::vector<std::pair<std::string, std::string>>& fields) {
   JsonWriter w;
   w.BeginObject();
   for (const auto& [k, v] : fields) {
-    std::optional<int64_t> n = IsTextField(k) ? std::nullopt : AsInteger(v);
+    std::optional<int64_t> n = wire::IsTextKey(k) ? std::nullopt : AsInteger(v);
     if (n) {
       w.Key(k);
       w.Int(*n);

@@ -7,6 +7,7 @@
 
 #include "server/http_api.h"
 #include "server/lateness.h"
+#include "wire/encode.h"
 
 namespace delayq::server {
 
@@ -36,34 +37,12 @@ void HttpServer::Api::MetricsReply(Connection& c, const Result<MetricsData>& r) 
   std::string& t = json_;
   t.clear();
   auto metric = [&t](std::string_view name, std::string_view type, std::string_view help) {
-    t.append("# HELP ").append(name).append(" ").append(help).append("\n");
-    t.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+    wire::AppendMetricHeader(&t, name, type, help);
   };
   auto sample = [&t](std::string_view name, std::string_view labels, uint64_t v) {
-    t.append(name);
-    if (!labels.empty()) t.append("{").append(labels).append("}");
-    t.append(" ").append(std::to_string(v)).append("\n");
+    wire::AppendSample(&t, name, labels, v);
   };
-  metric("delayq_jobs", "gauge", "Live jobs by state.");
-  sample("delayq_jobs", "state=\"delayed\"", st.delayed);
-  sample("delayq_jobs", "state=\"ready\"", st.ready);
-  sample("delayq_jobs", "state=\"reserved\"", st.reserved);
-  sample("delayq_jobs", "state=\"buried\"", st.buried);
-  metric("delayq_waiting_reserves", "gauge", "Reserves waiting for a job.");
-  sample("delayq_waiting_reserves", "", st.waiting);
-  metric("delayq_topics", "gauge", "Topics with jobs, waiting reserves or a pause.");
-  sample("delayq_topics", "", st.topics);
-  const std::pair<std::string_view, uint64_t> counters[] = {
-      {"delayq_added_total", st.added},         {"delayq_replaced_total", st.replaced},
-      {"delayq_reserved_total", st.reserves},   {"delayq_finished_total", st.finished},
-      {"delayq_deleted_total", st.deleted},     {"delayq_released_total", st.released},
-      {"delayq_timed_out_total", st.timed_out}, {"delayq_buried_total", st.buried_total},
-      {"delayq_kicked_total", st.kicked},
-  };
-  for (const auto& [name, v] : counters) {
-    metric(name, "counter", "Jobs since start.");
-    sample(name, "", v);
-  }
+  wire::AppendMetrics(&t, st, wire::kStatsFields);
   if (const LatenessHistogram* late = s_->lateness_) {
     metric("delayq_due_lateness_seconds", "histogram",
            "From a job's run_at to its delivery to a reserve that was waiting for it.");
@@ -80,7 +59,7 @@ void HttpServer::Api::MetricsReply(Connection& c, const Result<MetricsData>& r) 
   }
   for (const auto& [k, v] : s_->StoreFields()) {
     std::string name = "delayq_store_" + std::string(k);
-    metric(name, "gauge", "The embedded store (see /v1/stats in docs/api.md).");
+    metric(name, "gauge", "The store's own figures (see /v1/stats in docs/api.md).");
     sample(name, "", v);
   }
   metric("delayq_http_connections", "gauge", "Open HTTP connections.");

@@ -24,6 +24,7 @@
 #include "server/errors.h"
 #include "server/http_api.h"
 #include "server/json_fields.h"
+#include "wire/encode.h"
 
 namespace delayq::server {
 
@@ -100,79 +101,6 @@ Status QueryInt(std::string_view query, std::string_view key, int64_t def,
   }
   *out = n;
   return Status::Ok();
-}
-
-void WriteDelivery(JsonWriter& w, const Delivery& d) {
-  w.BeginObject();
-  w.Key("id");
-  w.String(d.id);
-  w.Key("topic");
-  w.String(d.topic);
-  w.TextField("body", d.body);
-  w.Key("receipt");
-  w.String(d.receipt);
-  w.Key("attempts");
-  w.Uint(d.attempts);
-  w.Key("ttr_ms");
-  w.Uint(d.ttr_ms);
-  w.Key("priority");
-  w.Uint(d.priority);
-  w.Key("run_at_ms");
-  w.Int(d.run_at_ms);
-  w.Key("reserved_until_ms");
-  w.Int(d.reserved_until_ms);
-  w.EndObject();
-}
-
-void WriteJob(JsonWriter& w, const JobInfo& j) {
-  w.BeginObject();
-  w.Key("id");
-  w.String(j.id);
-  w.Key("topic");
-  w.String(j.topic);
-  w.Key("state");
-  w.String(StateName(j.state));
-  w.TextField("body", j.body);
-  w.Key("priority");
-  w.Uint(j.priority);
-  w.Key("ttr_ms");
-  w.Uint(j.ttr_ms);
-  w.Key("max_attempts");
-  w.Uint(j.max_attempts);
-  w.Key("attempts");
-  w.Uint(j.attempts);
-  w.Key("created_at_ms");
-  w.Int(j.created_at_ms);
-  w.Key("run_at_ms");
-  w.Int(j.run_at_ms);
-  w.Key("reserved_until_ms");
-  w.Int(j.reserved_until_ms);
-  w.Key("receipt");
-  w.String(j.receipt);
-  w.Key("last_error");
-  w.String(j.last_error);
-  w.EndObject();
-}
-
-void WriteTopic(JsonWriter& w, const TopicInfo& t) {
-  w.BeginObject();
-  w.Key("name");
-  w.String(t.name);
-  w.Key("delayed");
-  w.Uint(t.delayed);
-  w.Key("ready");
-  w.Uint(t.ready);
-  w.Key("reserved");
-  w.Uint(t.reserved);
-  w.Key("buried");
-  w.Uint(t.buried);
-  w.Key("waiting");
-  w.Uint(t.waiting);
-  w.Key("paused");
-  w.Bool(t.paused);
-  w.Key("paused_for_ms");
-  w.Int(t.paused_for_ms);
-  w.EndObject();
 }
 
 }  // namespace
@@ -312,14 +240,7 @@ void HttpServer::Api::Added(Connection& c, const Result<AddResult>& r) {
   if (!r.ok()) return Error(c, r.status());
   json_.clear();
   JsonWriter w(&json_);
-  w.BeginObject();
-  w.Key("id");
-  w.String(r->id);
-  w.Key("state");
-  w.String(StateName(r->state));
-  w.Key("run_at_ms");
-  w.Int(r->run_at_ms);
-  w.EndObject();
+  wire::WriteJson(w, *r, wire::kAddedFields);
   Json(c, 201, json_);
 }
 
@@ -371,7 +292,7 @@ void HttpServer::Api::AnswerReserve(Connection& c, const Result<Deliveries>& r) 
   w.BeginObject();
   w.Key("jobs");
   w.BeginArray();
-  for (const Delivery& d : *r) WriteDelivery(w, d);
+  for (const Delivery& d : *r) wire::WriteJson(w, d, wire::kDeliveryFields);
   w.EndArray();
   w.EndObject();
   Json(c, 200, json_);
@@ -461,7 +382,7 @@ void HttpServer::Api::JobReply(Connection& c, const Result<JobInfo>& r) {
   if (!r.ok()) return Error(c, r.status());
   json_.clear();
   JsonWriter w(&json_);
-  WriteJob(w, *r);
+  wire::WriteJson(w, *r, wire::kJobFields);
   Json(c, 200, json_);
 }
 
@@ -477,7 +398,7 @@ void HttpServer::Api::TopicsReply(Connection& c, const Result<std::vector<TopicI
   w.BeginObject();
   w.Key("topics");
   w.BeginArray();
-  for (const TopicInfo& t : *r) WriteTopic(w, t);
+  for (const TopicInfo& t : *r) wire::WriteJson(w, t, wire::kTopicFields);
   w.EndArray();
   w.EndObject();
   Json(c, 200, json_);
@@ -541,7 +462,7 @@ void HttpServer::Api::TopicReply(Connection& c, const Result<TopicInfo>& r) {
   if (!r.ok()) return Error(c, r.status());
   json_.clear();
   JsonWriter w(&json_);
-  WriteTopic(w, *r);
+  wire::WriteJson(w, *r, wire::kTopicFields);
   Json(c, 200, json_);
 }
 
@@ -557,25 +478,12 @@ void HttpServer::Api::Stats(Connection& c, const RouteCall&) {
 
 void HttpServer::Api::StatsReply(Connection& c, const Result<QueueStats>& r) {
   if (!r.ok()) return Error(c, r.status());
-  const QueueStats& st = *r;
   json_.clear();
   JsonWriter w(&json_);
   w.BeginObject();
-  const std::pair<std::string_view, uint64_t> fields[] = {
-      {"jobs", st.jobs},         {"delayed", st.delayed},
-      {"ready", st.ready},       {"reserved", st.reserved},
-      {"buried", st.buried},     {"topics", st.topics},
-      {"waiting", st.waiting},   {"added", st.added},
-      {"replaced", st.replaced}, {"reserves", st.reserves},
-      {"finished", st.finished}, {"deleted", st.deleted},
-      {"released", st.released}, {"timed_out", st.timed_out},
-      {"buried_total", st.buried_total}, {"kicked", st.kicked},
-      {"http_connections", s_->connections()},
-  };
-  for (const auto& [k, v] : fields) {
-    w.Key(k);
-    w.Uint(v);
-  }
+  wire::WriteJsonFields(w, *r, wire::kStatsFields);
+  w.Key("http_connections");
+  w.Uint(s_->connections());
   for (const auto& [k, v] : s_->SharedStatsFields()) {
     w.Key(k);
     w.Uint(v);

@@ -14,6 +14,7 @@
 #include "common/secure_compare.h"
 #include "resp/writer.h"
 #include "server/errors.h"
+#include "wire/encode.h"
 
 namespace delayq::server {
 
@@ -63,13 +64,9 @@ void ReplyInvalid(std::string* out, std::string_view message) {
   ReplyStatus(out, InvalidArgument(std::string(message)));
 }
 
+// A delivery as RESERVE and PEEK send it: [id, topic, body, receipt, attempts].
 void AppendDelivery(std::string* out, const Delivery& d) {
-  resp::AppendArrayHeader(out, 5);
-  resp::AppendBulk(out, d.id);
-  resp::AppendBulk(out, d.topic);
-  resp::AppendBulk(out, d.body);
-  resp::AppendBulk(out, d.receipt);
-  resp::AppendInteger(out, d.attempts);
+  wire::AppendRespShort(out, d, wire::kDeliveryFields);
 }
 
 // Replies of the calls made through FrontEnd::Await.
@@ -83,15 +80,6 @@ struct AnswerAdd {
   }
 };
 
-void AppendPair(std::string* out, std::string_view key, std::string_view value) {
-  resp::AppendBulk(out, key);
-  resp::AppendBulk(out, value);
-}
-
-void AppendPair(std::string* out, std::string_view key, int64_t value) {
-  resp::AppendBulk(out, key);
-  resp::AppendBulk(out, std::to_string(value));
-}
 
 }  // namespace
 
@@ -367,21 +355,7 @@ struct AnswerJob {
       if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
       return ReplyStatus(&c.out, r.status());
     }
-    const JobInfo& j = *r;
-    resp::AppendArrayHeader(&c.out, 26);
-    AppendPair(&c.out, "id", j.id);
-    AppendPair(&c.out, "topic", j.topic);
-    AppendPair(&c.out, "state", StateName(j.state));
-    AppendPair(&c.out, "body", j.body);
-    AppendPair(&c.out, "priority", j.priority);
-    AppendPair(&c.out, "ttr_ms", j.ttr_ms);
-    AppendPair(&c.out, "max_attempts", j.max_attempts);
-    AppendPair(&c.out, "attempts", j.attempts);
-    AppendPair(&c.out, "created_at_ms", j.created_at_ms);
-    AppendPair(&c.out, "run_at_ms", j.run_at_ms);
-    AppendPair(&c.out, "reserved_until_ms", j.reserved_until_ms);
-    AppendPair(&c.out, "receipt", j.receipt);
-    AppendPair(&c.out, "last_error", j.last_error);
+    wire::AppendRespPairs(&c.out, *r, wire::kJobFields);
   }
 };
 
@@ -413,45 +387,17 @@ struct AnswerTopics {
 struct AnswerTopic {
   void operator()(FrontEnd&, net::Connection& c, const Result<TopicInfo>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
-    resp::AppendArrayHeader(&c.out, 16);
-    AppendPair(&c.out, "topic", r->name);
-    AppendPair(&c.out, "delayed", static_cast<int64_t>(r->delayed));
-    AppendPair(&c.out, "ready", static_cast<int64_t>(r->ready));
-    AppendPair(&c.out, "reserved", static_cast<int64_t>(r->reserved));
-    AppendPair(&c.out, "buried", static_cast<int64_t>(r->buried));
-    AppendPair(&c.out, "waiting", static_cast<int64_t>(r->waiting));
-    AppendPair(&c.out, "paused", r->paused ? 1 : 0);
-    AppendPair(&c.out, "paused_for_ms", r->paused_for_ms);
+    wire::AppendRespPairs(&c.out, *r, wire::kTopicFields);
   }
 };
 
 struct AnswerStats {
   void operator()(FrontEnd& f, net::Connection& c, const Result<QueueStats>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
-    const QueueStats& s = *r;
-    const std::pair<std::string_view, uint64_t> fields[] = {
-        {"jobs", s.jobs},
-        {"delayed", s.delayed},
-        {"ready", s.ready},
-        {"reserved", s.reserved},
-        {"buried", s.buried},
-        {"topics", s.topics},
-        {"waiting", s.waiting},
-        {"added", s.added},
-        {"replaced", s.replaced},
-        {"reserves", s.reserves},
-        {"finished", s.finished},
-        {"deleted", s.deleted},
-        {"released", s.released},
-        {"timed_out", s.timed_out},
-        {"buried_total", s.buried_total},
-        {"kicked", s.kicked},
-        {"connections", f.connections()},
-    };
     auto shared = f.SharedStatsFields();
-    resp::AppendArrayHeader(&c.out, 2 * (std::size(fields) + shared.size()));
-    for (const auto& [k, v] : fields) AppendPair(&c.out, k, static_cast<int64_t>(v));
-    for (const auto& [k, v] : shared) AppendPair(&c.out, k, static_cast<int64_t>(v));
+    wire::AppendRespPairs(&c.out, *r, wire::kStatsFields, 1 + shared.size());
+    wire::AppendRespPair(&c.out, "connections", wire::Uint(f.connections()));
+    for (const auto& [k, v] : shared) wire::AppendRespPair(&c.out, k, wire::Uint(v));
   }
 };
 

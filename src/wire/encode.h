@@ -1,0 +1,96 @@
+// The encoders that walk the field tables (wire/fields.h): a struct as a JSON
+// object, as RESP field/value pairs, as RESP's short delivery array, and
+// its figures as Prometheus samples.
+#ifndef DELAYQ_WIRE_ENCODE_H_
+#define DELAYQ_WIRE_ENCODE_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "codec/json_writer.h"
+#include "wire/fields.h"
+
+namespace delayq::wire {
+
+// JSON: `"key":value`, a kBytes value by JsonWriter::TextField's rule.
+void WriteJsonValue(codec::JsonWriter& w, std::string_view key, const Value& v);
+// RESP: the key, then the value as a bulk string (numbers as their digits).
+void AppendRespPair(std::string* out, std::string_view key, const Value& v);
+// RESP: the value alone; numbers as RESP integers.
+void AppendRespValue(std::string* out, const Value& v);
+// Prometheus text format 0.0.4: HELP and TYPE of a metric, and one sample.
+void AppendMetricHeader(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help);
+void AppendSample(std::string* out, std::string_view name, std::string_view labels, uint64_t v);
+
+// The fields of `v` as members of the JSON object being written (no braces).
+template <typename T, size_t N>
+void WriteJsonFields(codec::JsonWriter& w, const T& v, const Field<T> (&fields)[N]) {
+  for (const Field<T>& f : fields) WriteJsonValue(w, f.name, f.get(v));
+}
+
+// `v` as one JSON object.
+template <typename T, size_t N>
+void WriteJson(codec::JsonWriter& w, const T& v, const Field<T> (&fields)[N]) {
+  w.BeginObject();
+  WriteJsonFields(w, v, fields);
+  w.EndObject();
+}
+
+// `v` as a RESP array of key/value pairs, and room for `extra_pairs` more
+// that the caller appends after it (AppendRespPair).
+template <typename T, size_t N>
+void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N],
+                     size_t extra_pairs = 0);
+
+// RESP's short form: an array of the fields marked in_short, values alone.
+template <typename T, size_t N>
+void AppendRespShort(std::string* out, const T& v, const Field<T> (&fields)[N]);
+
+// The Prometheus samples of the fields that have a metric; a metric's HELP
+// and TYPE come before its first sample.
+template <typename T, size_t N>
+void AppendMetrics(std::string* out, const T& v, const Field<T> (&fields)[N]) {
+  std::string_view last;
+  for (const Field<T>& f : fields) {
+    if (f.metric.name.empty()) continue;
+    if (f.metric.name != last) AppendMetricHeader(out, f.metric.name, f.metric.type, f.metric.help);
+    last = f.metric.name;
+    const Value x = f.get(v);
+    AppendSample(out, f.metric.name, f.metric.label, x.kind == Kind::kUint ? x.u : x.i);
+  }
+}
+
+// How many fields are in the short form.
+template <typename T, size_t N>
+constexpr size_t ShortCount(const Field<T> (&fields)[N]) {
+  size_t n = 0;
+  for (const Field<T>& f : fields) n += f.in_short ? 1 : 0;
+  return n;
+}
+
+// Whether `key` is a text field in any table (a command line reading pairs
+// keeps "007" an id, not the number 7).
+bool IsTextKey(std::string_view key);
+
+void AppendRespArrayHeader(std::string* out, size_t n);
+
+template <typename T, size_t N>
+void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N],
+                     size_t extra_pairs) {
+  AppendRespArrayHeader(out, 2 * (N + extra_pairs));
+  for (const Field<T>& f : fields) AppendRespPair(out, f.resp_name(), f.get(v));
+}
+
+template <typename T, size_t N>
+void AppendRespShort(std::string* out, const T& v, const Field<T> (&fields)[N]) {
+  AppendRespArrayHeader(out, ShortCount(fields));
+  for (const Field<T>& f : fields) {
+    if (f.in_short) AppendRespValue(out, f.get(v));
+  }
+}
+
+}  // namespace delayq::wire
+
+#endif  // DELAYQ_WIRE_ENCODE_H_

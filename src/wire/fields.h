@@ -1,0 +1,154 @@
+// One field table per wire type — an add's answer, a delivery, a job, a
+// topic, the queue's figures — shared by every protocol: the JSON of the HTTP API, the RESP
+// replies, the Prometheus text of /metrics and the command line. A new
+// field of a type is one line in its table; the encoders (wire/encode.h)
+// walk the tables.
+//
+// A row names the field, reads it from the struct, and says where else it
+// goes: under another name in RESP, in RESP's short delivery array
+// (RESERVE, PEEK), or as a Prometheus sample. The order of a table is the
+// order on the wire.
+#ifndef DELAYQ_WIRE_FIELDS_H_
+#define DELAYQ_WIRE_FIELDS_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "delayq/job.h"
+#include "delayq/queue.h"
+
+namespace delayq::wire {
+
+// What a field holds, and so how each protocol writes it.
+enum class Kind : uint8_t {
+  kText,   // a string: JSON string, RESP bulk
+  kBytes,  // a job's body: JSON "body" if UTF-8 else "body_base64"; RESP bulk
+  kUint,   // JSON number; RESP bulk of its digits in pairs, integer in arrays
+  kInt,    // likewise, signed
+  kBool,   // JSON true/false; RESP 1/0
+};
+
+struct Value {
+  Kind kind = Kind::kText;
+  std::string_view text;  // kText, kBytes
+  int64_t i = 0;          // kInt, kBool (0/1)
+  uint64_t u = 0;         // kUint
+};
+constexpr Value Text(std::string_view s) { return {Kind::kText, s, 0, 0}; }
+constexpr Value Bytes(std::string_view s) { return {Kind::kBytes, s, 0, 0}; }
+constexpr Value Uint(uint64_t v) { return {Kind::kUint, {}, 0, v}; }
+constexpr Value Int(int64_t v) { return {Kind::kInt, {}, v, 0}; }
+constexpr Value Bool(bool v) { return {Kind::kBool, {}, v ? 1 : 0, 0}; }
+
+// A Prometheus sample of a figure: the metric's name, its type, a label
+// pair (`state="ready"`, or empty) and its help line. Rows of one metric
+// stand together; the first of them writes the HELP and TYPE lines.
+struct Metric {
+  std::string_view name;
+  std::string_view type;
+  std::string_view label;
+  std::string_view help;
+};
+
+template <typename T>
+struct Field {
+  std::string_view name;      // JSON key, RESP key
+  Value (*get)(const T&);     // the value in a struct
+  std::string_view resp = {};  // RESP's key, when it differs from `name`
+  bool in_short = false;       // a delivery: in RESP's five-element array
+  Metric metric = {};          // the queue's figures: a Prometheus sample
+  std::string_view resp_name() const { return resp.empty() ? name : resp; }
+};
+
+// What a reserve hands out. RESP's RESERVE and PEEK send the short form,
+// an array of the rows marked in_short, in this order; JSON sends them all.
+inline constexpr Field<Delivery> kDeliveryFields[] = {
+    {"id", [](const Delivery& d) { return Text(d.id); }, {}, true},
+    {"topic", [](const Delivery& d) { return Text(d.topic); }, {}, true},
+    {"body", [](const Delivery& d) { return Bytes(d.body); }, {}, true},
+    {"receipt", [](const Delivery& d) { return Text(d.receipt); }, {}, true},
+    {"attempts", [](const Delivery& d) { return Uint(d.attempts); }, {}, true},
+    {"ttr_ms", [](const Delivery& d) { return Uint(d.ttr_ms); }},
+    {"priority", [](const Delivery& d) { return Uint(d.priority); }},
+    {"run_at_ms", [](const Delivery& d) { return Int(d.run_at_ms); }},
+    {"reserved_until_ms", [](const Delivery& d) { return Int(d.reserved_until_ms); }},
+};
+
+// What an add answers over HTTP (RESP's ADD answers the id alone).
+inline constexpr Field<AddResult> kAddedFields[] = {
+    {"id", [](const AddResult& a) { return Text(a.id); }},
+    {"state", [](const AddResult& a) { return Text(StateName(a.state)); }},
+    {"run_at_ms", [](const AddResult& a) { return Int(a.run_at_ms); }},
+};
+
+// A job and its state (GET; HTTP's job reads).
+inline constexpr Field<JobInfo> kJobFields[] = {
+    {"id", [](const JobInfo& j) { return Text(j.id); }},
+    {"topic", [](const JobInfo& j) { return Text(j.topic); }},
+    {"state", [](const JobInfo& j) { return Text(StateName(j.state)); }},
+    {"body", [](const JobInfo& j) { return Bytes(j.body); }},
+    {"priority", [](const JobInfo& j) { return Uint(j.priority); }},
+    {"ttr_ms", [](const JobInfo& j) { return Uint(j.ttr_ms); }},
+    {"max_attempts", [](const JobInfo& j) { return Uint(j.max_attempts); }},
+    {"attempts", [](const JobInfo& j) { return Uint(j.attempts); }},
+    {"created_at_ms", [](const JobInfo& j) { return Int(j.created_at_ms); }},
+    {"run_at_ms", [](const JobInfo& j) { return Int(j.run_at_ms); }},
+    {"reserved_until_ms", [](const JobInfo& j) { return Int(j.reserved_until_ms); }},
+    {"receipt", [](const JobInfo& j) { return Text(j.receipt); }},
+    {"last_error", [](const JobInfo& j) { return Text(j.last_error); }},
+};
+
+// One topic's counts (TOPIC; GET /v1/topics[/name]).
+inline constexpr Field<TopicInfo> kTopicFields[] = {
+    {"name", [](const TopicInfo& t) { return Text(t.name); }, "topic"},
+    {"delayed", [](const TopicInfo& t) { return Uint(t.delayed); }},
+    {"ready", [](const TopicInfo& t) { return Uint(t.ready); }},
+    {"reserved", [](const TopicInfo& t) { return Uint(t.reserved); }},
+    {"buried", [](const TopicInfo& t) { return Uint(t.buried); }},
+    {"waiting", [](const TopicInfo& t) { return Uint(t.waiting); }},
+    {"paused", [](const TopicInfo& t) { return Bool(t.paused); }},
+    {"paused_for_ms", [](const TopicInfo& t) { return Int(t.paused_for_ms); }},
+};
+
+// The queue's figures (STATS, GET /v1/stats, /metrics). What follows them
+// on the wire — connections, lateness, the store's own figures — is the
+// server's (FrontEnd::SharedStatsFields, ServingQueue::Figures).
+inline constexpr std::string_view kByState = "Live jobs by state.";
+inline constexpr std::string_view kSinceStart = "Jobs since start.";
+inline constexpr Field<QueueStats> kStatsFields[] = {
+    {"jobs", [](const QueueStats& s) { return Uint(s.jobs); }},
+    {"delayed", [](const QueueStats& s) { return Uint(s.delayed); }, {}, false,
+     {"delayq_jobs", "gauge", "state=\"delayed\"", kByState}},
+    {"ready", [](const QueueStats& s) { return Uint(s.ready); }, {}, false,
+     {"delayq_jobs", "gauge", "state=\"ready\"", kByState}},
+    {"reserved", [](const QueueStats& s) { return Uint(s.reserved); }, {}, false,
+     {"delayq_jobs", "gauge", "state=\"reserved\"", kByState}},
+    {"buried", [](const QueueStats& s) { return Uint(s.buried); }, {}, false,
+     {"delayq_jobs", "gauge", "state=\"buried\"", kByState}},
+    {"topics", [](const QueueStats& s) { return Uint(s.topics); }, {}, false,
+     {"delayq_topics", "gauge", "", "Topics with jobs, waiting reserves or a pause."}},
+    {"waiting", [](const QueueStats& s) { return Uint(s.waiting); }, {}, false,
+     {"delayq_waiting_reserves", "gauge", "", "Reserves waiting for a job."}},
+    {"added", [](const QueueStats& s) { return Uint(s.added); }, {}, false,
+     {"delayq_added_total", "counter", "", kSinceStart}},
+    {"replaced", [](const QueueStats& s) { return Uint(s.replaced); }, {}, false,
+     {"delayq_replaced_total", "counter", "", kSinceStart}},
+    {"reserves", [](const QueueStats& s) { return Uint(s.reserves); }, {}, false,
+     {"delayq_reserved_total", "counter", "", kSinceStart}},
+    {"finished", [](const QueueStats& s) { return Uint(s.finished); }, {}, false,
+     {"delayq_finished_total", "counter", "", kSinceStart}},
+    {"deleted", [](const QueueStats& s) { return Uint(s.deleted); }, {}, false,
+     {"delayq_deleted_total", "counter", "", kSinceStart}},
+    {"released", [](const QueueStats& s) { return Uint(s.released); }, {}, false,
+     {"delayq_released_total", "counter", "", kSinceStart}},
+    {"timed_out", [](const QueueStats& s) { return Uint(s.timed_out); }, {}, false,
+     {"delayq_timed_out_total", "counter", "", kSinceStart}},
+    {"buried_total", [](const QueueStats& s) { return Uint(s.buried_total); }, {}, false,
+     {"delayq_buried_total", "counter", "", kSinceStart}},
+    {"kicked", [](const QueueStats& s) { return Uint(s.kicked); }, {}, false,
+     {"delayq_kicked_total", "counter", "", kSinceStart}},
+};
+
+}  // namespace delayq::wire
+
+#endif  // DELAYQ_WIRE_FIELDS_H_
