@@ -9,17 +9,6 @@
 namespace delayq::server {
 namespace {
 
-// The reserve being made on this thread, if any, and where its answer goes
-// when the queue gives it inside the ReserveAsync call (it is then written
-// at once). Per thread, so a queue that answers on a thread of its own can
-// never mistake its call for ours.
-struct Reserving {
-  const void* owner = nullptr;  // the FrontEnd
-  uint64_t conn = 0;
-  std::optional<Result<Deliveries>>* answer = nullptr;
-};
-thread_local Reserving t_reserving;
-
 int64_t WallNowUs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -128,26 +117,25 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   uint64_t conn_id = c.id;
   // The hole its reply takes if it comes later (pipelining).
   uint64_t serial = pipelining_ ? c.next_hole() : 0;
-  std::optional<Result<Deliveries>> now;
   const uint64_t mark_before = Mark();
-  t_reserving = {this, conn_id, &now};
-  // Captures fit std::function's inline storage: no allocation per reserve.
-  uint64_t ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
-    if (t_reserving.owner == this && t_reserving.conn == conn_id) {
-      t_reserving.answer->emplace(std::move(r));  // inside ReserveAsync, on this thread
-      return;
-    }
-    auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
-    loop_->Post([this, conn_id, serial, alive = alive_, shared] {
-      if (!*alive) return;
-      if (serial != 0) {
-        FinishInFlightReserve(conn_id, serial, std::move(*shared));
-      } else {
-        FinishReserve(conn_id, std::move(*shared));
-      }
+  std::optional<Result<Deliveries>> now;
+  uint64_t ticket = 0;
+  {
+    InCall<Result<Deliveries>> in_call(this, conn_id, &now);
+    // Captures fit std::function's inline storage: no allocation per reserve.
+    ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
+      if (InCall<Result<Deliveries>>::Take(this, conn_id, r)) return;  // inside ReserveAsync
+      auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
+      loop_->Post([this, conn_id, serial, alive = alive_, shared] {
+        if (!*alive) return;
+        if (serial != 0) {
+          FinishInFlightReserve(conn_id, serial, std::move(*shared));
+        } else {
+          FinishReserve(conn_id, std::move(*shared));
+        }
+      });
     });
-  });
-  t_reserving = {};
+  }
   NoteChange(c, mark_before);  // the reservations made, if any
   if (now) {
     AnswerTracked(c, std::move(*now));

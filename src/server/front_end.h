@@ -205,8 +205,10 @@ class FrontEnd : public net::TcpHandler {
   std::vector<uint64_t> answered_;  // connections AfterAnswer is to serve
   std::string scratch_;             // FillHole's reply, its capacity kept
 
-  // The Await being made on this thread, if any: where its answer goes when
-  // the queue gives it inside the call.
+  // A queue call being made on this thread (Await, StartReserve), if any:
+  // where its answer goes when the queue gives it inside the call, so the
+  // reply is written at once. Per thread, so a queue that answers on a
+  // thread of its own can never mistake its call for ours.
   struct Awaiting {
     const void* owner = nullptr;  // the FrontEnd
     uint64_t conn = 0;
@@ -215,6 +217,26 @@ class FrontEnd : public net::TcpHandler {
   // This thread's (a function, not a static thread_local member: g++ 12 with
   // UBSan resolves that member to null from other translation units).
   static Awaiting& awaiting();
+  // While it lives, an answer `done` gets inside the call on this thread
+  // lands in *now (Take says so); calls nest.
+  template <typename T>
+  struct InCall {
+    InCall(const FrontEnd* owner, uint64_t conn, std::optional<T>* now) : outer(awaiting()) {
+      awaiting() = {owner, conn, now};
+    }
+    ~InCall() { awaiting() = outer; }
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+    // In a callback: true if it runs inside the call `owner` makes for
+    // `conn` on this thread, and then keeps `r` as that call's answer.
+    static bool Take(const FrontEnd* owner, uint64_t conn, T& r) {
+      Awaiting& a = awaiting();
+      if (a.owner != owner || a.conn != conn) return false;
+      static_cast<std::optional<T>*>(a.answer)->emplace(std::move(r));
+      return true;
+    }
+    Awaiting outer;
+  };
 };
 
 template <typename F>
@@ -244,37 +266,32 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
   // The hole its reply takes if it comes later: the next one, since only
   // this thread opens holes.
   uint64_t serial = pipelining_ ? c.next_hole() : 0;
-  std::optional<T> now;
   // A change made by the call holds the connection's replies from here on
   // until it is durable (net::OutputGate); a read holds nothing.
   const uint64_t mark_before = Mark();
-  Awaiting& current = awaiting();
-  Awaiting outer = current;
-  current = {this, conn_id, &now};
-  // Captures fit std::function's inline storage: no allocation per call.
-  call(std::function<void(T)>([this, conn_id, serial](T r) {
-    Awaiting& in_call = awaiting();  // the thread `done` runs on
-    if (in_call.owner == this && in_call.conn == conn_id) {
-      static_cast<std::optional<T>*>(in_call.answer)->emplace(std::move(r));
-      return;
-    }
-    auto shared = std::make_shared<T>(std::move(r));
-    loop_->Post([this, conn_id, serial, alive = alive_, shared] {
-      if (!*alive) return;
-      net::Connection* conn = tcp_->Find(conn_id);
-      if (conn == nullptr) return;
-      if (serial == 0) {
-        conn->waiting = false;
-        Answer{}(*this, *conn, std::move(*shared));
-        tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
-        return;
-      }
-      --static_cast<State&>(*conn->state).changes;
-      FillHole(*conn, serial, [&] { Answer{}(*this, *conn, std::move(*shared)); });
-      AfterAnswer(*conn);
-    });
-  }));
-  current = outer;
+  std::optional<T> now;
+  {
+    InCall<T> in_call(this, conn_id, &now);
+    // Captures fit std::function's inline storage: no allocation per call.
+    call(std::function<void(T)>([this, conn_id, serial](T r) {
+      if (InCall<T>::Take(this, conn_id, r)) return;  // inside the call
+      auto shared = std::make_shared<T>(std::move(r));
+      loop_->Post([this, conn_id, serial, alive = alive_, shared] {
+        if (!*alive) return;
+        net::Connection* conn = tcp_->Find(conn_id);
+        if (conn == nullptr) return;
+        if (serial == 0) {
+          conn->waiting = false;
+          Answer{}(*this, *conn, std::move(*shared));
+          tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
+          return;
+        }
+        --static_cast<State&>(*conn->state).changes;
+        FillHole(*conn, serial, [&] { Answer{}(*this, *conn, std::move(*shared)); });
+        AfterAnswer(*conn);
+      });
+    }));
+  }
   NoteChange(c, mark_before);
   if (now) {
     Answer{}(*this, c, std::move(*now));
