@@ -24,7 +24,7 @@
 // monotonic deadline, plus an eventfd that calls use to wake it when they
 // create an earlier deadline. No polling loop: with nothing scheduled it
 // sleeps until woken. With a manual clock it sleeps until the clock moves.
-// With QueueOptions::caller_loop there is no runner: the caller's event loop
+// With OpenOptions::caller_loop there is no runner: the caller's event loop
 // polls the same three descriptors and calls RunDue (QueueDriver).
 #ifndef DELAYQ_LOCAL_LOCAL_QUEUE_H_
 #define DELAYQ_LOCAL_LOCAL_QUEUE_H_

@@ -105,7 +105,7 @@ class RedisQueue final : public ServingQueue {
   // bucket (writing format and bucket count on first use of the prefix),
   // subscribes to `<prefix>:wake` (waiting up to a second for the
   // subscription) and starts the dispatcher and timer threads.
-  // QueueOptions::caller_loop is ignored: the queue runs its own threads and
+  // OpenOptions::caller_loop is ignored: the queue runs its own threads and
   // driver() is null. Errors: kInvalidArgument naming the option
   // (redis_url, redis_prefix: 1-256 bytes without '{' or '}', redis_buckets:
   // 1..16384, or a prefix first used with another bucket count);

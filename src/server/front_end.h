@@ -42,7 +42,7 @@
 // reserve callbacks it gives the queue may run on any thread; they only
 // post to the loop. Destroy it on the loop thread, and only when no
 // callback of its can be running on another thread: with a queue driven by
-// the same loop (QueueOptions::caller_loop, as `delayq serve` runs), or
+// the same loop (OpenOptions::caller_loop, as `delayq serve` runs), or
 // after the queue has stopped.
 #ifndef DELAYQ_SERVER_FRONT_END_H_
 #define DELAYQ_SERVER_FRONT_END_H_
