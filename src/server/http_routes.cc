@@ -193,15 +193,11 @@ void HttpServer::Api::Healthz(Connection& c, const RouteCall&) {
   // Degraded still answers 200: reads, reserves and finishes go on, and a
   // probe that restarted the server would not give the disk room.
   FrontEnd::StoreHealth h = s_->Health();
-  if (h.status.ok()) return Json(c, 200, "{\"status\":\"ok\"}");
+  wire::Health health{"ok", ""};
+  if (!h.status.ok()) health = {h.failed ? "failed" : "degraded", h.status.message()};
   std::string json;
   JsonWriter w(&json);
-  w.BeginObject();
-  w.Key("status");
-  w.String(h.failed ? "failed" : "degraded");
-  w.Key("store");
-  w.String(h.status.message());
-  w.EndObject();
+  wire::WriteJson(w, health, wire::kHealthFields);
   return Json(c, h.failed ? 503 : 200, json);
 }
 

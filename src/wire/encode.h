@@ -27,7 +27,13 @@ void AppendSample(std::string* out, std::string_view name, std::string_view labe
 // The fields of `v` as members of the JSON object being written (no braces).
 template <typename T, size_t N>
 void WriteJsonFields(codec::JsonWriter& w, const T& v, const Field<T> (&fields)[N]) {
-  for (const Field<T>& f : fields) WriteJsonValue(w, f.name, f.get(v));
+  for (const Field<T>& f : fields) {
+    const Value x = f.get(v);
+    if (f.omit_empty && x.text.empty() && (x.kind == Kind::kText || x.kind == Kind::kBytes)) {
+      continue;
+    }
+    WriteJsonValue(w, f.name, x);
+  }
 }
 
 // `v` as one JSON object.

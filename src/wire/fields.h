@@ -1,5 +1,5 @@
-// One field table per wire type — an add's answer, a delivery, a job, a
-// topic, the queue's figures — shared by every protocol: the JSON of the HTTP API, the RESP
+// One field table per wire type — /healthz, an add's answer, a delivery, a
+// job, a topic, the queue's figures — shared by every protocol: the JSON of the HTTP API, the RESP
 // replies, the Prometheus text of /metrics and the command line. A new
 // field of a type is one line in its table; the encoders (wire/encode.h)
 // walk the tables.
@@ -57,6 +57,7 @@ struct Field {
   std::string_view resp = {};  // RESP's key, when it differs from `name`
   bool in_short = false;       // a delivery: in RESP's five-element array
   Metric metric = {};          // the queue's figures: a Prometheus sample
+  bool omit_empty = false;     // JSON only: an empty text is left out, key and all
   std::string_view resp_name() const { return resp.empty() ? name : resp; }
 };
 
@@ -72,6 +73,16 @@ inline constexpr Field<Delivery> kDeliveryFields[] = {
     {"priority", [](const Delivery& d) { return Uint(d.priority); }},
     {"run_at_ms", [](const Delivery& d) { return Int(d.run_at_ms); }},
     {"reserved_until_ms", [](const Delivery& d) { return Int(d.reserved_until_ms); }},
+};
+
+// What /healthz answers: ok, degraded (200) or failed (503), and why.
+struct Health {
+  std::string_view status;  // "ok", "degraded", "failed"
+  std::string_view store;   // why, when not ok
+};
+inline constexpr Field<Health> kHealthFields[] = {
+    {"status", [](const Health& h) { return Text(h.status); }},
+    {"store", [](const Health& h) { return Text(h.store); }, {}, false, {}, true},
 };
 
 // What an add answers over HTTP (RESP's ADD answers the id alone).
