@@ -989,6 +989,35 @@ class PipeliningTest(RedisServerTestCase):
         self.assertIn('delayq_jobs{state="delayed"} 1', text)
         self.assertIn('delayq_topic_jobs{topic="seed.m",state="delayed"} 1', text)
 
+    def test_the_redis_stores_own_figures_reach_stats_and_metrics(self):
+        # The front ends see a store only through the serving interface: the
+        # Redis store's dispatcher counts reach STATS and /metrics like the
+        # embedded store's log figures do.
+        rp = self.start_redis()
+        s = self.start_delayq(rp, "figures")
+        r = client(s, socket_timeout=10)
+        self.addCleanup(r.close)
+        for job_id in ("f1", "f2"):
+            self.assertEqual(r.execute_command("ADD", "fig.t", job_id, 0, 30000, "b"),
+                             job_id.encode())
+        reply = r.execute_command("STATS")
+        stats = {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+        for key in ("redis_rounds", "redis_commands", "redis_ops"):
+            self.assertIn(key, stats)
+        self.assertGreaterEqual(int(stats["redis_rounds"]), 2)
+        self.assertGreaterEqual(int(stats["redis_ops"]), 2)
+        conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10)
+        self.addCleanup(conn.close)
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        text = resp.read().decode()
+        self.assertEqual(resp.status, 200, text)
+        self.assertRegex(text, r"\ndelayq_store_redis_rounds [1-9][0-9]*\n")
+        conn.request("GET", "/v1/stats")
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        self.assertGreaterEqual(body["redis_commands"], 2)
+
     def test_replies_still_owed_are_written_before_a_quit_closes(self):
         rp = self.start_redis()
         s = self.start_delayq(rp, "pipe")
