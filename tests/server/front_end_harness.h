@@ -26,6 +26,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -38,6 +39,11 @@
 #include "server/http_server.h"
 #include "server/resp_server.h"
 #include "serving/serving_queue.h"
+
+namespace delayq {
+// Test names and messages say "memory", not "4-byte object".
+inline void PrintTo(StoreKind k, std::ostream* os) { *os << StoreKindName(k); }
+}  // namespace delayq
 
 namespace delayq::server::testing {
 

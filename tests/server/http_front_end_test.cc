@@ -36,6 +36,26 @@ int64_t Int(simdjson::simdjson_result<simdjson::dom::element> e) {
   return v;
 }
 
+bool Bool(simdjson::simdjson_result<simdjson::dom::element> e) {
+  bool v = false;
+  return e.get(v) == simdjson::SUCCESS && v;
+}
+
+// A field of /healthz's, /command's answers: its text, "null", or its JSON.
+std::string Text(simdjson::simdjson_result<simdjson::dom::element> e) {
+  if (e.error() != simdjson::SUCCESS) return "(absent)";
+  if (e.is_null()) return "null";
+  if (e.is_string()) return Str(e);
+  return simdjson::to_string(e.value_unsafe());
+}
+
+// /command's answer as "success id value" (its fields, whatever their order).
+std::string Seed(const HttpReply& r) {
+  Json j(r.body);
+  if (!j.ok()) return "(not JSON) " + r.body;
+  return Text((*j)["success"]) + " " + Text((*j)["id"]) + " " + Text((*j)["value"]);
+}
+
 // "code: message" of an error body.
 std::string ErrorOf(const HttpReply& r) {
   Json j(r.body);
@@ -73,7 +93,7 @@ TEST_P(HttpFrontEnd, AddReserveFinish) {
   HttpReply finished =
       h.Http("POST", "/v1/jobs/order-1/finish", R"({"receipt":")" + receipt + R"("})");
   EXPECT_EQ(finished.status, 200);
-  EXPECT_EQ(finished.body, R"({"ok":true})");
+  EXPECT_TRUE(Bool((*Json(finished.body))["ok"])) << finished.body;
   HttpReply gone = h.Http("GET", "/v1/jobs/order-1");
   EXPECT_EQ(gone.status, 404);
   EXPECT_EQ(ErrorOf(gone).rfind("not_found", 0), 0u) << ErrorOf(gone);
@@ -121,19 +141,19 @@ TEST_P(HttpFrontEnd, BadRequestsNameTheFieldAndChangeNothing) {
 }
 
 TEST_P(HttpFrontEnd, HealthzMetricsAndHead) {
-  HttpReply r = h.Http("GET", "/healthz");
-  EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.body, R"({"status":"ok"})");
+  HttpReply healthz = h.Http("GET", "/healthz");
+  EXPECT_EQ(healthz.status, 200);
+  EXPECT_EQ(Text((*Json(healthz.body))["status"]), "ok");
   h.Http("POST", "/v1/jobs", R"({"topic":"m","delay_ms":1000})");
-  r = h.Http("GET", "/metrics");
+  HttpReply r = h.Http("GET", "/metrics");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.Header("Content-Type").rfind("text/plain", 0), 0u) << r.Header("Content-Type");
   EXPECT_NE(r.body.find("delayq_jobs{state=\"delayed\"} 1\n"), std::string::npos) << r.body;
   HttpReply head = h.Http("HEAD", "/healthz");
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.body, "");
-  EXPECT_EQ(head.Header("Content-Length"), "15");  // the GET's length
-  EXPECT_EQ(h.Http("GET", "/healthz").body, R"({"status":"ok"})");  // framing intact
+  EXPECT_EQ(head.Header("Content-Length"), std::to_string(healthz.body.size()));  // the GET's
+  EXPECT_EQ(Text((*Json(h.Http("GET", "/healthz").body))["status"]), "ok");  // framing intact
 }
 
 TEST_P(HttpFrontEnd, BodiesThatAreNotUtf8TravelAsBase64) {
@@ -164,16 +184,14 @@ TEST_P(HttpFrontEnd, BodiesThatAreNotUtf8TravelAsBase64) {
 }
 
 TEST_P(HttpFrontEnd, SeedCommandProtocol) {
-  auto cmd = [&](const std::string& body) { return h.Http("POST", "/command", body).body; };
+  auto cmd = [&](const std::string& body) { return Seed(h.Http("POST", "/command", body)); };
   EXPECT_EQ(cmd(R"({"command":"add","topic":"orderclose","id":"No1","delay":0,"TTR":60,)"
                 R"("body":{"order":"No1"}})"),
-            R"({"success":true,"error":null,"id":"No1","value":null})");
-  EXPECT_EQ(cmd(R"({"command":"pop","topic":"orderclose"})"),
-            R"({"success":true,"error":null,"id":"No1","value":"{\"order\":\"No1\"}"})");
-  EXPECT_EQ(cmd(R"({"command":"finish","id":"No1"})").rfind(R"({"success":true)", 0), 0u);
-  EXPECT_EQ(cmd(R"({"command":"pop","topic":"orderclose"})"),
-            R"({"success":true,"error":null,"id":null,"value":null})");
-  EXPECT_EQ(cmd(R"({"command":"fly"})").rfind(R"({"success":false)", 0), 0u);
+            "true No1 null");
+  EXPECT_EQ(cmd(R"({"command":"pop","topic":"orderclose"})"), R"(true No1 {"order":"No1"})");
+  EXPECT_EQ(cmd(R"({"command":"finish","id":"No1"})"), "true No1 null");
+  EXPECT_EQ(cmd(R"({"command":"pop","topic":"orderclose"})"), "true null null");
+  EXPECT_EQ(cmd(R"({"command":"fly"})"), "false null null");
 }
 
 TEST_P(HttpFrontEnd, PipelinedRequestsAreAnsweredInOrder) {
@@ -190,7 +208,7 @@ TEST_P(HttpFrontEnd, PipelinedRequestsAreAnsweredInOrder) {
     EXPECT_EQ(r.status, 201);
     EXPECT_EQ(Str((*Json(r.body))["id"]), "pp-" + std::to_string(i));
   }
-  EXPECT_EQ(c->ReadHttp().body, R"({"status":"ok"})");
+  EXPECT_EQ(Text((*Json(c->ReadHttp().body))["status"]), "ok");
   EXPECT_EQ(c->ReadToClose(), "");  // Connection: close
 }
 
@@ -207,7 +225,7 @@ TEST_P(HttpFrontEnd, ALongPollIsAnsweredWhenAJobFallsDueNeverEarly) {
   HttpReply r = waiter->ReadHttp();
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(Str((*Json(r.body))["jobs"].at(0)["id"]), "soon");
-  EXPECT_EQ(waiter->ReadHttp().body, R"({"status":"ok"})");
+  EXPECT_EQ(Text((*Json(waiter->ReadHttp().body))["status"]), "ok");
 }
 
 TEST_P(HttpFrontEnd, ALongPollThatRunsOutAnswersNoJobs) {
@@ -215,7 +233,9 @@ TEST_P(HttpFrontEnd, ALongPollThatRunsOutAnswersNoJobs) {
   waiter->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["none"],"wait_ms":30})"));
   EXPECT_EQ(waiter->Unread(), "");
   h.AdvanceMs(30);
-  EXPECT_EQ(waiter->ReadHttp().body, R"({"jobs":[]})");
+  HttpReply r = waiter->ReadHttp();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Text((*Json(r.body))["jobs"]), "[]");
 }
 
 TEST_P(HttpFrontEnd, AJobWhoseReplyNeverLeftGoesBackWhenTheClientLeaves) {
