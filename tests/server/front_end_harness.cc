@@ -62,9 +62,15 @@ size_t ParseRespAt(std::string_view buf, size_t pos, RespReply* out) {
   if (!Line(buf, pos + 1, &line, &next)) return 0;
   using T = RespReply::Type;
   switch (buf[pos]) {
-    case '+': *out = Simple(std::string(line)); return next;
-    case '-': *out = Error(std::string(line)); return next;
-    case ':': *out = Integer(ToInt(line)); return next;
+    case '+':
+      *out = Simple(std::string(line));
+      return next;
+    case '-':
+      *out = Error(std::string(line));
+      return next;
+    case ':':
+      *out = Integer(ToInt(line));
+      return next;
     case '$': {
       int64_t n = ToInt(line);
       if (n < 0) {
@@ -125,12 +131,18 @@ RespReply Array(std::vector<RespReply> elements) {
 std::string RespReply::ToString() const {
   using T = Type;
   switch (type) {
-    case T::kSimple: return "+" + str + "\r\n";
-    case T::kError: return "-" + str + "\r\n";
-    case T::kInteger: return ":" + std::to_string(integer) + "\r\n";
-    case T::kBulk: return "$" + std::to_string(str.size()) + "\r\n" + str + "\r\n";
-    case T::kNil: return "$-1\r\n";
-    case T::kNilArray: return "*-1\r\n";
+    case T::kSimple:
+      return "+" + str + "\r\n";
+    case T::kError:
+      return "-" + str + "\r\n";
+    case T::kInteger:
+      return ":" + std::to_string(integer) + "\r\n";
+    case T::kBulk:
+      return "$" + std::to_string(str.size()) + "\r\n" + str + "\r\n";
+    case T::kNil:
+      return "$-1\r\n";
+    case T::kNilArray:
+      return "*-1\r\n";
     case T::kArray: {
       std::string s = "*" + std::to_string(elements.size()) + "\r\n";
       for (const RespReply& e : elements) s += e.ToString();
@@ -140,7 +152,9 @@ std::string RespReply::ToString() const {
   return "?";
 }
 
-void PrintTo(const RespReply& r, std::ostream* os) { *os << ::testing::PrintToString(r.ToString()); }
+void PrintTo(const RespReply& r, std::ostream* os) {
+  *os << ::testing::PrintToString(r.ToString());
+}
 
 std::string RespCommand(std::initializer_list<std::string_view> args) {
   std::string s = "*" + std::to_string(args.size()) + "\r\n";
@@ -232,7 +246,10 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
   QueueDriver* driver = queue_->driver();
   queue_fds_ = driver->PollFds();
   for (int fd : queue_fds_) {
-    EXPECT_TRUE(loop_->Add(fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, true).ok());
+    EXPECT_TRUE(loop_
+                    ->Add(
+                        fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, true)
+                    .ok());
   }
   driver->RunDue();
   loop_->SetUrgentProbe([driver] { return driver->MaybeDue(); });
@@ -257,15 +274,12 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
     gate_ = std::make_unique<DriverGate>(driver);
     http_->tcp()->SetOutputGate(gate_.get());
     resp_->tcp()->SetOutputGate(gate_.get());
+    // Group commit at the end of each turn, then the replies it released.
     loop_->SetTurnEnd(
-        [driver, h = http_.get(), r = resp_.get()](bool idle) {
-          if (idle) {
-            driver->FlushIdle();
-          } else {
-            driver->Flush();
-          }
-          h->tcp()->ReleaseHeld();
-          r->tcp()->ReleaseHeld();
+        [this, driver](bool idle) {
+          idle ? driver->FlushIdle() : driver->Flush();
+          http_->tcp()->ReleaseHeld();
+          resp_->tcp()->ReleaseHeld();
         },
         /*tell_idle=*/options_.fsync == FsyncPolicy::kAlways);
   }
@@ -347,8 +361,7 @@ FrontEndHarness::Client::~Client() {
 }
 
 FrontEnd* FrontEndHarness::Client::server() const {
-  return protocol_ == Protocol::kHttp ? static_cast<FrontEnd*>(h_->http_.get())
-                                      : h_->resp_.get();
+  return protocol_ == Protocol::kHttp ? static_cast<FrontEnd*>(h_->http_.get()) : h_->resp_.get();
 }
 
 void FrontEndHarness::Client::Send(std::string_view bytes) {

@@ -35,6 +35,7 @@
 
 #include "delayq/clock.h"
 #include "delayq/options.h"
+#include "gtest/gtest.h"
 #include "net/event_loop.h"
 #include "server/http_server.h"
 #include "server/resp_server.h"
@@ -92,7 +93,7 @@ size_t ParseHttpReply(std::string_view buf, HttpReply* out, bool head = false);
 struct FrontEndHarnessOptions {
   StoreKind store = StoreKind::kMemory;  // or kEmbedded, in a temporary directory
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
-  std::string auth_token;  // both front ends
+  std::string auth_token{};  // both front ends
   // Given to both front ends' TcpServerOptions.
   size_t max_output_bytes = 64 << 20;
   // How long a reply is waited for before the test fails.
@@ -183,6 +184,16 @@ class FrontEndHarness {
   std::thread thread_;
   std::unique_ptr<Client> http_client_;
   std::unique_ptr<Client> resp_client_;
+};
+
+// A fixture for tests run on each in-process store:
+//   class RespFrontEnd : public OnEachStore {};
+//   TEST_P(RespFrontEnd, ...) { h.Resp(...); }
+//   INSTANTIATE_TEST_SUITE_P(Stores, RespFrontEnd, ::testing::ValuesIn(kInProcessStores));
+inline constexpr StoreKind kInProcessStores[] = {StoreKind::kMemory, StoreKind::kEmbedded};
+class OnEachStore : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  FrontEndHarness h{{.store = GetParam()}};
 };
 
 }  // namespace delayq::server::testing

@@ -63,15 +63,7 @@ std::string ErrorOf(const HttpReply& r) {
   return Str((*j)["error"]["code"]) + ": " + Str((*j)["error"]["message"]);
 }
 
-class HttpFrontEnd : public ::testing::TestWithParam<StoreKind> {
- protected:
-  static FrontEndHarnessOptions Options() {
-    FrontEndHarnessOptions o;
-    o.store = GetParam();
-    return o;
-  }
-  FrontEndHarness h{Options()};
-};
+class HttpFrontEnd : public OnEachStore {};
 
 TEST_P(HttpFrontEnd, AddReserveFinish) {
   HttpReply added = h.Http("POST", "/v1/jobs",
@@ -153,7 +145,7 @@ TEST_P(HttpFrontEnd, HealthzMetricsAndHead) {
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.body, "");
   EXPECT_EQ(head.Header("Content-Length"), std::to_string(healthz.body.size()));  // the GET's
-  EXPECT_EQ(Text((*Json(h.Http("GET", "/healthz").body))["status"]), "ok");  // framing intact
+  EXPECT_EQ(Text((*Json(h.Http("GET", "/healthz").body))["status"]), "ok");       // framing intact
 }
 
 TEST_P(HttpFrontEnd, BodiesThatAreNotUtf8TravelAsBase64) {
@@ -240,9 +232,9 @@ TEST_P(HttpFrontEnd, ALongPollThatRunsOutAnswersNoJobs) {
 
 TEST_P(HttpFrontEnd, AJobWhoseReplyNeverLeftGoesBackWhenTheClientLeaves) {
   std::string big(200 * 1024, 'b');  // more than a pipe holds: the reply cannot leave whole
-  ASSERT_EQ(h.Http("POST", "/v1/jobs", R"({"topic":"gb","id":"big","body":")" + big + R"("})")
-                .status,
-            201);
+  ASSERT_EQ(
+      h.Http("POST", "/v1/jobs", R"({"topic":"gb","id":"big","body":")" + big + R"("})").status,
+      201);
   auto c = h.Connect(Protocol::kHttp);
   c->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["gb"]})"));  // not read
   EXPECT_EQ(Str((*Json(h.Http("GET", "/v1/jobs/big").body))["state"]), "reserved");
@@ -252,8 +244,7 @@ TEST_P(HttpFrontEnd, AJobWhoseReplyNeverLeftGoesBackWhenTheClientLeaves) {
   EXPECT_EQ(Int((*info)["attempts"]), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, HttpFrontEnd,
-                         ::testing::Values(StoreKind::kMemory, StoreKind::kEmbedded),
+INSTANTIATE_TEST_SUITE_P(Stores, HttpFrontEnd, ::testing::ValuesIn(kInProcessStores),
                          [](const auto& info) { return std::string(StoreKindName(info.param)); });
 
 TEST(HttpFrontEndAuth, BearerTokenIsRequiredExceptForHealthz) {

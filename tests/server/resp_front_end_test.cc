@@ -19,15 +19,7 @@ std::string FieldOf(const RespReply& r, std::string_view field) {
   return "(absent)";
 }
 
-class RespFrontEnd : public ::testing::TestWithParam<StoreKind> {
- protected:
-  static FrontEndHarnessOptions Options() {
-    FrontEndHarnessOptions o;
-    o.store = GetParam();
-    return o;
-  }
-  FrontEndHarness h{Options()};
-};
+class RespFrontEnd : public OnEachStore {};
 
 TEST_P(RespFrontEnd, AddReserveFinish) {
   EXPECT_EQ(h.Resp({"PING"}), Simple("PONG"));
@@ -155,8 +147,7 @@ TEST_P(RespFrontEnd, ProtocolErrorsAnswerWhatCameBeforeThenClose) {
   EXPECT_EQ(h.Resp({"PING"}), Simple("PONG"));  // other connections go on
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, RespFrontEnd,
-                         ::testing::Values(StoreKind::kMemory, StoreKind::kEmbedded),
+INSTANTIATE_TEST_SUITE_P(Stores, RespFrontEnd, ::testing::ValuesIn(kInProcessStores),
                          [](const auto& info) { return std::string(StoreKindName(info.param)); });
 
 TEST(RespFrontEndAuth, TokenIsRequired) {
