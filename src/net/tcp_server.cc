@@ -37,6 +37,15 @@ int64_t SweepInterval(const TcpServerOptions& o) {
 
 Result<std::unique_ptr<TcpServer>> TcpServer::Create(EventLoop* loop, TcpHandler* handler,
                                                      TcpServerOptions options) {
+  if (!options.listen) {
+    auto server =
+        std::unique_ptr<TcpServer>(new TcpServer(loop, handler, std::move(options), -1, 0));
+    TcpServer* s = server.get();
+    if (int64_t every = SweepInterval(s->options_); every > 0) {
+      s->sweep_timer_ = loop->RunAfter(every, [s] { s->Sweep(); });
+    }
+    return server;
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options.port));
@@ -183,19 +192,25 @@ void TcpServer::OnAccept() {
     busy_logged_ = false;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    auto c = std::make_unique<Connection>();
-    c->id = next_id_++;
-    c->fd = fd;
-    c->last_input_ms = MonotonicNowMs();
-    c->output_high_water = std::min<size_t>(options_.max_output_bytes / 4 + 1, 1 << 20);
-    uint64_t id = c->id;
-    Connection& ref = *c;
-    conns_[id] = std::move(c);
-    handler_->OnOpen(ref);
-    if (!loop_->Add(fd, EPOLLIN | EPOLLRDHUP, [this, id](uint32_t ev) { OnEvents(id, ev); }).ok()) {
-      Close(id);
-    }
+    Adopt(fd);
   }
+}
+
+uint64_t TcpServer::Adopt(int fd) {
+  auto c = std::make_unique<Connection>();
+  c->id = next_id_++;
+  c->fd = fd;
+  c->last_input_ms = MonotonicNowMs();
+  c->output_high_water = std::min<size_t>(options_.max_output_bytes / 4 + 1, 1 << 20);
+  uint64_t id = c->id;
+  Connection& ref = *c;
+  conns_[id] = std::move(c);
+  handler_->OnOpen(ref);
+  if (!loop_->Add(fd, EPOLLIN | EPOLLRDHUP, [this, id](uint32_t ev) { OnEvents(id, ev); }).ok()) {
+    Close(id);
+    return 0;
+  }
+  return id;
 }
 
 void TcpServer::Close(uint64_t id) {
@@ -223,6 +238,29 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
   if ((events & (EPOLLIN | EPOLLRDHUP)) && c->reading) ReadFrom(*c);
 }
 
+// Inlined into ReadFrom: the read path makes no call more than before
+// Deliver shared it.
+[[gnu::always_inline]] inline void TcpServer::Received(Connection& c, bool eof) {
+  uint64_t id = c.id;
+  c.last_input_ms = MonotonicNowMs();
+  // After the client's FIN, what it sent before is still answered, and the
+  // connection closes once nothing is owed.
+  if (eof) c.peer_closed = true;
+  if (c.closing) {
+    c.in.clear();  // closing: what arrives now is not answered
+  } else {
+    Process(c);
+  }
+  if (Connection* live = Find(id)) Flush(*live);
+  // But a reserve still unanswered at the FIN is not: the client has gone
+  // (a worker exits with a FIN when nothing is left unread), as Redis and
+  // beanstalkd take EOF. Closing withdraws the reserve, and gives back any
+  // job it took, rather than writing that job to a socket no one reads.
+  if (eof) {
+    if (Connection* live = Find(id); live != nullptr && handler_->AwaitsWork(*live)) Close(id);
+  }
+}
+
 void TcpServer::ReadFrom(Connection& c) {
   uint64_t id = c.id;
   char buf[kReadBytes];
@@ -246,23 +284,14 @@ void TcpServer::ReadFrom(Connection& c) {
     Close(id);
     return;
   }
-  c.last_input_ms = MonotonicNowMs();
-  // After the client's FIN, what it sent before is still answered, and the
-  // connection closes once nothing is owed.
-  if (eof) c.peer_closed = true;
-  if (c.closing) {
-    c.in.clear();  // closing: what arrives now is not answered
-  } else {
-    Process(c);
-  }
-  if (Connection* live = Find(id)) Flush(*live);
-  // But a reserve still unanswered at the FIN is not: the client has gone
-  // (a worker exits with a FIN when nothing is left unread), as Redis and
-  // beanstalkd take EOF. Closing withdraws the reserve, and gives back any
-  // job it took, rather than writing that job to a socket no one reads.
-  if (eof) {
-    if (Connection* live = Find(id); live != nullptr && handler_->AwaitsWork(*live)) Close(id);
-  }
+  Received(c, eof);
+}
+
+void TcpServer::Deliver(uint64_t id, std::string_view bytes, bool eof) {
+  Connection* c = Find(id);
+  if (c == nullptr) return;
+  c->in.append(bytes);
+  Received(*c, eof);
 }
 
 void TcpServer::Process(Connection& c) {

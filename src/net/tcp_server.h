@@ -55,6 +55,9 @@ struct TcpServerOptions {
   int64_t idle_timeout_ms = 0;
   // A request that has begun must be complete within this long. 0: no limit.
   int64_t request_timeout_ms = 0;
+  // false: no listener (host and port are ignored); connections come only
+  // from Adopt (the in-process front-end tests, tests/server/README.md).
+  bool listen = true;
 };
 
 // What replies may have to wait for before they are written: a store's log
@@ -201,6 +204,15 @@ class TcpServer {
   void Resume(Connection& c);
   void Close(uint64_t id);
 
+  // For a peer that is not a socket (the in-process tests): serves `fd`,
+  // which the server writes replies to and closes, as an accepted
+  // connection; its input comes from Deliver, not from reading `fd`.
+  // Returns the connection's id, 0 if the loop would not watch `fd`.
+  uint64_t Adopt(int fd);
+  // What a read of connection `id` would have returned: `bytes`, then the
+  // peer's FIN if `eof`. Served and answered as a read is.
+  void Deliver(uint64_t id, std::string_view bytes, bool eof = false);
+
   // Replies wait for `gate` (nullptr: none) before they are written. Call
   // ReleaseHeld at the end of each loop turn, after the gate may have moved.
   void SetOutputGate(OutputGate* gate) { gate_ = gate; }
@@ -217,6 +229,8 @@ class TcpServer {
   void OnAccept();
   void OnEvents(uint64_t id, uint32_t events);
   void ReadFrom(Connection& c);
+  // After input arrived (a read, or Deliver): serve it, write the replies.
+  void Received(Connection& c, bool eof);
   void Process(Connection& c);
   void Sweep();
   void StopListening();

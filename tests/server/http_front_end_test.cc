@@ -1,0 +1,261 @@
+// The HTTP front end in-process (FrontEndHarness): the real framing, route
+// table and handlers on a real queue, no sockets, a ManualClock. Ports of
+// behaviours tests/integration/http_server_test.py checks black-box.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/front_end_harness.h"
+#include "simdjson.h"
+
+namespace delayq::server::testing {
+namespace {
+
+using Protocol = FrontEndHarness::Protocol;
+
+// A JSON body, parsed (the element lives as long as the Json).
+class Json {
+ public:
+  explicit Json(const std::string& text) : doc_(parser_.parse(text)) {}
+  simdjson::dom::element operator*() const { return doc_.value_unsafe(); }
+  bool ok() const { return doc_.error() == simdjson::SUCCESS; }
+
+ private:
+  simdjson::dom::parser parser_;
+  simdjson::simdjson_result<simdjson::dom::element> doc_;
+};
+
+std::string Str(simdjson::simdjson_result<simdjson::dom::element> e) {
+  std::string_view s;
+  if (e.get(s) != simdjson::SUCCESS) return "(not a string)";
+  return std::string(s);
+}
+
+int64_t Int(simdjson::simdjson_result<simdjson::dom::element> e) {
+  int64_t v = -1;
+  if (e.get(v) != simdjson::SUCCESS) return -1;
+  return v;
+}
+
+bool Bool(simdjson::simdjson_result<simdjson::dom::element> e) {
+  bool v = false;
+  return e.get(v) == simdjson::SUCCESS && v;
+}
+
+// A field of /healthz's, /command's answers: its text, "null", or its JSON.
+std::string Text(simdjson::simdjson_result<simdjson::dom::element> e) {
+  if (e.error() != simdjson::SUCCESS) return "(absent)";
+  if (e.is_null()) return "null";
+  if (e.is_string()) return Str(e);
+  return simdjson::to_string(e.value_unsafe());
+}
+
+// /command's answer as "success id value" (its fields, whatever their order).
+std::string Seed(const HttpReply& r) {
+  Json j(r.body);
+  if (!j.ok()) return "(not JSON) " + r.body;
+  return Text((*j)["success"]) + " " + Text((*j)["id"]) + " " + Text((*j)["value"]);
+}
+
+// "code: message" of an error body.
+std::string ErrorOf(const HttpReply& r) {
+  Json j(r.body);
+  if (!j.ok()) return "(not JSON) " + r.body;
+  return Str((*j)["error"]["code"]) + ": " + Str((*j)["error"]["message"]);
+}
+
+class HttpFrontEnd : public OnEachStore {};
+
+TEST_P(HttpFrontEnd, AddReserveFinish) {
+  HttpReply added = h.Http("POST", "/v1/jobs",
+                           R"({"topic":"rt","id":"order-1","body":"close it","ttr_ms":5000})");
+  ASSERT_EQ(added.status, 201) << added.body;
+  EXPECT_EQ(added.Header("Content-Type"), "application/json");
+  EXPECT_EQ(Str((*Json(added.body))["state"]), "ready");
+  HttpReply got = h.Http("POST", "/v1/reserve", R"({"topics":["rt"]})");
+  ASSERT_EQ(got.status, 200) << got.body;
+  Json j(got.body);
+  auto job = (*j)["jobs"].at(0);
+  EXPECT_EQ(Str(job["id"]), "order-1");
+  EXPECT_EQ(Str(job["body"]), "close it");
+  EXPECT_EQ(Int(job["attempts"]), 1);
+  EXPECT_EQ(Int(job["ttr_ms"]), 5000);
+  std::string receipt = Str(job["receipt"]);
+  HttpReply info = h.Http("GET", "/v1/jobs/order-1");
+  EXPECT_EQ(Str((*Json(info.body))["state"]), "reserved");
+  HttpReply finished =
+      h.Http("POST", "/v1/jobs/order-1/finish", R"({"receipt":")" + receipt + R"("})");
+  EXPECT_EQ(finished.status, 200);
+  EXPECT_TRUE(Bool((*Json(finished.body))["ok"])) << finished.body;
+  HttpReply gone = h.Http("GET", "/v1/jobs/order-1");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(ErrorOf(gone).rfind("not_found", 0), 0u) << ErrorOf(gone);
+}
+
+TEST_P(HttpFrontEnd, UnknownPathsAndWrongMethods) {
+  HttpReply r = h.Http("GET", "/v2/nothing");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(ErrorOf(r).find("/v2/nothing"), std::string::npos) << ErrorOf(r);
+  r = h.Http("GET", "/v1/jobs");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.Header("Allow"), "POST");
+  EXPECT_EQ(ErrorOf(r).rfind("invalid_argument", 0), 0u);
+  r = h.Http("PUT", "/v1/stats");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.Header("Allow"), "GET");
+}
+
+TEST_P(HttpFrontEnd, BadRequestsNameTheFieldAndChangeNothing) {
+  h.Http("POST", "/v1/jobs", R"({"topic":"err","id":"e1","body":"orig"})");
+  struct Case {
+    std::string_view body;
+    int status;
+    const char* part;
+  } cases[] = {
+      {R"({"topic":"err","id":"e1"})", 409, "exists"},
+      {R"({"id":"x"})", 400, "topic"},
+      {R"({"topic":"err","delay_ms":-1})", 400, "delay_ms"},
+      {R"({"topic":"err","delay_ms":"10"})", 400, "delay_ms"},
+      {R"({"topic":"err","ttr_ms":0})", 400, "ttr_ms"},
+      {R"({"topic":"err","delay":5})", 400, "unknown field 'delay'"},
+      {R"({"topic":)", 400, "body"},  // not JSON
+      {R"([1,2])", 400, "body"},
+      {std::string_view("\x00\xff", 2), 400, "body"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.body));
+    HttpReply r = h.Http("POST", "/v1/jobs", c.body);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    EXPECT_NE(ErrorOf(r).find(c.part), std::string::npos) << ErrorOf(r);
+  }
+  Json info(h.Http("GET", "/v1/jobs/e1").body);
+  EXPECT_EQ(Str((*info)["state"]), "ready");
+  EXPECT_EQ(Str((*info)["body"]), "orig");
+}
+
+TEST_P(HttpFrontEnd, HealthzMetricsAndHead) {
+  HttpReply healthz = h.Http("GET", "/healthz");
+  EXPECT_EQ(healthz.status, 200);
+  EXPECT_EQ(Text((*Json(healthz.body))["status"]), "ok");
+  h.Http("POST", "/v1/jobs", R"({"topic":"m","delay_ms":1000})");
+  HttpReply r = h.Http("GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("Content-Type").rfind("text/plain", 0), 0u) << r.Header("Content-Type");
+  EXPECT_NE(r.body.find("delayq_jobs{state=\"delayed\"} 1\n"), std::string::npos) << r.body;
+  HttpReply head = h.Http("HEAD", "/healthz");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.body, "");
+  EXPECT_EQ(head.Header("Content-Length"), std::to_string(healthz.body.size()));  // the GET's
+  EXPECT_EQ(Text((*Json(h.Http("GET", "/healthz").body))["status"]), "ok");       // framing intact
+}
+
+TEST_P(HttpFrontEnd, BodiesThatAreNotUtf8TravelAsBase64) {
+  // "\x00\x01\xfe\xff" in base64.
+  HttpReply r = h.Http("POST", "/v1/jobs", R"({"topic":"b","id":"b3","body_base64":"AAH+/w=="})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  Json info(h.Http("GET", "/v1/jobs/b3").body);
+  EXPECT_EQ(Str((*info)["body_base64"]), "AAH+/w==");
+  EXPECT_EQ((*info)["body"].error(), simdjson::NO_SUCH_FIELD);
+  // The same bytes added over RESP come back as base64 too, and the other way.
+  EXPECT_EQ(h.Resp({"ADD", "b", "b4", "0", "60000", std::string_view("\x00\x01\xfe\xff", 4)}),
+            Bulk("b4"));
+  Json reserved(h.Http("POST", "/v1/reserve", R"({"topics":["b"],"count":2})").body);
+  EXPECT_EQ(Str((*reserved)["jobs"].at(0)["body_base64"]), "AAH+/w==");
+  EXPECT_EQ(Str((*reserved)["jobs"].at(1)["body_base64"]), "AAH+/w==");
+  RespReply got = h.Resp({"GET", "b3"});
+  bool found = false;
+  for (size_t i = 0; i + 1 < got.elements.size(); i += 2) {
+    if (got.elements[i].str == "body") {
+      EXPECT_EQ(got.elements[i + 1], Bulk(std::string("\x00\x01\xfe\xff", 4)));
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << got.ToString();
+  HttpReply bad = h.Http("POST", "/v1/jobs", R"({"topic":"b","body_base64":"!!"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("body_base64"), std::string::npos) << ErrorOf(bad);
+}
+
+TEST_P(HttpFrontEnd, SeedCommandProtocol) {
+  auto cmd = [&](const std::string& body) { return Seed(h.Http("POST", "/command", body)); };
+  EXPECT_EQ(cmd(R"({"command":"add","topic":"orderclose","id":"No1","delay":0,"TTR":60,)"
+                R"("body":{"order":"No1"}})"),
+            "true No1 null");
+  EXPECT_EQ(cmd(R"({"command":"pop","topic":"orderclose"})"), R"(true No1 {"order":"No1"})");
+  EXPECT_EQ(cmd(R"({"command":"finish","id":"No1"})"), "true No1 null");
+  EXPECT_EQ(cmd(R"({"command":"pop","topic":"orderclose"})"), "true null null");
+  EXPECT_EQ(cmd(R"({"command":"fly"})"), "false null null");
+}
+
+TEST_P(HttpFrontEnd, PipelinedRequestsAreAnsweredInOrder) {
+  auto c = h.Connect(Protocol::kHttp);
+  std::string pipeline;
+  for (int i = 0; i < 20; ++i) {
+    pipeline += HttpRequest("POST", "/v1/jobs",
+                            R"({"topic":"pipe","id":"pp-)" + std::to_string(i) + R"("})");
+  }
+  pipeline += HttpRequest("GET", "/healthz", {}, "Connection: close\r\n");
+  c->Send(pipeline);
+  for (int i = 0; i < 20; ++i) {
+    HttpReply r = c->ReadHttp();
+    EXPECT_EQ(r.status, 201);
+    EXPECT_EQ(Str((*Json(r.body))["id"]), "pp-" + std::to_string(i));
+  }
+  EXPECT_EQ(Text((*Json(c->ReadHttp().body))["status"]), "ok");
+  EXPECT_EQ(c->ReadToClose(), "");  // Connection: close
+}
+
+TEST_P(HttpFrontEnd, ALongPollIsAnsweredWhenAJobFallsDueNeverEarly) {
+  auto waiter = h.Connect(Protocol::kHttp);
+  waiter->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["lp"],"wait_ms":60000})") +
+               HttpRequest("GET", "/healthz"));  // pipelined behind it: waits for it
+  EXPECT_EQ(Int((*Json(h.Http("GET", "/v1/topics/lp").body))["waiting"]), 1);
+  HttpReply added = h.Http("POST", "/v1/jobs", R"({"topic":"lp","id":"soon","delay_ms":200})");
+  EXPECT_EQ(added.status, 201);
+  h.AdvanceMs(199);
+  EXPECT_EQ(waiter->Unread(), "");  // never early
+  h.AdvanceMs(1);
+  HttpReply r = waiter->ReadHttp();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Str((*Json(r.body))["jobs"].at(0)["id"]), "soon");
+  EXPECT_EQ(Text((*Json(waiter->ReadHttp().body))["status"]), "ok");
+}
+
+TEST_P(HttpFrontEnd, ALongPollThatRunsOutAnswersNoJobs) {
+  auto waiter = h.Connect(Protocol::kHttp);
+  waiter->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["none"],"wait_ms":30})"));
+  EXPECT_EQ(waiter->Unread(), "");
+  h.AdvanceMs(30);
+  HttpReply r = waiter->ReadHttp();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Text((*Json(r.body))["jobs"]), "[]");
+}
+
+TEST_P(HttpFrontEnd, AJobWhoseReplyNeverLeftGoesBackWhenTheClientLeaves) {
+  std::string big(200 * 1024, 'b');  // more than a pipe holds: the reply cannot leave whole
+  ASSERT_EQ(
+      h.Http("POST", "/v1/jobs", R"({"topic":"gb","id":"big","body":")" + big + R"("})").status,
+      201);
+  auto c = h.Connect(Protocol::kHttp);
+  c->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["gb"]})"));  // not read
+  EXPECT_EQ(Str((*Json(h.Http("GET", "/v1/jobs/big").body))["state"]), "reserved");
+  c->Disconnect();
+  Json info(h.Http("GET", "/v1/jobs/big").body);
+  EXPECT_EQ(Str((*info)["state"]), "ready");
+  EXPECT_EQ(Int((*info)["attempts"]), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, HttpFrontEnd, ::testing::ValuesIn(kInProcessStores),
+                         [](const auto& info) { return std::string(StoreKindName(info.param)); });
+
+TEST(HttpFrontEndAuth, BearerTokenIsRequiredExceptForHealthz) {
+  FrontEndHarness h({.auth_token = "s3cret"});
+  EXPECT_EQ(h.Http("GET", "/healthz").status, 200);
+  HttpReply r = h.Http("GET", "/v1/stats");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(h.Http("GET", "/v2/nothing").status, 401);  // before routing
+  EXPECT_EQ(h.Http("GET", "/v1/stats", {}, "Authorization: Bearer wrong\r\n").status, 401);
+  EXPECT_EQ(h.Http("GET", "/v1/stats", {}, "Authorization: Bearer s3cret\r\n").status, 200);
+}
+
+}  // namespace
+}  // namespace delayq::server::testing
