@@ -25,6 +25,7 @@
 #include "queue/open.h"
 #include "redis/url.h"
 #include "server/http_server.h"
+#include "server/queue_on_loop.h"
 #include "server/resp_server.h"
 
 namespace {
@@ -70,18 +71,6 @@ delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name
   t.request_timeout_ms = o.request_timeout_ms;
   return t;
 }
-
-// Replies wait for the store's log (QueueDriver) under the fsync policy.
-class LogGate final : public delayq::net::OutputGate {
- public:
-  explicit LogGate(delayq::QueueDriver* d) : d_(d) {}
-  uint64_t Mark() const override { return d_->Mark(); }
-  uint64_t Released() const override { return d_->Released(); }
-  bool Failed() const override { return d_->Failed(); }
-
- private:
-  delayq::QueueDriver* d_;
-};
 
 int Fail(const delayq::Status& s) {
   Log(LogLevel::kError, "%s", s.ToString().c_str());
@@ -195,20 +184,8 @@ int Serve(ServeOptions o) {
   auto loop = delayq::net::EventLoop::Create();
   if (!loop.ok()) return Fail(loop.status());
   delayq::net::EventLoop* l = loop->get();
-  std::vector<int> queue_fds;
-  if (delayq::QueueDriver* driver = (*queue)->driver()) {
-    queue_fds = driver->PollFds();
-    for (int fd : queue_fds) {
-      if (Status st = l->Add(
-              fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, /*urgent=*/true);
-          !st.ok()) {
-        return Fail(st);
-      }
-    }
-    driver->RunDue();
-    l->SetUrgentProbe([driver] { return driver->MaybeDue(); });
-  }
-  std::unique_ptr<LogGate> gate;
+  auto on_loop = delayq::server::QueueOnLoop::Attach(l, queue->get());
+  if (!on_loop.ok()) return Fail(on_loop.status());
 
   delayq::server::LatenessHistogram lateness;  // outlives both front ends
   delayq::server::HttpServerOptions ho;
@@ -233,23 +210,12 @@ int Serve(ServeOptions o) {
 
   (*http)->set_lateness(&lateness);
   (*resp)->set_lateness(&lateness);
-  if (delayq::QueueDriver* driver = (*queue)->driver();
-      driver && store == delayq::StoreKind::kEmbedded) {
+  if (store == delayq::StoreKind::kEmbedded) {
     // Group commit: what every connection changed in a turn is written
     // together at its end, then the replies that waited for it go out. With
     // fsync always and nothing else to do, the loop runs the fdatasync itself.
-    gate = std::make_unique<LogGate>(driver);
-    (*http)->tcp()->SetOutputGate(gate.get());
-    (*resp)->tcp()->SetOutputGate(gate.get());
-    l->SetTurnEnd([driver, h = http->get(), r = resp->get()](bool idle) {
-      if (idle) {
-        driver->FlushIdle();
-      } else {
-        driver->Flush();
-      }
-      h->tcp()->ReleaseHeld();
-      r->tcp()->ReleaseHeld();
-    }, /*tell_idle=*/fsync == delayq::FsyncPolicy::kAlways);
+    (*on_loop)->HoldReplies({http->get(), resp->get()},
+                            /*sync_when_idle=*/fsync == delayq::FsyncPolicy::kAlways);
   }
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves
@@ -299,7 +265,7 @@ int Serve(ServeOptions o) {
   size_t left = (*http)->connections() + (*resp)->connections();
   (*http)->CloseConnections();  // closes what is left; waiting reserves are withdrawn
   (*resp)->CloseConnections();
-  for (int fd : queue_fds) l->Remove(fd);
+  (*on_loop)->Detach();
   // Answers anything still in flight (the Redis store's threads call back
   // into the front ends, which post to the loop: both still exist); the log
   // is written and synced.

@@ -20,18 +20,6 @@
 namespace delayq::server::testing {
 namespace {
 
-// Replies wait for the store's log, as `delayq serve` has them wait.
-class DriverGate final : public net::OutputGate {
- public:
-  explicit DriverGate(QueueDriver* d) : d_(d) {}
-  uint64_t Mark() const override { return d_->Mark(); }
-  uint64_t Released() const override { return d_->Released(); }
-  bool Failed() const override { return d_->Failed(); }
-
- private:
-  QueueDriver* d_;
-};
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -243,16 +231,12 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
   loop_ = std::move(loop).value();
 
   // Wired as `delayq serve` wires them (src/server/main.cc).
-  QueueDriver* driver = queue_->driver();
-  queue_fds_ = driver->PollFds();
-  for (int fd : queue_fds_) {
-    EXPECT_TRUE(loop_
-                    ->Add(
-                        fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, true)
-                    .ok());
+  auto on_loop = QueueOnLoop::Attach(loop_.get(), queue_.get());
+  if (!on_loop.ok()) {
+    ADD_FAILURE() << "QueueOnLoop: " << on_loop.status().ToString();
+    std::abort();
   }
-  driver->RunDue();
-  loop_->SetUrgentProbe([driver] { return driver->MaybeDue(); });
+  on_loop_ = std::move(on_loop).value();
 
   HttpServerOptions ho;
   ho.tcp.listen = false;
@@ -271,17 +255,8 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
   http_ = std::move(http).value();
   resp_ = std::move(resp).value();
   if (options_.store == StoreKind::kEmbedded) {
-    gate_ = std::make_unique<DriverGate>(driver);
-    http_->tcp()->SetOutputGate(gate_.get());
-    resp_->tcp()->SetOutputGate(gate_.get());
-    // Group commit at the end of each turn, then the replies it released.
-    loop_->SetTurnEnd(
-        [this, driver](bool idle) {
-          idle ? driver->FlushIdle() : driver->Flush();
-          http_->tcp()->ReleaseHeld();
-          resp_->tcp()->ReleaseHeld();
-        },
-        /*tell_idle=*/options_.fsync == FsyncPolicy::kAlways);
+    on_loop_->HoldReplies({http_.get(), resp_.get()},
+                          /*sync_when_idle=*/options_.fsync == FsyncPolicy::kAlways);
   }
   thread_ = std::thread([l = loop_.get()] { l->Run(); });
 }
@@ -295,7 +270,7 @@ FrontEndHarness::~FrontEndHarness() {
   // front ends.
   http_->CloseConnections();
   resp_->CloseConnections();
-  for (int fd : queue_fds_) loop_->Remove(fd);
+  on_loop_->Detach();
   queue_.reset();
   http_.reset();
   resp_.reset();

@@ -38,6 +38,7 @@
 #include "gtest/gtest.h"
 #include "net/event_loop.h"
 #include "server/http_server.h"
+#include "server/queue_on_loop.h"
 #include "server/resp_server.h"
 #include "serving/serving_queue.h"
 
@@ -177,8 +178,7 @@ class FrontEndHarness {
   std::string data_dir_;
   std::unique_ptr<net::EventLoop> loop_;
   std::unique_ptr<ServingQueue> queue_;
-  std::vector<int> queue_fds_;
-  std::unique_ptr<net::OutputGate> gate_;
+  std::unique_ptr<QueueOnLoop> on_loop_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<RespServer> resp_;
   std::thread thread_;
