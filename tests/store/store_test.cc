@@ -22,6 +22,7 @@
 #include "queue/local_queue.h"
 #include "store/faulty_file_system.h"
 #include "store/log_format.h"
+#include "testing/poll.h"
 
 namespace delayq::store {
 namespace {
@@ -95,12 +96,7 @@ Delivery ReserveOne(Queue& q, const std::string& topic) {
 // Polls `pred` for up to 10 s.
 template <typename P>
 bool Eventually(P pred) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a poll interval
-  }
-  return true;
+  return PollUntil(pred, std::chrono::seconds(10), std::chrono::milliseconds(2));
 }
 
 // --- the record format -----------------------------------------------------------
