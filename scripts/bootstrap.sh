@@ -10,7 +10,7 @@ PACKAGES=(
   libcli11-dev
   libboost-dev libsimdjson-dev libhiredis-dev
   libgtest-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format clang-tidy
   python3-redis redis-tools redis-server
   beanstalkd wrk strace
   libjemalloc-dev

@@ -18,7 +18,7 @@ inline constexpr uint32_t kDefaultTtrMs = 60'000;
 inline constexpr uint32_t kDefaultPriority = 1024;
 inline constexpr size_t kMaxTopicBytes = 200;
 inline constexpr size_t kMaxIdBytes = 256;
-inline constexpr size_t kDefaultMaxBodyBytes = 256 * 1024;
+inline constexpr size_t kDefaultMaxBodyBytes = size_t{256} * 1024;
 inline constexpr int64_t kMaxDelayMs = 100LL * 365 * 24 * 3600 * 1000;  // 100 years
 inline constexpr int64_t kMaxRunAtMs = 253'402'300'799'999;             // 9999-12-31
 

@@ -25,8 +25,8 @@ class RealClock final : public Clock {
 }  // namespace
 
 std::shared_ptr<Clock> SystemClock() {
-  static const std::shared_ptr<Clock> clock = std::make_shared<RealClock>();
-  return clock;
+  static const std::shared_ptr<Clock> kClock = std::make_shared<RealClock>();
+  return kClock;
 }
 
 ManualClock::ManualClock(int64_t wall_ms) : wall_ms_(wall_ms) {}

@@ -220,7 +220,7 @@ class Engine {
   };
   struct TimerLess {
     const Engine* e;
-    bool operator()(uint32_t topic_a, uint32_t topic_b) const;
+    bool operator()(uint32_t ta, uint32_t tb) const;
   };
   struct TimerPos {
     Engine* e;

@@ -18,7 +18,7 @@
 namespace delayq::net {
 namespace {
 
-constexpr size_t kReadBytes = 64 * 1024;
+constexpr size_t kReadBytes = size_t{64} * 1024;
 constexpr int kMaxReadsPerEvent = 4;
 constexpr size_t kMaxInputWhileWaiting = 1 << 20;
 

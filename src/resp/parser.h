@@ -24,12 +24,12 @@
 namespace delayq::resp {
 
 struct ParserLimits {
-  size_t max_args = 4096;                   // arguments per command. Default: 4096.
-  size_t max_bulk_bytes = 8 * 1024 * 1024;  // one argument. Default: 8 MiB.
-  size_t max_inline_bytes = 64 * 1024;      // one inline command line. Default: 64 KiB.
+  size_t max_args = 4096;                      // arguments per command. Default: 4096.
+  size_t max_bulk_bytes = size_t{8} << 20;     // one argument. Default: 8 MiB.
+  size_t max_inline_bytes = size_t{64} << 10;  // one inline command line. Default: 64 KiB.
   // One multibulk command, headers and arguments together, so that many
   // arguments each under max_bulk_bytes cannot add up. Default: 16 MiB.
-  size_t max_command_bytes = 16 * 1024 * 1024;
+  size_t max_command_bytes = size_t{16} << 20;
 };
 
 class RequestParser {

@@ -156,7 +156,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
 void FrontEnd::GiveBack(const Result<Deliveries>& r) {
   if (!r.ok()) return;
   // Asynchronous: a store that answers later is not waited for here.
-  for (const Delivery& d : *r) queue_->UnreserveAsync(d.id, d.receipt, [](Status) {});
+  for (const Delivery& d : *r) queue_->UnreserveAsync(d.id, d.receipt, [](const Status&) {});
 }
 
 void FrontEnd::RecordLateness(const Result<Deliveries>& r, int64_t since_ms) {
@@ -215,7 +215,7 @@ void FrontEnd::OnClose(net::Connection& c) {
   s.reserves.clear();
   // Handed over but never sent whole: the client cannot have them.
   for (const State::Handed& h : s.handed) {
-    if (h.end > c.written()) queue_->UnreserveAsync(h.id, h.receipt, [](Status) {});
+    if (h.end > c.written()) queue_->UnreserveAsync(h.id, h.receipt, [](const Status&) {});
   }
   s.handed.clear();
 }

@@ -21,6 +21,7 @@
 #include "cli/option_checks.h"
 #include "common/log.h"
 #include "delayq/queue.h"
+#include "delayq/version.h"
 #include "net/event_loop.h"
 #include "queue/open.h"
 #include "redis/url.h"
@@ -257,7 +258,7 @@ int Serve(ServeOptions o) {
   if (store == delayq::StoreKind::kRedis) {
     where = " at " + delayq::redis::RedactUrl(o.redis_url) + ", prefix " + o.redis_prefix;
   }
-  Log(LogLevel::kInfo, "delayq %s: store %s%s%s", "0.1.0", o.store.c_str(), where.c_str(),
+  Log(LogLevel::kInfo, "delayq %s: store %s%s%s", DELAYQ_VERSION, o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
   Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
@@ -293,8 +294,12 @@ CLI::Option* AddOption(CLI::App* app, const std::string& flag, T& value, const s
 
 }  // namespace
 
+// CLI11 throws while the options are set up only on a mistake in this
+// table, which should end the program: no catch for it.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 int main(int argc, char** argv) {
   CLI::App app{"delayq: a delay queue server and its command line"};
+  app.set_version_flag("--version", "delayq " DELAYQ_VERSION);
   app.require_subcommand(1);
   ServeOptions o;
   CLI::App* serve = app.add_subcommand("serve", "run the server");

@@ -42,11 +42,9 @@ TEST(LocalQueueDriver, MaybeDueTurnsTrueAtTheDeadlineAndRunDueClearsIt) {
   ASSERT_TRUE(added.ok());
   driver->RunDue();  // what the loop does when the eventfd says "earlier deadline"
   EXPECT_TRUE(SystemClock()->NowMs() >= added->run_at_ms || !driver->MaybeDue());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!driver->MaybeDue() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();  // polling with a deadline, as the loop would
-  }
-  ASSERT_TRUE(driver->MaybeDue());
+  // Polling with a deadline, as the loop would (yielding between polls).
+  ASSERT_TRUE(PollUntil([&] { return driver->MaybeDue(); }, std::chrono::seconds(5),
+                        std::chrono::milliseconds(0)));
   EXPECT_GE(SystemClock()->NowMs(), added->run_at_ms);
   driver->RunDue();
   EXPECT_FALSE(driver->MaybeDue());

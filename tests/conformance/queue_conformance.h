@@ -76,6 +76,7 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "testing/poll.h"
 
 namespace delayq::conformance {
 
@@ -364,33 +365,14 @@ inline void WaitForSystemClockMs(int64_t ms) {
 
 // Polls `done` until it holds or the deadline passes (a wait for another
 // thread's progress, not for time).
-inline bool Eventually(const std::function<bool()>& done) {
-  auto until = std::chrono::steady_clock::now() + kDeadline;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+inline bool Eventually(const std::function<bool()>& done) { return PollUntil(done, kDeadline); }
 
 // Polls `done` until it holds, or until `progress` (a count that grows
 // while work gets done) has not moved for the deadline: a slow machine only
 // takes longer, a stall fails.
 inline bool EventuallyWhileProgressing(const std::function<bool()>& done,
                                        const std::function<uint64_t()>& progress) {
-  uint64_t last = progress();
-  auto until = std::chrono::steady_clock::now() + kDeadline;
-  while (!done()) {
-    uint64_t now = progress();
-    if (now != last) {
-      last = now;
-      until = std::chrono::steady_clock::now() + kDeadline;
-    } else if (std::chrono::steady_clock::now() > until) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
+  return PollWhileProgressing(done, progress, kDeadline);
 }
 
 // Until `n` reserves wait on `topic` (so a following AdvanceMs counts from

@@ -22,7 +22,7 @@ import time
 import unittest
 
 import harness
-from harness import Server, closed_port
+from harness import Server, closed_port, wait_until
 
 OK, SERVER_ERROR, USAGE, EMPTY, UNAVAILABLE = 0, 1, 2, 3, 4
 
@@ -213,12 +213,13 @@ class ClientCommandsTest(CliTestBase):
         self.ok("add", "touch.t", "x", "--id", "touch-1", "--ttr-ms", 60000)
         receipt = self.reserve_one("touch.t")["receipt"]
         before = self.get("touch-1")["reserved_until_ms"]
-        deadline = time.monotonic() + 5
-        while True:  # until the clock moved, so the new deadline is later
+
+        def touch():  # until the clock moved, so the new deadline is later
             self.assertEqual(self.ok("touch", "touch-1", "--receipt", receipt), b"")
             after = self.get("touch-1")["reserved_until_ms"]
-            if after > before or time.monotonic() > deadline:
-                break
+            return after if after > before else None
+
+        after = wait_until(touch, what="a touch that moves the deadline later")
         self.assertGreater(after, before)
 
     def test_bury_peek_kick_and_kicktopic(self):

@@ -11,6 +11,7 @@ empty DELAYQ_AUTH_TOKEN counts as unset; a real token is still required.
 import argparse
 import http.client
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -185,6 +186,16 @@ class ClientFlagsTest(TempCwdTest):
         self.usage_error("add", "t", "--id", "--replace", flag="--id")
 
 
+class VersionTest(unittest.TestCase):
+    def test_version_is_the_cmake_project_version(self):
+        cmake = os.path.join(os.path.dirname(__file__), "..", "..", "CMakeLists.txt")
+        with open(cmake, encoding="utf-8") as f:
+            version = re.search(r"project\(delayq VERSION (\S+)", f.read()).group(1)
+        r = run_cli("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "delayq " + version)
+
+
 class EmbeddedExampleTest(TempCwdTest):
     """examples/embedded.cc takes one optional argument, a data directory."""
 
@@ -202,7 +213,7 @@ class EmbeddedExampleTest(TempCwdTest):
         r = self.run_example("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("usage:", r.stderr)
-        for args in (["--data-dir"], ["-x"], ["dir", "extra"]):
+        for args in (["--bogus"], ["--data-dir"], ["-x"], ["dir", "extra"]):
             with self.subTest(args=args):
                 r = self.run_example(*args)
                 self.assertEqual(r.returncode, USAGE, r.stderr)

@@ -15,8 +15,11 @@ import signal
 import socket
 import subprocess
 import tempfile
+import sys
 import threading
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from polling import wait_until  # noqa: E402,F401  (harness.wait_until: the tests' one poll)
 
 BINARY = None  # set by each script's main from --binary
 
@@ -42,18 +45,6 @@ def closed_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def wait_until(predicate, timeout=5.0, what="condition"):
-    """Polls `predicate` until it returns a true value or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.005)  # a poll interval, not a wait for time to pass
 
 
 def server_env(env=None):

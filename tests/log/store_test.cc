@@ -23,6 +23,7 @@
 #include "log/faulty_file_system.h"
 #include "log/log_format.h"
 #include "queue/open.h"
+#include "testing/poll.h"
 
 namespace delayq::store {
 namespace {
@@ -96,12 +97,7 @@ Delivery ReserveOne(Queue& q, const std::string& topic) {
 // Polls `pred` for up to 10 s.
 template <typename P>
 bool Eventually(P pred) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a poll interval
-  }
-  return true;
+  return PollUntil(pred, std::chrono::seconds(10), std::chrono::milliseconds(2));
 }
 
 // --- the record format -----------------------------------------------------------

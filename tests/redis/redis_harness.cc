@@ -22,7 +22,8 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <thread>
+
+#include "testing/poll.h"
 
 namespace delayq::redis_harness {
 
@@ -33,16 +34,10 @@ int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
 }
 
 bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
-  auto start = std::chrono::steady_clock::now();
-  while (!done()) {
-    if (ElapsedMs(start) > timeout_ms) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
+  return PollUntil(done, std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(2));
 }
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using redis::Reply;
 
 std::string Binary(const char* env, const char* fallback) {
@@ -109,15 +104,17 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
 
 // Waits for `pid` to exit within `timeout_ms`; its exit status, or nullopt.
 std::optional<int> WaitExit(pid_t pid, int timeout_ms) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;  // not our child any more
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  std::optional<int> exit;
+  PollUntil(
+      [&] {
+        int status = 0;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) exit = status;
+        if (r < 0) exit = -1;  // not our child any more
+        return exit.has_value();
+      },
+      std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(5));
+  return exit;
 }
 
 Reply Convert(const redisReply* r) {
@@ -275,34 +272,38 @@ Status RedisServer::Launch() {
 }
 
 Status RedisServer::WaitForPing() {
-  auto deadline = Clock::now() + std::chrono::milliseconds(options_.start_timeout_ms);
-  for (;;) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return Internal("redis-server on port " + std::to_string(port_) +
-                      " exited while starting; its log ends: " + LogTail());
-    }
-    // PONG (not -LOADING), from our process (INFO's process_id), not from
-    // another server that won the port.
-    Result<Reply> pong = Command({"PING"});
-    if (pong.ok() && pong->is_status() && pong->str() == "PONG") {
-      Result<Reply> info = Command({"INFO", "server"});
-      if (info.ok() && info->is_string() &&
-          info->str().find("process_id:" + std::to_string(pid_) + "\r") != std::string::npos) {
-        return Status::Ok();
-      }
-      pong = Internal("port " + std::to_string(port_) + " is answered by another process");
-    }
-    if (Clock::now() >= deadline) {
-      std::string why = pong.ok() ? pong->ToString() : pong.status().message();
-      (void)Stop(1000);
-      return Internal("redis-server on port " + std::to_string(port_) + " did not answer PING in " +
-                      std::to_string(options_.start_timeout_ms) + " ms (" + why +
-                      "); its log ends: " + LogTail());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool exited = false;
+  bool up = false;
+  Result<Reply> pong = Internal("not polled");
+  PollUntil(
+      [&] {
+        int status = 0;
+        exited = waitpid(pid_, &status, WNOHANG) == pid_;
+        if (exited) return true;
+        // PONG (not -LOADING), from our process (INFO's process_id), not from
+        // another server that won the port.
+        pong = Command({"PING"});
+        if (pong.ok() && pong->is_status() && pong->str() == "PONG") {
+          Result<Reply> info = Command({"INFO", "server"});
+          up = info.ok() && info->is_string() &&
+               info->str().find("process_id:" + std::to_string(pid_) + "\r") != std::string::npos;
+          if (!up)
+            pong = Internal("port " + std::to_string(port_) + " is answered by another process");
+        }
+        return up;
+      },
+      std::chrono::milliseconds(options_.start_timeout_ms), std::chrono::milliseconds(10));
+  if (up) return Status::Ok();
+  if (exited) {
+    pid_ = -1;
+    return Internal("redis-server on port " + std::to_string(port_) +
+                    " exited while starting; its log ends: " + LogTail());
   }
+  std::string why = pong.ok() ? pong->ToString() : pong.status().message();
+  (void)Stop(1000);
+  return Internal("redis-server on port " + std::to_string(port_) + " did not answer PING in " +
+                  std::to_string(options_.start_timeout_ms) + " ms (" + why +
+                  "); its log ends: " + LogTail());
 }
 
 std::string RedisServer::LogTail() const {
@@ -395,35 +396,36 @@ std::string RedisCluster::url() const {
 }
 
 Status RedisCluster::WaitHealthy(int timeout_ms) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    std::string problem;
-    std::string first_slots;
-    for (size_t i = 0; i < nodes_.size() && problem.empty(); ++i) {
-      if (!nodes_[i]->running()) continue;
-      Result<Reply> info = nodes_[i]->Command({"CLUSTER", "INFO"});
-      if (!info.ok() || !info->is_string() ||
-          info->str().find("cluster_state:ok") == std::string::npos) {
-        problem = "node " + std::to_string(i) + " is not cluster_state:ok";
-        break;
-      }
-      Result<Reply> slots = nodes_[i]->Command({"CLUSTER", "SLOTS"});
-      if (!slots.ok()) {
-        problem = "node " + std::to_string(i) + ": " + slots.status().message();
-        break;
-      }
-      std::string summary = SlotsSummary(*slots);
-      if (first_slots.empty()) {
-        first_slots = summary;
-      } else if (summary != first_slots) {
-        problem = "slot maps differ: '" + first_slots + "' vs node " + std::to_string(i) + " '" +
-                  summary + "'";
-      }
-    }
-    if (problem.empty()) return Status::Ok();
-    if (Clock::now() >= deadline) return Internal("cluster not healthy: " + problem);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  std::string problem;
+  bool healthy = PollUntil(
+      [&] {
+        problem.clear();
+        std::string first_slots;
+        for (size_t i = 0; i < nodes_.size() && problem.empty(); ++i) {
+          if (!nodes_[i]->running()) continue;
+          Result<Reply> info = nodes_[i]->Command({"CLUSTER", "INFO"});
+          if (!info.ok() || !info->is_string() ||
+              info->str().find("cluster_state:ok") == std::string::npos) {
+            problem = "node " + std::to_string(i) + " is not cluster_state:ok";
+            break;
+          }
+          Result<Reply> slots = nodes_[i]->Command({"CLUSTER", "SLOTS"});
+          if (!slots.ok()) {
+            problem = "node " + std::to_string(i) + ": " + slots.status().message();
+            break;
+          }
+          std::string summary = SlotsSummary(*slots);
+          if (first_slots.empty()) {
+            first_slots = summary;
+          } else if (summary != first_slots) {
+            problem = "slot maps differ: '" + first_slots + "' vs node " + std::to_string(i) +
+                      " '" + summary + "'";
+          }
+        }
+        return problem.empty();
+      },
+      std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(20));
+  return healthy ? Status::Ok() : Internal("cluster not healthy: " + problem);
 }
 
 Result<std::string> RedisCluster::NodeId(size_t i) {

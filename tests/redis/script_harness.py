@@ -10,10 +10,13 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
-import time
 
 import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'pylib'))
+from polling import wait_until  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 SCRIPTS_DIR = os.path.join(REPO, 'src', 'redis_store', 'scripts')
@@ -63,17 +66,8 @@ def free_port(cluster_bus=False):
     raise RuntimeError('no free port')
 
 
-def wait_for(what, check, deadline_s=DEADLINE_S):
-    until = time.monotonic() + deadline_s
-    while True:
-        try:
-            if check():
-                return
-        except (redis.ConnectionError, redis.ResponseError, OSError):
-            pass
-        if time.monotonic() > until:
-            raise RuntimeError(f'timed out waiting for {what}')
-        time.sleep(0.01)
+# Exceptions that mean "the server is still starting": polled again.
+NOT_UP_YET = (redis.ConnectionError, redis.ResponseError, OSError)
 
 
 class RedisServer:
@@ -92,7 +86,7 @@ class RedisServer:
         args += list(extra_args)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.client = redis.Redis(host='127.0.0.1', port=self.port, socket_timeout=DEADLINE_S)
-        wait_for(f'redis-server on port {self.port}', self._up)
+        wait_until(self._up, DEADLINE_S, f'redis-server on port {self.port}', NOT_UP_YET)
 
     def _up(self):
         if self.proc.poll() is not None:
@@ -125,8 +119,8 @@ class Cluster:
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            timeout=60)
             for n in self.nodes:
-                wait_for('cluster_state:ok',
-                         lambda n=n: n.client.cluster('info')['cluster_state'] == 'ok', 30)
+                wait_until(lambda n=n: n.client.cluster('info')['cluster_state'] == 'ok', 30,
+                           'cluster_state:ok', NOT_UP_YET)
             self.slot_owner = [None] * 16384
             for start, end, master, *_ in self.nodes[0].client.execute_command('CLUSTER SLOTS'):
                 port = master[1]
