@@ -16,6 +16,7 @@
 
 #include "delayq/job.h"
 #include "delayq/queue.h"
+#include "delayq/version.h"
 
 namespace delayq::wire {
 
@@ -83,6 +84,7 @@ struct Health {
 inline constexpr Field<Health> kHealthFields[] = {
     {"status", [](const Health& h) { return Text(h.status); }},
     {"store", [](const Health& h) { return Text(h.store); }, {}, false, {}, true},
+    {"version", [](const Health&) { return Text(DELAYQ_VERSION); }},
 };
 
 // What an add answers over HTTP (RESP's ADD answers the id alone).

@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -68,7 +69,8 @@ class HttpApiTest(unittest.TestCase):
         self.assertIn(message_part, body["error"]["message"])
 
     def test_healthz(self):
-        self.assertEqual(self.call("GET", "/healthz"), (200, {"status": "ok"}))
+        self.assertEqual(self.call("GET", "/healthz"),
+                         (200, {"status": "ok", "version": VERSION}))
 
     def test_add_reserve_finish_round_trip(self):
         st, added = self.call("POST", "/v1/jobs", {"topic": "rt", "id": "order-1",
@@ -208,9 +210,10 @@ class HttpApiTest(unittest.TestCase):
         s.close()
         head_ok, head_405, get_ok = data.split(b"HTTP/1.1 ")[1:]
         self.assertTrue(head_ok.startswith(b"200") and head_ok.endswith(b"\r\n\r\n"), head_ok)
-        self.assertIn(b"Content-Length: 15\r\n", head_ok)  # the length GET's body would have
+        # the length GET's body would have
+        self.assertIn(b"Content-Length: %d\r\n" % len(HEALTHZ_OK), head_ok)
         self.assertTrue(head_405.startswith(b"405") and head_405.endswith(b"\r\n\r\n"))
-        self.assertTrue(get_ok.endswith(b'{"status":"ok"}'))
+        self.assertTrue(get_ok.endswith(HEALTHZ_OK))
 
     def test_bad_query_encoding_is_an_error_not_a_default(self):
         self.assertError(self.call("GET", "/v1/topics/q/peek?state=%zz"),
@@ -308,7 +311,7 @@ class HttpApiTest(unittest.TestCase):
         data = recv_all(s)
         s.close()
         self.assertEqual(data.count(b"HTTP/1.1 201 Created"), 50)
-        self.assertTrue(data.rstrip().endswith(b'{"status":"ok"}'))
+        self.assertTrue(data.rstrip().endswith(HEALTHZ_OK))
         self.assertLess(data.index(b'"pp-3"'), data.index(b'"pp-4"'))
 
     def test_http10_expect_continue_and_chunked(self):
@@ -383,7 +386,7 @@ class AdversarialTest(unittest.TestCase):
         s.sendall(b"GET /heal")
         s.sendall(b"thz HTTP/1.1\r\nHo")
         s.sendall(b"st: x\r\n\r\n")
-        self.assertIn(b'{"status":"ok"}', s.recv(1000))
+        self.assertIn(HEALTHZ_OK, s.recv(1000))
         s.close()
 
     def test_slow_request_is_cut_with_408(self):
@@ -404,7 +407,7 @@ class AdversarialTest(unittest.TestCase):
         while time.monotonic() - start < 2.0:
             s.sendall(b"thz HTTP/1.1\r\n\r\nGET /heal")
             data = b""
-            while not data.endswith(b'{"status":"ok"}'):
+            while not data.endswith(HEALTHZ_OK):
                 chunk = s.recv(4096)
                 self.assertNotEqual(chunk, b"", "closed after %d answers" % answered)
                 data += chunk
@@ -529,4 +532,8 @@ if __name__ == "__main__":
     parser.add_argument("--binary", required=True)
     args, rest = parser.parse_known_args()
     harness.BINARY = os.path.abspath(args.binary)
+    # What GET /healthz answers a healthy server: its version is the binary's.
+    VERSION = subprocess.run([harness.BINARY, "--version"], capture_output=True, text=True,
+                             check=True).stdout.split()[-1]
+    HEALTHZ_OK = b'{"status":"ok","version":"%s"}' % VERSION.encode()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
