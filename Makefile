@@ -38,8 +38,8 @@ run: build
 bench: build
 	bash bench/engine.sh
 
-# clang-format over every tracked C/C++ file (listed, not yet failing:
-# LINT_FORMAT=enforce) and clang-tidy on the files changed since LINT_BASE
+# clang-format over every tracked C/C++ file (`make format` fixes what it
+# finds) and clang-tidy on the files changed since LINT_BASE
 # (default: since the branch left main; on main, the last commit). See
 # scripts/lint.sh. Builds first: clang-tidy needs the generated headers.
 lint: build

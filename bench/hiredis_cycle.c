@@ -36,13 +36,13 @@ static double cpu_s(void) {
          ru.ru_stime.tv_usec / 1e6;
 }
 
-static void die(const char *what, redisContext *c) {
+static void die(const char* what, redisContext* c) {
   fprintf(stderr, "hiredis_cycle: %s: %s\n", what, c ? c->errstr : "");
   exit(1);
 }
 
 struct conn {
-  redisContext *ctx;
+  redisContext* ctx;
   char topic[64];
   int held;
   char *id[MAX_DEPTH], *receipt[MAX_DEPTH];
@@ -51,13 +51,13 @@ struct conn {
 static unsigned long long errors;
 static char first_error[256];
 
-static void note_error(const redisReply *r) {
+static void note_error(const redisReply* r) {
   if (!errors++) snprintf(first_error, sizeof first_error, "%s", r->str);
 }
 
 /* Sends what every connection has queued (redisGetReply would send a
    connection's own only when its replies are read, one connection at a time). */
-static void send_all(struct conn *cs, int n) {
+static void send_all(struct conn* cs, int n) {
   for (int i = 0; i < n; i++) {
     int done = 0;
     while (!done) {
@@ -67,41 +67,48 @@ static void send_all(struct conn *cs, int n) {
 }
 
 /* Reads one reply of c; counts an error reply. */
-static redisReply *reply(struct conn *c) {
-  void *r = NULL;
+static redisReply* reply(struct conn* c) {
+  void* r = NULL;
   if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) die("reply", c->ctx);
-  redisReply *rr = r;
+  redisReply* rr = r;
   if (rr->type == REDIS_REPLY_ERROR) note_error(rr);
   return rr;
 }
 
-int main(int argc, char **argv) {
-  const char *host = "127.0.0.1";
+int main(int argc, char** argv) {
+  const char* host = "127.0.0.1";
   int port = 7701, conns = 50, depth = 16, body_len = 100;
   double seconds = 10, warmup = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--host")) host = argv[i + 1];
-    else if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--connections")) conns = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--depth")) depth = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--body")) body_len = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--warmup-seconds")) warmup = atof(argv[i + 1]);
+    if (!strcmp(argv[i], "--host"))
+      host = argv[i + 1];
+    else if (!strcmp(argv[i], "--port"))
+      port = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--connections"))
+      conns = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--depth"))
+      depth = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--body"))
+      body_len = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--seconds"))
+      seconds = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--warmup-seconds"))
+      warmup = atof(argv[i + 1]);
     else {
       fprintf(stderr, "hiredis_cycle: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (argc % 2 == 0 || conns < 1 || depth < 1 || depth > MAX_DEPTH || body_len < 1 ||
-      port < 1 || seconds <= 0 || warmup < 0) {
+  if (argc % 2 == 0 || conns < 1 || depth < 1 || depth > MAX_DEPTH || body_len < 1 || port < 1 ||
+      seconds <= 0 || warmup < 0) {
     fprintf(stderr,
             "usage: hiredis_cycle [--host H] [--port 7701] [--connections 50] [--depth 16] "
             "[--body 100] [--seconds 10] [--warmup-seconds 1]\n");
     return 2;
   }
-  char *body = malloc((size_t)body_len);
+  char* body = malloc((size_t)body_len);
   for (int i = 0; i < body_len; i++) body[i] = (char)('a' + i % 26);
-  struct conn *cs = calloc((size_t)conns, sizeof *cs);
+  struct conn* cs = calloc((size_t)conns, sizeof *cs);
   for (int i = 0; i < conns; i++) {
     cs[i].ctx = redisConnect(host, port);
     if (!cs[i].ctx || cs[i].ctx->err) die("connect", cs[i].ctx);
@@ -133,13 +140,13 @@ int main(int argc, char **argv) {
     }
     send_all(cs, conns);
     for (int i = 0; i < conns; i++) {
-      struct conn *c = &cs[i];
+      struct conn* c = &cs[i];
       c->held = 0;
       for (int k = 0; k < depth; k++) {
-        redisReply *r = reply(c);
+        redisReply* r = reply(c);
         if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
             r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements >= 4) {
-          redisReply *job = r->element[0];
+          redisReply* job = r->element[0];
           c->id[c->held] = strdup(job->element[0]->str);
           c->receipt[c->held] = strdup(job->element[3]->str);
           c->held++;
@@ -159,7 +166,7 @@ int main(int argc, char **argv) {
     unsigned long long done = 0;
     for (int i = 0; i < conns; i++) {
       for (int k = 0; k < cs[i].held; k++) {
-        redisReply *r = reply(&cs[i]);
+        redisReply* r = reply(&cs[i]);
         if (r->type == REDIS_REPLY_STATUS) done++;
         freeReplyObject(r);
         free(cs[i].id[k]);
@@ -172,14 +179,14 @@ int main(int argc, char **argv) {
     }
   }
   double cpu = cpu_s() - cpu0;
-  printf("{\"client\":\"hiredis\",\"connections\":%d,\"depth\":%d,\"body\":%d,\"seconds\":%g,"
-         "\"cycles\":%llu,\"cycles_per_s\":%.1f,\"commands_per_s\":%.1f,\"empty_reserves\":%llu,"
-         "\"errors\":%llu,\"first_error\":",
-         conns, depth, body_len, seconds, cycles, cycles / seconds, commands / seconds, empty,
-         errors);
+  printf(
+      "{\"client\":\"hiredis\",\"connections\":%d,\"depth\":%d,\"body\":%d,\"seconds\":%g,"
+      "\"cycles\":%llu,\"cycles_per_s\":%.1f,\"commands_per_s\":%.1f,\"empty_reserves\":%llu,"
+      "\"errors\":%llu,\"first_error\":",
+      conns, depth, body_len, seconds, cycles, cycles / seconds, commands / seconds, empty, errors);
   if (errors) {
     putchar('"');
-    for (const char *p = first_error; *p; p++) {
+    for (const char* p = first_error; *p; p++) {
       if (*p == '"' || *p == '\\') putchar('\\');
       if ((unsigned char)*p >= 0x20) putchar(*p);
     }

@@ -49,7 +49,7 @@ struct CycleOptions {
   // topic of its own each. 1: one queue for all, like a BullMQ queue with
   // many workers.
   int topics = 0;
-  double rate = 0;                 // cycles/s in all, paced; 0: as fast as replies come
+  double rate = 0;  // cycles/s in all, paced; 0: as fast as replies come
   // > 0: begin exactly this many cycles, then end once they are finished
   // (no time limit; every cycle is counted, warmup_seconds is not used).
   uint64_t jobs = 0;

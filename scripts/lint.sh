@@ -3,10 +3,8 @@
 # should not have to make by hand.
 #
 # 1. clang-format: every tracked C/C++ file against the repo's .clang-format
-#    (`clang-format --dry-run --Werror`). Until `make format` has been run
-#    over the tree once, some files are not clean: by default the check only
-#    lists them (LINT_FORMAT=report); LINT_FORMAT=enforce makes a file that is
-#    not clean fail the lint.
+#    (`clang-format --dry-run --Werror`): a file that is not clean fails the
+#    lint (`make format` fixes it). LINT_FORMAT=report only lists them.
 #
 # 2. clang-tidy (the repo's .clang-tidy, with $BUILD/compile_commands.json) on
 #    the C++ sources under src/ that changed since LINT_BASE, committed or not.
@@ -25,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
-LINT_FORMAT=${LINT_FORMAT:-report}
+LINT_FORMAT=${LINT_FORMAT:-enforce}
 JOBS=${JOBS:-$(nproc)}
 CLANG_FORMAT=${CLANG_FORMAT:-clang-format}
 CLANG_TIDY=${CLANG_TIDY:-clang-tidy}

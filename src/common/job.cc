@@ -1,9 +1,9 @@
 #include "delayq/job.h"
 
-#include "delayq/queue.h"
-
 #include <array>
 #include <string>
+
+#include "delayq/queue.h"
 
 namespace delayq {
 namespace {
@@ -13,8 +13,8 @@ namespace {
 constexpr std::array<bool, 256> kTopicChars = [] {
   std::array<bool, 256> t{};
   for (int c = 0; c < 256; ++c) {
-    t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
+    t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
   }
   return t;
 }();

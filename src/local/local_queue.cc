@@ -115,8 +115,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
   return log;
 }
 
-Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options,
-                                                     bool caller_loop,
+Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options, bool caller_loop,
                                                      std::shared_ptr<store::FileSystem> fs) {
   engine::EngineOptions eo;
   eo.clock = options.clock ? options.clock : SystemClock();
@@ -144,8 +143,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     return Internal("local queue: cannot create eventfd/timerfd");
   }
   auto q = std::unique_ptr<LocalQueue>(new LocalQueue(std::move(engine).value(), std::move(log),
-                                                      eo.clock, wake, wall, mono,
-                                                      caller_loop));
+                                                      eo.clock, wake, wall, mono, caller_loop));
   q->recovery_ = report;
   q->recovery_seconds_ = seconds;
   q->live_bytes_.store(live);
@@ -405,7 +403,8 @@ bool LocalQueue::CompactStep() {
       }
       rest.remove_prefix(size);
       engine::JobImage live;
-      if (rec.type == store::RecordType::kPut && engine_->FindImage(rec.job.id, rec.job.seq, &live)) {
+      if (rec.type == store::RecordType::kPut &&
+          engine_->FindImage(rec.job.id, rec.job.seq, &live)) {
         log_->AppendRewrite(live);
       } else if (rec.type == store::RecordType::kPause) {
         if (!paused_read) {

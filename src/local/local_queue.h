@@ -117,8 +117,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   using Deferred = std::vector<std::pair<ReserveCallback, Result<Deliveries>>>;
 
   LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
-             std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd,
-             bool caller_loop);
+             std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd, bool caller_loop);
   static Result<std::unique_ptr<store::Log>> OpenLog(const QueueOptions& options,
                                                      std::shared_ptr<store::FileSystem> fs,
                                                      engine::Engine& engine,
@@ -178,7 +177,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     bool scanned = false;
     uint64_t remove_after = 0;  // log position to be synced before it goes
     bool stuck = false;         // a segment could not be read: no more tries
-  } compaction_;  // GUARDED_BY(mu_)
+  } compaction_;                // GUARDED_BY(mu_)
 
   std::thread runner_;  // started last, joined first; none with caller_loop
 };

@@ -81,7 +81,8 @@ class PosixFile final : public File {
   }
 
   Status Truncate(uint64_t size) override {
-    if (ftruncate(fd_, static_cast<off_t>(size)) != 0) return Errno("cannot truncate", path_, errno);
+    if (ftruncate(fd_, static_cast<off_t>(size)) != 0)
+      return Errno("cannot truncate", path_, errno);
     return Sync();
   }
 
@@ -114,7 +115,8 @@ class Posix final : public FileSystem {
   }
 
   Status Rename(const std::string& from, const std::string& to) override {
-    if (rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename " + from + " to", to, errno);
+    if (rename(from.c_str(), to.c_str()) != 0)
+      return Errno("cannot rename " + from + " to", to, errno);
     return Status::Ok();
   }
 

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <future>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 
 #include "common/log.h"
 
@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::string_view kSegmentPrefix = "log-";
 constexpr std::string_view kSegmentSuffix = ".dq";
-constexpr std::string_view kSpareName = "spare.dq";  // the next segment's file, made ahead
+constexpr std::string_view kSpareName = "spare.dq";      // the next segment's file, made ahead
 constexpr std::string_view kNewSpareName = "spare.new";  // one being made
 constexpr size_t kReadChunk = 4 << 20;
 constexpr int64_t kRetryWriteMs = 100;
@@ -71,9 +71,7 @@ std::string Log::SegmentName(uint64_t number) {
 }
 
 Log::Log(const LogOptions& options)
-    : options_(options),
-      policy_(options.fsync),
-      fs_(options.fs ? options.fs : PosixFileSystem()) {}
+    : options_(options), policy_(options.fsync), fs_(options.fs ? options.fs : PosixFileSystem()) {}
 
 Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& replay,
                                        RecoveryReport* report) {
@@ -201,8 +199,7 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
   return Status::Ok();
 }
 
-Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay,
-                          RecoveryReport* report) {
+Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report) {
   auto opened = fs_->Open(seg.path, /*create=*/false);
   if (!opened.ok()) return opened.status();
   std::unique_ptr<File> file = std::move(opened).value();
@@ -717,8 +714,7 @@ Status Log::Rotate() {
       sync_error_ = Unavailable("storage failed: " + s.message() + "; restart delayq");
       failed_.store(true, std::memory_order_release);
       troubled_.store(true, std::memory_order_release);
-      ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted",
-                    s.message().c_str());
+      ::delayq::Log(LogLevel::kError, "log: %s: no more changes are accepted", s.message().c_str());
       return sync_error_;
     }
   }
@@ -803,12 +799,12 @@ void Log::SyncLoop() {
     bool activity = target != last_written;
     // Wake-ups for the first seconds after writing stopped: the owner's
     // chance to let an idle log shrink (Log::RollIfIdleAndDead).
-    bool stopped = second && !activity &&
-                   MonoMs() - last_write_ms_.load(std::memory_order_relaxed) < 2500;
+    bool stopped =
+        second && !activity && MonoMs() - last_write_ms_.load(std::memory_order_relaxed) < 2500;
     last_written = target;
     if (second) last_sync = MonoMs();
-    bool sync = target > synced() && !failed() &&
-                (asked || (policy_ == FsyncPolicy::kEverySec && second));
+    bool sync =
+        target > synced() && !failed() && (asked || (policy_ == FsyncPolicy::kEverySec && second));
     if (sync) {
       syncing_ = true;
       lock.unlock();  // writers may ask for the next sync meanwhile
@@ -897,7 +893,8 @@ Status Log::Room(uint64_t bytes, Need need) {
   // when the disk fills, the room to drain the queue is there.
   uint64_t want = bytes + (need == Need::kGrow ? reserve_bytes() : 0);
   // Most changes: prepared space reaches past them (two atomic loads).
-  if (!short_now && static_cast<int64_t>(end() + want) <= room_end_.load(std::memory_order_acquire)) {
+  if (!short_now &&
+      static_cast<int64_t>(end() + want) <= room_end_.load(std::memory_order_acquire)) {
     return Status::Ok();
   }
   auto [number, file, head] = Head();
@@ -946,7 +943,7 @@ Status Log::space() {
 Status Log::NoRoom(uint64_t want) const {
   bool full = IsNoSpace(room_error_);
   std::string what = want == 0 ? "jobs cannot be added to the log in "
-                                : "cannot add " + std::to_string(want) + " bytes to the log in ";
+                               : "cannot add " + std::to_string(want) + " bytes to the log in ";
   return Unavailable(std::string(full ? "disk full" : "no room for the log") + ": " + what +
                      options_.dir + " (" + room_error_ + ")");
 }
@@ -988,9 +985,9 @@ void Log::PrepareSpare() {
   std::string path = options_.dir + "/" + std::string(kNewSpareName);
   (void)fs_->Remove(path);
   auto file = fs_->Open(path, /*create=*/true);
-  Status s = file.ok() ? (*file)->WriteZeros(0, std::min(options_.prepare_bytes,
-                                                         options_.segment_bytes))
-                       : file.status();
+  Status s = file.ok()
+                 ? (*file)->WriteZeros(0, std::min(options_.prepare_bytes, options_.segment_bytes))
+                 : file.status();
   if (file.ok()) file->reset();
   {
     std::lock_guard<std::mutex> lock(prepare_mu_);
@@ -1060,8 +1057,7 @@ void Log::SyncNewest() {
     // The sync thread and WriteOutAndSync may both have synced: keep the
     // furthest.
     uint64_t was = synced();
-    while (target > was &&
-           !synced_.compare_exchange_weak(was, target, std::memory_order_acq_rel)) {
+    while (target > was && !synced_.compare_exchange_weak(was, target, std::memory_order_acq_rel)) {
     }
     return;
   }
@@ -1134,7 +1130,8 @@ Status Log::RemoveClosed(uint64_t number) {
   {
     std::lock_guard<std::mutex> lock(seg_mu_);
     if (segments_.size() < 2 || segments_.front().number != number) {
-      return InvalidArgument("log: segment " + std::to_string(number) + " is not the oldest closed");
+      return InvalidArgument("log: segment " + std::to_string(number) +
+                             " is not the oldest closed");
     }
     path = segments_.front().path;
   }

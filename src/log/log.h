@@ -104,7 +104,7 @@ class SpinLock {
 };
 
 struct LogOptions {
-  std::string dir;  // created if missing
+  std::string dir;                             // created if missing
   FsyncPolicy fsync = FsyncPolicy::kEverySec;  // delayq/options.h
   uint64_t segment_bytes = 64 << 20;
   // Zeros are written this far ahead of the appends, this much at a time
@@ -121,7 +121,7 @@ struct LogStats {
   uint64_t segments = 0;
   uint64_t rewritten_bytes = 0;  // by compaction
   uint64_t removed_segments = 0;
-  uint64_t reused_files = 0;  // segments written over a deleted one's file
+  uint64_t reused_files = 0;    // segments written over a deleted one's file
   uint64_t prepared_bytes = 0;  // zeros written ahead of the appends
   uint64_t write_failures = 0;  // write(2) batches that failed (and were retried)
   uint64_t room_failures = 0;   // preparations of space the file system refused
@@ -268,13 +268,13 @@ class Log {
   // Records read and checked from one chunk of a segment, by ReadChunk.
   struct Chunk {
     Status status;
-    std::string buf;  // the records' bytes: a carried-over part, then the chunk read
+    std::string buf;    // the records' bytes: a carried-over part, then the chunk read
     uint64_t base = 0;  // file offset of buf[0]
     std::vector<std::unique_ptr<Record>> records;  // whole ones, in order
-    size_t consumed = 0;  // bytes of buf they take
-    ReadOutcome stop = ReadOutcome::kIncomplete;  // what followed them
-    std::string error;    // why, if kCorrupt
-    bool eof = false;     // the read reached the end of the file
+    size_t consumed = 0;                           // bytes of buf they take
+    ReadOutcome stop = ReadOutcome::kIncomplete;   // what followed them
+    std::string error;                             // why, if kCorrupt
+    bool eof = false;                              // the read reached the end of the file
   };
   static Chunk ReadChunk(File* file, uint64_t file_size, std::string carry, uint64_t base,
                          uint64_t segment);
@@ -351,12 +351,12 @@ class Log {
   // Writing: one writer at a time.
   std::mutex io_mu_;
   std::string unwritten_;  // GUARDED_BY(io_mu_): the batch being written, or a failed write's rest
-  uint64_t unwritten_end_ = 0;  // log position at the end of unwritten_
+  uint64_t unwritten_end_ = 0;   // log position at the end of unwritten_
   bool rotate_pending_ = false;  // GUARDED_BY(io_mu_): the newest segment is full
   bool has_spare_ = false;       // GUARDED_BY(io_mu_): spare.dq exists, for the next segment
   std::atomic<uint64_t> reused_files_{0};
-  bool presynced_ = false;       // GUARDED_BY(io_mu_): a sync was asked as it neared full
-  bool sync_here_ = false;       // GUARDED_BY(io_mu_): WriteOutAndSync will sync, not ask
+  bool presynced_ = false;                 // GUARDED_BY(io_mu_): a sync was asked as it neared full
+  bool sync_here_ = false;                 // GUARDED_BY(io_mu_): WriteOutAndSync will sync, not ask
   std::atomic<int64_t> last_write_ms_{0};  // monotonic, of the last batch written
   int64_t last_failed_write_ms_ = 0;
   std::atomic<uint64_t> written_{0};
@@ -364,8 +364,8 @@ class Log {
 
   // Segments; the last one is being written.
   mutable std::mutex seg_mu_;
-  std::deque<Segment> segments_;  // GUARDED_BY(seg_mu_)
-  uint64_t removed_segments_ = 0;  // GUARDED_BY(seg_mu_)
+  std::deque<Segment> segments_;         // GUARDED_BY(seg_mu_)
+  uint64_t removed_segments_ = 0;        // GUARDED_BY(seg_mu_)
   std::atomic<uint64_t> disk_bytes_{0};  // sum of segments_[*].bytes
 
   mutable std::mutex state_mu_;
@@ -380,34 +380,34 @@ class Log {
   std::mutex rotate_mu_;
   // The sync thread.
   std::mutex sync_mu_;
-  std::condition_variable sync_cv_;     // wakes the sync thread
-  std::condition_variable synced_cv_;   // wakes WaitReleased
-  uint64_t sync_requested_ = 0;          // GUARDED_BY(sync_mu_)
-  bool syncing_ = false;                 // GUARDED_BY(sync_mu_): an fdatasync runs
+  std::condition_variable sync_cv_;       // wakes the sync thread
+  std::condition_variable synced_cv_;     // wakes WaitReleased
+  uint64_t sync_requested_ = 0;           // GUARDED_BY(sync_mu_)
+  bool syncing_ = false;                  // GUARDED_BY(sync_mu_): an fdatasync runs
   std::atomic<int64_t> last_sync_us_{0};  // how long the last fdatasync took
-  bool stop_ = false;                    // GUARDED_BY(sync_mu_)
+  bool stop_ = false;                     // GUARDED_BY(sync_mu_)
   std::thread sync_thread_;
 
   // Preparing space. prepare_mu_ is held while zeros are written, and by a
   // write that passes prepared_end_; prepared_end_ only grows within a
   // segment, so a write below it needs no lock.
   std::mutex prepare_mu_;
-  uint64_t prepare_segment_ = 0;          // GUARDED_BY(prepare_mu_): 0 while one closes
+  uint64_t prepare_segment_ = 0;           // GUARDED_BY(prepare_mu_): 0 while one closes
   std::atomic<uint64_t> prepared_end_{0};  // in the head: records or zeros up to here
   int64_t head_base_ = 0;  // GUARDED_BY(prepare_mu_): log position of the head's byte 0
   // prepared_end_ as a log position: appends up to here land in prepared
   // space (Room's fast path); 0 while a segment closes.
   std::atomic<int64_t> room_end_{0};
-  int64_t prepare_failed_ms_ = 0;         // GUARDED_BY(prepare_mu_): a write of zeros failed
-  std::string room_error_;                // GUARDED_BY(prepare_mu_): the last such failure
+  int64_t prepare_failed_ms_ = 0;  // GUARDED_BY(prepare_mu_): a write of zeros failed
+  std::string room_error_;         // GUARDED_BY(prepare_mu_): the last such failure
   std::atomic<bool> prepare_asked_{false};
   std::atomic<uint64_t> prepared_bytes_{0};
   std::atomic<bool> short_of_space_{false};
   std::atomic<uint64_t> room_failures_{0};
   std::atomic<uint64_t> write_failures_{0};
-  std::mutex prepare_sig_mu_;             // for prepare_cv_ only: held for no work
+  std::mutex prepare_sig_mu_;  // for prepare_cv_ only: held for no work
   std::condition_variable prepare_cv_;
-  bool prepare_stop_ = false;             // GUARDED_BY(prepare_sig_mu_)
+  bool prepare_stop_ = false;  // GUARDED_BY(prepare_sig_mu_)
   std::thread prepare_thread_;
 };
 

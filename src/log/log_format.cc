@@ -44,7 +44,6 @@ uint64_t GetU64(const char* p) {
   return v;
 }
 
-
 // Seeded with the segment number: a record left over from a segment file's
 // earlier use (segment files are reused) does not check out in its new one.
 uint32_t Checksum(const char* p, size_t n, uint64_t segment) {
@@ -303,9 +302,8 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
       record->type = RecordType::kPut;
       ok = DecodeJobState(r, &job, &flags) && r.U32(&job.ttr_ms) && r.U32(&job.priority) &&
            r.U32(&job.max_attempts) && r.U32(&job.attempts) &&
-           DecodeId(r, flags, job.seq, record->id_buf, &job.id) &&
-           r.String(&job.topic) && (!(flags & kFlagError) || r.String(&job.last_error)) &&
-           r.String(&job.body);
+           DecodeId(r, flags, job.seq, record->id_buf, &job.id) && r.String(&job.topic) &&
+           (!(flags & kFlagError) || r.String(&job.last_error)) && r.String(&job.body);
       job.generated_id = flags & kFlagGenerated;
       break;
     case static_cast<uint8_t>(RecordType::kUpdate):
@@ -316,7 +314,8 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
       break;
     case static_cast<uint8_t>(RecordType::kRemove):
       record->type = RecordType::kRemove;
-      ok = r.Byte(&flags) && r.Varint(&job.seq) && DecodeId(r, flags, job.seq, record->id_buf, &job.id);
+      ok = r.Byte(&flags) && r.Varint(&job.seq) &&
+           DecodeId(r, flags, job.seq, record->id_buf, &job.id);
       break;
     case static_cast<uint8_t>(RecordType::kPause):
       record->type = RecordType::kPause;

@@ -73,17 +73,17 @@ struct Record {
   Record& operator=(const Record&) = delete;
 
   RecordType type = RecordType::kPut;
-  engine::JobImage job;           // kPut, kUpdate, kRemove (id and seq)
-  std::string_view topic;         // kPause
-  int64_t paused_until_ms = 0;    // kPause
+  engine::JobImage job;         // kPut, kUpdate, kRemove (id and seq)
+  std::string_view topic;       // kPause
+  int64_t paused_until_ms = 0;  // kPause
   char id_buf[engine::kGeneratedIdBytes];
 };
 
 // What ReadRecord found at the front of `bytes`.
 enum class ReadOutcome {
-  kRecord,     // *record and *size are set
-  kIncomplete, // fewer bytes than the record needs: the end of what was written
-  kCorrupt,    // checksum or content wrong; *error says how
+  kRecord,      // *record and *size are set
+  kIncomplete,  // fewer bytes than the record needs: the end of what was written
+  kCorrupt,     // checksum or content wrong; *error says how
 };
 // `segment`: the number of the segment the bytes were read from.
 ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record, size_t* size,

@@ -177,7 +177,7 @@ void EventLoop::Dispatch(int fd, uint32_t events) {
     RunUrgent();
   } else {
     auto it = handlers_.find(fd);
-    if (it == handlers_.end()) return;          // removed earlier in this turn
+    if (it == handlers_.end()) return;             // removed earlier in this turn
     std::shared_ptr<IoHandler> h = it->second.fn;  // survives its own Remove
     (*h)(events);
   }

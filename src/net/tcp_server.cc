@@ -80,8 +80,8 @@ Result<std::unique_ptr<TcpServer>> TcpServer::Create(EventLoop* loop, TcpHandler
   return server;
 }
 
-TcpServer::TcpServer(EventLoop* loop, TcpHandler* handler, TcpServerOptions options,
-                     int listen_fd, int port)
+TcpServer::TcpServer(EventLoop* loop, TcpHandler* handler, TcpServerOptions options, int listen_fd,
+                     int port)
     : loop_(loop),
       handler_(handler),
       options_(std::move(options)),

@@ -128,17 +128,17 @@ struct Connection {
   // TcpServer's own.
   size_t output_high_water = 0;
   bool want_write = false;
-  bool reading = true;        // EPOLLIN armed (see UpdateEvents)
-  bool peer_closed = false;   // the client sent FIN: close once answered
-  int64_t last_input_ms = 0;  // last input, or the end of a wait: idle since
+  bool reading = true;            // EPOLLIN armed (see UpdateEvents)
+  bool peer_closed = false;       // the client sent FIN: close once answered
+  int64_t last_input_ms = 0;      // last input, or the end of a wait: idle since
   int64_t request_since_ms = -1;  // when the pending partial request began
   // The output gate's (see OutputGate).
   // Set by the handler: the gate's Mark() after the latest change the
   // replies must wait for (see OutputGate).
   uint64_t change_mark = 0;
-  size_t stamped = 0;        // leading bytes of `out` whose hold_until is known
-  uint64_t hold_until = 0;   // Released() these bytes wait for
-  bool held = false;         // in TcpServer::held_
+  size_t stamped = 0;       // leading bytes of `out` whose hold_until is known
+  uint64_t hold_until = 0;  // Released() these bytes wait for
+  bool held = false;        // in TcpServer::held_
 
  private:
   struct Hole {

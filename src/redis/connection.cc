@@ -216,8 +216,8 @@ void Connection::Drop() {
 
 Status Connection::Broken(int saved_errno) {
   std::string why;
-  failure_ = context_ != nullptr && context_->err == REDIS_ERR_EOF ? Failure::kClosed
-                                                                   : Failure::kLost;
+  failure_ =
+      context_ != nullptr && context_->err == REDIS_ERR_EOF ? Failure::kClosed : Failure::kLost;
   if (context_ == nullptr) {
     why = "not connected";
   } else if (context_->err == REDIS_ERR_IO &&

@@ -20,8 +20,8 @@
 #include <utility>
 
 #include "common/log.h"
-#include "redis_store/redis_queue_ops.h"
 #include "redis/url.h"
+#include "redis_store/redis_queue_ops.h"
 
 namespace delayq {
 namespace {
@@ -109,8 +109,8 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   if (ctx->buckets == 0) {
     // Automatic: what the prefix was first used with (bucket 0 exists at
     // every count), else what suits the deployment.
-    auto known = (*client)->Exec("{" + prefix + ":0}:meta",
-                                 {"HGET", "{" + prefix + ":0}:meta", "buckets"});
+    auto known =
+        (*client)->Exec("{" + prefix + ":0}:meta", {"HGET", "{" + prefix + ":0}:meta", "buckets"});
     if (!known.ok()) return known.status();
     uint64_t n = 0;
     if (known->is_string()) {
@@ -1057,8 +1057,7 @@ void RedisQueue::AddWaiting(std::vector<TopicInfo>* topics, bool add_missing) {
   }
 }
 
-Result<std::vector<TopicInfo>> RedisQueue::TopicsOf(
-    Result<std::vector<rq::TopicCounts>> counts) {
+Result<std::vector<TopicInfo>> RedisQueue::TopicsOf(Result<std::vector<rq::TopicCounts>> counts) {
   if (!counts.ok()) return counts.status();
   std::vector<TopicInfo> out;
   for (rq::TopicCounts& t : *counts) {
@@ -1110,11 +1109,10 @@ Result<TopicInfo> RedisQueue::Topic(std::string_view topic) {
 
 void RedisQueue::TopicAsync(std::string_view topic, TopicCallback done) {
   if (Status s = ValidateTopic(topic); !s.ok()) return done(std::move(s));
-  Submit(rq::MakeTopics(std::string(topic),
-                        [this, name = std::string(topic),
-                         done = std::move(done)](Result<std::vector<rq::TopicCounts>> r) {
-                          done(TopicOf(name, std::move(r)));
-                        }),
+  Submit(rq::MakeTopics(
+             std::string(topic),
+             [this, name = std::string(topic), done = std::move(done)](
+                 Result<std::vector<rq::TopicCounts>> r) { done(TopicOf(name, std::move(r))); }),
          /*wait=*/false);
 }
 

@@ -29,9 +29,9 @@
 // (the attempt looks again, twice at most). A reserve that waits reads only
 // the buckets where jobs of its topics may be ready (the queue remembers
 // where they ran out, until an add, a wake message or a promote says
-// otherwise), and none at all when that is nowhere. A reserve that waits is a local waiter (a ticket): it is tried again
-// when this queue's own adds, kick_topics or resumes make its topics ready, when a
-// wake message `r <bucket> <topic>` arrives from any server (Subscriber on
+// otherwise), and none at all when that is nowhere. A reserve that waits is a local waiter (a
+// ticket): it is tried again when this queue's own adds, kick_topics or resumes make its topics
+// ready, when a wake message `r <bucket> <topic>` arrives from any server (Subscriber on
 // `<prefix>:wake`), and after the subscriber reconnects (everything is
 // re-checked then: messages sent meanwhile are lost). A waiter is registered
 // before its first attempt, and a wake-up that arrives during an attempt makes
@@ -83,9 +83,9 @@
 #include <vector>
 
 #include "delayq/queue.h"
-#include "serving/serving_queue.h"
 #include "redis/client.h"
 #include "redis/subscriber.h"
+#include "serving/serving_queue.h"
 
 namespace delayq {
 

@@ -87,8 +87,7 @@ Status ParseInfo(const std::vector<Reply>& f, size_t at, JobInfo* info, int64_t*
 // max_attempts, run_at_ms (6 bytes), seq (7), topic (1-byte length),
 // last_error (2-byte length), body; big-endian). now_ms: the round's, which
 // the script used for the TTR deadline.
-Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery* d,
-                      int64_t* seq) {
+Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery* d, int64_t* seq) {
   const std::string* id = AsText(f[at]);
   const std::string* rec = AsText(f[at + 1]);
   constexpr size_t kHead = 31;  // through the topic's length

@@ -55,7 +55,6 @@
 #include <optional>
 #include <string>
 #include <type_traits>
-
 #include <utility>
 #include <vector>
 
@@ -108,7 +107,7 @@ class FrontEnd : public net::TcpHandler {
       int64_t started_ms;  // wall clock
     };
     std::map<uint64_t, InFlightReserve> reserves;  // by hole serial
-    uint32_t changes = 0;                           // Await calls in flight
+    uint32_t changes = 0;                          // Await calls in flight
     bool held_back = false;  // parked before a request that must wait for them
     bool answered = false;   // in FrontEnd::answered_
     // Jobs handed to this connection whose reply may not have been written

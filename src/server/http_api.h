@@ -158,7 +158,7 @@ class HttpServer::Api {
   void Touch(Connection& c, const RouteCall& call);
   // Finish and Touch: {"receipt"?}, then `op`.
   using ReceiptCall = void (ServingQueue::*)(std::string_view id, std::string_view receipt,
-                                      ServingQueue::StatusCallback done);
+                                             ServingQueue::StatusCallback done);
   void ReceiptAction(Connection& c, const RouteCall& call, ReceiptCall op);
   void Release(Connection& c, const RouteCall& call);
   void Bury(Connection& c, const RouteCall& call);

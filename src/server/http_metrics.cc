@@ -21,8 +21,7 @@ void HttpServer::Api::Metrics(Connection& c, const RouteCall&) {
       c, [q](std::function<void(Result<MetricsData>)> done) {
         q->StatsAsync([q, done = std::move(done)](Result<QueueStats> st) mutable {
           if (!st.ok()) return done(st.status());
-          q->TopicsAsync([st = *st, done = std::move(done)](
-                             Result<std::vector<TopicInfo>> topics) {
+          q->TopicsAsync([st = *st, done = std::move(done)](Result<std::vector<TopicInfo>> topics) {
             if (!topics.ok()) return done(topics.status());
             done(MetricsData{st, std::move(topics).value()});
           });

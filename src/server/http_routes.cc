@@ -45,20 +45,28 @@ namespace {
 
 bool Accepts(RouteMethod m, http::Method got) {
   switch (m) {
-    case RouteMethod::kGet: return got == http::Method::kGet || got == http::Method::kHead;
-    case RouteMethod::kPost: return got == http::Method::kPost;
-    case RouteMethod::kDelete: return got == http::Method::kDelete;
-    case RouteMethod::kAny: return true;
+    case RouteMethod::kGet:
+      return got == http::Method::kGet || got == http::Method::kHead;
+    case RouteMethod::kPost:
+      return got == http::Method::kPost;
+    case RouteMethod::kDelete:
+      return got == http::Method::kDelete;
+    case RouteMethod::kAny:
+      return true;
   }
   return false;
 }
 
 std::string_view MethodName(RouteMethod m) {
   switch (m) {
-    case RouteMethod::kGet: return "GET";
-    case RouteMethod::kPost: return "POST";
-    case RouteMethod::kDelete: return "DELETE";
-    case RouteMethod::kAny: break;
+    case RouteMethod::kGet:
+      return "GET";
+    case RouteMethod::kPost:
+      return "POST";
+    case RouteMethod::kDelete:
+      return "DELETE";
+    case RouteMethod::kAny:
+      break;
   }
   return "";
 }
@@ -179,8 +187,8 @@ bool HttpServer::Api::Authorized(Connection& c, const http::Request& req) {
   if (auth.substr(0, kBearer.size()) != kBearer ||
       !ConstantTimeEquals(s_->options_.auth_token, auth.substr(kBearer.size()))) {
     Error(c,
-          Status(Code::kUnauthorized, auth.empty() ? "missing 'Authorization: Bearer <token>'"
-                                                   : "invalid token"),
+          Status(Code::kUnauthorized,
+                 auth.empty() ? "missing 'Authorization: Bearer <token>'" : "invalid token"),
           "WWW-Authenticate: Bearer\r\n");
     return false;
   }
@@ -347,8 +355,7 @@ void HttpServer::Api::Bury(Connection& c, const RouteCall& call) {
   if (st.ok() && !error) st = f.String("error", &error);
   if (!st.ok()) return Error(c, st);
   AwaitOk(c, [&](ServingQueue::StatusCallback done) {
-    s_->queue_->BuryAsync(call.param(0), receipt.value_or(""), error.value_or(""),
-                          std::move(done));
+    s_->queue_->BuryAsync(call.param(0), receipt.value_or(""), error.value_or(""), std::move(done));
   });
 }
 
@@ -363,9 +370,9 @@ void HttpServer::Api::Kick(Connection& c, const RouteCall& call) {
 }
 
 void HttpServer::Api::NoJobAction(Connection& c, const RouteCall& call) {
-  Error(c, Status(Code::kNotFound,
-                  "no such endpoint: POST /v1/jobs/{id}/" + call.param(1).substr(0, 64) +
-                      " (finish, release, touch, bury, kick)"));
+  Error(c, Status(Code::kNotFound, "no such endpoint: POST /v1/jobs/{id}/" +
+                                       call.param(1).substr(0, 64) +
+                                       " (finish, release, touch, bury, kick)"));
 }
 
 void HttpServer::Api::GetJob(Connection& c, const RouteCall& call) {
@@ -449,9 +456,9 @@ void HttpServer::Api::Peek(Connection& c, const RouteCall& call) {
 }
 
 void HttpServer::Api::NoTopicAction(Connection& c, const RouteCall& call) {
-  Error(c, Status(Code::kNotFound, "no such endpoint: /v1/topics/{topic}/" +
-                                       call.param(1).substr(0, 64) +
-                                       " (kick, pause, resume, peek)"));
+  Error(c,
+        Status(Code::kNotFound, "no such endpoint: /v1/topics/{topic}/" +
+                                    call.param(1).substr(0, 64) + " (kick, pause, resume, peek)"));
 }
 
 void HttpServer::Api::TopicReply(Connection& c, const Result<TopicInfo>& r) {

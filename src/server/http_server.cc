@@ -27,20 +27,34 @@ namespace {
 
 std::string_view Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Content Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
   }
   return "Unknown";
 }
@@ -133,8 +147,8 @@ void HttpServer::OnInput(Connection& c) {
     http::RequestParser::Status st = s.parser.Parse(rest, &consumed);
     offset += consumed;
     if (st == http::RequestParser::Status::kError) {
-      std::string json = ErrorJson(s.parser.error_status() == 413 ? "too_large" : "invalid_argument",
-                                   s.parser.error());
+      std::string json = ErrorJson(
+          s.parser.error_status() == 413 ? "too_large" : "invalid_argument", s.parser.error());
       AppendResponse(&c.out, s.parser.error_status(), kJson, json, /*keep_alive=*/false, 11);
       c.closing = true;
       break;
@@ -172,8 +186,7 @@ void HttpServer::Api::Respond(Connection& c, int status, std::string_view conten
 }
 
 void HttpServer::Api::Error(Connection& c, const Status& st, std::string_view headers) {
-  Json(c, MappingFor(st.code()).http_status, ErrorJson(CodeName(st.code()), st.message()),
-       headers);
+  Json(c, MappingFor(st.code()).http_status, ErrorJson(CodeName(st.code()), st.message()), headers);
 }
 
 void HttpServer::Api::Ok(Connection& c, const Status& st) {

@@ -10,14 +10,21 @@ namespace delayq::server {
 
 std::string_view TypeName(dom::element_type t) {
   switch (t) {
-    case dom::element_type::ARRAY: return "an array";
-    case dom::element_type::OBJECT: return "an object";
+    case dom::element_type::ARRAY:
+      return "an array";
+    case dom::element_type::OBJECT:
+      return "an object";
     case dom::element_type::INT64:
-    case dom::element_type::UINT64: return "an integer";
-    case dom::element_type::DOUBLE: return "a number";
-    case dom::element_type::STRING: return "a string";
-    case dom::element_type::BOOL: return "a boolean";
-    case dom::element_type::NULL_VALUE: return "null";
+    case dom::element_type::UINT64:
+      return "an integer";
+    case dom::element_type::DOUBLE:
+      return "a number";
+    case dom::element_type::STRING:
+      return "a string";
+    case dom::element_type::BOOL:
+      return "a boolean";
+    case dom::element_type::NULL_VALUE:
+      return "null";
   }
   return "a value";
 }
@@ -123,8 +130,7 @@ Status JsonFields::Body(std::string* out) const {
   return Status::Ok();
 }
 
-Status JsonFields::WrongType(std::string_view key, std::string_view want,
-                             const dom::element& e) {
+Status JsonFields::WrongType(std::string_view key, std::string_view want, const dom::element& e) {
   return InvalidArgument(std::string(key) + ": expected " + std::string(want) + ", got " +
                          std::string(TypeName(e.type())));
 }

@@ -24,7 +24,8 @@ Result<std::unique_ptr<QueueOnLoop>> QueueOnLoop::Attach(net::EventLoop* loop,
   std::unique_ptr<QueueOnLoop> on(new QueueOnLoop(loop, driver));
   if (driver == nullptr) return on;
   for (int fd : driver->PollFds()) {
-    Status st = loop->Add(fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, /*urgent=*/true);
+    Status st = loop->Add(
+        fd, EPOLLIN, [driver](uint32_t) { driver->RunDue(); }, /*urgent=*/true);
     if (!st.ok()) return st;
     on->fds_.push_back(fd);
   }

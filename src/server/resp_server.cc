@@ -23,7 +23,6 @@ struct RespServer::RespState : FrontEnd::State {
   bool authed = false;
 };
 
-
 namespace {
 
 RespServer::RespState& StateOf(net::Connection& c) {
@@ -80,7 +79,6 @@ struct AnswerAdd {
   }
 };
 
-
 }  // namespace
 
 // The command table: name, arity (with the name), whether AUTH must come
@@ -134,9 +132,7 @@ void RespServer::OnOpen(Connection& c) {
   c.state = std::move(s);
 }
 
-std::string_view RespServer::BusyReply() const {
-  return "-ERR max number of clients reached\r\n";
-}
+std::string_view RespServer::BusyReply() const { return "-ERR max number of clients reached\r\n"; }
 
 std::string_view RespServer::TimeoutReply() const {
   return "-ERR request timed out: a command must arrive whole within the request timeout\r\n";
@@ -429,8 +425,9 @@ void RespServer::CmdPeek(Connection& c, const Args& a) {
 void RespServer::CmdPause(Connection& c, const Args& a) {
   auto ms = ParseInt(a[2], 0, kMaxDelayMs);
   if (!ms) return ReplyInvalid(&c.out, "ms: expected an integer >= 0 (0 = until RESUME)");
-  Await<Status, AnswerStatus>(
-      c, [&](ServingQueue::StatusCallback done) { queue_->PauseAsync(a[1], *ms, std::move(done)); });
+  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
+    queue_->PauseAsync(a[1], *ms, std::move(done));
+  });
 }
 
 void RespServer::CmdResume(Connection& c, const Args& a) {

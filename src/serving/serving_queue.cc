@@ -5,8 +5,7 @@
 namespace delayq {
 
 void ServingQueue::AddAsync(const JobSpec& spec, AddCallback done) { done(Add(spec)); }
-void ServingQueue::FinishAsync(std::string_view id, std::string_view receipt,
-                               StatusCallback done) {
+void ServingQueue::FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
   done(Finish(id, receipt));
 }
 void ServingQueue::DeleteAsync(std::string_view id, StatusCallback done) { done(Delete(id)); }
@@ -17,8 +16,8 @@ void ServingQueue::ReleaseAsync(std::string_view id, std::string_view receipt, i
 void ServingQueue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
   done(Touch(id, receipt));
 }
-void ServingQueue::BuryAsync(std::string_view id, std::string_view receipt,
-                             std::string_view reason, StatusCallback done) {
+void ServingQueue::BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
+                             StatusCallback done) {
   done(Bury(id, receipt, reason));
 }
 void ServingQueue::UnreserveAsync(std::string_view id, std::string_view receipt,
@@ -36,9 +35,7 @@ void ServingQueue::KickTopicAsync(std::string_view topic, uint64_t n, CountCallb
 void ServingQueue::PauseAsync(std::string_view topic, int64_t duration_ms, StatusCallback done) {
   done(Pause(topic, duration_ms));
 }
-void ServingQueue::ResumeAsync(std::string_view topic, StatusCallback done) {
-  done(Resume(topic));
-}
+void ServingQueue::ResumeAsync(std::string_view topic, StatusCallback done) { done(Resume(topic)); }
 void ServingQueue::TopicsAsync(TopicsCallback done) { done(Topics()); }
 void ServingQueue::TopicAsync(std::string_view topic, TopicCallback done) { done(Topic(topic)); }
 void ServingQueue::StatsAsync(StatsCallback done) { done(Stats()); }

@@ -85,8 +85,7 @@ class ReopeningQueue final : public Queue {
   Status Delete(std::string_view id) override {
     return Call([&](Queue& q) { return q.Delete(id); });
   }
-  Status Release(std::string_view id, std::string_view r, int64_t d,
-                 std::string_view e) override {
+  Status Release(std::string_view id, std::string_view r, int64_t d, std::string_view e) override {
     return Call([&](Queue& q) { return q.Release(id, r, d, e); });
   }
   Status Touch(std::string_view id, std::string_view r) override {
@@ -133,10 +132,10 @@ class ReopeningQueue final : public Queue {
  private:
   // The fields of QueueStats counted since start, paired with `from`'s.
   static std::vector<std::pair<uint64_t*, uint64_t>> Counters(QueueStats& s,
-                                                             const QueueStats& from) {
-    return {{&s.added, from.added},       {&s.replaced, from.replaced},
-            {&s.reserves, from.reserves}, {&s.finished, from.finished},
-            {&s.deleted, from.deleted},   {&s.released, from.released},
+                                                              const QueueStats& from) {
+    return {{&s.added, from.added},         {&s.replaced, from.replaced},
+            {&s.reserves, from.reserves},   {&s.finished, from.finished},
+            {&s.deleted, from.deleted},     {&s.released, from.released},
             {&s.timed_out, from.timed_out}, {&s.buried_total, from.buried_total},
             {&s.kicked, from.kicked}};
   }
@@ -172,8 +171,8 @@ class ReopeningQueue final : public Queue {
   const QueueOptions options_;
   std::mutex mu_;
   std::unique_ptr<Queue> q_;
-  int pending_ = 0;    // reserve callbacks not yet finished
-  int in_flight_ = 0;  // calls under way
+  int pending_ = 0;     // reserve callbacks not yet finished
+  int in_flight_ = 0;   // calls under way
   QueueStats carried_;  // counters of the queues closed so far
 };
 

@@ -57,8 +57,7 @@ class LoopDrivenQueue final : public Queue {
   bool CancelReserve(uint64_t t) override { return q_->CancelReserve(t); }
   Status Finish(std::string_view id, std::string_view r) override { return q_->Finish(id, r); }
   Status Delete(std::string_view id) override { return q_->Delete(id); }
-  Status Release(std::string_view id, std::string_view r, int64_t d,
-                 std::string_view e) override {
+  Status Release(std::string_view id, std::string_view r, int64_t d, std::string_view e) override {
     return q_->Release(id, r, d, e);
   }
   Status Touch(std::string_view id, std::string_view r) override { return q_->Touch(id, r); }

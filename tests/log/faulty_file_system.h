@@ -21,8 +21,8 @@
 #define DELAYQ_TESTS_LOG_FAULTY_FILE_SYSTEM_H_
 
 #include <atomic>
-#include <memory>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,9 +99,9 @@ class FaultyFileSystem final : public FileSystem {
         size_t part = std::min(n, room + fs_->torn_bytes.load());
         size_t done = part == 0 ? 0 : f_->Append(data, part, error);
         pos_ += done;
-        *error = crash_now         ? Unavailable("crashed")
-                 : fs_->full       ? Unavailable("write: No space left on device")
-                                   : Unavailable("write: Input/output error");
+        *error = crash_now   ? Unavailable("crashed")
+                 : fs_->full ? Unavailable("write: No space left on device")
+                             : Unavailable("write: Input/output error");
         return done;
       }
       if (fs_->crashed) {

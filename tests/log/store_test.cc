@@ -850,9 +850,7 @@ TEST(EmbeddedStoreIdleSync, EverysecWritesWithoutAnFdatasyncOnTheLoop) {
 
 // --- compaction --------------------------------------------------------------------
 
-uint64_t DiskBytes(Queue& q) {
-  return dynamic_cast<LocalQueue&>(q).store_stats().log.disk_bytes;
-}
+uint64_t DiskBytes(Queue& q) { return dynamic_cast<LocalQueue&>(q).store_stats().log.disk_bytes; }
 
 TEST(EmbeddedStoreCompaction, AddAndFinishForeverRunsInBoundedDisk) {
   TempDir tmp;
@@ -873,8 +871,7 @@ TEST(EmbeddedStoreCompaction, AddAndFinishForeverRunsInBoundedDisk) {
   }
   // ~3 MB went through the log; what stays is a few segments.
   EXPECT_GT(dynamic_cast<LocalQueue&>(*q).store_stats().log.appended_bytes, 2'000'000u);
-  EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 4 * o.segment_bytes; }))
-      << DiskBytes(*q);
+  EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 4 * o.segment_bytes; })) << DiskBytes(*q);
   EXPECT_LT(peak, 8 * o.segment_bytes);
   EXPECT_GT(dynamic_cast<LocalQueue&>(*q).store_stats().log.removed_segments, 10u);
   // Once idle, the segment being written goes too when nothing in it is
@@ -904,8 +901,7 @@ TEST(EmbeddedStoreCompaction, ReleaseWithDelayForeverRunsInBoundedDisk) {
     ASSERT_TRUE(q->Release(d.id, d.receipt, 1000, "try later").ok());
     clock->Advance(100);
   }
-  EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 4 * o.segment_bytes; }))
-      << DiskBytes(*q);
+  EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 4 * o.segment_bytes; })) << DiskBytes(*q);
   q.reset();
   auto reopened = MustOpen(o);
   EXPECT_EQ(reopened->Stats()->jobs, 10u);

@@ -25,8 +25,8 @@
 #include "delayq/clock.h"
 #include "delayq/queue.h"
 #include "queue/open.h"
-#include "redis_store/redis_queue_ops.h"
 #include "redis/redis_harness.h"
+#include "redis_store/redis_queue_ops.h"
 
 namespace delayq {
 namespace {

@@ -1,5 +1,7 @@
 // net::EventLoop's turn end: told whether the loop is idle, so that work
 // which blocks briefly (an fdatasync) runs only when nothing else waits.
+#include "net/event_loop.h"
+
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "net/event_loop.h"
 
 namespace delayq::net {
 namespace {
