@@ -76,7 +76,7 @@ void* CreateNil(const redisReadTask* task) { return Place(task, Reply::Nil()); }
 // Called on a top-level reply only (a protocol error mid-reply).
 void FreeReply(void* reply) { delete static_cast<Reply*>(reply); }
 
-redisReplyObjectFunctions kReplyFunctions = {CreateString, CreateArray, CreateInteger, CreateNil,
+redisReplyObjectFunctions reply_functions = {CreateString, CreateArray, CreateInteger, CreateNil,
                                              FreeReply};
 
 // RESP for one command, appended to `out`: what redisFormatCommandArgv
@@ -135,7 +135,7 @@ class SigpipeGuard {
   sigset_t old_;
 };
 
-// Takes ownership of a reply the reader handed out (see kReplyFunctions).
+// Takes ownership of a reply the reader handed out (see reply_functions).
 Reply TakeReply(void* raw) {
   std::unique_ptr<Reply> r(static_cast<Reply*>(raw));
   return std::move(*r);
@@ -277,7 +277,7 @@ Status Connection::Connect() {
   }
   failure_ = Failure::kNone;
   context_ = c;
-  c->reader->fn = &kReplyFunctions;
+  c->reader->fn = &reply_functions;
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // hiredis sets it too
   if (redisSetTimeout(c, Timeval(command_timeout_ms_)) != REDIS_OK) return Broken(errno);

@@ -520,7 +520,7 @@ void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
         p->done = std::move(done);
         p->r.emplace(std::move(r));
         for (const Delivery& d : surplus) {
-          UnreserveAsync(d.id, d.receipt, [p](Status) {
+          UnreserveAsync(d.id, d.receipt, [p](const Status&) {
             if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
           });
         }
@@ -1045,7 +1045,7 @@ void RedisQueue::AddWaiting(std::vector<TopicInfo>* topics, bool add_missing) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, tickets] : topic_waiters_) {
     auto it = std::find_if(topics->begin(), topics->end(),
-                           [&](const TopicInfo& t) { return t.name == name; });
+                           [&name = name](const TopicInfo& t) { return t.name == name; });
     if (it != topics->end()) {
       it->waiting = tickets.size();
     } else if (add_missing) {

@@ -240,7 +240,7 @@ std::string GenerateId(int64_t now_ms) {
   static std::mutex mu;
   static uint64_t last_ms = 0;  // GUARDED_BY(mu)
   static uint32_t counter = 0;  // GUARDED_BY(mu)
-  static const uint32_t process = [] {
+  static const uint32_t kProcess = [] {
     std::random_device rd;
     counter = rd();
     return rd() & 0xffff;
@@ -256,7 +256,7 @@ std::string GenerateId(int64_t now_ms) {
   }
   char buf[32];
   std::snprintf(buf, sizeof buf, "%012" PRIx64 "%04x%08x",
-                static_cast<uint64_t>(ms & 0xffffffffffffULL), process, c);
+                static_cast<uint64_t>(ms & 0xffffffffffffULL), kProcess, c);
   return std::string(buf, 24);
 }
 
@@ -357,7 +357,7 @@ void Batch::Seal() {
     std::vector<std::string> args;
     args.reserve(call.group_args.size() + 2);
     if (call.lua == Lua::kHeads) {
-      args.push_back("ready");
+      args.emplace_back("ready");
       if (auto p = promotes.find(call.bucket); p != promotes.end()) call.promote = p->second;
     }
     args.push_back(Str(call.groups));
@@ -469,7 +469,7 @@ class AddOp final : public Op {
     std::vector<std::string> fields;
     fields.reserve(3);
     fields.push_back(spec_.id);
-    fields.push_back(spec_.replace ? "r" : "");
+    fields.emplace_back(spec_.replace ? "r" : "");
     fields.push_back(NewRecord(spec_, b.now(), run_at_, c.NextSeqFloor(b.now())));
     slot_ = b.Append(Lua::kAdd, bucket_, std::move(fields));
   }
@@ -1177,16 +1177,12 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
   for (Attempt& a : attempts) {
     if (a.finished) continue;
     while (next < got.size() && a.got.size() < a.count) a.got.push_back(std::move(got[next++].d));
-    if (!a.got.empty()) {
-      a.finished = true;
-    } else if (!error.ok()) {
-      a.finished = true;
-      a.error = error;
-    } else if (short_bucket && retries_ < kMaxReserveRetries) {
+    if (a.got.empty() && error.ok() && short_bucket && retries_ < kMaxReserveRetries) {
       waiting = true;  // another server took what heads showed: look again
-    } else {
-      a.finished = true;
+      continue;
     }
+    a.finished = true;
+    if (a.got.empty()) a.error = error;  // ok when the attempt simply found none
   }
   // Extra deliveries cannot happen (the counts were planned for the
   // attempts), but a job must never be dropped silently: hand any to the

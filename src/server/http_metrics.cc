@@ -11,8 +11,6 @@
 
 namespace delayq::server {
 
-using net::Connection;
-
 // Prometheus text format 0.0.4.
 void HttpServer::Api::Metrics(Connection& c, const RouteCall&) {
   // Two calls, one after the other, answered as one.

@@ -29,7 +29,6 @@
 namespace delayq::server {
 
 using codec::JsonWriter;
-using net::Connection;
 
 // The method a route answers; kGet answers HEAD too.
 enum class RouteMethod { kGet, kPost, kDelete, kAny };
