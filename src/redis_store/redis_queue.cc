@@ -732,6 +732,7 @@ void RedisQueue::Promote(TimerState& ts, const std::vector<uint32_t>& due, int64
   const redis::Script& script = rq::ScriptOf(rq::Lua::kPromote);
   const std::string now_text = std::to_string(now);
   std::vector<redis::Command> cmds;
+  cmds.reserve(due.size());
   for (uint32_t b : due) {
     cmds.push_back(
         redis::Command::Eval(script, {ctx_->tags[b]}, {now_text, std::to_string(rq::kMaxBatch)}));

@@ -12,7 +12,6 @@
 namespace delayq::server {
 
 using codec::JsonWriter;
-using net::Connection;
 
 // POST /command: {"command":"add","topic","id","delay":s,"TTR":s,"body"},
 // {"command":"pop","topic","timeout"?:s}, {"command":"finish","id"},
