@@ -243,6 +243,10 @@ void FrontEnd::FillHole(net::Connection& c, uint64_t serial, F&& answer) {
   auto& s = static_cast<State&>(*c.state);
   int64_t at = c.HoleAt(serial);
   uint64_t origin = c.written() + (at < 0 ? c.out.size() : static_cast<uint64_t>(at));
+  // Jobs whose reply has left are the client's now: dropped here too, or a
+  // connection whose every reply fills a hole (a pipelining client of the
+  // Redis store) would keep them all, and walk them all below per reply.
+  while (!s.handed.empty() && s.handed.front().end <= c.written()) s.handed.pop_front();
   size_t before = s.handed.size();
   s.reply_origin = static_cast<int64_t>(origin);
   scratch_.clear();
