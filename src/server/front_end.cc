@@ -251,6 +251,11 @@ std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::StoreFields() const
   return queue_->Figures().fields;
 }
 
+size_t FrontEnd::JobsInHand(uint64_t conn_id) const {
+  net::Connection* c = tcp_->Find(conn_id);
+  return c == nullptr ? 0 : static_cast<const State&>(*c->state).handed.size();
+}
+
 FrontEnd::StoreHealth FrontEnd::Health() const {
   StoreFigures f = queue_->Figures();
   return {std::move(f.health), f.failed};

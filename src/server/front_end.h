@@ -95,6 +95,10 @@ class FrontEnd : public net::TcpHandler {
     bool failed = false;
   };
   StoreHealth Health() const;
+  // Jobs handed to connection `conn_id` whose reply may not have left yet
+  // (given back if it closes first); 0 for no such connection. Those whose
+  // reply has left are dropped as replies are added, so this stays small.
+  size_t JobsInHand(uint64_t conn_id) const;
 
  protected:
   // Per-connection state of every front end.
