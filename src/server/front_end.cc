@@ -256,11 +256,6 @@ size_t FrontEnd::JobsInHand(uint64_t conn_id) const {
   return c == nullptr ? 0 : static_cast<const State&>(*c->state).handed.size();
 }
 
-FrontEnd::StoreHealth FrontEnd::Health() const {
-  StoreFigures f = queue_->Figures();
-  return {std::move(f.health), f.failed};
-}
-
 std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::SharedStatsFields() const {
   const LatenessHistogram empty;
   const LatenessHistogram& late = lateness_ != nullptr ? *lateness_ : empty;

@@ -87,14 +87,6 @@ class FrontEnd : public net::TcpHandler {
   // What STATS and /v1/stats both end with: the due_lateness_* figures,
   // then StoreFields().
   std::vector<std::pair<std::string_view, uint64_t>> SharedStatsFields() const;
-  // The store's state for /healthz: ok; degraded (status says why: a full
-  // disk refuses adds, a failing write refuses changes; reads go on); or
-  // failed for good (a failed fdatasync: only a restart recovers).
-  struct StoreHealth {
-    Status status;
-    bool failed = false;
-  };
-  StoreHealth Health() const;
   // Jobs handed to connection `conn_id` whose reply may not have left yet
   // (given back if it closes first); 0 for no such connection. Those whose
   // reply has left are dropped as replies are added, so this stays small.

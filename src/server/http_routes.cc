@@ -197,15 +197,17 @@ bool HttpServer::Api::Authorized(Connection& c, const http::Request& req) {
 // --- endpoints ---------------------------------------------------------------------
 
 void HttpServer::Api::Healthz(Connection& c, const RouteCall&) {
-  // Degraded still answers 200: reads, reserves and finishes go on, and a
-  // probe that restarted the server would not give the disk room.
-  FrontEnd::StoreHealth h = s_->Health();
+  // The store's state (ServingQueue::Figures): ok; degraded (why: a full
+  // disk refuses adds, a failing write refuses changes; reads go on), still
+  // 200, since a probe that restarted the server would not give the disk
+  // room; or failed for good (a failed fdatasync: only a restart recovers).
+  StoreFigures f = s_->queue_->Figures();
   wire::Health health{"ok", ""};
-  if (!h.status.ok()) health = {h.failed ? "failed" : "degraded", h.status.message()};
+  if (!f.health.ok()) health = {f.failed ? "failed" : "degraded", f.health.message()};
   std::string json;
   JsonWriter w(&json);
   wire::WriteJson(w, health, wire::kHealthFields);
-  return Json(c, h.failed ? 503 : 200, json);
+  return Json(c, f.failed ? 503 : 200, json);
 }
 
 // POST /v1/jobs {"topic","id"?,"delay_ms"?,"run_at_ms"?,"ttr_ms"?,"priority"?,
