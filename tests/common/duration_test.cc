@@ -1,0 +1,67 @@
+// ParseDurationMs / FormatDurationMs: the one reader of human durations.
+#include "common/duration.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace delayq {
+namespace {
+
+int64_t Ms(std::string_view text) {
+  Result<int64_t> r = ParseDurationMs(text, "delay");
+  EXPECT_TRUE(r.ok()) << text << ": " << r.status().message();
+  return r.ok() ? *r : -1;
+}
+
+std::string Error(std::string_view text) {
+  Result<int64_t> r = ParseDurationMs(text, "delay");
+  EXPECT_FALSE(r.ok()) << text << " was accepted as " << (r.ok() ? *r : 0);
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  return r.status().message();
+}
+
+TEST(ParseDurationMs, EachUnit) {
+  EXPECT_EQ(Ms("1500ms"), 1500);
+  EXPECT_EQ(Ms("5s"), 5000);
+  EXPECT_EQ(Ms("30m"), 30 * 60'000);
+  EXPECT_EQ(Ms("2h"), 2 * 3'600'000);
+  EXPECT_EQ(Ms("1d"), 86'400'000);
+  EXPECT_EQ(Ms("0"), 0);
+  EXPECT_EQ(Ms("0s"), 0);
+}
+
+TEST(ParseDurationMs, GroupsAddUp) {
+  EXPECT_EQ(Ms("1h30m"), 90 * 60'000);
+  EXPECT_EQ(Ms("1m30s500ms"), 90'500);
+  EXPECT_EQ(Ms("90s"), 90'000);
+}
+
+TEST(ParseDurationMs, MistakesNameTheFieldAndWhatIsWrong) {
+  std::string bare = Error("30");
+  EXPECT_NE(bare.find("delay: no unit after 30"), std::string::npos) << bare;
+  EXPECT_NE(bare.find("30m"), std::string::npos) << bare;  // the expected form
+  EXPECT_NE(Error("5x").find("unknown unit 'x'"), std::string::npos);
+  EXPECT_NE(Error("-5s").find("negative"), std::string::npos);
+  EXPECT_NE(Error("1.5s").find("fraction"), std::string::npos);
+  EXPECT_NE(Error("").find("nothing"), std::string::npos);
+  EXPECT_NE(Error("s").find("number expected"), std::string::npos);
+  EXPECT_NE(Error("5 s").find("unknown unit ' s'"), std::string::npos);
+  EXPECT_NE(Error("36501d").find("100 years"), std::string::npos);
+  EXPECT_NE(Error("99999999999999999999999s").find("too long"), std::string::npos);
+}
+
+TEST(FormatDurationMs, ReadsBackAsTheSameDuration) {
+  EXPECT_EQ(FormatDurationMs(0), "0");
+  EXPECT_EQ(FormatDurationMs(1500), "1500ms");
+  EXPECT_EQ(FormatDurationMs(30 * 60'000), "30m");
+  EXPECT_EQ(FormatDurationMs(90 * 60'000), "1h30m");
+  EXPECT_EQ(FormatDurationMs(86'400'000 + 5000), "1d5s");
+  for (int64_t ms : {1LL, 999LL, 1000LL, 61'000LL, 3'600'000LL, 90'061'000LL}) {
+    EXPECT_EQ(Ms(FormatDurationMs(ms)), ms) << ms;
+  }
+}
+
+}  // namespace
+}  // namespace delayq
