@@ -6,7 +6,9 @@
 //
 // All subcommands bind their arguments to one Invocation: only one
 // subcommand runs per process, so sharing the fields is harmless and keeps
-// the table flat.
+// the table flat. The options every client command shares (--server,
+// --auth-token, --json) belong to the top-level app, and each subcommand
+// falls through to it, so they work before or after the subcommand.
 #include "cli/client_commands.h"
 
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -27,6 +30,7 @@
 #include "cli/server_address.h"
 #include "codec/json_writer.h"
 #include "codec/utf8.h"
+#include "common/duration.h"
 #include "delayq/job.h"
 #include "delayq/queue.h"
 #include "redis/connection.h"
@@ -49,15 +53,18 @@ constexpr int kExitEmpty = 3;        // nothing reserved / no such job to get or
 constexpr int kExitUnavailable = 4;  // could not talk to the server
 
 constexpr char kExitCodesHelp[] =
+    "Options of every client command, before or after its name:\n"
+    "  --server host:port  the server (else $DELAYQ_SERVER, else 127.0.0.1:7701)\n"
+    "  --auth-token T      send this token first (else $DELAYQ_AUTH_TOKEN)\n"
+    "  --json              print one line of JSON instead of text\n"
+    "Durations: 1500ms, 5s, 30m, 2h, 1d, 1h30m.\n"
     "Exit codes of the client commands:\n"
     "  0  success\n"
     "  1  the server answered an error, printed as 'delayq: CODE: message'\n"
     "     (CODE: NOTFOUND, EXISTS, STALE, NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ...)\n"
     "  2  usage error: bad arguments or --server address\n"
     "  3  nothing there: reserve got no job; get or peek found none\n"
-    "  4  could not talk to the server: cannot connect, no reply in time, connection lost\n"
-    "Server: --server host:port, else $DELAYQ_SERVER, else 127.0.0.1:7701;\n"
-    "token: --auth-token, else $DELAYQ_AUTH_TOKEN.";
+    "  4  could not talk to the server: cannot connect, no reply in time, connection lost";
 
 constexpr int kConnectTimeoutMs = 5000;
 // How long a reply may take beyond what the command itself waits (reserve).
@@ -72,10 +79,15 @@ const CLI::Range kDelayRange(int64_t{0}, kMaxDelayMs);
 // What the command line said. Which subcommand uses which field is in its
 // Add*Options function.
 struct Invocation {
-  // Every subcommand.
+  // Every subcommand: options of the top-level app. Their environment
+  // variables are read by Run(), not CLI11, so that count() says whether
+  // they were on the command line (which `delayq serve` refuses).
   std::string server = "127.0.0.1:7701";
   std::string auth_token;  // empty: no AUTH
   bool json = false;
+  CLI::Option* server_opt = nullptr;
+  CLI::Option* auth_token_opt = nullptr;
+  CLI::Option* json_opt = nullptr;
 
   std::string topic;
   std::vector<std::string> topics;  // reserve
@@ -90,9 +102,16 @@ struct Invocation {
   int64_t wait_ms = 0;  // reserve
   int64_t count = 1;    // reserve; kicktopic's n
   std::string receipt;  // "" = none
+  bool force = false;   // finish, release, touch, bury: by id alone
   std::string error;    // release, when error_opt->count()
   std::string state = "ready";
   int64_t pause_ms = 0;
+
+  // Human durations ("30m"), read into the *_ms fields above by
+  // ReadDurations; empty when not given.
+  std::string delay;  // add, release
+  std::string ttr;    // add
+  std::string wait;   // reserve
 
   // Options whose presence matters, not just their value.
   CLI::Option* run_at_opt = nullptr;
@@ -164,8 +183,10 @@ void PrintFields(const std::vector<std::pair<std::string, std::string>>& fields)
 
 // --- jobs and field lists in replies --------------------------------------------
 
-// One job as RESERVE and PEEK send it: RESP's short delivery array, its
-// fields named by wire::kDeliveryFields (id, topic, body, receipt, attempts).
+// One job as RESERVE and PEEK send it: an array of values, the rows of
+// wire::kDeliveryFields in table order. A server sends the first five (id,
+// topic, body, receipt, attempts) or more of them; every field that came is
+// printed, so the CLI shows what HTTP shows without knowing the count.
 struct JobField {
   std::string_view name;
   wire::Kind kind;
@@ -174,14 +195,21 @@ struct JobField {
 };
 using Job = std::vector<JobField>;
 
+// The fewest fields a delivery has: id, topic, body, receipt, attempts.
+constexpr size_t kLeastDeliveryFields = 5;
+static_assert(wire::kDeliveryFields[kLeastDeliveryFields - 1].name == "attempts");
+
 std::optional<Job> ParseJob(const Reply& r) {
-  constexpr size_t kFields = wire::ShortCount(wire::kDeliveryFields);
-  if (r.type() != Reply::Type::kArray || r.elements().size() != kFields) return std::nullopt;
+  if (r.type() != Reply::Type::kArray || r.elements().size() < kLeastDeliveryFields) {
+    return std::nullopt;
+  }
+  // Elements past the table's rows would be fields of a newer server this
+  // build cannot name; they are left out.
+  size_t n = std::min(r.elements().size(), std::size(wire::kDeliveryFields));
   Job job;
-  size_t i = 0;
-  for (const auto& f : wire::kDeliveryFields) {
-    if (!f.in_short) continue;
-    const Reply& e = r.elements()[i++];
+  for (size_t i = 0; i < n; ++i) {
+    const auto& f = wire::kDeliveryFields[i];
+    const Reply& e = r.elements()[i];
     wire::Kind kind = f.get(Delivery{}).kind;
     bool text = kind == wire::Kind::kText || kind == wire::Kind::kBytes;
     if (e.type() != (text ? Reply::Type::kString : Reply::Type::kInteger)) return std::nullopt;
@@ -264,24 +292,52 @@ void PrintFieldsJson(const std::vector<std::pair<std::string, std::string>>& fie
 
 // --- arguments -----------------------------------------------------------------------
 
-void AddCommonOptions(CLI::App* sub, Invocation* inv) {
-  sub->add_option("--server", inv->server, "server address, host:port")
-      ->envname("DELAYQ_SERVER")
-      ->capture_default_str();
-  sub->add_option("--auth-token", inv->auth_token,
-                  "send AUTH with this token first (an empty DELAYQ_AUTH_TOKEN counts as unset)")
-      ->envname("DELAYQ_AUTH_TOKEN")
-      ->check(NotEmpty("leave --auth-token out to send no AUTH"));
-  sub->add_flag("--json", inv->json, "print one line of JSON instead of text");
+// The options every client command shares, on the top-level app.
+void AddGlobalOptions(CLI::App* app, Invocation* inv) {
+  inv->server_opt =
+      app->add_option("--server", inv->server,
+                      "client commands: the server's address, host:port (else $DELAYQ_SERVER)")
+          ->capture_default_str();
+  inv->auth_token_opt =
+      app->add_option("--auth-token", inv->auth_token,
+                      "client commands: send this token first (else $DELAYQ_AUTH_TOKEN; an "
+                      "empty one counts as unset)")
+          ->check(NotEmpty("leave --auth-token out to send no AUTH"));
+  inv->json_opt =
+      app->add_flag("--json", inv->json, "client commands: print one line of JSON instead of text");
+}
+
+// What the environment says where the command line said nothing. As with
+// CLI11's own envname, an empty variable counts as unset.
+void ReadEnvironment(Invocation* inv) {
+  const char* server = std::getenv("DELAYQ_SERVER");
+  if (inv->server_opt->count() == 0 && server != nullptr && *server != '\0') inv->server = server;
+  const char* token = std::getenv("DELAYQ_AUTH_TOKEN");
+  if (inv->auth_token_opt->count() == 0 && token != nullptr && *token != '\0') {
+    inv->auth_token = token;
+  }
 }
 
 void AddIdArg(CLI::App* sub, Invocation* inv) {
   sub->add_option("id", inv->id, "job id")->required();
 }
 
+// --receipt R or --force: which reservation the command acts on.
 void AddReceiptOption(CLI::App* sub, Invocation* inv) {
-  sub->add_option("--receipt", inv->receipt,
-                  "the receipt of the reservation (fails with STALE if it is not current)");
+  CLI::Option* receipt = sub->add_option(
+      "--receipt", inv->receipt,
+      "the receipt 'delayq reserve' printed (required; STALE if the job was reserved again "
+      "since)");
+  sub->add_flag("--force", inv->force,
+                "act by id alone, on whichever reservation is current, without a receipt")
+      ->excludes(receipt);
+}
+
+// A duration option ("--delay 30m") beside its milliseconds form, which it
+// excludes.
+CLI::Option* AddDurationOption(CLI::App* sub, const char* name, std::string* value,
+                               const char* help, CLI::Option* ms_form) {
+  return sub->add_option(name, *value, help)->excludes(ms_form);
 }
 
 void AddTopicArg(CLI::App* sub, Invocation* inv) {
@@ -292,15 +348,21 @@ void AddOptionsAdd(CLI::App* sub, Invocation* inv) {
   AddTopicArg(sub, inv);
   sub->add_option("body", inv->body, "job body; '-' reads it from stdin; default empty");
   sub->add_option("--id", inv->id, "job id (default: generated, time-ordered)");
-  CLI::Option* delay = sub->add_option("--delay-ms", inv->delay_ms, "due in this many ms")
-                           ->capture_default_str()
-                           ->check(kDelayRange);
+  CLI::Option* delay_ms = sub->add_option("--delay-ms", inv->delay_ms, "due in this many ms")
+                              ->capture_default_str()
+                              ->check(kDelayRange);
+  CLI::Option* delay = AddDurationOption(sub, "--delay", &inv->delay,
+                                         "due after this long: 30s, 5m, 1h30m", delay_ms);
   inv->run_at_opt = sub->add_option("--run-at-ms", inv->run_at_ms, "due at this Unix time, ms")
+                        ->excludes(delay_ms)
                         ->excludes(delay)
                         ->check(CLI::Range(int64_t{0}, kMaxRunAtMs));
-  sub->add_option("--ttr-ms", inv->ttr_ms, "time to run once reserved, ms")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxU32));
+  CLI::Option* ttr_ms = sub->add_option("--ttr-ms", inv->ttr_ms, "time to run once reserved, ms")
+                            ->capture_default_str()
+                            ->check(CLI::Range(int64_t{1}, kMaxU32));
+  AddDurationOption(sub, "--ttr", &inv->ttr,
+                    "time to run once reserved, before the job is handed out again: 60s, 10m",
+                    ttr_ms);
   inv->priority_opt =
       sub->add_option("--priority", inv->priority, "0..4294967295, lower first (default 1024)")
           ->check(CLI::Range(int64_t{0}, kMaxU32));
@@ -313,9 +375,12 @@ void AddOptionsAdd(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsReserve(CLI::App* sub, Invocation* inv) {
   sub->add_option("topics", inv->topics, "topics to reserve from")->required();
-  sub->add_option("--wait-ms", inv->wait_ms, "wait this long for a job to fall due")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, kMaxWaitMs));
+  CLI::Option* wait_ms =
+      sub->add_option("--wait-ms", inv->wait_ms, "wait this many ms for a job to fall due")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, kMaxWaitMs));
+  AddDurationOption(sub, "--wait", &inv->wait, "wait this long for a job to fall due: 5s, 1m",
+                    wait_ms);
   sub->add_option("--count", inv->count, "reserve up to this many jobs")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{kMaxReserveCount}));
@@ -328,9 +393,10 @@ void AddOptionsIdReceipt(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsRelease(CLI::App* sub, Invocation* inv) {
   AddIdArg(sub, inv);
-  sub->add_option("--delay-ms", inv->delay_ms, "due again in this many ms")
-      ->capture_default_str()
-      ->check(kDelayRange);
+  CLI::Option* delay_ms = sub->add_option("--delay-ms", inv->delay_ms, "due again in this many ms")
+                              ->capture_default_str()
+                              ->check(kDelayRange);
+  AddDurationOption(sub, "--delay", &inv->delay, "due again after this long: 30s, 5m", delay_ms);
   AddReceiptOption(sub, inv);
   inv->error_opt =
       sub->add_option("--error", inv->error, "why the work failed (kept as last_error)");
@@ -364,6 +430,44 @@ void AddOptionsPause(CLI::App* sub, Invocation* inv) {
 void AddOptionsNone(CLI::App*, Invocation*) {}
 
 // --- requests ----------------------------------------------------------------------
+
+// The duration options: each read into its milliseconds field when given,
+// within the server's limits, as the *-ms forms are.
+struct DurationOption {
+  const char* name;
+  std::string Invocation::*text;
+  int64_t Invocation::*ms;
+  int64_t least;
+  int64_t most;
+};
+constexpr DurationOption kDurationOptions[] = {
+    {"--delay", &Invocation::delay, &Invocation::delay_ms, 0, kMaxDelayMs},  // add, release
+    {"--ttr", &Invocation::ttr, &Invocation::ttr_ms, 1, kMaxU32},            // add
+    {"--wait", &Invocation::wait, &Invocation::wait_ms, 0, kMaxWaitMs},      // reserve
+};
+
+// The human durations of the subcommand `sub` into milliseconds, before
+// anything is sent: the wire always carries integers. A bad one is the one
+// parser's message ("--delay: unknown unit 'x' in '5x' (...)").
+Status ReadDurations(const CLI::App& sub, Invocation* inv) {
+  for (const DurationOption& d : kDurationOptions) {
+    const CLI::Option* opt = sub.get_option_no_throw(d.name);
+    if (opt == nullptr || opt->count() == 0) continue;
+    const std::string& text = inv->*d.text;
+    Result<int64_t> ms = ParseDurationMs(text, d.name);
+    if (!ms.ok()) return ms.status();
+    if (*ms < d.least) {
+      return InvalidArgument(std::string(d.name) + ": '" + text + "' is shorter than the least " +
+                             "allowed, " + FormatDurationMs(d.least));
+    }
+    if (*ms > d.most) {
+      return InvalidArgument(std::string(d.name) + ": '" + text + "' is longer than the longest " +
+                             "allowed, " + FormatDurationMs(d.most));
+    }
+    inv->*d.ms = *ms;
+  }
+  return Status::Ok();
+}
 
 Result<std::string> ReadStdin() {
   std::string body;
@@ -404,11 +508,22 @@ Result<Request> RequestReserve(const Invocation& inv) {
   return r;
 }
 
-// FINISH / TOUCH / BURY id [receipt]
-Request WithReceipt(const char* command, const Invocation& inv) {
-  Request r = {command, inv.id};
-  if (!inv.receipt.empty()) r.push_back(inv.receipt);
-  return r;
+// The receipt argument of FINISH, TOUCH, BURY and RELEASE: the receipt,
+// or the word FORCE to act by id alone. Without either, nothing is sent.
+Result<std::string> ReceiptArg(const Invocation& inv) {
+  if (inv.force) return std::string("FORCE");
+  if (inv.receipt.empty()) {
+    return InvalidArgument(
+        "--receipt is required (the receipt from 'delayq reserve'); --force acts by id alone");
+  }
+  return inv.receipt;
+}
+
+// FINISH / TOUCH / BURY id receipt|FORCE
+Result<Request> WithReceipt(const char* command, const Invocation& inv) {
+  Result<std::string> receipt = ReceiptArg(inv);
+  if (!receipt.ok()) return receipt.status();
+  return Request{command, inv.id, std::move(*receipt)};
 }
 
 Result<Request> RequestFinish(const Invocation& inv) { return WithReceipt("FINISH", inv); }
@@ -421,10 +536,11 @@ Result<Request> RequestTopics(const Invocation&) { return Request{"TOPICS"}; }
 Result<Request> RequestResume(const Invocation& inv) { return Request{"RESUME", inv.topic}; }
 Result<Request> RequestPing(const Invocation&) { return Request{"PING"}; }
 
-// RELEASE id delay_ms [receipt] [ERROR text]
+// RELEASE id delay_ms receipt|FORCE [ERROR text]
 Result<Request> RequestRelease(const Invocation& inv) {
-  Request r = {"RELEASE", inv.id, std::to_string(inv.delay_ms)};
-  if (!inv.receipt.empty()) r.push_back(inv.receipt);
+  Result<std::string> receipt = ReceiptArg(inv);
+  if (!receipt.ok()) return receipt.status();
+  Request r = {"RELEASE", inv.id, std::to_string(inv.delay_ms), std::move(*receipt)};
   if (inv.error_opt->count()) r.insert(r.end(), {"ERROR", inv.error});
   return r;
 }
@@ -499,6 +615,29 @@ int RenderOk(const Invocation& inv, const Reply& r) {
   if (inv.json) Out("{\"ok\":true}\n");
   return kExitOk;
 }
+
+// FINISH, RELEASE, TOUCH, BURY: silent as other changes, unless forced,
+// which says that no receipt was checked ("finished order-44 (forced: no
+// receipt checked)").
+int RenderActed(const char* done, const Invocation& inv, const Reply& r) {
+  if (!inv.force) return RenderOk(inv, r);
+  if (r.type() != Reply::Type::kStatus) return Unexpected("the command");
+  if (inv.json) {
+    Out("{\"ok\":true,\"forced\":true}\n");
+  } else {
+    Out(std::string(done) + " " + EscapeForTerminal(inv.id) + " (forced: no receipt checked)\n");
+  }
+  return kExitOk;
+}
+
+int RenderFinished(const Invocation& inv, const Reply& r) {
+  return RenderActed("finished", inv, r);
+}
+int RenderReleased(const Invocation& inv, const Reply& r) {
+  return RenderActed("released", inv, r);
+}
+int RenderTouched(const Invocation& inv, const Reply& r) { return RenderActed("touched", inv, r); }
+int RenderBuried(const Invocation& inv, const Reply& r) { return RenderActed("buried", inv, r); }
 
 int RenderPong(const Invocation& inv, const Reply& r) {
   if (r.type() != Reply::Type::kStatus && r.type() != Reply::Type::kString) {
@@ -581,26 +720,28 @@ int RenderTopics(const Invocation& inv, const Reply& r) {
 
 // clang-format off
 constexpr CommandDef kCommands[] = {
-    {"add", "add a job; prints its id", AddOptionsAdd, RequestAdd, RenderId},
-    {"reserve", "reserve due jobs (exit 3 if none within --wait-ms)",
+    {"add", "add a job to a topic, due now or after --delay; prints its id",
+     AddOptionsAdd, RequestAdd, RenderId},
+    {"reserve", "take due jobs to work on; prints each with its receipt (exit 3: none)",
      AddOptionsReserve, RequestReserve, RenderJobs},
-    {"finish", "acknowledge a reserved job: it is gone", AddOptionsIdReceipt, RequestFinish,
-     RenderOk},
+    {"finish", "the work is done: remove a reserved job (needs its --receipt)",
+     AddOptionsIdReceipt, RequestFinish, RenderFinished},
+    {"release", "give a reserved job back, due again after --delay (needs its --receipt)",
+     AddOptionsRelease, RequestRelease, RenderReleased},
+    {"touch", "keep a reserved job longer: its time to run starts again (needs --receipt)",
+     AddOptionsIdReceipt, RequestTouch, RenderTouched},
+    {"bury", "set a reserved job aside until kicked (needs its --receipt)",
+     AddOptionsIdReceipt, RequestBury, RenderBuried},
     {"delete", "delete a job in any state", [](CLI::App* s, Invocation* i) { AddIdArg(s, i); },
      RequestDelete, RenderOk},
-    {"release", "give a reserved job back, due again after --delay-ms", AddOptionsRelease,
-     RequestRelease, RenderOk},
-    {"touch", "extend a reservation by the job's TTR", AddOptionsIdReceipt, RequestTouch,
-     RenderOk},
-    {"bury", "set a reserved job aside until kicked", AddOptionsIdReceipt, RequestBury, RenderOk},
     {"kick", "make a buried job ready again", [](CLI::App* s, Invocation* i) { AddIdArg(s, i); },
      RequestKick, RenderOk},
     {"kicktopic", "make up to n buried jobs of a topic ready; prints how many",
      AddOptionsKickTopic, RequestKickTopic, RenderKicked},
-    {"get", "show a job (exit 3 if there is none)",
+    {"get", "show a job and its state (exit 3: no such job)",
      [](CLI::App* s, Invocation* i) { AddIdArg(s, i); }, RequestGet, RenderFields},
-    {"peek", "show the next job of a topic in a state (exit 3 if there is none)", AddOptionsPeek,
-     RequestPeek, RenderPeek},
+    {"peek", "show the next ready, delayed or buried job of a topic (exit 3: none)",
+     AddOptionsPeek, RequestPeek, RenderPeek},
     {"topics", "list the topics", AddOptionsNone, RequestTopics, RenderTopics},
     {"stats", "counts of the server, or of one topic", AddOptionsStats, RequestStats,
      RenderFields},
@@ -631,18 +772,25 @@ std::string NoReply(const redis::Connection& conn, int timeout_ms) {
   }
 }
 
-int Execute(const CommandDef& cmd, const Invocation& inv) {
+int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) {
   signal(SIGPIPE, SIG_IGN);  // a server gone mid-write is an error, not a kill
-  Result<redis::Endpoint> address = ParseServerAddress(inv.server);
+  ReadEnvironment(invocation);
+  Result<redis::Endpoint> address = ParseServerAddress(invocation->server);
   if (!address.ok()) {
     Err("--server: " + address.status().message());
     return kExitUsage;
   }
-  Result<Request> request = cmd.request(inv);
-  if (!request.ok()) {
-    Err(request.status().message());
+  // "delayq finish: --receipt is required ...": usage errors found here
+  // name the subcommand, and nothing has been sent.
+  auto usage = [&](const Status& s) {
+    std::string line = "delayq " + std::string(cmd.name) + ": " + s.message() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
     return kExitUsage;
-  }
+  };
+  if (Status s = ReadDurations(sub, invocation); !s.ok()) return usage(s);
+  const Invocation& inv = *invocation;
+  Result<Request> request = cmd.request(inv);
+  if (!request.ok()) return usage(request.status());
   redis::ConnectionOptions options;
   options.connect_timeout_ms = kConnectTimeoutMs;
   options.command_timeout_ms = kReplyTimeoutMs;
@@ -677,11 +825,13 @@ int Execute(const CommandDef& cmd, const Invocation& inv) {
 class ClientCommandsImpl final : public ClientCommands {
  public:
   explicit ClientCommandsImpl(CLI::App* app) {
+    AddGlobalOptions(app, &inv_);
     for (const CommandDef& cmd : kCommands) {
       CLI::App* sub = app->add_subcommand(cmd.name, cmd.help);
       sub->footer(kExitCodesHelp);
+      // Options it does not know (--server, --json, ...) go on to the app's.
+      sub->fallthrough();
       cmd.add_options(sub, &inv_);
-      AddCommonOptions(sub, &inv_);
       subs_.emplace_back(&cmd, sub);
     }
     // Composes with a footer main() may have set, rather than replacing it.
@@ -690,7 +840,7 @@ class ClientCommandsImpl final : public ClientCommands {
 
   int Run() override {
     for (const auto& [cmd, sub] : subs_) {
-      if (sub->parsed()) return Execute(*cmd, inv_);
+      if (sub->parsed()) return Execute(*cmd, *sub, &inv_);
     }
     return kExitUsage;
   }
@@ -698,6 +848,13 @@ class ClientCommandsImpl final : public ClientCommands {
   bool Parsed() const override {
     return std::any_of(subs_.begin(), subs_.end(),
                        [](const auto& s) { return s.second->parsed(); });
+  }
+
+  std::string OptionGiven() const override {
+    for (const CLI::Option* opt : {inv_.server_opt, inv_.auth_token_opt, inv_.json_opt}) {
+      if (opt->count() > 0) return opt->get_name();
+    }
+    return {};
   }
 
  private:

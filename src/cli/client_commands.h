@@ -17,6 +17,7 @@
 #define DELAYQ_CLI_CLIENT_COMMANDS_H_
 
 #include <memory>
+#include <string>
 
 namespace CLI {
 class App;
@@ -32,9 +33,15 @@ class ClientCommands {
   virtual int Run() = 0;
   // Whether one of the client subcommands was on the command line.
   virtual bool Parsed() const = 0;
+  // The first of the client commands' own options (--server, --auth-token,
+  // --json) given on the command line, "" if none: `delayq serve` refuses
+  // them, since its own --auth-token goes after `serve`.
+  virtual std::string OptionGiven() const = 0;
 };
 
-// Adds every client subcommand (and their options) to `app`.
+// Adds every client subcommand (and their options) to `app`, and the
+// options they share to `app` itself: they work before or after the
+// subcommand's name.
 std::unique_ptr<ClientCommands> AddClientCommands(CLI::App* app);
 
 }  // namespace delayq::cli

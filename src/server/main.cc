@@ -18,6 +18,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/client_commands.h"
+#include "cli/left_over.h"
 #include "cli/option_checks.h"
 #include "common/log.h"
 #include "delayq/queue.h"
@@ -57,6 +58,9 @@ struct ServeOptions {
   int64_t request_timeout_ms = 10'000;
   int64_t shutdown_timeout_ms = 5'000;
   std::string log_level = "info";
+  // Whether --max-connections (or DELAYQ_MAX_CONNECTIONS) was given: only
+  // then is lowering it to fit the open files limit worth a warning.
+  bool max_connections_given = false;
 };
 
 delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name, std::string host,
@@ -116,9 +120,10 @@ rlim_t RaiseFdLimit() {
 
 // Fits --max-connections, which each of the two listeners enforces on its
 // own, under the open files limit: past it, accept fails and clients would
-// only get TcpServer's spare-descriptor busy reply. Lowers it (and says so)
-// when it does not fit; fails when the limit leaves no room at all.
-Status FitMaxConnections(rlim_t limit, size_t* max_connections) {
+// only get TcpServer's spare-descriptor busy reply. Lowers it when it does
+// not fit (a warning when the user asked for the number, a debug line when
+// it is the default); fails when the limit leaves no room at all.
+Status FitMaxConnections(rlim_t limit, bool given, size_t* max_connections) {
   rlim_t kept = FdsKept(limit);
   size_t room = limit > kept ? static_cast<size_t>((limit - kept) / 2) : 0;
   if (*max_connections <= room) return Status::Ok();
@@ -128,8 +133,8 @@ Status FitMaxConnections(rlim_t limit, size_t* max_connections) {
         "connections: " + std::to_string(kept) + " are kept for the store and the server; " +
         "raise it (ulimit -n) to at least " + std::to_string(kept + 2));
   }
-  // Said as a warning when it was asked for; the default lowered is routine.
-  Log(*max_connections == ServeOptions{}.max_connections ? LogLevel::kInfo : LogLevel::kWarn,
+  // The default lowered is routine: every start under a stock limit does it.
+  Log(given ? LogLevel::kWarn : LogLevel::kDebug,
       "--max-connections %zu does not fit the open files limit (%llu, %llu kept for the store "
       "and the server, two protocols): lowered to %zu per protocol; raise the limit "
       "(ulimit -n, systemd LimitNOFILE=) for more",
@@ -141,7 +146,8 @@ Status FitMaxConnections(rlim_t limit, size_t* max_connections) {
 
 int Serve(ServeOptions o) {
   if (auto level = delayq::ParseLogLevel(o.log_level)) delayq::SetLogLevel(*level);
-  if (Status st = FitMaxConnections(RaiseFdLimit(), &o.max_connections); !st.ok()) {
+  if (Status st = FitMaxConnections(RaiseFdLimit(), o.max_connections_given, &o.max_connections);
+      !st.ok()) {
     return Fail(st);
   }
   // SIGTERM / SIGINT arrive as readable data on a signalfd in the loop. They
@@ -349,10 +355,11 @@ int main(int argc, char** argv) {
       ->check(delayq::cli::NotEmpty("leave --auth-token out to run without authentication"));
   AddOption(serve, "--max-body", o.max_body, "largest job body, bytes", "DELAYQ_MAX_BODY")
       ->check(CLI::Range(size_t{0}, size_t{64} << 20));
-  AddOption(serve, "--max-connections", o.max_connections,
-            "connections at most, per protocol; lowered to what the open files limit holds",
-            "DELAYQ_MAX_CONNECTIONS")
-      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  CLI::Option* max_connections =
+      AddOption(serve, "--max-connections", o.max_connections,
+                "connections at most, per protocol; lowered to what the open files limit holds",
+                "DELAYQ_MAX_CONNECTIONS")
+          ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
   AddOption(serve, "--max-header-bytes", o.max_header_bytes,
             "largest HTTP request line + headers, and RESP inline command, bytes",
             "DELAYQ_MAX_HEADER_BYTES")
@@ -384,9 +391,35 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; every usage error is 2
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A mistyped word is named (and the nearest one suggested) rather than
+    // whatever else CLI11 found wrong because of it. Every usage error is 2.
+    if (std::string left = delayq::cli::DescribeLeftOver(app); !left.empty()) {
+      std::fprintf(stderr, "%s\n", left.c_str());
+      return 2;
+    }
+    if (app.get_subcommands().empty()) {
+      std::fprintf(stderr,
+                   "delayq: a command is needed: 'delayq serve' runs the server, 'delayq ping' "
+                   "asks one ('delayq --help' lists them all)\n");
+      return 2;
+    }
+    app.exit(e);
+    return 2;
   }
-  if (serve->parsed()) return Serve(o);
+  if (serve->parsed()) {
+    // `delayq --auth-token T serve` would otherwise start a server without
+    // authentication: the token before `serve` is the client commands'.
+    if (std::string given = client->OptionGiven(); !given.empty()) {
+      std::fprintf(stderr,
+                   "delayq serve: %s before 'serve' is an option of the client commands; "
+                   "serve's own options go after 'serve'\n",
+                   given.c_str());
+      return 2;
+    }
+    o.max_connections_given = max_connections->count() > 0;
+    return Serve(o);
+  }
   if (client->Parsed()) return client->Run();
   return 2;
 }
