@@ -5,10 +5,11 @@ the protocol's busy reply (HTTP 503, RESP -ERR max number of clients
 reached) and closed, never left unanswered in the kernel's backlog; the
 connections already open keep being served.
 
-The server runs with RLIMIT_NOFILE lowered to 128 in the child, so the
-default --max-connections (10000 per protocol) cannot fit: it must be
-lowered, and said so in the log. Every socket read is bounded by a 2 s
-timeout, so a server that hangs fails the test instead of stalling it.
+The server runs with RLIMIT_NOFILE lowered to 128 in the child, so
+--max-connections 10000 (the default) cannot fit: it must be lowered, with a
+warning when the user asked for 10000 and silently (a debug line) when it is
+the default. Every socket read is bounded by a 2 s timeout, so a server that
+hangs fails the test instead of stalling it.
 
     /usr/bin/python3 tests/integration/fd_limit_test.py --binary build/bin/delayq
 """
@@ -142,11 +143,11 @@ class LimitTestBase(unittest.TestCase):
 
 
 class DescriptorLimitTest(LimitTestBase):
-    """RLIMIT_NOFILE 128 under the default --max-connections 10000."""
+    """RLIMIT_NOFILE 128 under --max-connections 10000, asked for."""
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server(preexec_fn=low_fd_limit)
+        cls.server = Server("--max-connections", "10000", preexec_fn=low_fd_limit)
 
     @classmethod
     def tearDownClass(cls):
@@ -160,6 +161,7 @@ class DescriptorLimitTest(LimitTestBase):
 
     def test_log_says_max_connections_were_lowered_to_fit_the_limit(self):
         lowered = self.lowered_to()
+        self.assertRegex(self.server.text, r"warn +--max-connections 10000 does not fit")
         # Both protocols' connections and the store's own descriptors fit.
         self.assertGreater(lowered, 0)
         self.assertLess(2 * lowered, FD_LIMIT)
@@ -171,6 +173,30 @@ class DescriptorLimitTest(LimitTestBase):
     def test_http_connections_past_the_limit_get_503(self):
         served = self.fill_then_refuse(self.server.http_port, self.ask_http, FD_LIMIT + 10)
         self.assertEqual(served, self.lowered_to())
+
+
+class DefaultMaxConnectionsTest(LimitTestBase):
+    """RLIMIT_NOFILE 128 under the default --max-connections: lowered as
+    above, but a routine start says nothing of it (only at --log-level
+    debug), since the user asked for nothing."""
+
+    def test_a_default_start_lowers_it_silently(self):
+        server = Server(preexec_fn=low_fd_limit)
+        try:
+            self.assertNotIn("max-connections", server.text)
+            self.assertNotIn("does not fit", server.text)
+            served = self.fill_then_refuse(server.port, self.ask_resp, FD_LIMIT + 10)
+            self.assertLess(2 * served, FD_LIMIT)  # lowered all the same
+        finally:
+            self.assertEqual(server.stop(), 0, server.text)
+
+    def test_at_debug_level_it_is_said(self):
+        server = Server("--log-level", "debug", preexec_fn=low_fd_limit)
+        try:
+            self.assertRegex(server.text, r"debug +--max-connections 10000 does not fit the "
+                                          r"open files limit \(128\b")
+        finally:
+            self.assertEqual(server.stop(), 0, server.text)
 
 
 def sanitized(binary):
