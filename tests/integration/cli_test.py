@@ -21,10 +21,19 @@ import threading
 import time
 import unittest
 
+import redis
+
 import harness
 from harness import Server, closed_port, wait_until
 
 OK, SERVER_ERROR, USAGE, EMPTY, UNAVAILABLE = 0, 1, 2, 3, 4
+
+# wire::kDeliveryFields (src/wire/fields.h) in table order: what a reserve
+# hands out. RESERVE and PEEK send the first five, or all of them.
+DELIVERY_FIELDS = ["id", "topic", "body", "receipt", "attempts", "ttr_ms", "priority",
+                   "run_at_ms", "reserved_until_ms"]
+NO_RECEIPT = ("--receipt is required (the receipt from 'delayq reserve'); "
+              "--force acts by id alone\n")
 
 
 def run_cli(*args, server=None, input=None, env=None, timeout=30):
@@ -158,9 +167,43 @@ class ClientCommandsTest(CliTestBase):
         jobs = self.ok_json("reserve", "multi.a", "multi.b", "--count", 2)["jobs"]
         self.assertEqual(len(jobs), 2)
         for j in jobs:
-            self.assertEqual(set(j), {"id", "topic", "body", "receipt", "attempts"})
+            self.assertEqual(list(j)[:5], DELIVERY_FIELDS[:5])
             self.assertEqual(j["attempts"], 1)
         self.assertEqual(len(blocks(self.ok("reserve", "multi.a", "multi.b", "--count", 5))), 1)
+
+    def sent_fields(self, command, *args):
+        """How many values the server sends per delivery, asked directly."""
+        r = redis.Redis(port=self.server.port, socket_timeout=10)
+        try:
+            got = r.execute_command(command, *args)
+        finally:
+            r.close()
+        return len(got[0] if command == "RESERVE" else got)
+
+    def test_reserve_and_peek_print_every_field_the_server_sends(self):
+        self.ok("add", "all.t", "x", "--id", "all-0", "--ttr", "45s", "--priority", 9)
+        n = self.sent_fields("RESERVE", "FROM", "all.t")
+        # 5 before issue 16's RESP change, every row of wire::kDeliveryFields after.
+        self.assertIn(n, (5, len(DELIVERY_FIELDS)))
+        names = DELIVERY_FIELDS[:n]
+
+        self.ok("add", "all.t", "x", "--id", "all-1", "--ttr", "45s", "--priority", 9)
+        job = self.ok_json("reserve", "all.t")["jobs"][0]
+        self.assertEqual(list(job), names)
+        info = self.get("all-1")
+        for name in names:
+            if name not in ("receipt",):
+                self.assertEqual(job[name], info[name], name)
+        self.ok("add", "all.t", "x", "--id", "all-2", "--ttr", "45s", "--priority", 9)
+        human = blocks(self.ok("reserve", "all.t"))[0]
+        self.assertEqual(set(human), set(names))
+        self.assertEqual(list(human)[-1], "body")  # the body, which may be long, last
+
+        self.ok("add", "allp.t", "x", "--id", "allp-1", "--ttr", "45s", "--priority", 9)
+        n = self.sent_fields("PEEK", "allp.t", "READY")
+        peeked = self.ok_json("peek", "allp.t")
+        self.assertEqual(list(peeked), DELIVERY_FIELDS[:n])
+        self.assertEqual(set(fields(self.ok("peek", "allp.t"))), set(DELIVERY_FIELDS[:n]))
 
     def test_reserve_with_nothing_due_exits_3(self):
         r = self.fails(EMPTY, "reserve", "nothing.t", "--wait-ms", 20, stderr=r"^delayq: no job")
@@ -178,7 +221,8 @@ class ClientCommandsTest(CliTestBase):
 
     def test_stale_receipt_and_not_reserved_are_server_errors(self):
         self.ok("add", "stale.t", "x", "--id", "stale-1")
-        self.fails(SERVER_ERROR, "finish", "stale-1", stderr=r"^delayq: NOTRESERVED: ")
+        self.fails(SERVER_ERROR, "finish", "stale-1", "--receipt", "0" * 24,
+                   stderr=r"^delayq: (STALE|NOTRESERVED): ")
         self.reserve_one("stale.t")
         for cmd in ("finish", "touch", "bury", "release"):
             self.fails(SERVER_ERROR, cmd, "stale-1", "--receipt", "0" * 24,
@@ -186,8 +230,11 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(self.get("stale-1")["state"], "reserved")
 
     def test_unknown_id(self):
-        for cmd in ("finish", "delete", "touch", "bury", "kick", "release"):
+        for cmd in ("delete", "kick"):
             self.fails(SERVER_ERROR, cmd, "no-such-job", stderr=r"^delayq: NOTFOUND: ")
+        for cmd in ("finish", "touch", "bury", "release"):
+            self.fails(SERVER_ERROR, cmd, "no-such-job", "--receipt", "0" * 24,
+                       stderr=r"^delayq: NOTFOUND: ")
         r = self.fails(EMPTY, "get", "no-such-job", "--json")
         self.assertEqual((json.loads(r.stdout), r.stderr), (None, b""))
         self.fails(EMPTY, "get", "no-such-job", stderr=r"^delayq: no job 'no-such-job'\n$")
@@ -203,11 +250,61 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(info["attempts"], 1)
         self.ok("delete", "rel-1")
 
-    def test_release_without_a_receipt_makes_the_job_ready(self):
-        self.ok("add", "rel2.t", "x", "--id", "rel2-1")
-        self.reserve_one("rel2.t")
-        self.assertEqual(self.ok("release", "rel2-1"), b"")
-        self.assertEqual(self.get("rel2-1")["state"], "ready")
+    def test_without_a_receipt_nothing_is_sent(self):
+        self.ok("add", "norc.t", "x", "--id", "norc-1")
+        self.reserve_one("norc.t")
+        for cmd in ("finish", "release", "touch", "bury"):
+            with self.subTest(cmd=cmd):
+                r = self.fails(USAGE, cmd, "norc-1")
+                self.assertEqual(r.stderr.decode(), "delayq %s: %s" % (cmd, NO_RECEIPT))
+                self.assertEqual(r.stdout, b"")
+        self.assertEqual(self.get("norc-1")["state"], "reserved")
+        # Refused before connecting: no server is needed to be told.
+        r = run_cli("finish", "norc-1", "--server", "127.0.0.1:%d" % closed_port())
+        self.assertEqual((r.returncode, r.stderr.decode()), (USAGE, "delayq finish: " + NO_RECEIPT))
+        # A receipt and --force together say two different things.
+        r = self.fails(USAGE, "finish", "norc-1", "--receipt", "r", "--force")
+        self.assertIn(b"--force", r.stderr)
+        self.assertEqual(self.get("norc-1")["state"], "reserved")
+
+    def server_takes_force(self):
+        """Whether the server reads FORCE in the receipt's place as "by id
+        alone" (issue 16's RESP syntax). A server before it takes FORCE for a
+        receipt and answers STALE; the tests of --force then have nothing to
+        run against."""
+        self.ok("add", "probe.t", "x", "--id", "probe-force")
+        self.reserve_one("probe.t")
+        r = redis.Redis(port=self.server.port, socket_timeout=10)
+        try:
+            r.execute_command("FINISH", "probe-force", "FORCE")
+            return True
+        except redis.ResponseError as e:
+            self.assertTrue(str(e).startswith("STALE"), e)
+            self.ok("delete", "probe-force")
+            return False
+        finally:
+            r.close()
+
+    def test_force_acts_by_id_alone_and_says_so(self):
+        if not self.server_takes_force():
+            self.skipTest("this server predates RESP's FORCE (issue 16)")
+        self.ok("add", "force.t", "x", "--id", "force-1")
+        self.fails(SERVER_ERROR, "finish", "force-1", "--force", stderr=r"^delayq: NOTRESERVED: ")
+        self.reserve_one("force.t")
+        self.assertEqual(self.ok("touch", "force-1", "--force"),
+                         b"touched force-1 (forced: no receipt checked)\n")
+        self.assertEqual(self.ok("release", "force-1", "--force", "--delay", "10m"),
+                         b"released force-1 (forced: no receipt checked)\n")
+        self.assertEqual(self.get("force-1")["state"], "delayed")
+        self.ok("add", "force.t", "x", "--id", "force-1", "--replace")  # due again now
+        self.reserve_one("force.t")
+        self.assertEqual(self.ok_json("bury", "force-1", "--force"), {"ok": True, "forced": True})
+        self.assertEqual(self.get("force-1")["state"], "buried")
+        self.ok("kick", "force-1")
+        self.reserve_one("force.t")
+        self.assertEqual(self.ok("finish", "force-1", "--force"),
+                         b"finished force-1 (forced: no receipt checked)\n")
+        self.fails(EMPTY, "get", "force-1")
 
     def test_touch_extends_the_reservation(self):
         self.ok("add", "touch.t", "x", "--id", "touch-1", "--ttr-ms", 60000)
@@ -328,6 +425,166 @@ class ClientCommandsTest(CliTestBase):
         env = {"DELAYQ_SERVER": "127.0.0.1:1"}
         self.assertEqual(run_cli("ping", "--server", self.server.address, env=env).returncode, OK)
         self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
+
+
+class DurationsTest(CliTestBase):
+    """--delay, --ttr and --wait take durations as people type them, read by
+    the one parser (src/common/duration.h) and sent as milliseconds."""
+
+    def test_add_delay_and_ttr(self):
+        self.ok("add", "dur.t", "x", "--id", "dur-1", "--delay", "30m", "--ttr", "90s")
+        info = self.get("dur-1")
+        self.assertEqual((info["state"], info["ttr_ms"]), ("delayed", 90000))
+        due_in = info["run_at_ms"] - info["created_at_ms"]
+        self.assertGreaterEqual(due_in, 30 * 60000)
+        self.assertLess(due_in, 30 * 60000 + 60000)
+        self.ok("add", "dur.t", "x", "--id", "dur-2", "--delay", "1h30m")
+        info = self.get("dur-2")
+        self.assertGreaterEqual(info["run_at_ms"] - info["created_at_ms"], 90 * 60000)
+
+    def test_reserve_waits_and_release_delays(self):
+        start = time.monotonic()
+        self.ok("add", "durw.t", "x", "--id", "durw-1", "--delay", "200ms")
+        job = self.ok_json("reserve", "durw.t", "--wait", "10s")["jobs"][0]
+        self.assertEqual(job["id"], "durw-1")
+        self.assertGreaterEqual(time.monotonic() - start, 0.19)
+        self.ok("release", "durw-1", "--receipt", job["receipt"], "--delay", "5m")
+        info = self.get("durw-1")
+        self.assertEqual(info["state"], "delayed")
+        self.assertGreaterEqual(info["run_at_ms"] - int(time.time() * 1000), 4 * 60000)
+
+    def test_both_forms_or_a_bad_duration_are_usage_errors(self):
+        self.usage_error("add", "t", "--delay", "5s", "--delay-ms", 5000)
+        self.usage_error("add", "t", "--ttr", "5s", "--ttr-ms", 5000)
+        self.usage_error("add", "t", "--delay", "5s", "--run-at-ms", 1)
+        self.usage_error("reserve", "t", "--wait", "5s", "--wait-ms", 5000)
+        self.usage_error("release", "j", "--receipt", "r", "--delay", "5s", "--delay-ms", 1)
+        r = self.usage_error("add", "t", "--delay", "5x")
+        self.assertEqual(r.stderr.decode(),
+                         "delayq add: --delay: unknown unit 'x' in '5x' (a duration is a whole "
+                         "number and a unit: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
+        r = self.usage_error("add", "t", "--delay", "30")
+        self.assertTrue(r.stderr.startswith(b"delayq add: --delay: no unit after 30"), r.stderr)
+        r = self.usage_error("add", "t", "--ttr", "0")
+        self.assertEqual(r.stderr, b"delayq add: --ttr: '0' is shorter than the least allowed, "
+                                   b"1ms\n")
+        r = self.usage_error("reserve", "t", "--wait", "2d")
+        self.assertEqual(r.stderr, b"delayq reserve: --wait: '2d' is longer than the longest "
+                                   b"allowed, 1d\n")
+        self.usage_error("release", "j", "--receipt", "r", "--delay", "-5s")
+
+
+class GlobalFlagsTest(CliTestBase):
+    """--server, --auth-token and --json work before or after the subcommand."""
+
+    def test_server_before_or_after_the_subcommand(self):
+        env = {"DELAYQ_SERVER": "127.0.0.1:%d" % closed_port()}  # the flag must win
+        for args in (["--server", self.server.address, "ping"],
+                     ["ping", "--server", self.server.address],
+                     ["--server=" + self.server.address, "ping"]):
+            with self.subTest(args=args):
+                r = run_cli(*args, env=env)
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (OK, b"PONG\n", b""))
+        self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
+
+    def test_json_before_or_after_the_subcommand(self):
+        self.assertEqual(json.loads(self.ok("--json", "ping")), {"ok": True})
+        self.assertEqual(json.loads(self.ok("ping", "--json")), {"ok": True})
+        self.ok("add", "glob.t", "x", "--id", "glob-1")
+        jobs = json.loads(self.ok("--json", "reserve", "glob.t", "--wait", "1s"))["jobs"]
+        self.assertEqual(jobs[0]["id"], "glob-1")
+
+    def test_client_flags_before_serve_are_refused(self):
+        for flag in (["--json"], ["--auth-token", "s3cret"], ["--server", "127.0.0.1:1"]):
+            with self.subTest(flag=flag):
+                r = run_cli(*flag, "serve", "--store", "memory", "--http-port", 0,
+                            "--resp-port", 0)
+                self.assertEqual(r.returncode, USAGE, r.stderr)
+                self.assertEqual(r.stderr.decode(),
+                                 "delayq serve: %s before 'serve' is an option of the client "
+                                 "commands; serve's own options go after 'serve'\n" % flag[0])
+
+
+class UnknownWordsTest(unittest.TestCase):
+    """A mistyped subcommand or option is named, with the nearest one
+    suggested; nothing runs and nothing is sent (exit 2)."""
+
+    def refused(self, *args):
+        r = run_cli(*args, env={"DELAYQ_SERVER": "127.0.0.1:%d" % closed_port()})
+        self.assertEqual((r.returncode, r.stdout), (USAGE, b""), (args, r.stderr))
+        return r.stderr.decode()
+
+    def test_an_unknown_command_suggests_the_nearest(self):
+        self.assertEqual(self.refused("reserv", "orders.close"),
+                         "delayq: unknown command 'reserv' \u2014 did you mean 'reserve'?\n")
+        self.assertEqual(self.refused("--server", "127.0.0.1:1", "fnish", "x"),
+                         "delayq: unknown command 'fnish' \u2014 did you mean 'finish'?\n")
+        self.assertEqual(self.refused("serv"),
+                         "delayq: unknown command 'serv' \u2014 did you mean 'serve'?\n")
+        self.assertEqual(self.refused("frobnicate"),
+                         "delayq: unknown command 'frobnicate' ('delayq --help' lists the "
+                         "commands)\n")
+
+    def test_an_unknown_option_suggests_the_nearest(self):
+        self.assertEqual(self.refused("serve", "--htp-port", "7799"),
+                         "delayq serve: unknown option '--htp-port' \u2014 did you mean "
+                         "'--http-port'?\n")
+        self.assertEqual(self.refused("serve", "--data-dri=/tmp/x"),
+                         "delayq serve: unknown option '--data-dri' \u2014 did you mean "
+                         "'--data-dir'?\n")
+        self.assertEqual(self.refused("reserve", "t", "--wiat", "5s"),
+                         "delayq reserve: unknown option '--wiat' \u2014 did you mean '--wait'?\n")
+        # The options every client command shares are candidates too.
+        self.assertEqual(self.refused("ping", "--srever", "127.0.0.1:1"),
+                         "delayq ping: unknown option '--srever' \u2014 did you mean "
+                         "'--server'?\n")
+        self.assertEqual(self.refused("finish", "j", "--reciept", "r"),
+                         "delayq finish: unknown option '--reciept' \u2014 did you mean "
+                         "'--receipt'?\n")
+        self.assertEqual(self.refused("ping", "--verbose"),
+                         "delayq ping: unknown option '--verbose' ('delayq ping --help' lists "
+                         "the options)\n")
+
+    def test_an_extra_argument_is_named(self):
+        self.assertEqual(self.refused("finish", "a", "b", "--receipt", "r"),
+                         "delayq finish: unexpected argument 'b'\n")
+
+    def test_no_command_at_all_says_how_to_start(self):
+        err = self.refused()
+        self.assertIn("'delayq serve' runs the server", err)
+        self.assertIn("delayq --help", err)
+
+
+class HelpTest(unittest.TestCase):
+    COMMANDS = ["serve", "add", "reserve", "finish", "release", "touch", "bury", "delete", "kick",
+                "kicktopic", "get", "peek", "topics", "stats", "pause", "resume", "ping"]
+
+    def test_the_top_level_help_lists_every_command_with_a_line_of_its_own(self):
+        r = run_cli("--help")
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        out = r.stdout.decode()
+        for name in self.COMMANDS:
+            self.assertRegex(out, r"\n  %s +\S.*\n" % name)
+        for word in ("--server", "--json", "--auth-token", "--version", "Exit codes",
+                     "before or after", "Durations: "):
+            self.assertIn(word, out)
+        self.assertNotIn("seed", out.lower())
+        self.assertNotIn("SPEC", out)
+
+    def test_each_command_has_help(self):
+        for name in self.COMMANDS:
+            with self.subTest(name=name):
+                r = run_cli(name, "--help")
+                self.assertEqual((r.returncode, r.stderr), (0, b""))
+                self.assertIn(b"Usage:", r.stdout)
+                self.assertNotIn(b"seed", r.stdout.lower())
+        for name in ("finish", "release", "touch", "bury"):
+            out = run_cli(name, "--help").stdout
+            self.assertIn(b"--receipt", out)
+            self.assertIn(b"--force", out)
+        self.assertIn(b"--delay TEXT", run_cli("add", "--help").stdout)
+        self.assertIn(b"--wait TEXT", run_cli("reserve", "--help").stdout)
+        self.assertIn(b"--server host:port", run_cli("ping", "--help").stdout)
 
 
 class ConnectionFailureTest(unittest.TestCase):
