@@ -1,7 +1,7 @@
 // The client half of the `delayq` command line: `delayq add|reserve|finish|
 // delete|release|touch|bury|kick|kicktopic|get|peek|topics|stats|pause|
 // resume|ping ...` talk to a running server over the Redis protocol
-// (hiredis). Readable output by default, `--json` for scripts; a clear
+// (src/redis's Connection). Readable output by default, `--json` for scripts; a clear
 // message on stderr and a non-zero exit code on failure.
 //
 // Exit codes of Run() (also in every subcommand's --help and src/cli/README.md):
