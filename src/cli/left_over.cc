@@ -24,7 +24,7 @@ std::string DidYouMean(const std::string& word, const std::vector<std::string>& 
 
 }  // namespace
 
-std::string DescribeLeftOver(const CLI::App& app) {
+std::string DescribeLeftOver(const CLI::App& app, const CLI::ParseError& error) {
   // Leftovers in command-line order: the app's own first (where a client
   // subcommand's unknown options fall through to), then the subcommand's.
   std::vector<std::string> left = app.remaining(/*recurse=*/true);
@@ -54,6 +54,10 @@ std::string DescribeLeftOver(const CLI::App& app) {
     return "delayq: unknown command '" + *word + "'" +
            (hint.empty() ? " ('delayq --help' lists the commands)" : hint);
   }
+  // A word too many may only be the echo of another mistake (the value of
+  // `--data-dir --store memory` is "--store", leaving "memory"): unless it
+  // is all that is wrong, CLI11's message about that mistake is the one.
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr) return {};
   return who + ": unexpected argument '" + *word + "'";
 }
 

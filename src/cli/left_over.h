@@ -11,17 +11,19 @@
 
 namespace CLI {
 class App;
-}
+class ParseError;
+}  // namespace CLI
 
 namespace delayq::cli {
 
-// After app.parse() threw: the message for the first word it left over, or
-// "" when every word had its place (the error is another one, CLI11's
-// message says it). For example
+// After app.parse() threw `error`: the message for the first word it left
+// over, or "" when every word had its place or the word is an argument too
+// many while `error` is about something else (CLI11's message says it).
+// For example
 //   delayq: unknown command 'reserv' — did you mean 'reserve'?
 //   delayq serve: unknown option '--htp-port' — did you mean '--http-port'?
 //   delayq finish: unexpected argument 'b'
-std::string DescribeLeftOver(const CLI::App& app);
+std::string DescribeLeftOver(const CLI::App& app, const CLI::ParseError& error);
 
 }  // namespace delayq::cli
 

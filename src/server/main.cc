@@ -394,7 +394,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // A mistyped word is named (and the nearest one suggested) rather than
     // whatever else CLI11 found wrong because of it. Every usage error is 2.
-    if (std::string left = delayq::cli::DescribeLeftOver(app); !left.empty()) {
+    if (std::string left = delayq::cli::DescribeLeftOver(app, e); !left.empty()) {
       std::fprintf(stderr, "%s\n", left.c_str());
       return 2;
     }
