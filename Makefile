@@ -41,8 +41,10 @@ run: build
 	$(BUILD)/bin/delayq serve
 
 # bin/delayq and deploy/delayq.service (as lib/systemd/system/delayq.service,
-# ExecStart pointed at PREFIX/bin/delayq). See README.md, "Operations".
-install: build
+# ExecStart pointed at PREFIX/bin/delayq). Builds only what it installs. See
+# README.md, "Operations".
+install: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target delayq
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: build
