@@ -3,8 +3,13 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= Release
+# `make install` puts bin/delayq and the systemd unit under PREFIX.
+PREFIX ?= /usr/local
+# CMake's progress lines, not make's: no "Entering/Leaving directory" from
+# the makes that `cmake --build` runs (they inherit MAKEFLAGS).
+MAKEFLAGS += --no-print-directory
 
-.PHONY: all bootstrap configure build test lint run bench format tidy clean
+.PHONY: all bootstrap configure build test lint run bench format tidy install clean
 
 all: build
 
@@ -34,6 +39,13 @@ test: build
 # (DELAYQ_STORE, DELAYQ_FSYNC, ... choose otherwise; see delayq serve --help).
 run: build
 	$(BUILD)/bin/delayq serve
+
+# bin/delayq and deploy/delayq.service (as lib/systemd/system/delayq.service,
+# ExecStart pointed at PREFIX/bin/delayq). Builds only what it installs. See
+# README.md, "Operations".
+install: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target delayq
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: build
 	bash bench/engine.sh

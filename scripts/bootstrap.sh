@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages delayq needs to build and test (SPEC §13).
+# Installs the Debian 12 packages delayq needs to build and test: the compiler
+# and CMake, the libraries it links (Abseil, xxHash, CLI11, Boost.Beast,
+# simdjson, hiredis, jemalloc), the test and benchmark frameworks (GoogleTest,
+# Google Benchmark), clang for the fuzz targets and `make lint`, and the
+# programs the tests and benchmarks run against the binary (redis-server and
+# redis-cli, redis-py, curl, systemd-analyze for the unit in deploy/, beanstalkd
+# and wrk for the comparisons, strace).
 # Skips apt entirely when every package is already installed, so it is cheap to
 # call from every `make` target. Safe to re-run.
 set -euo pipefail
@@ -11,7 +17,7 @@ PACKAGES=(
   libboost-dev libsimdjson-dev libhiredis-dev
   libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  python3-redis redis-tools redis-server
+  python3-redis redis-tools redis-server curl systemd
   beanstalkd wrk strace
   libjemalloc-dev
 )
