@@ -43,8 +43,9 @@ void AppendRespValue(std::string* out, const Value& v) {
   }
 }
 
-void AppendRespPair(std::string* out, std::string_view key, const Value& v) {
+void AppendRespPair(std::string* out, std::string_view key, const Value& v, resp::Protocol p) {
   resp::AppendBulk(out, key);
+  if (p == resp::Protocol::kResp3) return AppendRespValue(out, v);
   switch (v.kind) {
     case Kind::kText:
     case Kind::kBytes:
@@ -55,6 +56,24 @@ void AppendRespPair(std::string* out, std::string_view key, const Value& v) {
     case Kind::kBool:
       return resp::AppendBulk(out, std::to_string(v.i));
   }
+}
+
+void AppendInfoLine(std::string* out, std::string_view key, const Value& v) {
+  out->append(key).append(":");
+  switch (v.kind) {
+    case Kind::kText:
+    case Kind::kBytes:
+      out->append(v.text);
+      break;
+    case Kind::kUint:
+      out->append(std::to_string(v.u));
+      break;
+    case Kind::kInt:
+    case Kind::kBool:
+      out->append(std::to_string(v.i));
+      break;
+  }
+  out->append("\r\n");
 }
 
 void AppendRespArrayHeader(std::string* out, size_t n) { resp::AppendArrayHeader(out, n); }
