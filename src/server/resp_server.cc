@@ -49,6 +49,9 @@ RespServer::RespState& StateOf(net::Connection& c) {
   return static_cast<RespServer::RespState&>(*c.state);
 }
 
+// Whether c asked for RESP3 (HELLO 3): its maps are maps.
+bool Resp3(net::Connection& c) { return StateOf(c).proto == resp::Protocol::kResp3; }
+
 bool EqualsUpper(std::string_view a, std::string_view upper) {
   if (a.size() != upper.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -275,7 +278,8 @@ void RespServer::Execute(Connection& c, const Args& args) {
                        "', with args beginning with: ";
     size_t start = line.size();
     for (size_t i = 1; i < args.size() && line.size() - start < 128; ++i) {
-      line.append("'").append(args[i].substr(0, 128 - (line.size() - start))).append("' ");
+      const size_t room = 128 - (line.size() - start);
+      line.append("'").append(args[i].substr(0, room)).append("' ");
     }
     resp::AppendError(&c.out, line);
     return;
@@ -477,7 +481,7 @@ struct AnswerJob {
       }
       return ReplyStatus(&c.out, r.status());
     }
-    wire::AppendRespPairs(&c.out, *r, wire::kJobFields, 0, StateOf(c).proto);
+    wire::AppendRespPairs(&c.out, *r, wire::kJobFields, 0, Resp3(c));
   }
 };
 
@@ -511,18 +515,18 @@ struct AnswerTopics {
 struct AnswerTopic {
   void operator()(FrontEnd&, net::Connection& c, const Result<TopicInfo>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
-    wire::AppendRespPairs(&c.out, *r, wire::kTopicFields, 0, StateOf(c).proto);
+    wire::AppendRespPairs(&c.out, *r, wire::kTopicFields, 0, Resp3(c));
   }
 };
 
 struct AnswerStats {
   void operator()(FrontEnd& f, net::Connection& c, const Result<QueueStats>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
-    const resp::Protocol p = StateOf(c).proto;
+    const bool resp3 = Resp3(c);
     auto shared = f.SharedStatsFields();
-    wire::AppendRespPairs(&c.out, *r, wire::kStatsFields, 1 + shared.size(), p);
-    wire::AppendRespPair(&c.out, "connections", wire::Uint(f.connections()), p);
-    for (const auto& [k, v] : shared) wire::AppendRespPair(&c.out, k, wire::Uint(v), p);
+    wire::AppendRespPairs(&c.out, *r, wire::kStatsFields, 1 + shared.size(), resp3);
+    wire::AppendRespPair(&c.out, "connections", wire::Uint(f.connections()), resp3);
+    for (const auto& [k, v] : shared) wire::AppendRespPair(&c.out, k, wire::Uint(v), resp3);
   }
 };
 

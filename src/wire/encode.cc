@@ -43,9 +43,9 @@ void AppendRespValue(std::string* out, const Value& v) {
   }
 }
 
-void AppendRespPair(std::string* out, std::string_view key, const Value& v, resp::Protocol p) {
+void AppendRespPair(std::string* out, std::string_view key, const Value& v, bool resp3) {
   resp::AppendBulk(out, key);
-  if (p == resp::Protocol::kResp3) return AppendRespValue(out, v);
+  if (resp3) return AppendRespValue(out, v);
   switch (v.kind) {
     case Kind::kText:
     case Kind::kBytes:
@@ -77,6 +77,10 @@ void AppendInfoLine(std::string* out, std::string_view key, const Value& v) {
 }
 
 void AppendRespArrayHeader(std::string* out, size_t n) { resp::AppendArrayHeader(out, n); }
+
+void AppendRespMapHeader(std::string* out, size_t pairs, bool resp3) {
+  resp::AppendMapHeader(out, pairs, resp3 ? resp::Protocol::kResp3 : resp::Protocol::kResp2);
+}
 
 void AppendMetricHeader(std::string* out, std::string_view name, std::string_view type,
                         std::string_view help) {
