@@ -1005,7 +1005,7 @@ void RespServer::CmdHelp(Connection& c, const Args& a) {
     std::string usage(sub.name);
     if (!sub.syntax.empty()) usage.append(" ").append(sub.syntax);
     resp::AppendSimple(&c.out, usage);
-    resp::AppendSimple(&c.out, "    " + std::string(sub.summary));
+    resp::AppendSimple(&c.out, std::string(4, ' ').append(sub.summary));
   }
 }
 
@@ -1053,7 +1053,7 @@ std::string RespServer::ClientLine(const Connection& c) const {
   std::string cmd = "NULL";
   if (s.last != nullptr) {
     cmd = Lower(s.last->name);
-    if (s.last_sub != nullptr) cmd += "|" + Lower(s.last_sub->name);
+    if (s.last_sub != nullptr) cmd.append("|").append(Lower(s.last_sub->name));
   }
   // A connection whose reserve waits is blocked, as in BLPOP: flags=b.
   const bool blocked = s.reserve_ticket != 0 || !s.reserves.empty();
@@ -1067,8 +1067,14 @@ std::string RespServer::ClientLine(const Connection& c) const {
   line.append(" idle=").append(std::to_string((now - s.last_command_ms) / 1000));
   line.append(" flags=").append(blocked ? "b" : "N");
   line.append(" db=0 sub=0 psub=0 ssub=0 multi=-1");
+  // Input and output are one buffer each: arguments are views into the
+  // input (argv-mem 0), replies one string (obl and oll 0, all in omem).
   line.append(" qbuf=").append(std::to_string(c.in.size()));
+  line.append(" qbuf-free=").append(std::to_string(c.in.capacity() - c.in.size()));
+  line.append(" argv-mem=0 multi-mem=0 obl=0 oll=0");
   line.append(" omem=").append(std::to_string(c.out.size()));
+  line.append(" tot-mem=").append(std::to_string(c.in.capacity() + c.out.capacity()));
+  line.append(" events=").append(c.reading ? "r" : "").append(c.want_write ? "w" : "");
   line.append(" cmd=").append(cmd);
   line.append(" user=default");
   line.append(" resp=").append(std::to_string(static_cast<int>(s.proto)));
