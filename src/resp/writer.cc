@@ -42,4 +42,29 @@ void AppendArrayHeader(std::string* out, size_t n) {
   AppendNumberLine(out, '*', static_cast<int64_t>(n));
 }
 
+void AppendMapHeader(std::string* out, size_t pairs, Protocol p) {
+  if (p == Protocol::kResp3) return AppendNumberLine(out, '%', static_cast<int64_t>(pairs));
+  AppendNumberLine(out, '*', static_cast<int64_t>(2 * pairs));
+}
+
+void AppendSetHeader(std::string* out, size_t n, Protocol p) {
+  AppendNumberLine(out, p == Protocol::kResp3 ? '~' : '*', static_cast<int64_t>(n));
+}
+
+void AppendNull(std::string* out, Protocol p) {
+  out->append(p == Protocol::kResp3 ? "_\r\n" : "$-1\r\n");
+}
+
+void AppendNullArray(std::string* out, Protocol p) {
+  out->append(p == Protocol::kResp3 ? "_\r\n" : "*-1\r\n");
+}
+
+void AppendVerbatim(std::string* out, std::string_view text, Protocol p) {
+  if (p == Protocol::kResp2) return AppendBulk(out, text);
+  AppendNumberLine(out, '=', static_cast<int64_t>(text.size() + 4));
+  out->append("txt:");
+  out->append(text);
+  out->append("\r\n");
+}
+
 }  // namespace delayq::resp

@@ -207,6 +207,7 @@ int Serve(ServeOptions o) {
   delayq::server::RespServerOptions ro;
   ro.tcp = TcpOptions(o, "RESP", o.resp_host, o.resp_port);
   ro.auth_token = o.auth_token;
+  ro.store = o.store;
   ro.parser.max_bulk_bytes = o.max_body + 1024;
   ro.parser.max_inline_bytes = o.max_header_bytes;
   // Every command of SPEC §7 is one body plus small arguments.

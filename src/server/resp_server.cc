@@ -5,13 +5,25 @@
 // commands behind it run meanwhile, within the order rules of FrontEnd
 // ("Pipelining"): a RESERVE waits for the changes before it, anything but a
 // RESERVE waits for the reserves before it.
+//
+// A connection speaks RESP2 until HELLO 3; then the replies that are maps
+// (HELLO, GET, STATS, COMMAND DOCS) are RESP3 maps and nothing is RESP3's
+// null. The commands Redis's tools send on connect (HELLO, INFO, COMMAND,
+// CLIENT, SELECT) are at the end of this file.
 #include "server/resp_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <optional>
 
 #include "common/secure_compare.h"
+#include "delayq/version.h"
 #include "resp/writer.h"
 #include "server/errors.h"
 #include "wire/encode.h"
@@ -21,6 +33,14 @@ namespace delayq::server {
 struct RespServer::RespState : FrontEnd::State {
   resp::RequestParser parser;
   bool authed = false;
+  resp::Protocol proto = resp::Protocol::kResp2;  // HELLO 3 switches to RESP3
+  std::string name;                               // CLIENT SETNAME, HELLO SETNAME
+  std::string lib_name, lib_ver;                  // CLIENT SETINFO
+  int64_t opened_ms = 0;                          // monotonic: CLIENT LIST's age
+  int64_t last_command_ms = 0;                    // monotonic: its idle
+  // The last command run, and its subcommand: CLIENT LIST's cmd.
+  const CommandSpec* last = nullptr;
+  const CommandSpec* last_sub = nullptr;
 };
 
 namespace {
@@ -28,6 +48,9 @@ namespace {
 RespServer::RespState& StateOf(net::Connection& c) {
   return static_cast<RespServer::RespState&>(*c.state);
 }
+
+// Whether c asked for RESP3 (HELLO 3): its maps are maps.
+bool Resp3(net::Connection& c) { return StateOf(c).proto == resp::Protocol::kResp3; }
 
 bool EqualsUpper(std::string_view a, std::string_view upper) {
   if (a.size() != upper.size()) return false;
@@ -82,34 +105,103 @@ struct AnswerAdd {
 }  // namespace
 
 // The command table: name, arity (with the name), whether AUTH must come
-// first, and the handler. Handlers parse, make one Queue call, and reply.
-const RespServer::CommandSpec RespServer::kCommands[] = {
-    {"PING", 1, 2, false, &RespServer::CmdPing},
-    {"ECHO", 2, 2, false, &RespServer::CmdEcho},
-    {"AUTH", 2, 2, false, &RespServer::CmdAuth},
-    {"QUIT", 1, 1, false, &RespServer::CmdQuit},
-    {"ADD", 6, 14, true, &RespServer::CmdAdd},
-    {"RESERVE", 3, -1, true, &RespServer::CmdReserve},
-    {"FINISH", 2, 3, true, &RespServer::CmdFinish},
-    {"DELETE", 2, 2, true, &RespServer::CmdDelete},
-    {"RELEASE", 3, 6, true, &RespServer::CmdRelease},
-    {"TOUCH", 2, 3, true, &RespServer::CmdTouch},
-    {"BURY", 2, 3, true, &RespServer::CmdBury},
-    {"KICK", 2, 2, true, &RespServer::CmdKick},
-    {"KICKTOPIC", 3, 3, true, &RespServer::CmdKickTopic},
-    {"GET", 2, 2, true, &RespServer::CmdGet},
-    {"PEEK", 3, 3, true, &RespServer::CmdPeek},
-    {"PAUSE", 3, 3, true, &RespServer::CmdPause},
-    {"RESUME", 2, 2, true, &RespServer::CmdResume},
-    {"TOPICS", 1, 1, true, &RespServer::CmdTopics},
-    {"STATS", 1, 2, true, &RespServer::CmdStats},
+// first, the handler, and what COMMAND DOCS and HELP say of it: its group,
+// its arguments and a summary. Handlers parse, make one Queue call, and reply.
+// CLIENT's and COMMAND's subcommands are tables of their own, with the
+// arity counting both names.
+const RespServer::CommandSpec RespServer::kClientCommands[] = {
+    {"SETNAME", 3, 3, true, &RespServer::CmdClientSetName, "connection", "name",
+     "Names the connection (empty: no name); CLIENT LIST shows it."},
+    {"GETNAME", 2, 2, true, &RespServer::CmdClientGetName, "connection", "",
+     "The connection's name, or nil."},
+    {"ID", 2, 2, true, &RespServer::CmdClientId, "connection", "", "The connection's id."},
+    {"LIST", 2, -1, true, &RespServer::CmdClientList, "connection",
+     "[TYPE normal] [ID id [id ...]]", "One line per open RESP connection."},
+    {"INFO", 2, 2, true, &RespServer::CmdClientInfo, "connection", "",
+     "This connection's line of CLIENT LIST."},
+    {"SETINFO", 4, 4, true, &RespServer::CmdClientSetInfo, "connection", "LIB-NAME|LIB-VER value",
+     "Records the client library's name or version; CLIENT LIST shows it."},
+    {"HELP", 2, 2, true, &RespServer::CmdHelp, "connection", "", "Lists CLIENT's subcommands."},
 };
 
-const RespServer::CommandSpec* RespServer::FindCommand(std::string_view name) {
-  for (const CommandSpec& c : kCommands) {
+const RespServer::CommandSpec RespServer::kCommandCommands[] = {
+    {"COUNT", 2, 2, true, &RespServer::CmdCommandCount, "server", "",
+     "How many commands there are."},
+    {"DOCS", 2, -1, true, &RespServer::CmdCommandDocs, "server",
+     "[command-name [command-name ...]]",
+     "Summary, group and arguments of commands (all when none is named)."},
+    {"INFO", 2, -1, true, &RespServer::CmdCommandInfo, "server",
+     "[command-name [command-name ...]]", "Arity and flags of commands (all when none is named)."},
+    {"LIST", 2, 2, true, &RespServer::CmdCommandList, "server", "",
+     "The names of every command and subcommand."},
+    {"HELP", 2, 2, true, &RespServer::CmdHelp, "server", "", "Lists COMMAND's subcommands."},
+};
+
+const RespServer::CommandSpec RespServer::kCommands[] = {
+    {"PING", 1, 2, false, &RespServer::CmdPing, "connection", "[message]",
+     "Answers PONG, or the message."},
+    {"ECHO", 2, 2, false, &RespServer::CmdEcho, "connection", "message", "Answers the message."},
+    {"AUTH", 2, 3, false, &RespServer::CmdAuth, "connection", "[username] token",
+     "Authenticates the connection with the server's token (the one user is \"default\")."},
+    {"QUIT", 1, 1, false, &RespServer::CmdQuit, "connection", "",
+     "Closes the connection once the reply is written."},
+    {"HELLO", 1, -1, false, &RespServer::CmdHello, "connection",
+     "[protover [AUTH username token] [SETNAME name]]",
+     "Switches the connection to RESP2 or RESP3 and answers the server's details."},
+    {"SELECT", 2, 2, true, &RespServer::CmdSelect, "connection", "index",
+     "Selects database 0, the only one."},
+    {"CLIENT", 2, -1, true, nullptr, "connection", "subcommand [argument ...]",
+     "Names and lists connections.", kClientCommands},
+    {"INFO", 1, -1, true, &RespServer::CmdInfo, "server", "[section [section ...]]",
+     "The server's figures as Redis's INFO text: server, clients, stats, delayq, keyspace."},
+    {"COMMAND", 1, -1, true, &RespServer::CmdCommand, "server", "",
+     "Describes every command, as Redis's COMMAND does.", kCommandCommands},
+    {"ADD", 6, 14, true, &RespServer::CmdAdd, "queue",
+     "topic id|* delay_ms ttr_ms body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE]",
+     "Adds a job that becomes ready after delay_ms; answers its id."},
+    {"RESERVE", 3, -1, true, &RespServer::CmdReserve, "queue",
+     "[TIMEOUT ms] [COUNT n] FROM topic [topic ...]",
+     "Takes ready jobs, waiting up to TIMEOUT ms for one."},
+    {"FINISH", 2, 3, true, &RespServer::CmdFinish, "queue", "id [receipt]",
+     "Finishes a reserved job: it is done and deleted."},
+    {"DELETE", 2, 2, true, &RespServer::CmdDelete, "queue", "id", "Deletes a job in any state."},
+    {"RELEASE", 3, 6, true, &RespServer::CmdRelease, "queue", "id delay_ms [receipt] [ERROR text]",
+     "Gives a reserved job back, ready again after delay_ms."},
+    {"TOUCH", 2, 3, true, &RespServer::CmdTouch, "queue", "id [receipt]",
+     "Extends a job's reservation by its TTR."},
+    {"BURY", 2, 3, true, &RespServer::CmdBury, "queue", "id [receipt]",
+     "Sets a reserved job aside until it is kicked."},
+    {"KICK", 2, 2, true, &RespServer::CmdKick, "queue", "id",
+     "Makes a buried or delayed job ready."},
+    {"KICKTOPIC", 3, 3, true, &RespServer::CmdKickTopic, "queue", "topic n",
+     "Makes up to n buried jobs of a topic ready; answers how many."},
+    {"GET", 2, 2, true, &RespServer::CmdGet, "queue", "id", "A job's fields and state, or nil."},
+    {"PEEK", 3, 3, true, &RespServer::CmdPeek, "queue", "topic READY|DELAYED|BURIED",
+     "The next job of a topic in a state, without reserving it."},
+    {"PAUSE", 3, 3, true, &RespServer::CmdPause, "queue", "topic ms",
+     "Stops handing out a topic's jobs for ms (0: until RESUME)."},
+    {"RESUME", 2, 2, true, &RespServer::CmdResume, "queue", "topic",
+     "Hands out a paused topic's jobs again."},
+    {"TOPICS", 1, 1, true, &RespServer::CmdTopics, "queue", "",
+     "The topics with jobs, waiting reserves or a pause."},
+    {"STATS", 1, 2, true, &RespServer::CmdStats, "queue", "[topic]",
+     "The queue's figures, or one topic's counts."},
+};
+
+namespace {
+
+const RespServer::CommandSpec* FindIn(std::span<const RespServer::CommandSpec> table,
+                                      std::string_view name) {
+  for (const RespServer::CommandSpec& c : table) {
     if (EqualsUpper(name, c.name)) return &c;
   }
   return nullptr;
+}
+
+}  // namespace
+
+const RespServer::CommandSpec* RespServer::FindCommand(std::string_view name) {
+  return FindIn(kCommands, name);
 }
 
 // --- connections -------------------------------------------------------------------
@@ -123,13 +215,23 @@ Result<std::unique_ptr<RespServer>> RespServer::Create(net::EventLoop* loop, Ser
 }
 
 RespServer::RespServer(net::EventLoop* loop, ServingQueue* queue, RespServerOptions options)
-    : FrontEnd(loop, queue, /*pipelining=*/true), options_(std::move(options)) {}
+    : FrontEnd(loop, queue, /*pipelining=*/true),
+      options_(std::move(options)),
+      started_ms_(net::MonotonicNowMs()) {}
 
 void RespServer::OnOpen(Connection& c) {
   auto s = std::make_unique<RespState>();
   s->parser = resp::RequestParser(options_.parser);
   s->authed = options_.auth_token.empty();
+  s->opened_ms = s->last_command_ms = net::MonotonicNowMs();
   c.state = std::move(s);
+  clients_[c.id] = &c;
+  ++connections_received_;
+}
+
+void RespServer::OnClose(Connection& c) {
+  clients_.erase(c.id);
+  FrontEnd::OnClose(c);
 }
 
 std::string_view RespServer::BusyReply() const { return "-ERR max number of clients reached\r\n"; }
@@ -165,24 +267,50 @@ void RespServer::OnInput(Connection& c) {
   c.in.erase(0, offset);
 }
 
+// Checks the command, its subcommand and their arity, then AUTH, in that
+// order, as Redis does; the errors are worded as Redis words them, which
+// clients match.
 void RespServer::Execute(Connection& c, const Args& args) {
   const CommandSpec* cmd = FindCommand(args[0]);
   if (cmd == nullptr) {
-    std::string name(args[0].substr(0, 64));
-    resp::AppendError(&c.out, "ERR unknown command '" + name + "'");
+    // Redis's words: "unknown command 'x', with args beginning with: 'a' 'b' ".
+    std::string line = "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
+                       "', with args beginning with: ";
+    size_t start = line.size();
+    for (size_t i = 1; i < args.size() && line.size() - start < 128; ++i) {
+      const size_t room = 128 - (line.size() - start);
+      line.append("'").append(args[i].substr(0, room)).append("' ");
+    }
+    resp::AppendError(&c.out, line);
     return;
   }
   int n = static_cast<int>(args.size());
-  if (n < cmd->min_args || (cmd->max_args >= 0 && n > cmd->max_args)) {
-    resp::AppendError(&c.out,
-                      "ERR wrong number of arguments for '" + std::string(cmd->name) + "' command");
+  const CommandSpec* sub = nullptr;
+  if (!cmd->subcommands.empty() && n >= 2) {
+    sub = FindIn(cmd->subcommands, args[1]);
+    if (sub == nullptr) {
+      resp::AppendError(&c.out, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) +
+                                    "'. Try " + std::string(cmd->name) + " HELP.");
+      return;
+    }
+  }
+  const CommandSpec& run = sub != nullptr ? *sub : *cmd;
+  if (n < run.min_args || (run.max_args >= 0 && n > run.max_args)) {
+    std::string name(cmd->name);
+    if (sub != nullptr) name.append("|").append(sub->name);
+    resp::AppendError(&c.out, "ERR wrong number of arguments for '" + name + "' command");
     return;
   }
-  if (cmd->needs_auth && !StateOf(c).authed) {
+  RespState& s = StateOf(c);
+  if (cmd->needs_auth && !s.authed) {
     ReplyStatus(&c.out, Status(Code::kUnauthorized, "Authentication required: AUTH <token>"));
     return;
   }
-  (this->*(cmd->handler))(c, args);
+  ++commands_processed_;
+  s.last = cmd;
+  s.last_sub = sub;
+  s.last_command_ms = net::MonotonicNowMs();
+  (this->*(run.handler))(c, args);
 }
 
 // --- commands ----------------------------------------------------------------------
@@ -198,18 +326,18 @@ void RespServer::CmdPing(Connection& c, const Args& a) {
 // redis-cli --pipe ends its input with an ECHO and waits for the echo.
 void RespServer::CmdEcho(Connection& c, const Args& a) { resp::AppendBulk(&c.out, a[1]); }
 
+// AUTH token, or AUTH username token as clients that know Redis 6's users
+// send it (redis-cli --user, redis-py's username=): the one user is
+// "default", as in a Redis without ACLs.
 void RespServer::CmdAuth(Connection& c, const Args& a) {
   if (options_.auth_token.empty()) {
     resp::AppendError(&c.out, "ERR AUTH called without a token configured");
     return;
   }
   // As in Redis, a failed AUTH leaves an earlier successful one in force.
-  if (ConstantTimeEquals(options_.auth_token, a[1])) {
-    StateOf(c).authed = true;
-    resp::AppendSimple(&c.out, "OK");
-  } else {
-    ReplyStatus(&c.out, Status(Code::kUnauthorized, "invalid token"));
-  }
+  Status st = CheckCredentials(a.size() == 3 ? a[1] : "default", a.back());
+  if (st.ok()) StateOf(c).authed = true;
+  ReplyStatus(&c.out, st);
 }
 
 void RespServer::CmdQuit(Connection& c, const Args&) {
@@ -282,7 +410,7 @@ void RespServer::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
   if (!r.ok()) {
     ReplyStatus(&c.out, r.status());
   } else if (r->empty()) {
-    resp::AppendNullArray(&c.out);
+    resp::AppendNullArray(&c.out, StateOf(c).proto);
   } else {
     resp::AppendArrayHeader(&c.out, r->size());
     for (const Delivery& d : *r) AppendDelivery(&c.out, d);
@@ -348,10 +476,12 @@ struct AnswerCount {
 struct AnswerJob {
   void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
     if (!r.ok()) {
-      if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
+      if (r.status().code() == Code::kNotFound) {
+        return resp::AppendNullArray(&c.out, StateOf(c).proto);
+      }
       return ReplyStatus(&c.out, r.status());
     }
-    wire::AppendRespPairs(&c.out, *r, wire::kJobFields);
+    wire::AppendRespPairs(&c.out, *r, wire::kJobFields, 0, Resp3(c));
   }
 };
 
@@ -359,7 +489,9 @@ struct AnswerJob {
 struct AnswerPeek {
   void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
     if (!r.ok()) {
-      if (r.status().code() == Code::kNotFound) return resp::AppendNullArray(&c.out);
+      if (r.status().code() == Code::kNotFound) {
+        return resp::AppendNullArray(&c.out, StateOf(c).proto);
+      }
       return ReplyStatus(&c.out, r.status());
     }
     Delivery d;
@@ -383,17 +515,18 @@ struct AnswerTopics {
 struct AnswerTopic {
   void operator()(FrontEnd&, net::Connection& c, const Result<TopicInfo>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
-    wire::AppendRespPairs(&c.out, *r, wire::kTopicFields);
+    wire::AppendRespPairs(&c.out, *r, wire::kTopicFields, 0, Resp3(c));
   }
 };
 
 struct AnswerStats {
   void operator()(FrontEnd& f, net::Connection& c, const Result<QueueStats>& r) const {
     if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    const bool resp3 = Resp3(c);
     auto shared = f.SharedStatsFields();
-    wire::AppendRespPairs(&c.out, *r, wire::kStatsFields, 1 + shared.size());
-    wire::AppendRespPair(&c.out, "connections", wire::Uint(f.connections()));
-    for (const auto& [k, v] : shared) wire::AppendRespPair(&c.out, k, wire::Uint(v));
+    wire::AppendRespPairs(&c.out, *r, wire::kStatsFields, 1 + shared.size(), resp3);
+    wire::AppendRespPair(&c.out, "connections", wire::Uint(f.connections()), resp3);
+    for (const auto& [k, v] : shared) wire::AppendRespPair(&c.out, k, wire::Uint(v), resp3);
   }
 };
 
@@ -447,6 +580,549 @@ void RespServer::CmdStats(Connection& c, const Args& a) {
   }
   Await<Result<QueueStats>, AnswerStats>(
       c, [&](ServingQueue::StatsCallback done) { queue_->StatsAsync(std::move(done)); });
+}
+
+}  // namespace delayq::server
+
+// --- what Redis's tools send ---------------------------------------------------------
+//
+// Clients, proxies and monitoring tools send these on connect or to probe a
+// server: redis-cli asks COMMAND DOCS for its help and hints, redis-py sends
+// CLIENT SETNAME / SETINFO and SELECT, RESP3 clients begin with HELLO 3,
+// exporters read INFO. They are answered in Redis 7's own forms, from
+// delayq's figures and the command table.
+
+namespace delayq::server {
+namespace {
+
+// What INFO's server section gives as redis_version: tools that read it to
+// decide what a server can do (HELLO and RESP3, COMMAND DOCS, CLIENT
+// SETINFO: Redis 7's connection commands) then use what delayq answers. It
+// says nothing of Redis's data commands, which delayq does not have.
+constexpr std::string_view kRedisVersion = "7.0.0";
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) {
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  }
+  return out;
+}
+
+// What CLIENT LIST may show of a name: Redis refuses spaces, newlines and
+// other bytes outside '!'..'~' so that a line still splits on spaces.
+bool PrintableWord(std::string_view s) {
+  for (char ch : s) {
+    if (ch < '!' || ch > '~') return false;
+  }
+  return true;
+}
+
+// "ip:port" of a socket's own or its peer's address; "" for what is not an
+// IPv4 socket (the in-process tests' pipes).
+std::string SocketAddress(int fd, bool peer) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  int rc = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&sa), &len)
+                : getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  if (rc != 0 || sa.sin_family != AF_INET) return "";
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(sa.sin_port));
+}
+
+// Redis's arity: the argument count with the name, negative for "at least".
+int64_t Arity(int min_args, int max_args) { return min_args == max_args ? min_args : -min_args; }
+
+bool IsUpperWord(std::string_view w) {
+  if (w.empty()) return false;
+  for (char ch : w) {
+    if (!((ch >= 'A' && ch <= 'Z') || ch == '-')) return false;
+  }
+  return true;
+}
+
+// One argument as COMMAND DOCS describes it, made from a row's syntax.
+struct DocArgument {
+  std::string name;
+  std::string_view type;   // "string" or "pure-token"
+  std::string_view token;  // a keyword before it ("PRIORITY"), if any
+  bool optional = false;
+};
+
+// A syntax such as "topic [PRIORITY p] [REPLACE] [topic ...]" as arguments:
+// each word, or each [bracketed] part (optional), is one. "[KEYWORD value]"
+// and "[KEYWORD]" become tokens, so that redis-cli's hints print the syntax
+// as written.
+std::vector<DocArgument> ParseSyntax(std::string_view syntax) {
+  std::vector<DocArgument> args;
+  size_t i = 0;
+  while (i < syntax.size()) {
+    if (syntax[i] == ' ') {
+      ++i;
+      continue;
+    }
+    DocArgument arg;
+    std::string_view part;
+    if (syntax[i] == '[') {
+      size_t depth = 0, j = i;
+      for (; j < syntax.size(); ++j) {
+        if (syntax[j] == '[') ++depth;
+        if (syntax[j] == ']' && --depth == 0) break;
+      }
+      part = syntax.substr(i + 1, j - i - 1);
+      arg.optional = true;
+      i = j + 1;
+    } else {
+      size_t j = syntax.find(' ', i);
+      if (j == std::string_view::npos) j = syntax.size();
+      part = syntax.substr(i, j - i);
+      i = j;
+    }
+    size_t space = part.find(' ');
+    std::string_view first = part.substr(0, space);
+    if (space == std::string_view::npos && IsUpperWord(part)) {
+      arg = {Lower(part), "pure-token", part, arg.optional};
+    } else if (IsUpperWord(first) && part.find(' ', space + 1) == std::string_view::npos) {
+      arg = {std::string(part.substr(space + 1)), "string", first, arg.optional};
+    } else {
+      arg = {std::string(part), "string", {}, arg.optional};
+    }
+    args.push_back(std::move(arg));
+  }
+  return args;
+}
+
+// INFO's answer: the sections asked for travel with the queue's figures.
+struct InfoResult {
+  unsigned sections;
+  Result<QueueStats> stats;
+};
+struct AnswerInfo {
+  void operator()(FrontEnd& f, net::Connection& c, const InfoResult& r) const {
+    if (!r.stats.ok()) return ReplyStatus(&c.out, r.stats.status());
+    const std::string text = static_cast<RespServer&>(f).InfoText(r.sections, *r.stats);
+    resp::AppendVerbatim(&c.out, text, StateOf(c).proto);
+  }
+};
+
+}  // namespace
+
+Status RespServer::CheckCredentials(std::string_view user, std::string_view token) const {
+  if (user != "default") {
+    return Status(Code::kUnauthorized, "invalid username '" + std::string(user.substr(0, 64)) +
+                                           "': delayq has one user, \"default\"");
+  }
+  if (!options_.auth_token.empty() && !ConstantTimeEquals(options_.auth_token, token)) {
+    return Status(Code::kUnauthorized, "invalid token");
+  }
+  return Status();
+}
+
+// HELLO [protover [AUTH username token] [SETNAME name]]: Redis's checks and
+// words, except that a failing option changes nothing (Redis keeps an AUTH
+// that came before it).
+void RespServer::CmdHello(Connection& c, const Args& a) {
+  RespState& s = StateOf(c);
+  resp::Protocol proto = s.proto;
+  if (a.size() >= 2) {
+    auto v = ParseInt(a[1], INT64_MIN, INT64_MAX);
+    if (!v) {
+      return resp::AppendError(&c.out, "ERR Protocol version is not an integer or out of range");
+    }
+    if (*v != 2 && *v != 3)
+      return resp::AppendError(&c.out, "NOPROTO unsupported protocol version");
+    proto = *v == 3 ? resp::Protocol::kResp3 : resp::Protocol::kResp2;
+  }
+  bool authed = s.authed;
+  std::optional<std::string_view> name;
+  for (size_t i = 2; i < a.size(); ++i) {
+    size_t more = a.size() - 1 - i;
+    if (EqualsUpper(a[i], "AUTH") && more >= 2) {
+      if (Status st = CheckCredentials(a[i + 1], a[i + 2]); !st.ok()) {
+        return ReplyStatus(&c.out, st);
+      }
+      authed = true;
+      i += 2;
+    } else if (EqualsUpper(a[i], "SETNAME") && more >= 1) {
+      if (!PrintableWord(a[i + 1])) {
+        return resp::AppendError(
+            &c.out, "ERR Client names cannot contain spaces, newlines or special characters.");
+      }
+      name = a[++i];
+    } else {
+      return resp::AppendError(
+          &c.out, "ERR Syntax error in HELLO option '" + std::string(a[i].substr(0, 64)) + "'");
+    }
+  }
+  if (!authed) {
+    return ReplyStatus(&c.out, Status(Code::kUnauthorized,
+                                      "HELLO must be called with the client already "
+                                      "authenticated, otherwise the HELLO <proto> AUTH "
+                                      "<user> <token> option can be used to authenticate "
+                                      "the client and select the RESP protocol version at "
+                                      "the same time"));
+  }
+  s.authed = true;
+  s.proto = proto;
+  if (name) s.name = std::string(*name);
+  resp::AppendMapHeader(&c.out, 7, proto);
+  resp::AppendBulk(&c.out, "server");
+  resp::AppendBulk(&c.out, "delayq");
+  resp::AppendBulk(&c.out, "version");
+  resp::AppendBulk(&c.out, DELAYQ_VERSION);
+  resp::AppendBulk(&c.out, "proto");
+  resp::AppendInteger(&c.out, static_cast<int64_t>(proto));
+  resp::AppendBulk(&c.out, "id");
+  resp::AppendInteger(&c.out, static_cast<int64_t>(c.id));
+  resp::AppendBulk(&c.out, "mode");
+  resp::AppendBulk(&c.out, "standalone");
+  resp::AppendBulk(&c.out, "role");
+  resp::AppendBulk(&c.out, "master");
+  resp::AppendBulk(&c.out, "modules");
+  resp::AppendArrayHeader(&c.out, 0);
+}
+
+// SELECT 0 for clients that select their database on connect.
+void RespServer::CmdSelect(Connection& c, const Args& a) {
+  auto db = ParseInt(a[1], INT64_MIN, INT64_MAX);
+  if (!db) return resp::AppendError(&c.out, "ERR value is not an integer or out of range");
+  if (*db != 0) {
+    return resp::AppendError(&c.out, "ERR DB index is out of range: delayq has database 0 only");
+  }
+  resp::AppendSimple(&c.out, "OK");
+}
+
+// INFO [section ...]: with no section, or default, all or everything, every
+// section; a section delayq does not have adds nothing, as in Redis.
+void RespServer::CmdInfo(Connection& c, const Args& a) {
+  static constexpr std::pair<std::string_view, unsigned> kNames[] = {
+      {"SERVER", kServer},     {"CLIENTS", kClients}, {"STATS", kStats}, {"DELAYQ", kDelayq},
+      {"KEYSPACE", kKeyspace}, {"DEFAULT", ~0u},      {"ALL", ~0u},      {"EVERYTHING", ~0u},
+  };
+  unsigned sections = a.size() == 1 ? ~0u : 0;
+  for (size_t i = 1; i < a.size(); ++i) {
+    for (const auto& [name, bits] : kNames) {
+      if (EqualsUpper(a[i], name)) sections |= bits;
+    }
+  }
+  if ((sections & (kClients | kDelayq)) == 0) {
+    return resp::AppendVerbatim(&c.out, InfoText(sections, QueueStats{}), StateOf(c).proto);
+  }
+  Await<InfoResult, AnswerInfo>(c, [&](std::function<void(InfoResult)> done) {
+    queue_->StatsAsync([sections, done = std::move(done)](Result<QueueStats> r) {
+      done(InfoResult{sections, std::move(r)});
+    });
+  });
+}
+
+std::string RespServer::InfoText(unsigned sections, const QueueStats& stats) const {
+  std::string out;
+  auto section = [&](unsigned bit, std::string_view title) {
+    if ((sections & bit) == 0) return false;
+    if (!out.empty()) out.append("\r\n");
+    out.append("# ").append(title).append("\r\n");
+    return true;
+  };
+  auto line = [&](std::string_view key, const wire::Value& v) {
+    wire::AppendInfoLine(&out, key, v);
+  };
+  if (section(kServer, "Server")) {
+    const int64_t uptime_s = (net::MonotonicNowMs() - started_ms_) / 1000;
+    line("delayq_version", wire::Text(DELAYQ_VERSION));
+    line("redis_version", wire::Text(kRedisVersion));
+    line("redis_mode", wire::Text("standalone"));
+    line("process_id", wire::Int(getpid()));
+    line("tcp_port", wire::Int(port()));
+    line("uptime_in_seconds", wire::Int(uptime_s));
+    line("uptime_in_days", wire::Int(uptime_s / 86400));
+    line("store", wire::Text(options_.store));
+  }
+  if (section(kClients, "Clients")) {
+    line("connected_clients", wire::Uint(connections()));
+    line("blocked_clients", wire::Uint(stats.waiting));
+    line("maxclients", wire::Uint(options_.tcp.max_connections));
+  }
+  if (section(kStats, "Stats")) {
+    line("total_connections_received", wire::Uint(connections_received_));
+    line("total_commands_processed", wire::Uint(commands_processed_));
+  }
+  if (section(kDelayq, "Delayq")) {  // STATS's figures, in its order
+    wire::AppendInfoLines(&out, stats, wire::kStatsFields);
+    line("connections", wire::Uint(connections()));
+    for (const auto& [k, v] : SharedStatsFields()) line(k, wire::Uint(v));
+  }
+  section(kKeyspace, "Keyspace");  // no Redis keys to count
+  return out;
+}
+
+// COMMAND: every command, as Redis 7 describes one (COMMAND INFO).
+void RespServer::CmdCommand(Connection& c, const Args& a) { CmdCommandInfo(c, {a[0], "INFO"}); }
+
+void RespServer::CmdCommandCount(Connection& c, const Args&) {
+  resp::AppendInteger(&c.out, static_cast<int64_t>(std::size(kCommands)));
+}
+
+void RespServer::CmdCommandList(Connection& c, const Args&) {
+  size_t n = std::size(kCommands);
+  for (const CommandSpec& cmd : kCommands) n += cmd.subcommands.size();
+  resp::AppendArrayHeader(&c.out, n);
+  for (const CommandSpec& cmd : kCommands) {
+    resp::AppendBulk(&c.out, Lower(cmd.name));
+    for (const CommandSpec& sub : cmd.subcommands) {
+      resp::AppendBulk(&c.out, Lower(cmd.name) + "|" + Lower(sub.name));
+    }
+  }
+}
+
+const RespServer::CommandSpec* RespServer::FindFullName(std::string_view name) {
+  size_t bar = name.find('|');
+  const CommandSpec* cmd = FindCommand(name.substr(0, bar));
+  if (cmd == nullptr || bar == std::string_view::npos) return cmd;
+  return FindIn(cmd->subcommands, name.substr(bar + 1));
+}
+
+// The ten elements of Redis 7's COMMAND INFO: name, arity, flags, first
+// key, last key, key step, ACL categories, tips, key specs, subcommands.
+// A topic is not a Redis key, so no command has keys.
+void RespServer::AppendCommandInfo(std::string* out, const CommandSpec& cmd,
+                                   const CommandSpec* parent, resp::Protocol p) {
+  resp::AppendArrayHeader(out, 10);
+  std::string name = parent != nullptr ? Lower(parent->name) + "|" : "";
+  resp::AppendBulk(out, name + Lower(cmd.name));
+  resp::AppendInteger(out, Arity(cmd.min_args, cmd.max_args));
+  const bool no_auth = !(parent != nullptr ? parent->needs_auth : cmd.needs_auth);
+  resp::AppendSetHeader(out, no_auth ? 1 : 0, p);
+  if (no_auth) resp::AppendSimple(out, "no_auth");
+  resp::AppendInteger(out, 0);
+  resp::AppendInteger(out, 0);
+  resp::AppendInteger(out, 0);
+  resp::AppendSetHeader(out, 1, p);
+  std::string category(1, '@');
+  resp::AppendSimple(out, category.append(parent != nullptr ? parent->group : cmd.group));
+  resp::AppendArrayHeader(out, 0);
+  resp::AppendArrayHeader(out, 0);
+  if (cmd.subcommands.empty()) return resp::AppendSetHeader(out, 0, p);
+  resp::AppendArrayHeader(out, cmd.subcommands.size());
+  for (const CommandSpec& sub : cmd.subcommands) AppendCommandInfo(out, sub, &cmd, p);
+}
+
+// Redis 7's COMMAND DOCS entry: summary, since, group, arguments (from the
+// row's syntax), subcommands. redis-cli builds its help and hints from it.
+void RespServer::AppendCommandDocs(std::string* out, const CommandSpec& cmd,
+                                   const CommandSpec* parent, resp::Protocol p) {
+  const std::vector<DocArgument> args = ParseSyntax(cmd.syntax);
+  resp::AppendMapHeader(out, 3 + !args.empty() + !cmd.subcommands.empty(), p);
+  resp::AppendBulk(out, "summary");
+  resp::AppendBulk(out, cmd.summary);
+  resp::AppendBulk(out, "since");
+  resp::AppendBulk(out, cmd.since);
+  resp::AppendBulk(out, "group");
+  resp::AppendBulk(out, parent != nullptr ? parent->group : cmd.group);
+  if (!args.empty()) {
+    resp::AppendBulk(out, "arguments");
+    resp::AppendArrayHeader(out, args.size());
+    for (const DocArgument& arg : args) {
+      resp::AppendMapHeader(out, 2 + !arg.token.empty() + arg.optional, p);
+      resp::AppendBulk(out, "name");
+      resp::AppendBulk(out, arg.name);
+      resp::AppendBulk(out, "type");
+      resp::AppendBulk(out, arg.type);
+      if (!arg.token.empty()) {
+        resp::AppendBulk(out, "token");
+        resp::AppendBulk(out, arg.token);
+      }
+      if (arg.optional) {
+        resp::AppendBulk(out, "flags");
+        resp::AppendSetHeader(out, 1, p);
+        resp::AppendSimple(out, "optional");
+      }
+    }
+  }
+  if (!cmd.subcommands.empty()) {
+    resp::AppendBulk(out, "subcommands");
+    resp::AppendMapHeader(out, cmd.subcommands.size(), p);
+    for (const CommandSpec& sub : cmd.subcommands) {
+      resp::AppendBulk(out, Lower(cmd.name) + "|" + Lower(sub.name));
+      AppendCommandDocs(out, sub, &cmd, p);
+    }
+  }
+}
+
+// COMMAND DOCS [name ...]: a map from name to its docs; names that are no
+// command are left out, as Redis does.
+void RespServer::CmdCommandDocs(Connection& c, const Args& a) {
+  const resp::Protocol p = StateOf(c).proto;
+  std::vector<std::pair<const CommandSpec*, const CommandSpec*>> found;  // (command, parent)
+  if (a.size() == 2) {
+    for (const CommandSpec& cmd : kCommands) found.emplace_back(&cmd, nullptr);
+  }
+  for (size_t i = 2; i < a.size(); ++i) {
+    const CommandSpec* cmd = FindFullName(a[i]);
+    if (cmd == nullptr) continue;
+    size_t bar = a[i].find('|');
+    found.emplace_back(cmd,
+                       bar == std::string_view::npos ? nullptr : FindCommand(a[i].substr(0, bar)));
+  }
+  resp::AppendMapHeader(&c.out, found.size(), p);
+  for (const auto& [cmd, parent] : found) {
+    resp::AppendBulk(&c.out,
+                     (parent != nullptr ? Lower(parent->name) + "|" : "") + Lower(cmd->name));
+    AppendCommandDocs(&c.out, *cmd, parent, p);
+  }
+}
+
+// COMMAND INFO [name ...]: one description per name, nil for no command.
+void RespServer::CmdCommandInfo(Connection& c, const Args& a) {
+  const resp::Protocol p = StateOf(c).proto;
+  if (a.size() == 2) {
+    resp::AppendArrayHeader(&c.out, std::size(kCommands));
+    for (const CommandSpec& cmd : kCommands) AppendCommandInfo(&c.out, cmd, nullptr, p);
+    return;
+  }
+  resp::AppendArrayHeader(&c.out, a.size() - 2);
+  for (size_t i = 2; i < a.size(); ++i) {
+    const CommandSpec* cmd = FindFullName(a[i]);
+    if (cmd == nullptr) {
+      resp::AppendNull(&c.out, p);
+      continue;
+    }
+    size_t bar = a[i].find('|');
+    AppendCommandInfo(&c.out, *cmd,
+                      bar == std::string_view::npos ? nullptr : FindCommand(a[i].substr(0, bar)),
+                      p);
+  }
+}
+
+// CLIENT HELP, COMMAND HELP: the subcommands' syntax and summaries, as
+// Redis's status lines.
+void RespServer::CmdHelp(Connection& c, const Args& a) {
+  const CommandSpec& cmd = *FindCommand(a[0]);
+  const std::string name(cmd.name);
+  resp::AppendArrayHeader(&c.out, 1 + 2 * cmd.subcommands.size());
+  resp::AppendSimple(&c.out, name + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+  for (const CommandSpec& sub : cmd.subcommands) {
+    std::string usage(sub.name);
+    if (!sub.syntax.empty()) usage.append(" ").append(sub.syntax);
+    resp::AppendSimple(&c.out, usage);
+    resp::AppendSimple(&c.out, std::string(4, ' ').append(sub.summary));
+  }
+}
+
+void RespServer::CmdClientSetName(Connection& c, const Args& a) {
+  if (!PrintableWord(a[2])) {
+    return resp::AppendError(
+        &c.out, "ERR Client names cannot contain spaces, newlines or special characters.");
+  }
+  StateOf(c).name = std::string(a[2]);
+  resp::AppendSimple(&c.out, "OK");
+}
+
+void RespServer::CmdClientGetName(Connection& c, const Args&) {
+  const RespState& s = StateOf(c);
+  if (s.name.empty()) return resp::AppendNull(&c.out, s.proto);
+  resp::AppendBulk(&c.out, s.name);
+}
+
+void RespServer::CmdClientId(Connection& c, const Args&) {
+  resp::AppendInteger(&c.out, static_cast<int64_t>(c.id));
+}
+
+// CLIENT SETINFO LIB-NAME|LIB-VER value (redis-py 5 sends both on connect).
+void RespServer::CmdClientSetInfo(Connection& c, const Args& a) {
+  RespState& s = StateOf(c);
+  std::string* field = EqualsUpper(a[2], "LIB-NAME")  ? &s.lib_name
+                       : EqualsUpper(a[2], "LIB-VER") ? &s.lib_ver
+                                                      : nullptr;
+  const std::string attr(a[2].substr(0, 64));
+  if (field == nullptr) {
+    return resp::AppendError(
+        &c.out, "ERR Unrecognized option '" + attr + "': CLIENT SETINFO takes LIB-NAME or LIB-VER");
+  }
+  if (!PrintableWord(a[3])) {
+    return resp::AppendError(
+        &c.out, "ERR " + attr + " cannot contain spaces, newlines or special characters.");
+  }
+  *field = std::string(a[3]);
+  resp::AppendSimple(&c.out, "OK");
+}
+
+std::string RespServer::ClientLine(const Connection& c) const {
+  const auto& s = static_cast<const RespState&>(*c.state);
+  const int64_t now = net::MonotonicNowMs();
+  std::string cmd = "NULL";
+  if (s.last != nullptr) {
+    cmd = Lower(s.last->name);
+    if (s.last_sub != nullptr) cmd.append("|").append(Lower(s.last_sub->name));
+  }
+  // A connection whose reserve waits is blocked, as in BLPOP: flags=b.
+  const bool blocked = s.reserve_ticket != 0 || !s.reserves.empty();
+  std::string line;
+  line.append("id=").append(std::to_string(c.id));
+  line.append(" addr=").append(SocketAddress(c.fd, true));
+  line.append(" laddr=").append(SocketAddress(c.fd, false));
+  line.append(" fd=").append(std::to_string(c.fd));
+  line.append(" name=").append(s.name);
+  line.append(" age=").append(std::to_string((now - s.opened_ms) / 1000));
+  line.append(" idle=").append(std::to_string((now - s.last_command_ms) / 1000));
+  line.append(" flags=").append(blocked ? "b" : "N");
+  line.append(" db=0 sub=0 psub=0 ssub=0 multi=-1");
+  // Input and output are one buffer each: arguments are views into the
+  // input (argv-mem 0), replies one string (obl and oll 0, all in omem).
+  line.append(" qbuf=").append(std::to_string(c.in.size()));
+  line.append(" qbuf-free=").append(std::to_string(c.in.capacity() - c.in.size()));
+  line.append(" argv-mem=0 multi-mem=0 obl=0 oll=0");
+  line.append(" omem=").append(std::to_string(c.out.size()));
+  line.append(" tot-mem=").append(std::to_string(c.in.capacity() + c.out.capacity()));
+  line.append(" events=").append(c.reading ? "r" : "").append(c.want_write ? "w" : "");
+  line.append(" cmd=").append(cmd);
+  line.append(" user=default");
+  line.append(" resp=").append(std::to_string(static_cast<int>(s.proto)));
+  line.append(" lib-name=").append(s.lib_name);
+  line.append(" lib-ver=").append(s.lib_ver);
+  line.append("\n");
+  return line;
+}
+
+// CLIENT LIST [TYPE normal] [ID id [id ...]]: every RESP connection is a
+// normal client; the other types Redis has (master, replica, pubsub) list
+// none.
+void RespServer::CmdClientList(Connection& c, const Args& a) {
+  bool none = false;
+  std::vector<uint64_t> ids;
+  for (size_t i = 2; i < a.size(); ++i) {
+    if (EqualsUpper(a[i], "TYPE") && i + 1 < a.size()) {
+      const std::string_view type = a[++i];
+      if (EqualsUpper(type, "MASTER") || EqualsUpper(type, "REPLICA") ||
+          EqualsUpper(type, "SLAVE") || EqualsUpper(type, "PUBSUB")) {
+        none = true;
+      } else if (!EqualsUpper(type, "NORMAL")) {
+        return resp::AppendError(
+            &c.out, "ERR Unknown client type '" + std::string(type.substr(0, 64)) + "'");
+      }
+    } else if (EqualsUpper(a[i], "ID") && i + 1 < a.size()) {
+      for (++i; i < a.size(); ++i) {
+        auto id = ParseInt(a[i], 1, INT64_MAX);
+        if (!id) return resp::AppendError(&c.out, "ERR Invalid client ID");
+        ids.push_back(static_cast<uint64_t>(*id));
+      }
+    } else {
+      return resp::AppendError(&c.out,
+                               "ERR syntax error: CLIENT LIST takes [TYPE normal] "
+                               "[ID id [id ...]]");
+    }
+  }
+  std::string text;
+  for (const auto& [id, conn] : clients_) {
+    if (none) break;
+    if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
+    text += ClientLine(*conn);
+  }
+  resp::AppendVerbatim(&c.out, text, StateOf(c).proto);
+}
+
+void RespServer::CmdClientInfo(Connection& c, const Args&) {
+  resp::AppendVerbatim(&c.out, ClientLine(c), StateOf(c).proto);
 }
 
 }  // namespace delayq::server

@@ -43,8 +43,9 @@ void AppendRespValue(std::string* out, const Value& v) {
   }
 }
 
-void AppendRespPair(std::string* out, std::string_view key, const Value& v) {
+void AppendRespPair(std::string* out, std::string_view key, const Value& v, bool resp3) {
   resp::AppendBulk(out, key);
+  if (resp3) return AppendRespValue(out, v);
   switch (v.kind) {
     case Kind::kText:
     case Kind::kBytes:
@@ -57,7 +58,29 @@ void AppendRespPair(std::string* out, std::string_view key, const Value& v) {
   }
 }
 
+void AppendInfoLine(std::string* out, std::string_view key, const Value& v) {
+  out->append(key).append(":");
+  switch (v.kind) {
+    case Kind::kText:
+    case Kind::kBytes:
+      out->append(v.text);
+      break;
+    case Kind::kUint:
+      out->append(std::to_string(v.u));
+      break;
+    case Kind::kInt:
+    case Kind::kBool:
+      out->append(std::to_string(v.i));
+      break;
+  }
+  out->append("\r\n");
+}
+
 void AppendRespArrayHeader(std::string* out, size_t n) { resp::AppendArrayHeader(out, n); }
+
+void AppendRespMapHeader(std::string* out, size_t pairs, bool resp3) {
+  resp::AppendMapHeader(out, pairs, resp3 ? resp::Protocol::kResp3 : resp::Protocol::kResp2);
+}
 
 void AppendMetricHeader(std::string* out, std::string_view name, std::string_view type,
                         std::string_view help) {

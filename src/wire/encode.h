@@ -15,8 +15,12 @@ namespace delayq::wire {
 
 // JSON: `"key":value`, a kBytes value by JsonWriter::TextField's rule.
 void WriteJsonValue(codec::JsonWriter& w, std::string_view key, const Value& v);
-// RESP: the key, then the value as a bulk string (numbers as their digits).
-void AppendRespPair(std::string* out, std::string_view key, const Value& v);
+// RESP: the key, then the value: in RESP2 a bulk string (numbers as their
+// digits, as Redis's HGETALL and CONFIG GET answer); in RESP3 (`resp3`),
+// where the pair is a map's entry and types carry over, as AppendRespValue.
+void AppendRespPair(std::string* out, std::string_view key, const Value& v, bool resp3 = false);
+// Redis INFO's text: "key:value\r\n" (numbers as their digits).
+void AppendInfoLine(std::string* out, std::string_view key, const Value& v);
 // RESP: the value alone; numbers as RESP integers.
 void AppendRespValue(std::string* out, const Value& v);
 // Prometheus text format 0.0.4: HELP and TYPE of a metric, and one sample.
@@ -44,11 +48,18 @@ void WriteJson(codec::JsonWriter& w, const T& v, const Field<T> (&fields)[N]) {
   w.EndObject();
 }
 
-// `v` as a RESP array of key/value pairs, and room for `extra_pairs` more
-// that the caller appends after it (AppendRespPair).
+// `v` as RESP key/value pairs, and room for `extra_pairs` more that the
+// caller appends after it (AppendRespPair, with the same `resp3`): a flat
+// array of pairs in RESP2, a map in RESP3 (a connection after HELLO 3).
 template <typename T, size_t N>
 void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N],
-                     size_t extra_pairs = 0);
+                     size_t extra_pairs = 0, bool resp3 = false);
+
+// `v` as INFO lines, one per field, under their RESP names.
+template <typename T, size_t N>
+void AppendInfoLines(std::string* out, const T& v, const Field<T> (&fields)[N]) {
+  for (const Field<T>& f : fields) AppendInfoLine(out, f.resp_name(), f.get(v));
+}
 
 // RESP's short form: an array of the fields marked in_short, values alone.
 template <typename T, size_t N>
@@ -80,13 +91,17 @@ constexpr size_t ShortCount(const Field<T> (&fields)[N]) {
 // keeps "007" an id, not the number 7).
 bool IsTextKey(std::string_view key);
 
+// resp/writer.h's, for the templates here (the command line, which uses
+// this header, does not see src/resp).
 void AppendRespArrayHeader(std::string* out, size_t n);
+// A map of `pairs` pairs: "%n" in RESP3, the flat array "*2n" in RESP2.
+void AppendRespMapHeader(std::string* out, size_t pairs, bool resp3);
 
 template <typename T, size_t N>
-void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N],
-                     size_t extra_pairs) {
-  AppendRespArrayHeader(out, 2 * (N + extra_pairs));
-  for (const Field<T>& f : fields) AppendRespPair(out, f.resp_name(), f.get(v));
+void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N], size_t extra_pairs,
+                     bool resp3) {
+  AppendRespMapHeader(out, N + extra_pairs, resp3);
+  for (const Field<T>& f : fields) AppendRespPair(out, f.resp_name(), f.get(v), resp3);
 }
 
 template <typename T, size_t N>

@@ -28,5 +28,18 @@ TEST(ReplyWriter, LineBreaksInSimpleRepliesCannotBreakFraming) {
   EXPECT_EQ(out, "-INVALID bad  id\r\n+a b\r\n");
 }
 
+TEST(ReplyWriter, MapsNullsAndTextTakeTheConnectionsProtocol) {
+  std::string v2, v3;
+  for (auto [out, p] : {std::pair{&v2, Protocol::kResp2}, std::pair{&v3, Protocol::kResp3}}) {
+    AppendMapHeader(out, 2, p);
+    AppendSetHeader(out, 3, p);
+    AppendNull(out, p);
+    AppendNullArray(out, p);
+    AppendVerbatim(out, "# Server\r\n", p);
+  }
+  EXPECT_EQ(v2, "*4\r\n*3\r\n$-1\r\n*-1\r\n$10\r\n# Server\r\n\r\n");
+  EXPECT_EQ(v3, "%2\r\n~3\r\n_\r\n_\r\n=14\r\ntxt:# Server\r\n\r\n");
+}
+
 }  // namespace
 }  // namespace delayq::resp

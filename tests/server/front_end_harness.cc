@@ -247,6 +247,7 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
   ro.tcp.listen = false;
   ro.tcp.max_output_bytes = options_.max_output_bytes;
   ro.auth_token = options_.auth_token;
+  ro.store = std::string(StoreKindName(options_.store));
   auto resp = RespServer::Create(loop_.get(), queue_.get(), ro);
   if (!http.ok() || !resp.ok()) {
     ADD_FAILURE() << "front ends: " << http.status().ToString() << " " << resp.status().ToString();

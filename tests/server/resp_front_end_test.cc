@@ -43,7 +43,8 @@ TEST_P(RespFrontEnd, AddReserveFinish) {
 }
 
 TEST_P(RespFrontEnd, ErrorsForArityUnknownCommandsAndBadArguments) {
-  EXPECT_EQ(h.Resp({"FLUSHALL"}), Error("ERR unknown command 'FLUSHALL'"));
+  EXPECT_EQ(h.Resp({"FLUSHALL"}),
+            Error("ERR unknown command 'FLUSHALL', with args beginning with: "));
   EXPECT_EQ(h.Resp({"FINISH"}), Error("ERR wrong number of arguments for 'FINISH' command"));
   EXPECT_EQ(h.Resp({"ADD", "t", "*"}), Error("ERR wrong number of arguments for 'ADD' command"));
   h.Resp({"ADD", "err", "e1", "0", "60000", "x"});
