@@ -164,8 +164,9 @@ void PrintFields(const std::vector<std::pair<std::string, std::string>>& fields)
 
 // --- jobs and field lists in replies --------------------------------------------
 
-// One job as RESERVE and PEEK send it: RESP's short delivery array, its
-// fields named by wire::kDeliveryFields (id, topic, body, receipt, attempts).
+// One job as RESERVE and PEEK send it: an array of the values of every row
+// of wire::kDeliveryFields, in order (id, topic, body, receipt, attempts,
+// ttr_ms, priority, run_at_ms, reserved_until_ms).
 struct JobField {
   std::string_view name;
   wire::Kind kind;
@@ -175,12 +176,11 @@ struct JobField {
 using Job = std::vector<JobField>;
 
 std::optional<Job> ParseJob(const Reply& r) {
-  constexpr size_t kFields = wire::ShortCount(wire::kDeliveryFields);
+  constexpr size_t kFields = std::size(wire::kDeliveryFields);
   if (r.type() != Reply::Type::kArray || r.elements().size() != kFields) return std::nullopt;
   Job job;
   size_t i = 0;
   for (const auto& f : wire::kDeliveryFields) {
-    if (!f.in_short) continue;
     const Reply& e = r.elements()[i++];
     wire::Kind kind = f.get(Delivery{}).kind;
     bool text = kind == wire::Kind::kText || kind == wire::Kind::kBytes;

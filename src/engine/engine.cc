@@ -36,6 +36,17 @@ bool LooksGenerated(std::string_view id) {
   return ParseGeneratedId(id, &seq, &handle);
 }
 
+// True when `given` is `ours` (lowercase) with any letters in either case.
+bool EqualsLowercase(std::string_view given, std::string_view ours) {
+  if (given.size() != ours.size()) return false;
+  for (size_t i = 0; i < given.size(); ++i) {
+    char c = given[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != ours[i]) return false;
+  }
+  return true;
+}
+
 std::string Quote(std::string_view id) {
   std::string s = "job '";
   s.append(id.substr(0, 64));
@@ -286,8 +297,9 @@ Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_vie
     if (reserved) return Status::Ok();
     return NotReserved(Quote(id) + " is " + std::string(StateName(StateOf(h))) + ", not reserved");
   }
+  // Hex digits in either case name the same receipt; ours are lowercase.
   char buf[kReceiptBytes];
-  if (reserved && Receipt(r, buf) == receipt) return Status::Ok();
+  if (reserved && EqualsLowercase(receipt, Receipt(r, buf))) return Status::Ok();
   return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
                       " (its TTR may have run out and it was handed out again)");
 }
@@ -658,6 +670,7 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
 }
 
 Status Engine::Finish(std::string_view id, std::string_view receipt) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -684,6 +697,7 @@ Status Engine::Release(std::string_view id, std::string_view receipt, int64_t de
                        std::string_view error) {
   if (delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
   if (delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -697,6 +711,7 @@ Status Engine::Release(std::string_view id, std::string_view receipt, int64_t de
 }
 
 Status Engine::Touch(std::string_view id, std::string_view receipt) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -710,6 +725,7 @@ Status Engine::Touch(std::string_view id, std::string_view receipt) {
 
 Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
   if (receipt.empty()) return InvalidArgument("receipt: required to give back a delivery");
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -726,6 +742,7 @@ Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
 }
 
 Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
