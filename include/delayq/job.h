@@ -74,9 +74,11 @@ Status ValidateId(std::string_view id);
 // How many hex digits a receipt has (Delivery::receipt).
 inline constexpr size_t kReceiptBytes = 24;
 // Checks a receipt's shape: empty (the caller acts by id alone, what the
-// servers call "force"), or the 24 hex digits a reserve hands out (either
-// case). Anything else is kInvalidArgument, so a mistyped receipt is told
-// apart from a stale one; every store checks it before looking at the job.
+// servers call "force"), or 24 hex digits, as a reserve hands out. Anything
+// else is kInvalidArgument, so a mistyped receipt is told apart from a stale
+// one; every store checks it before looking at the job. (A well-formed
+// receipt still matches only exactly: the same digits in upper case are
+// stale.)
 Status ValidateReceipt(std::string_view receipt);
 
 // What add answers.

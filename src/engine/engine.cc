@@ -36,17 +36,6 @@ bool LooksGenerated(std::string_view id) {
   return ParseGeneratedId(id, &seq, &handle);
 }
 
-// True when `given` is `ours` (lowercase) with any letters in either case.
-bool EqualsLowercase(std::string_view given, std::string_view ours) {
-  if (given.size() != ours.size()) return false;
-  for (size_t i = 0; i < given.size(); ++i) {
-    char c = given[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != ours[i]) return false;
-  }
-  return true;
-}
-
 std::string Quote(std::string_view id) {
   std::string s = "job '";
   s.append(id.substr(0, 64));
@@ -297,9 +286,8 @@ Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_vie
     if (reserved) return Status::Ok();
     return NotReserved(Quote(id) + " is " + std::string(StateName(StateOf(h))) + ", not reserved");
   }
-  // Hex digits in either case name the same receipt; ours are lowercase.
   char buf[kReceiptBytes];
-  if (reserved && EqualsLowercase(receipt, Receipt(r, buf))) return Status::Ok();
+  if (reserved && Receipt(r, buf) == receipt) return Status::Ok();
   return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
                       " (its TTR may have run out and it was handed out again)");
 }

@@ -137,18 +137,18 @@ Status JobStatus(const std::string& s, std::string_view id) {
 std::string Str(int64_t v) { return std::to_string(v); }
 
 // A receipt as the scripts take it (docs/redis-store.md, "seq, created_at,
-// receipts, ids"): "" stays "" (no check); the 24 hex digits of a receipt
-// (seq, attempts), in either case, become 11 bytes, seq (7) and attempts (4),
+// receipts, ids"): "" stays "" (no check); the 24 lowercase hex digits of a
+// receipt (seq, attempts) become 11 bytes, seq (7) and attempts (4),
 // big-endian, which a script compares without formatting a receipt per job.
 // RedisQueue refuses a receipt of another shape (ValidateReceipt) before it
-// gets here; one whose seq is past 2^56 can be no job's and becomes "?",
-// which matches none.
+// gets here; one that is well formed but can be no job's (upper case, as the
+// engine compares receipts exactly, or a seq past 2^56) becomes "?", which
+// matches none.
 std::string ReceiptArg(std::string_view receipt) {
   if (receipt.empty()) return std::string();
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
   };
   // The first byte of the 8-byte seq field is 0 for every seq (< 2^53).

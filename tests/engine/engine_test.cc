@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -820,16 +819,6 @@ TEST_F(EngineTest, MalformedReceiptIsInvalidArgumentAndChangesNothing) {
   }
   EXPECT_EQ(StateOf("a"), JobState::kReserved);
   EXPECT_EQ(MustGet("a").receipt, d.receipt);
-}
-
-// Hex digits name the same receipt in either case.
-TEST_F(EngineTest, ReceiptInUpperCaseIsTheSameReceipt) {
-  AddReady("t", "a");
-  Delivery d = TakeOne("t", "a");
-  std::string upper = d.receipt;
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  EXPECT_TRUE(engine_->Touch("a", upper).ok());
-  EXPECT_TRUE(engine_->Finish("a", upper).ok());
 }
 
 TEST_F(EngineTest, ReceiptOfOneJobDoesNotFinishAnother) {
