@@ -158,7 +158,9 @@ class ClientCommandsTest(CliTestBase):
         jobs = self.ok_json("reserve", "multi.a", "multi.b", "--count", 2)["jobs"]
         self.assertEqual(len(jobs), 2)
         for j in jobs:
-            self.assertEqual(set(j), {"id", "topic", "body", "receipt", "attempts"})
+            # Every field of a delivery, as the HTTP API gives it.
+            self.assertEqual(set(j), {"id", "topic", "body", "receipt", "attempts", "ttr_ms",
+                                      "priority", "run_at_ms", "reserved_until_ms"})
             self.assertEqual(j["attempts"], 1)
         self.assertEqual(len(blocks(self.ok("reserve", "multi.a", "multi.b", "--count", 5))), 1)
 
@@ -178,7 +180,7 @@ class ClientCommandsTest(CliTestBase):
 
     def test_stale_receipt_and_not_reserved_are_server_errors(self):
         self.ok("add", "stale.t", "x", "--id", "stale-1")
-        self.fails(SERVER_ERROR, "finish", "stale-1", stderr=r"^delayq: NOTRESERVED: ")
+        self.fails(SERVER_ERROR, "finish", "stale-1", stderr=r"^delayq: INVALID: receipt: required")
         self.reserve_one("stale.t")
         for cmd in ("finish", "touch", "bury", "release"):
             self.fails(SERVER_ERROR, cmd, "stale-1", "--receipt", "0" * 24,
@@ -187,7 +189,8 @@ class ClientCommandsTest(CliTestBase):
 
     def test_unknown_id(self):
         for cmd in ("finish", "delete", "touch", "bury", "kick", "release"):
-            self.fails(SERVER_ERROR, cmd, "no-such-job", stderr=r"^delayq: NOTFOUND: ")
+            receipt = ["--receipt", "0" * 24] if cmd not in ("delete", "kick") else []
+            self.fails(SERVER_ERROR, cmd, "no-such-job", *receipt, stderr=r"^delayq: NOTFOUND: ")
         r = self.fails(EMPTY, "get", "no-such-job", "--json")
         self.assertEqual((json.loads(r.stdout), r.stderr), (None, b""))
         self.fails(EMPTY, "get", "no-such-job", stderr=r"^delayq: no job 'no-such-job'\n$")
@@ -203,11 +206,11 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(info["attempts"], 1)
         self.ok("delete", "rel-1")
 
-    def test_release_without_a_receipt_makes_the_job_ready(self):
+    def test_release_without_a_receipt_is_refused(self):
         self.ok("add", "rel2.t", "x", "--id", "rel2-1")
         self.reserve_one("rel2.t")
-        self.assertEqual(self.ok("release", "rel2-1"), b"")
-        self.assertEqual(self.get("rel2-1")["state"], "ready")
+        self.fails(SERVER_ERROR, "release", "rel2-1", stderr=r"^delayq: INVALID: receipt: required")
+        self.assertEqual(self.get("rel2-1")["state"], "reserved")
 
     def test_touch_extends_the_reservation(self):
         self.ok("add", "touch.t", "x", "--id", "touch-1", "--ttr-ms", 60000)
