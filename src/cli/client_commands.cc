@@ -176,8 +176,9 @@ struct JobField {
 using Job = std::vector<JobField>;
 
 std::optional<Job> ParseJob(const Reply& r) {
+  // A newer server may append fields: those past the table are left out.
   constexpr size_t kFields = std::size(wire::kDeliveryFields);
-  if (r.type() != Reply::Type::kArray || r.elements().size() != kFields) return std::nullopt;
+  if (r.type() != Reply::Type::kArray || r.elements().size() < kFields) return std::nullopt;
   Job job;
   size_t i = 0;
   for (const auto& f : wire::kDeliveryFields) {
