@@ -403,7 +403,7 @@ class Load:
                 got = []
                 with self.lock:
                     self.reserves_by_port[port] += 1
-                    for job_id, topic, body, receipt, attempts in jobs or []:
+                    for job_id, topic, body, receipt, attempts, *_ in jobs or []:
                         job_id = job_id.decode()
                         self.deliveries.setdefault(job_id, []).append(
                             (t0, t1, receipt, attempts, port))
