@@ -21,6 +21,9 @@ inline constexpr size_t kMaxIdBytes = 256;
 inline constexpr size_t kDefaultMaxBodyBytes = size_t{256} * 1024;
 inline constexpr int64_t kMaxDelayMs = 100LL * 365 * 24 * 3600 * 1000;  // 100 years
 inline constexpr int64_t kMaxRunAtMs = 253'402'300'799'999;             // 9999-12-31
+// The earliest run_at_ms accepted: 10^12 ms, 2001-09-09. Anything earlier
+// is almost certainly a time in seconds, which would fire at once.
+inline constexpr int64_t kMinRunAtMs = 1'000'000'000'000;
 
 enum class JobState : unsigned char {
   kDelayed = 0,   // waiting for run_at
@@ -42,7 +45,7 @@ struct JobSpec {
   // When the job becomes due. At most one of delay_ms / run_at_ms may be set;
   // neither means due now. A run_at_ms in the past means due now.
   std::optional<int64_t> delay_ms;       // >= 0
-  std::optional<int64_t> run_at_ms;      // Unix ms
+  std::optional<int64_t> run_at_ms;      // Unix ms, kMinRunAtMs..kMaxRunAtMs
   uint32_t ttr_ms = kDefaultTtrMs;       // > 0
   uint32_t priority = kDefaultPriority;  // lower is served first
   uint32_t max_attempts = 0;             // deliveries before burying; 0 = unlimited
@@ -67,6 +70,16 @@ Status ValidateJobSpec(const JobSpec& spec, const Limits& limits);
 Status ValidateTopic(std::string_view topic);
 // Checks a job id alone (1–256 bytes, no control characters).
 Status ValidateId(std::string_view id);
+
+// How many hex digits a receipt has (Delivery::receipt).
+inline constexpr size_t kReceiptBytes = 24;
+// Checks a receipt's shape: empty (the caller acts by id alone, what the
+// servers call "force"), or 24 hex digits, as a reserve hands out. Anything
+// else is kInvalidArgument, so a mistyped receipt is told apart from a stale
+// one; every store checks it before looking at the job. (A well-formed
+// receipt still matches only exactly: the same digits in upper case are
+// stale.)
+Status ValidateReceipt(std::string_view receipt);
 
 // What add answers.
 struct AddResult {

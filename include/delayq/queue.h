@@ -128,18 +128,24 @@ class Queue {
   // receipt is required: only the delivery that went astray is undone. The
   // next delivery of the job gets the same receipt again (a receipt names
   // the add and the attempt), which is harmless only because nobody got
-  // this one. Errors: kInvalidArgument without a receipt; otherwise as
-  // Finish.
+  // this one. Errors: kInvalidArgument without a receipt (no force here);
+  // otherwise as Finish.
   virtual Status Unreserve(std::string_view id, std::string_view receipt) = 0;
 
   // Blocking form of ReserveAsync, for applications. Waits at most
   // req.wait_ms; an empty vector means nothing became ready in time.
   Result<Deliveries> Reserve(const ReserveRequest& req);
 
-  // Acknowledges a reserved job: it is gone. An empty receipt skips the check.
-  // Errors: kNotFound; kNotReserved when the job is not reserved and no
-  // receipt was given; kStaleReceipt when a receipt is given and is not the
-  // job's current reservation (its TTR ran out and it was handed out again).
+  // Acknowledges a reserved job: it is gone. `receipt` is the one its
+  // reserve handed out; an empty receipt skips the check and acts on the job
+  // by id alone, whoever holds it (what the servers call "force": their
+  // clients must give a receipt or ask for force explicitly; the seed's
+  // /command finishes by id alone).
+  // Errors: kInvalidArgument for a receipt that is not 24 hex digits
+  // (ValidateReceipt); kNotFound; kNotReserved when the job is not reserved
+  // and no receipt was given; kStaleReceipt when a receipt is given and is
+  // not the job's current reservation (its TTR ran out and it was handed out
+  // again).
   virtual Status Finish(std::string_view id, std::string_view receipt) = 0;
 
   // Removes a job in any state. Errors: kNotFound.

@@ -72,6 +72,20 @@ Status ValidateId(std::string_view id) {
   return Status::Ok();
 }
 
+Status ValidateReceipt(std::string_view receipt) {
+  if (receipt.empty()) return Status::Ok();
+  bool hex = receipt.size() == kReceiptBytes;
+  for (size_t i = 0; hex && i < receipt.size(); ++i) {
+    char c = receipt[i];
+    hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  }
+  if (hex) return Status::Ok();
+  std::string got = receipt.size() == kReceiptBytes
+                        ? std::string("24 characters, not all hex digits")
+                        : std::to_string(receipt.size()) + " characters";
+  return InvalidArgument("receipt: expected the 24 hex digits a reserve hands out, got " + got);
+}
+
 Status ValidateReserveRequest(const ReserveRequest& req) {
   if (req.topics.empty()) return InvalidArgument("topics: give at least one topic");
   if (req.count == 0 || req.count > kMaxReserveCount) {
@@ -101,9 +115,17 @@ Status ValidateJobSpec(const JobSpec& spec, const Limits& limits) {
   if (spec.delay_ms && *spec.delay_ms > kMaxDelayMs) {
     return InvalidArgument("delay_ms: at most 100 years (" + std::to_string(kMaxDelayMs) + ")");
   }
-  if (spec.run_at_ms && (*spec.run_at_ms < 0 || *spec.run_at_ms > kMaxRunAtMs)) {
-    return InvalidArgument("run_at_ms: must be a Unix time in ms between 0 and " +
-                           std::to_string(kMaxRunAtMs) + ", got " +
+  if (spec.run_at_ms && *spec.run_at_ms >= 0 && *spec.run_at_ms < kMinRunAtMs) {
+    // Almost certainly seconds (or a mistake): taken as ms it would be due
+    // at once, in 1970.
+    return InvalidArgument("run_at_ms: " + std::to_string(*spec.run_at_ms) +
+                           " is before 2001-09-09 — it looks like seconds; give milliseconds (" +
+                           std::to_string(*spec.run_at_ms) + "000)");
+  }
+  if (spec.run_at_ms && (*spec.run_at_ms < kMinRunAtMs || *spec.run_at_ms > kMaxRunAtMs)) {
+    return InvalidArgument("run_at_ms: must be a Unix time in ms between " +
+                           std::to_string(kMinRunAtMs) + " (2001-09-09) and " +
+                           std::to_string(kMaxRunAtMs) + " (9999-12-31), got " +
                            std::to_string(*spec.run_at_ms));
   }
   if (spec.ttr_ms == 0) return InvalidArgument("ttr_ms: must be > 0");

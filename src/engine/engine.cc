@@ -658,6 +658,7 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
 }
 
 Status Engine::Finish(std::string_view id, std::string_view receipt) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -684,6 +685,7 @@ Status Engine::Release(std::string_view id, std::string_view receipt, int64_t de
                        std::string_view error) {
   if (delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
   if (delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -697,6 +699,7 @@ Status Engine::Release(std::string_view id, std::string_view receipt, int64_t de
 }
 
 Status Engine::Touch(std::string_view id, std::string_view receipt) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -710,6 +713,7 @@ Status Engine::Touch(std::string_view id, std::string_view receipt) {
 
 Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
   if (receipt.empty()) return InvalidArgument("receipt: required to give back a delivery");
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");
@@ -726,6 +730,7 @@ Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
 }
 
 Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
   if (h == 0) return NotFound(Quote(id) + " does not exist");

@@ -276,8 +276,10 @@ class Engine {
   uint64_t NextSeq();
   // The receipt of the job's current delivery, written into `buf`: 16 hex
   // digits of seq, 8 of attempts. Compared without allocating on finish.
-  static constexpr size_t kReceiptBytes = 24;
+  static constexpr size_t kReceiptBytes = delayq::kReceiptBytes;
   static std::string_view Receipt(const JobRecord* r, char (&buf)[kReceiptBytes]);
+  // Whether `receipt` (its shape already checked: ValidateReceipt) is the
+  // job's current reservation; an empty one only asks that it be reserved.
   Status CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const;
 
   // Creates the record for `spec` (`id` empty for a generated one); neither

@@ -44,6 +44,15 @@ constexpr auto kSubscribeWait = std::chrono::seconds(1);
 
 Status NotFoundId(std::string_view id) { return NotFound(rq::QuoteId(id) + " does not exist"); }
 
+// What finish, release, touch, unreserve and bury check before the round
+// trip, as the engine does: the receipt's shape (a mistyped one is
+// kInvalidArgument, not stale), then the id (no job can have a bad one).
+Status CheckIdReceipt(std::string_view id, std::string_view receipt) {
+  if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
+  if (!ValidateId(id).ok()) return NotFoundId(id);
+  return Status::Ok();
+}
+
 // The message without a leading "<what>: " (to put the option's name there).
 std::string Tail(const std::string& message, std::string_view what) {
   if (message.rfind(what, 0) == 0) return message.substr(what.size());
@@ -871,13 +880,13 @@ void RedisQueue::AddAsync(const JobSpec& spec, AddCallback done) {
 }
 
 Status RedisQueue::Finish(std::string_view id, std::string_view receipt) {
-  if (!ValidateId(id).ok()) return NotFoundId(id);  // no job can have it, as the engine says
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return s;
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakeFinish(id, receipt, std::move(done)); });
 }
 
 void RedisQueue::FinishAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
-  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return done(std::move(s));
   Submit(rq::MakeFinish(id, receipt, std::move(done)), /*wait=*/false);
 }
 
@@ -893,18 +902,17 @@ void RedisQueue::DeleteAsync(std::string_view id, StatusCallback done) {
 
 namespace {
 
-Status CheckRelease(std::string_view id, int64_t delay_ms) {
+Status CheckRelease(std::string_view id, std::string_view receipt, int64_t delay_ms) {
   if (delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
   if (delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
-  if (!ValidateId(id).ok()) return NotFoundId(id);
-  return Status::Ok();
+  return CheckIdReceipt(id, receipt);
 }
 
 }  // namespace
 
 Status RedisQueue::Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                            std::string_view error) {
-  if (Status s = CheckRelease(id, delay_ms); !s.ok()) return s;
+  if (Status s = CheckRelease(id, receipt, delay_ms); !s.ok()) return s;
   return Call<Status>([&](rq::StatusDone done) {
     return rq::MakeRelease(id, receipt, delay_ms, error, std::move(done));
   });
@@ -912,19 +920,19 @@ Status RedisQueue::Release(std::string_view id, std::string_view receipt, int64_
 
 void RedisQueue::ReleaseAsync(std::string_view id, std::string_view receipt, int64_t delay_ms,
                               std::string_view error, StatusCallback done) {
-  if (Status s = CheckRelease(id, delay_ms); !s.ok()) return done(std::move(s));
+  if (Status s = CheckRelease(id, receipt, delay_ms); !s.ok()) return done(std::move(s));
   Submit(rq::MakeRelease(id, receipt, delay_ms, error, std::move(done)), /*wait=*/false);
 }
 
 Status RedisQueue::Touch(std::string_view id, std::string_view receipt) {
-  if (!ValidateId(id).ok()) return NotFoundId(id);
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return s;
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakeTouch(id, receipt, std::move(done)); });
 }
 
 Status RedisQueue::Unreserve(std::string_view id, std::string_view receipt) {
   if (receipt.empty()) return InvalidArgument("receipt: required to give back a delivery");
-  if (!ValidateId(id).ok()) return NotFoundId(id);
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return s;
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakeUnreserve(id, receipt, std::move(done)); });
 }
@@ -932,24 +940,24 @@ Status RedisQueue::Unreserve(std::string_view id, std::string_view receipt) {
 void RedisQueue::UnreserveAsync(std::string_view id, std::string_view receipt,
                                 StatusCallback done) {
   if (receipt.empty()) return done(InvalidArgument("receipt: required to give back a delivery"));
-  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return done(std::move(s));
   Submit(rq::MakeUnreserve(id, receipt, std::move(done)), /*wait=*/false);
 }
 
 void RedisQueue::TouchAsync(std::string_view id, std::string_view receipt, StatusCallback done) {
-  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return done(std::move(s));
   Submit(rq::MakeTouch(id, receipt, std::move(done)), /*wait=*/false);
 }
 
 Status RedisQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
-  if (!ValidateId(id).ok()) return NotFoundId(id);
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return s;
   return Call<Status>(
       [&](rq::StatusDone done) { return rq::MakeBury(id, receipt, reason, std::move(done)); });
 }
 
 void RedisQueue::BuryAsync(std::string_view id, std::string_view receipt, std::string_view reason,
                            StatusCallback done) {
-  if (!ValidateId(id).ok()) return done(NotFoundId(id));
+  if (Status s = CheckIdReceipt(id, receipt); !s.ok()) return done(std::move(s));
   Submit(rq::MakeBury(id, receipt, reason, std::move(done)), /*wait=*/false);
 }
 

@@ -137,10 +137,13 @@ Status JobStatus(const std::string& s, std::string_view id) {
 std::string Str(int64_t v) { return std::to_string(v); }
 
 // A receipt as the scripts take it (docs/redis-store.md, "seq, created_at,
-// receipts, ids"): "" stays "" (no check); the 24 hex digits of a receipt
-// (seq, attempts) become 11 bytes, seq (7) and attempts (4), big-endian, which
-// a script compares without formatting a receipt per job. Anything else can
-// be no job's receipt and becomes "?", which matches none.
+// receipts, ids"): "" stays "" (no check); the 24 lowercase hex digits of a
+// receipt (seq, attempts) become 11 bytes, seq (7) and attempts (4),
+// big-endian, which a script compares without formatting a receipt per job.
+// RedisQueue refuses a receipt of another shape (ValidateReceipt) before it
+// gets here; one that is well formed but can be no job's (upper case, as the
+// engine compares receipts exactly, or a seq past 2^56) becomes "?", which
+// matches none.
 std::string ReceiptArg(std::string_view receipt) {
   if (receipt.empty()) return std::string();
   auto hex = [](char c) -> int {

@@ -82,11 +82,12 @@ class HttpServer::Api {
   using Connection = net::Connection;
 
   // Answers of the calls made through FrontEnd::Await.
+  template <bool kForced>
   struct AnswerOk {
     void operator()(FrontEnd& f, Connection& c, const Status& st) const {
       Api& api = *static_cast<HttpServer&>(f).api_;
       api.Unpark(c);
-      api.Ok(c, st);
+      api.Ok(c, st, kForced);
     }
   };
   struct AnswerAdd {
@@ -128,11 +129,13 @@ class HttpServer::Api {
   // connection is parked; Unpark makes it the request being answered again.
   void Park(Connection& c);
   void Unpark(Connection& c);
-  // A change made through FrontEnd::Await, answered {"ok":true} or an error.
+  // A change made through FrontEnd::Await, answered {"ok":true} or an error;
+  // `forced` (by id alone, "force": true) answers {"ok":true,"forced":true}.
   template <typename Call>
-  void AwaitOk(Connection& c, Call&& call) {
+  void AwaitOk(Connection& c, Call&& call, bool forced = false) {
     Park(c);
-    s_->Await<Status, AnswerOk>(c, std::forward<Call>(call));
+    if (forced) return s_->Await<Status, AnswerOk<true>>(c, std::forward<Call>(call));
+    s_->Await<Status, AnswerOk<false>>(c, std::forward<Call>(call));
   }
   void Added(Connection& c, const Result<AddResult>& r);
 
@@ -141,7 +144,7 @@ class HttpServer::Api {
                std::string_view headers = {});
   void Json(Connection& c, int status, std::string_view json, std::string_view headers = {});
   void Error(Connection& c, const Status& st, std::string_view headers = {});
-  void Ok(Connection& c, const Status& st);
+  void Ok(Connection& c, const Status& st, bool forced = false);
   void NotAllowed(Connection& c, std::string_view allow);
 
   // The route table and the router's parts (http_routes.cc).
@@ -156,7 +159,7 @@ class HttpServer::Api {
   void DeleteJob(Connection& c, const RouteCall& call);
   void Finish(Connection& c, const RouteCall& call);
   void Touch(Connection& c, const RouteCall& call);
-  // Finish and Touch: {"receipt"?}, then `op`.
+  // Finish and Touch: {"receipt"} or {"force":true}, then `op`.
   using ReceiptCall = void (ServingQueue::*)(std::string_view id, std::string_view receipt,
                                              ServingQueue::StatusCallback done);
   void ReceiptAction(Connection& c, const RouteCall& call, ReceiptCall op);

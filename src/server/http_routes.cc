@@ -210,21 +210,22 @@ void HttpServer::Api::Healthz(Connection& c, const RouteCall&) {
   return Json(c, f.failed ? 503 : 200, json);
 }
 
-// POST /v1/jobs {"topic","id"?,"delay_ms"?,"run_at_ms"?,"ttr_ms"?,"priority"?,
-//                "max_attempts"?,"body"?|"body_base64"?,"replace"?}
+// POST /v1/jobs {"topic","id"?,"delay_ms"?|"delay"?,"run_at_ms"?,"ttr_ms"?|"ttr"?,
+//                "priority"?,"max_attempts"?,"body"?|"body_base64"?,"replace"?}
+// ("delay", "ttr": a duration with a unit, "5s")
 void HttpServer::Api::AddJob(Connection& c, const RouteCall& call) {
   JsonFields f;
   Status st = f.Parse(parser_, call.req.body,
-                      {"topic", "id", "delay_ms", "run_at_ms", "ttr_ms", "priority", "max_attempts",
-                       "body", "body_base64", "replace"});
+                      {"topic", "id", "delay_ms", "delay", "run_at_ms", "ttr_ms", "ttr", "priority",
+                       "max_attempts", "body", "body_base64", "replace"});
   JobSpec spec;
   std::optional<std::string> topic, id;
   std::optional<int64_t> ttr, priority, max_attempts;
   if (st.ok()) st = f.String("topic", &topic);
   if (st.ok()) st = f.String("id", &id);
-  if (st.ok()) st = f.Int("delay_ms", INT64_MIN, INT64_MAX, &spec.delay_ms);
+  if (st.ok()) st = f.Duration("delay", "delay_ms", INT64_MIN, INT64_MAX, &spec.delay_ms);
   if (st.ok()) st = f.Int("run_at_ms", INT64_MIN, INT64_MAX, &spec.run_at_ms);
-  if (st.ok()) st = f.Int("ttr_ms", 1, UINT32_MAX, &ttr);
+  if (st.ok()) st = f.Duration("ttr", "ttr_ms", 1, UINT32_MAX, &ttr);
   if (st.ok()) st = f.Int("priority", 0, UINT32_MAX, &priority);
   if (st.ok()) st = f.Int("max_attempts", 0, UINT32_MAX, &max_attempts);
   if (st.ok()) st = f.Body(&spec.body);
@@ -249,13 +250,13 @@ void HttpServer::Api::Added(Connection& c, const Result<AddResult>& r) {
   Json(c, 201, json_);
 }
 
-// POST /v1/reserve {"topics":[...],"wait_ms"?,"count"?}
+// POST /v1/reserve {"topics":[...],"wait_ms"?|"wait"?,"count"?}
 void HttpServer::Api::Reserve(Connection& c, const RouteCall& call) {
   JsonFields f;
-  Status st = f.Parse(parser_, call.req.body, {"topics", "wait_ms", "count"});
+  Status st = f.Parse(parser_, call.req.body, {"topics", "wait_ms", "wait", "count"});
   ReserveRequest req;
   std::optional<int64_t> wait, count;
-  if (st.ok()) st = f.Int("wait_ms", 0, 86'400'000, &wait);
+  if (st.ok()) st = f.Duration("wait", "wait_ms", 0, 86'400'000, &wait);
   if (st.ok()) st = f.Int("count", 1, kMaxReserveCount, &count);
   if (st.ok()) {
     auto topics = f.Find("topics");
@@ -309,7 +310,7 @@ void HttpServer::Api::DeleteJob(Connection& c, const RouteCall& call) {
   });
 }
 
-// POST /v1/jobs/{id}/finish · /touch {"receipt"?}
+// POST /v1/jobs/{id}/finish · /touch {"receipt"} or {"force":true}
 void HttpServer::Api::Finish(Connection& c, const RouteCall& call) {
   ReceiptAction(c, call, &ServingQueue::FinishAsync);
 }
@@ -319,45 +320,58 @@ void HttpServer::Api::Touch(Connection& c, const RouteCall& call) {
 }
 
 void HttpServer::Api::ReceiptAction(Connection& c, const RouteCall& call, ReceiptCall op) {
-  std::optional<std::string> receipt;
+  std::string receipt;
+  bool forced = false;
   JsonFields f;
-  Status st = f.Parse(parser_, call.req.body, {"receipt"});
-  if (st.ok()) st = f.String("receipt", &receipt);
+  Status st = f.Parse(parser_, call.req.body, {"receipt", "force"});
+  if (st.ok()) st = f.Receipt(&receipt, &forced);
   if (!st.ok()) return Error(c, st);
-  std::string_view r = receipt ? std::string_view(*receipt) : std::string_view();
-  AwaitOk(c, [&](ServingQueue::StatusCallback done) {
-    (s_->queue_->*op)(call.param(0), r, std::move(done));
-  });
+  AwaitOk(
+      c,
+      [&](ServingQueue::StatusCallback done) {
+        (s_->queue_->*op)(call.param(0), receipt, std::move(done));
+      },
+      forced);
 }
 
-// POST /v1/jobs/{id}/release {"receipt"?,"delay_ms"?,"error"?}
+// POST /v1/jobs/{id}/release {"receipt"|"force":true,"delay_ms"?|"delay"?,"error"?}
 void HttpServer::Api::Release(Connection& c, const RouteCall& call) {
-  std::optional<std::string> receipt, error;
+  std::string receipt;
+  bool forced = false;
+  std::optional<std::string> error;
   std::optional<int64_t> delay;
   JsonFields f;
-  Status st = f.Parse(parser_, call.req.body, {"receipt", "delay_ms", "error"});
-  if (st.ok()) st = f.String("receipt", &receipt);
-  if (st.ok()) st = f.Int("delay_ms", 0, kMaxDelayMs, &delay);
+  Status st = f.Parse(parser_, call.req.body, {"receipt", "force", "delay_ms", "delay", "error"});
+  if (st.ok()) st = f.Receipt(&receipt, &forced);
+  if (st.ok()) st = f.Duration("delay", "delay_ms", 0, kMaxDelayMs, &delay);
   if (st.ok()) st = f.String("error", &error);
   if (!st.ok()) return Error(c, st);
-  AwaitOk(c, [&](ServingQueue::StatusCallback done) {
-    s_->queue_->ReleaseAsync(call.param(0), receipt.value_or(""), delay.value_or(0),
-                             error.value_or(""), std::move(done));
-  });
+  AwaitOk(
+      c,
+      [&](ServingQueue::StatusCallback done) {
+        s_->queue_->ReleaseAsync(call.param(0), receipt, delay.value_or(0), error.value_or(""),
+                                 std::move(done));
+      },
+      forced);
 }
 
-// POST /v1/jobs/{id}/bury {"receipt"?,"reason"?|"error"?}
+// POST /v1/jobs/{id}/bury {"receipt"|"force":true,"reason"?|"error"?}
 void HttpServer::Api::Bury(Connection& c, const RouteCall& call) {
-  std::optional<std::string> receipt, error;
+  std::string receipt;
+  bool forced = false;
+  std::optional<std::string> error;
   JsonFields f;
-  Status st = f.Parse(parser_, call.req.body, {"receipt", "reason", "error"});
-  if (st.ok()) st = f.String("receipt", &receipt);
+  Status st = f.Parse(parser_, call.req.body, {"receipt", "force", "reason", "error"});
+  if (st.ok()) st = f.Receipt(&receipt, &forced);
   if (st.ok()) st = f.String("reason", &error);
   if (st.ok() && !error) st = f.String("error", &error);
   if (!st.ok()) return Error(c, st);
-  AwaitOk(c, [&](ServingQueue::StatusCallback done) {
-    s_->queue_->BuryAsync(call.param(0), receipt.value_or(""), error.value_or(""), std::move(done));
-  });
+  AwaitOk(
+      c,
+      [&](ServingQueue::StatusCallback done) {
+        s_->queue_->BuryAsync(call.param(0), receipt, error.value_or(""), std::move(done));
+      },
+      forced);
 }
 
 // POST /v1/jobs/{id}/kick {}

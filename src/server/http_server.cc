@@ -189,9 +189,9 @@ void HttpServer::Api::Error(Connection& c, const Status& st, std::string_view he
   Json(c, MappingFor(st.code()).http_status, ErrorJson(CodeName(st.code()), st.message()), headers);
 }
 
-void HttpServer::Api::Ok(Connection& c, const Status& st) {
+void HttpServer::Api::Ok(Connection& c, const Status& st, bool forced) {
   if (!st.ok()) return Error(c, st);
-  Json(c, 200, "{\"ok\":true}");
+  Json(c, 200, forced ? "{\"ok\":true,\"forced\":true}" : "{\"ok\":true}");
 }
 
 void HttpServer::Api::NotAllowed(Connection& c, std::string_view allow) {

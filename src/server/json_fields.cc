@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "codec/base64.h"
+#include "common/duration.h"
 #include "delayq/job.h"
 
 namespace delayq::server {
@@ -104,6 +105,60 @@ Status JsonFields::Seconds(std::string_view key, std::optional<int64_t>* out_ms)
     return InvalidArgument(std::string(key) + ": expected seconds, a number >= 0");
   }
   *out_ms = static_cast<int64_t>(std::llround(s * 1000));
+  return Status::Ok();
+}
+
+Status JsonFields::Duration(std::string_view key, std::string_view ms_key, int64_t min, int64_t max,
+                            std::optional<int64_t>* out_ms) const {
+  std::optional<int64_t> ms;
+  if (Status s = Int(ms_key, min, max, &ms); !s.ok()) return s;
+  auto e = Find(key);
+  if (!e) {
+    if (ms) *out_ms = ms;
+    return Status::Ok();
+  }
+  if (ms) {
+    return InvalidArgument(std::string(key) + " and " + std::string(ms_key) +
+                           ": give one, not both");
+  }
+  std::string_view text;
+  if (e->get_string().get(text)) {
+    if (e->is_number()) {
+      return InvalidArgument(std::string(key) +
+                             ": expected a duration with a unit as a string, such as \"5s\" or "
+                             "\"30m\"; for a number of milliseconds use " +
+                             std::string(ms_key));
+    }
+    return WrongType(key, "a duration such as \"5s\"", *e);
+  }
+  Result<int64_t> d = ParseDurationMs(text, key);
+  if (!d.ok()) return d.status();
+  if (*d < min) return InvalidArgument(std::string(key) + ": at least " + FormatDurationMs(min));
+  if (*d > max) return InvalidArgument(std::string(key) + ": at most " + FormatDurationMs(max));
+  *out_ms = *d;
+  return Status::Ok();
+}
+
+Status JsonFields::Receipt(std::string* receipt, bool* forced) const {
+  std::optional<std::string> given;
+  if (Status s = String("receipt", &given); !s.ok()) return s;
+  *forced = false;
+  if (Status s = Bool("force", forced); !s.ok()) return s;
+  if (given && *forced)
+    return InvalidArgument("receipt and force: give receipt or force, not both");
+  if (*forced) return Status::Ok();
+  if (!given) {
+    return InvalidArgument(
+        "receipt: required — the receipt from the reserve that handed the job out "
+        "(\"force\": true acts by id alone)");
+  }
+  // "" would read as force in the Queue call: a receipt given must be one.
+  if (given->empty()) {
+    return InvalidArgument(
+        "receipt: expected the 24 hex digits a reserve hands out, got none (\"force\": true "
+        "acts by id alone)");
+  }
+  *receipt = std::move(*given);
   return Status::Ok();
 }
 

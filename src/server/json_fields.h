@@ -1,7 +1,7 @@
 // JsonFields: a request body of the HTTP front end, one JSON object parsed
 // with simdjson and read field by field, with errors that name the field.
-// Unknown fields are errors (a typo such as "delay" for "delay_ms" must not
-// silently add a job due now), except where the caller allows any (the
+// Unknown fields are errors (a typo such as "dealy_ms" for "delay_ms" must
+// not silently add a job due now), except where the caller allows any (the
 // seed's lenient /command).
 //
 // Private to the HTTP front end (http_routes.cc, seed_command.cc).
@@ -43,6 +43,18 @@ class JsonFields {
 
   // Seconds as a JSON number (the seed's protocol), converted to ms.
   Status Seconds(std::string_view key, std::optional<int64_t>* out_ms) const;
+
+  // A duration given either way, not both: `key` a string with a unit
+  // ("delay": "5s"; ParseDurationMs) or `ms_key` an integer of milliseconds
+  // ("delay_ms": 5000). Either way it must be min..max ms. *out_ms is left
+  // as it was when neither is given.
+  Status Duration(std::string_view key, std::string_view ms_key, int64_t min, int64_t max,
+                  std::optional<int64_t>* out_ms) const;
+
+  // What finish, release, touch and bury act on: "receipt" (the one the
+  // reserve handed out), or "force": true and no receipt to act by id alone
+  // (*receipt empty, *forced true). Neither, or both, is kInvalidArgument.
+  Status Receipt(std::string* receipt, bool* forced) const;
 
   // "body" (a string is its content; any other JSON value its compact text)
   // or "body_base64" (bytes).

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/duration.h"
 #include "common/secure_compare.h"
 #include "delayq/version.h"
 #include "resp/writer.h"
@@ -86,14 +87,54 @@ void ReplyInvalid(std::string* out, std::string_view message) {
   ReplyStatus(out, InvalidArgument(std::string(message)));
 }
 
-// A delivery as RESERVE and PEEK send it: [id, topic, body, receipt, attempts].
+// A duration argument: plain digits are milliseconds (as they always were),
+// anything else a duration with a unit ("5s", "30m"; ParseDurationMs). Must
+// be min..max ms.
+Result<int64_t> ParseMsOrDuration(std::string_view s, std::string_view what, int64_t min,
+                                  int64_t max) {
+  std::optional<int64_t> ms;
+  if (!s.empty() && s[0] != '-') ms = ParseInt(s, 0, INT64_MAX);
+  if (!ms) {
+    Result<int64_t> d = ParseDurationMs(s, what);
+    if (!d.ok()) return d.status();
+    ms = *d;
+  }
+  if (*ms < min) return InvalidArgument(std::string(what) + ": at least " + FormatDurationMs(min));
+  if (*ms > max) return InvalidArgument(std::string(what) + ": at most " + FormatDurationMs(max));
+  return *ms;
+}
+
+// The receipt argument of FINISH, TOUCH, BURY and RELEASE: the one RESERVE
+// handed out, or FORCE to act by id alone. `arg` is null when it is missing.
+// Sets *receipt ("" for FORCE) and *forced.
+Status ReadReceipt(const std::string_view* arg, std::string_view* receipt, bool* forced) {
+  if (arg == nullptr || arg->empty()) {
+    return InvalidArgument(
+        "receipt: required — the receipt from the RESERVE that handed the job out (FORCE in its "
+        "place acts by id alone)");
+  }
+  *forced = EqualsUpper(*arg, "FORCE");
+  *receipt = *forced ? std::string_view() : *arg;
+  return Status::Ok();
+}
+
+// A delivery as RESERVE and PEEK send it: the values of every row of
+// wire::kDeliveryFields, in order: [id, topic, body, receipt, attempts,
+// ttr_ms, priority, run_at_ms, reserved_until_ms].
 void AppendDelivery(std::string* out, const Delivery& d) {
-  wire::AppendRespShort(out, d, wire::kDeliveryFields);
+  wire::AppendRespValues(out, d, wire::kDeliveryFields);
 }
 
 // Replies of the calls made through FrontEnd::Await.
 struct AnswerStatus {
   void operator()(FrontEnd&, net::Connection& c, const Status& s) const { ReplyStatus(&c.out, s); }
+};
+// A change made with FORCE (by id alone): +FORCED says so.
+struct AnswerForced {
+  void operator()(FrontEnd&, net::Connection& c, const Status& s) const {
+    if (!s.ok()) return ReplyStatus(&c.out, s);
+    resp::AppendSimple(&c.out, "FORCED");
+  }
 };
 struct AnswerAdd {
   void operator()(FrontEnd&, net::Connection& c, const Result<AddResult>& r) const {
@@ -345,16 +386,17 @@ void RespServer::CmdQuit(Connection& c, const Args&) {
   c.closing = true;
 }
 
-// ADD topic id|* delay_ms ttr_ms body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE]
+// ADD topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE]
+// (delay and ttr: milliseconds, or a duration with a unit: 5s, 30m)
 void RespServer::CmdAdd(Connection& c, const Args& a) {
   JobSpec spec;
   spec.topic = std::string(a[1]);
   if (a[2] != "*") spec.id = std::string(a[2]);
-  auto delay = ParseInt(a[3], 0, kMaxDelayMs);
-  if (!delay) return ReplyInvalid(&c.out, "delay_ms: expected an integer >= 0");
+  Result<int64_t> delay = ParseMsOrDuration(a[3], "delay", 0, kMaxDelayMs);
+  if (!delay.ok()) return ReplyStatus(&c.out, delay.status());
   spec.delay_ms = *delay;
-  auto ttr = ParseInt(a[4], 1, UINT32_MAX);
-  if (!ttr) return ReplyInvalid(&c.out, "ttr_ms: expected an integer 1..4294967295");
+  Result<int64_t> ttr = ParseMsOrDuration(a[4], "ttr", 1, UINT32_MAX);
+  if (!ttr.ok()) return ReplyStatus(&c.out, ttr.status());
   spec.ttr_ms = static_cast<uint32_t>(*ttr);
   spec.body = std::string(a[5]);
   for (size_t i = 6; i < a.size(); ++i) {
@@ -370,6 +412,7 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
       if (!m) return ReplyInvalid(&c.out, "MAXATTEMPTS: expected an integer 0..4294967295");
       spec.max_attempts = static_cast<uint32_t>(*m);
     } else if (EqualsUpper(a[i], "AT") && has_value) {
+      // ValidateJobSpec refuses a time before 2001 (seconds, most likely).
       auto at = ParseInt(a[++i], 0, kMaxRunAtMs);
       if (!at) return ReplyInvalid(&c.out, "AT: expected a Unix time in ms");
       spec.delay_ms.reset();
@@ -383,14 +426,14 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
       c, [&](ServingQueue::AddCallback done) { queue_->AddAsync(spec, std::move(done)); });
 }
 
-// RESERVE [TIMEOUT ms] [COUNT n] FROM topic [topic ...]
+// RESERVE [TIMEOUT ms|duration] [COUNT n] FROM topic [topic ...]
 void RespServer::CmdReserve(Connection& c, const Args& a) {
   ReserveRequest req;
   size_t i = 1;
   for (; i < a.size() && !EqualsUpper(a[i], "FROM"); ++i) {
     if (EqualsUpper(a[i], "TIMEOUT") && i + 1 < a.size()) {
-      auto t = ParseInt(a[++i], 0, 86'400'000);
-      if (!t) return ReplyInvalid(&c.out, "TIMEOUT: expected milliseconds 0..86400000");
+      Result<int64_t> t = ParseMsOrDuration(a[++i], "TIMEOUT", 0, 86'400'000);
+      if (!t.ok()) return ReplyStatus(&c.out, t.status());
       req.wait_ms = *t;
     } else if (EqualsUpper(a[i], "COUNT") && i + 1 < a.size()) {
       auto n = ParseInt(a[++i], 1, kMaxReserveCount);
@@ -417,10 +460,25 @@ void RespServer::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
   }
 }
 
+// FINISH, TOUCH, BURY: id receipt|FORCE. The table lets the receipt be
+// missing so that the reply can say what is missing.
+void RespServer::ReceiptCommand(Connection& c, const Args& a, ReceiptCall op) {
+  std::string_view receipt;
+  bool forced = false;
+  Status st = ReadReceipt(a.size() > 2 ? &a[2] : nullptr, &receipt, &forced);
+  if (!st.ok()) return ReplyStatus(&c.out, st);
+  auto call = [&](ServingQueue::StatusCallback done) {
+    op(queue_, a[1], receipt, std::move(done));
+  };
+  if (forced) return Await<Status, AnswerForced>(c, call);
+  Await<Status, AnswerStatus>(c, call);
+}
+
 void RespServer::CmdFinish(Connection& c, const Args& a) {
-  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
-    queue_->FinishAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), std::move(done));
-  });
+  ReceiptCommand(
+      c, a,
+      [](ServingQueue* q, std::string_view id, std::string_view receipt,
+         ServingQueue::StatusCallback done) { q->FinishAsync(id, receipt, std::move(done)); });
 }
 
 void RespServer::CmdDelete(Connection& c, const Args& a) {
@@ -428,34 +486,42 @@ void RespServer::CmdDelete(Connection& c, const Args& a) {
       c, [&](ServingQueue::StatusCallback done) { queue_->DeleteAsync(a[1], std::move(done)); });
 }
 
-// RELEASE id delay_ms [receipt] [ERROR text]
+// RELEASE id delay receipt|FORCE [ERROR text]
 void RespServer::CmdRelease(Connection& c, const Args& a) {
-  auto delay = ParseInt(a[2], 0, kMaxDelayMs);
-  if (!delay) return ReplyInvalid(&c.out, "delay_ms: expected an integer >= 0");
+  Result<int64_t> delay = ParseMsOrDuration(a[2], "delay", 0, kMaxDelayMs);
+  if (!delay.ok()) return ReplyStatus(&c.out, delay.status());
   std::string_view receipt, error;
-  size_t i = 3;
-  if (i < a.size() && !EqualsUpper(a[i], "ERROR")) receipt = a[i++];
-  if (i < a.size()) {
-    if (!EqualsUpper(a[i], "ERROR") || i + 2 != a.size()) {
-      return ReplyInvalid(&c.out, "RELEASE: expected id delay_ms [receipt] [ERROR text]");
+  bool forced = false;
+  // The old form without a receipt ("RELEASE id 0 ERROR text") is told that
+  // the receipt is missing, not that "ERROR" is a bad one.
+  bool has_receipt = a.size() > 3 && !EqualsUpper(a[3], "ERROR");
+  Status st = ReadReceipt(has_receipt ? &a[3] : nullptr, &receipt, &forced);
+  if (!st.ok()) return ReplyStatus(&c.out, st);
+  if (a.size() > 4) {
+    if (!EqualsUpper(a[4], "ERROR") || a.size() != 6) {
+      return ReplyInvalid(&c.out, "RELEASE: expected id delay receipt|FORCE [ERROR text]");
     }
-    error = a[i + 1];
+    error = a[5];
   }
-  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
+  auto call = [&](ServingQueue::StatusCallback done) {
     queue_->ReleaseAsync(a[1], receipt, *delay, error, std::move(done));
-  });
+  };
+  if (forced) return Await<Status, AnswerForced>(c, call);
+  Await<Status, AnswerStatus>(c, call);
 }
 
 void RespServer::CmdTouch(Connection& c, const Args& a) {
-  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
-    queue_->TouchAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), std::move(done));
-  });
+  ReceiptCommand(
+      c, a,
+      [](ServingQueue* q, std::string_view id, std::string_view receipt,
+         ServingQueue::StatusCallback done) { q->TouchAsync(id, receipt, std::move(done)); });
 }
 
 void RespServer::CmdBury(Connection& c, const Args& a) {
-  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
-    queue_->BuryAsync(a[1], a.size() > 2 ? a[2] : std::string_view(), "", std::move(done));
-  });
+  ReceiptCommand(
+      c, a,
+      [](ServingQueue* q, std::string_view id, std::string_view receipt,
+         ServingQueue::StatusCallback done) { q->BuryAsync(id, receipt, "", std::move(done)); });
 }
 
 void RespServer::CmdKick(Connection& c, const Args& a) {
@@ -485,7 +551,9 @@ struct AnswerJob {
   }
 };
 
-// PEEK's reply: a delivery's five fields; nil when the state is empty.
+// PEEK's reply: the job as a delivery, as RESERVE sends it (a peeked job is
+// not reserved: its receipt is "" and its reserved_until_ms 0); nil when the
+// state is empty.
 struct AnswerPeek {
   void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
     if (!r.ok()) {
@@ -500,6 +568,10 @@ struct AnswerPeek {
     d.body = r->body;
     d.receipt = r->receipt;
     d.attempts = r->attempts;
+    d.ttr_ms = r->ttr_ms;
+    d.priority = r->priority;
+    d.run_at_ms = r->run_at_ms;
+    d.reserved_until_ms = r->reserved_until_ms;
     AppendDelivery(&c.out, d);
   }
 };

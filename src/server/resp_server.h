@@ -107,6 +107,10 @@ class RespServer : public FrontEnd {
   void CmdAdd(Connection& c, const Args& a);
   void CmdReserve(Connection& c, const Args& a);
   void CmdFinish(Connection& c, const Args& a);
+  // FINISH, TOUCH, BURY: id receipt|FORCE, then `op`.
+  using ReceiptCall = void (*)(ServingQueue* q, std::string_view id, std::string_view receipt,
+                               ServingQueue::StatusCallback done);
+  void ReceiptCommand(Connection& c, const Args& a, ReceiptCall op);
   void CmdDelete(Connection& c, const Args& a);
   void CmdRelease(Connection& c, const Args& a);
   void CmdTouch(Connection& c, const Args& a);

@@ -1,6 +1,6 @@
 // The encoders that walk the field tables (wire/fields.h): a struct as a JSON
-// object, as RESP field/value pairs, as RESP's short delivery array, and
-// its figures as Prometheus samples.
+// object, as RESP field/value pairs, as a RESP array of values (a delivery),
+// and its figures as Prometheus samples.
 #ifndef DELAYQ_WIRE_ENCODE_H_
 #define DELAYQ_WIRE_ENCODE_H_
 
@@ -61,9 +61,10 @@ void AppendInfoLines(std::string* out, const T& v, const Field<T> (&fields)[N]) 
   for (const Field<T>& f : fields) AppendInfoLine(out, f.resp_name(), f.get(v));
 }
 
-// RESP's short form: an array of the fields marked in_short, values alone.
+// `v` as a RESP array of its fields' values alone, in table order (a
+// delivery in RESERVE's and PEEK's replies).
 template <typename T, size_t N>
-void AppendRespShort(std::string* out, const T& v, const Field<T> (&fields)[N]);
+void AppendRespValues(std::string* out, const T& v, const Field<T> (&fields)[N]);
 
 // The Prometheus samples of the fields that have a metric; a metric's HELP
 // and TYPE come before its first sample.
@@ -77,14 +78,6 @@ void AppendMetrics(std::string* out, const T& v, const Field<T> (&fields)[N]) {
     const Value x = f.get(v);
     AppendSample(out, f.metric.name, f.metric.label, x.kind == Kind::kUint ? x.u : x.i);
   }
-}
-
-// How many fields are in the short form.
-template <typename T, size_t N>
-constexpr size_t ShortCount(const Field<T> (&fields)[N]) {
-  size_t n = 0;
-  for (const Field<T>& f : fields) n += f.in_short ? 1 : 0;
-  return n;
 }
 
 // Whether `key` is a text field in any table (a command line reading pairs
@@ -105,11 +98,9 @@ void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N], 
 }
 
 template <typename T, size_t N>
-void AppendRespShort(std::string* out, const T& v, const Field<T> (&fields)[N]) {
-  AppendRespArrayHeader(out, ShortCount(fields));
-  for (const Field<T>& f : fields) {
-    if (f.in_short) AppendRespValue(out, f.get(v));
-  }
+void AppendRespValues(std::string* out, const T& v, const Field<T> (&fields)[N]) {
+  AppendRespArrayHeader(out, N);
+  for (const Field<T>& f : fields) AppendRespValue(out, f.get(v));
 }
 
 }  // namespace delayq::wire

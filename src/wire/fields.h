@@ -5,9 +5,9 @@
 // walk the tables.
 //
 // A row names the field, reads it from the struct, and says where else it
-// goes: under another name in RESP, in RESP's short delivery array
-// (RESERVE, PEEK), or as a Prometheus sample. The order of a table is the
-// order on the wire.
+// goes: under another name in RESP, or as a Prometheus sample. The order of
+// a table is the order on the wire (RESERVE's array of a delivery's values
+// too: a new delivery field goes at the end of its table).
 #ifndef DELAYQ_WIRE_FIELDS_H_
 #define DELAYQ_WIRE_FIELDS_H_
 
@@ -56,20 +56,20 @@ struct Field {
   std::string_view name;       // JSON key, RESP key
   Value (*get)(const T&);      // the value in a struct
   std::string_view resp = {};  // RESP's key, when it differs from `name`
-  bool in_short = false;       // a delivery: in RESP's five-element array
   Metric metric = {};          // the queue's figures: a Prometheus sample
   bool omit_empty = false;     // JSON only: an empty text is left out, key and all
   std::string_view resp_name() const { return resp.empty() ? name : resp; }
 };
 
-// What a reserve hands out. RESP's RESERVE and PEEK send the short form,
-// an array of the rows marked in_short, in this order; JSON sends them all.
+// What a reserve hands out. JSON sends an object of every row; RESP's
+// RESERVE and PEEK an array of every row's value, in this order (the first
+// five were all it sent before issue 16: keep them first).
 inline constexpr Field<Delivery> kDeliveryFields[] = {
-    {"id", [](const Delivery& d) { return Text(d.id); }, {}, true},
-    {"topic", [](const Delivery& d) { return Text(d.topic); }, {}, true},
-    {"body", [](const Delivery& d) { return Bytes(d.body); }, {}, true},
-    {"receipt", [](const Delivery& d) { return Text(d.receipt); }, {}, true},
-    {"attempts", [](const Delivery& d) { return Uint(d.attempts); }, {}, true},
+    {"id", [](const Delivery& d) { return Text(d.id); }},
+    {"topic", [](const Delivery& d) { return Text(d.topic); }},
+    {"body", [](const Delivery& d) { return Bytes(d.body); }},
+    {"receipt", [](const Delivery& d) { return Text(d.receipt); }},
+    {"attempts", [](const Delivery& d) { return Uint(d.attempts); }},
     {"ttr_ms", [](const Delivery& d) { return Uint(d.ttr_ms); }},
     {"priority", [](const Delivery& d) { return Uint(d.priority); }},
     {"run_at_ms", [](const Delivery& d) { return Int(d.run_at_ms); }},
@@ -83,7 +83,7 @@ struct Health {
 };
 inline constexpr Field<Health> kHealthFields[] = {
     {"status", [](const Health& h) { return Text(h.status); }},
-    {"store", [](const Health& h) { return Text(h.store); }, {}, false, {}, true},
+    {"store", [](const Health& h) { return Text(h.store); }, {}, {}, true},
     {"version", [](const Health&) { return Text(DELAYQ_VERSION); }},
 };
 
@@ -132,80 +132,65 @@ inline constexpr Field<QueueStats> kStatsFields[] = {
     {"delayed",
      [](const QueueStats& s) { return Uint(s.delayed); },
      {},
-     false,
      {"delayq_jobs", "gauge", "state=\"delayed\"", kByState}},
     {"ready",
      [](const QueueStats& s) { return Uint(s.ready); },
      {},
-     false,
      {"delayq_jobs", "gauge", "state=\"ready\"", kByState}},
     {"reserved",
      [](const QueueStats& s) { return Uint(s.reserved); },
      {},
-     false,
      {"delayq_jobs", "gauge", "state=\"reserved\"", kByState}},
     {"buried",
      [](const QueueStats& s) { return Uint(s.buried); },
      {},
-     false,
      {"delayq_jobs", "gauge", "state=\"buried\"", kByState}},
     {"topics",
      [](const QueueStats& s) { return Uint(s.topics); },
      {},
-     false,
      {"delayq_topics", "gauge", "", "Topics with jobs, waiting reserves or a pause."}},
     {"waiting",
      [](const QueueStats& s) { return Uint(s.waiting); },
      {},
-     false,
      {"delayq_waiting_reserves", "gauge", "", "Reserves waiting for a job."}},
     {"added",
      [](const QueueStats& s) { return Uint(s.added); },
      {},
-     false,
      {"delayq_added_total", "counter", "", "Jobs added since start (replacements included)."}},
     {"replaced",
      [](const QueueStats& s) { return Uint(s.replaced); },
      {},
-     false,
      {"delayq_replaced_total", "counter", "",
       "Adds that replaced a live job of the same id since start."}},
     {"reserves",
      [](const QueueStats& s) { return Uint(s.reserves); },
      {},
-     false,
      {"delayq_reserved_total", "counter", "", "Jobs handed to a worker (reserved) since start."}},
     {"finished",
      [](const QueueStats& s) { return Uint(s.finished); },
      {},
-     false,
      {"delayq_finished_total", "counter", "", "Jobs finished (acknowledged) since start."}},
     {"deleted",
      [](const QueueStats& s) { return Uint(s.deleted); },
      {},
-     false,
      {"delayq_deleted_total", "counter", "", "Jobs deleted since start."}},
     {"released",
      [](const QueueStats& s) { return Uint(s.released); },
      {},
-     false,
      {"delayq_released_total", "counter", "",
       "Reserved jobs released by their worker since start."}},
     {"timed_out",
      [](const QueueStats& s) { return Uint(s.timed_out); },
      {},
-     false,
      {"delayq_timed_out_total", "counter", "", "Reservations whose TTR ran out since start."}},
     {"buried_total",
      [](const QueueStats& s) { return Uint(s.buried_total); },
      {},
-     false,
      {"delayq_buried_total", "counter", "",
       "Jobs buried since start (by a worker, or out of attempts)."}},
     {"kicked",
      [](const QueueStats& s) { return Uint(s.kicked); },
      {},
-     false,
      {"delayq_kicked_total", "counter", "", "Buried or delayed jobs kicked to ready since start."}},
 };
 

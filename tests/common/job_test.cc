@@ -93,10 +93,28 @@ TEST(ValidateJobSpec, BothDelayAndRunAtIsInvalidNamingBoth) {
 
 TEST(ValidateJobSpec, RunAtInPastPasses) {
   JobSpec spec = ValidSpec();
-  spec.run_at_ms = 0;
+  spec.run_at_ms = kMinRunAtMs;  // 2001-09-09
+  EXPECT_TRUE(ValidateJobSpec(spec, Limits{}).ok());
+  spec.run_at_ms = 1'700'000'000'000;
   EXPECT_TRUE(ValidateJobSpec(spec, Limits{}).ok());
   spec.run_at_ms = kMaxRunAtMs;
   EXPECT_TRUE(ValidateJobSpec(spec, Limits{}).ok());
+}
+
+// A time in seconds (1795659700 is 2026-11-25 in seconds, 1970-01-21 in
+// ms) would fire at once: refused, saying what it looks like.
+TEST(ValidateJobSpec, RunAtThatLooksLikeSecondsIsInvalidSayingSo) {
+  JobSpec spec = ValidSpec();
+  spec.run_at_ms = 1'795'659'700;
+  Status s = ValidateJobSpec(spec, Limits{});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "run_at_ms: 1795659700 is before 2001-09-09 — it looks like seconds; give "
+            "milliseconds (1795659700000)");
+  for (int64_t early : {int64_t{0}, int64_t{1}, kMinRunAtMs - 1}) {
+    spec.run_at_ms = early;
+    ExpectInvalid(ValidateJobSpec(spec, Limits{}), "looks like seconds");
+  }
 }
 
 TEST(ValidateJobSpec, RunAtOutOfRangeIsInvalid) {
@@ -182,6 +200,22 @@ TEST(ValidateId, LengthLimitIs256Bytes) {
 }
 
 TEST(ValidateId, EmptyIsInvalid) { ExpectInvalid(ValidateId(""), "id"); }
+
+TEST(ValidateReceipt, EmptyOr24HexDigitsInEitherCasePass) {
+  EXPECT_TRUE(ValidateReceipt("").ok());  // by id alone: what the servers call force
+  EXPECT_TRUE(ValidateReceipt("0123456789abcdef01234567").ok());
+  EXPECT_TRUE(ValidateReceipt("0123456789ABCDEF01234567").ok());
+}
+
+TEST(ValidateReceipt, AnyOtherShapeIsInvalidNamingTheReceipt) {
+  for (std::string_view bad : {"0123", "0123456789abcdef012345670", "0123456789abcdef0123456g",
+                               "FORCE", "0123456789abcdef 1234567"}) {
+    Status s = ValidateReceipt(bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_EQ(s.message().rfind("receipt: expected the 24 hex digits a reserve hands out", 0), 0u)
+        << s.message();
+  }
+}
 
 TEST(ValidateId, ControlCharactersAreInvalid) {
   for (int c = 0; c < 0x20; ++c) {

@@ -112,9 +112,9 @@ TEST_P(QueueConformance, RunAtIsKeptAndAPastRunAtIsDueNow) {
   EXPECT_EQ(StateName(b.state), "ready");
   EXPECT_EQ(Ids(ReserveNow(q, {"runat"}, 10)), std::vector<std::string>{"past"});
 
-  JobSpec epoch = Spec("runat", "epoch");
-  epoch.run_at_ms = 0;
-  EXPECT_EQ(StateName(MustAdd(q, epoch).state), "ready");
+  JobSpec earliest = Spec("runat", "earliest");
+  earliest.run_at_ms = kMinRunAtMs;  // 2001-09-09: earlier is refused as seconds
+  EXPECT_EQ(StateName(MustAdd(q, earliest).state), "ready");
 }
 
 TEST_P(QueueConformance, AddRejectsBadInputNamingTheFieldAndChangesNothing) {
@@ -147,6 +147,9 @@ TEST_P(QueueConformance, AddRejectsBadInputNamingTheFieldAndChangesNothing) {
        }),
        "run_at_ms"},
       {"negative run_at", with([](JobSpec& s) { s.run_at_ms = -1; }), "run_at_ms"},
+      {"run_at in seconds", with([](JobSpec& s) { s.run_at_ms = 1'795'659'700; }),
+       "looks like seconds"},
+      {"run_at 0", with([](JobSpec& s) { s.run_at_ms = 0; }), "run_at_ms"},
       {"zero ttr", with([](JobSpec& s) { s.ttr_ms = 0; }), "ttr_ms"},
       {"body over 256 KiB",
        with([](JobSpec& s) { s.body = std::string(kDefaultMaxBodyBytes + 1, 'b'); }), "body",
@@ -613,6 +616,30 @@ TEST_P(QueueConformance, ExpiredReservationGoesBackToReadyAndItsReceiptIsStale) 
   EXPECT_EQ(MustStats(q).timed_out - s0.timed_out, 1u);
 }
 
+// A receipt that is not the 24 hex digits a reserve hands out is a mistake
+// in the request (kInvalidArgument), not a delivery that went stale, on
+// every store, whatever state the job is in; it changes nothing.
+TEST_P(QueueConformance, AMalformedReceiptIsInvalidArgumentNotStale) {
+  Queue& q = queue();
+  MustAdd(q, Spec("badrcpt", "j"));
+  Delivery d = ReserveOne(q, "badrcpt");
+  for (const std::string& bad : {std::string("not-a-receipt"), d.receipt + "0", d.receipt.substr(1),
+                                 d.receipt.substr(0, 23) + "z", std::string(24, ' ')}) {
+    SCOPED_TRACE(bad);
+    EXPECT_TRUE(Rejects(q.Finish("j", bad), "receipt", Code::kInvalidArgument));
+    EXPECT_TRUE(Rejects(q.Touch("j", bad), "receipt", Code::kInvalidArgument));
+    EXPECT_TRUE(Rejects(q.Release("j", bad, 0, ""), "receipt", Code::kInvalidArgument));
+    EXPECT_TRUE(Rejects(q.Bury("j", bad, ""), "receipt", Code::kInvalidArgument));
+    EXPECT_TRUE(Rejects(q.Unreserve("j", bad), "receipt", Code::kInvalidArgument));
+    EXPECT_TRUE(Rejects(q.Finish("no-such-job", bad), "receipt", Code::kInvalidArgument));
+  }
+  JobInfo info = MustGet(q, "j");
+  EXPECT_EQ(StateName(info.state), "reserved");
+  EXPECT_EQ(info.receipt, d.receipt);
+  EXPECT_EQ(info.attempts, 1u);
+  EXPECT_TRUE(IsOk(q.Finish("j", d.receipt)));
+}
+
 TEST_P(QueueConformance, EachDeliveryHasItsOwnReceipt) {
   Queue& q = queue();
   MustAdd(q, Spec("rcpt", "j"));
@@ -648,17 +675,16 @@ TEST_P(QueueConformance, OperationsNeedingAReservationFailOnOtherStates) {
     EXPECT_TRUE(HasCode(q.Touch(id, ""), Code::kNotReserved));
     EXPECT_TRUE(HasCode(q.Bury(id, "", ""), Code::kNotReserved));
     // With a receipt, the answer is that the receipt does not match.
-    EXPECT_TRUE(HasCode(q.Finish(id, "bogus-receipt"), Code::kStaleReceipt));
-    EXPECT_TRUE(HasCode(q.Release(id, "bogus-receipt", 0, ""), Code::kStaleReceipt));
-    EXPECT_TRUE(HasCode(q.Touch(id, "bogus-receipt"), Code::kStaleReceipt));
-    EXPECT_TRUE(HasCode(q.Bury(id, "bogus-receipt", ""), Code::kStaleReceipt));
+    const std::string other(24, 'f');
+    EXPECT_TRUE(HasCode(q.Finish(id, other), Code::kStaleReceipt));
+    EXPECT_TRUE(HasCode(q.Release(id, other, 0, ""), Code::kStaleReceipt));
+    EXPECT_TRUE(HasCode(q.Touch(id, other), Code::kStaleReceipt));
+    EXPECT_TRUE(HasCode(q.Bury(id, other, ""), Code::kStaleReceipt));
     EXPECT_EQ(State(q, id), before);
   }
   // A reserved job with a wrong receipt.
   MustAdd(q, Spec("nr.r", "reserved"));
   Delivery r = ReserveOne(q, "nr.r");
-  EXPECT_TRUE(HasCode(q.Finish("reserved", r.receipt + "x"), Code::kStaleReceipt));
-  EXPECT_TRUE(HasCode(q.Finish("reserved", "bogus-receipt"), Code::kStaleReceipt));
   // One digit off, or spelled in upper case, a receipt is not this one.
   std::string off = r.receipt;
   off.back() = off.back() == '0' ? '1' : '0';
@@ -679,7 +705,7 @@ TEST_P(QueueConformance, OperationsNeedingAReservationFailOnOtherStates) {
 TEST_P(QueueConformance, OperationsOnAnUnknownIdFailWithNotFound) {
   Queue& q = queue();
   EXPECT_TRUE(HasCode(q.Finish("ghost", ""), Code::kNotFound));
-  EXPECT_TRUE(HasCode(q.Finish("ghost", "some-receipt"), Code::kNotFound));
+  EXPECT_TRUE(HasCode(q.Finish("ghost", std::string(24, 'f')), Code::kNotFound));
   EXPECT_TRUE(HasCode(q.Delete("ghost"), Code::kNotFound));
   EXPECT_TRUE(HasCode(q.Release("ghost", "", 0, ""), Code::kNotFound));
   EXPECT_TRUE(HasCode(q.Touch("ghost", ""), Code::kNotFound));

@@ -749,7 +749,7 @@ TEST_F(EngineTest, FinishWithoutReceiptSkipsTheCheck) {
 
 TEST_F(EngineTest, FinishOfUnknownJobIsNotFound) {
   EXPECT_EQ(engine_->Finish("nope", "").code(), Code::kNotFound);
-  EXPECT_EQ(engine_->Finish("nope", "0123").code(), Code::kNotFound);
+  EXPECT_EQ(engine_->Finish("nope", "000000000000000000000000").code(), Code::kNotFound);
 }
 
 TEST_F(EngineTest, FinishOfJobNotReservedWithoutReceiptIsNotReservedAndChangesNothing) {
@@ -794,9 +794,31 @@ TEST_F(EngineTest, FinishWithStaleReceiptAfterTtrExpiryAndReReserveFails) {
 TEST_F(EngineTest, FinishWithMadeUpReceiptIsStale) {
   AddReady("t", "a");
   Delivery d = TakeOne("t", "a");
-  EXPECT_EQ(engine_->Finish("a", "not-a-receipt").code(), Code::kStaleReceipt);
-  EXPECT_EQ(engine_->Finish("a", d.receipt + "0").code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Finish("a", "000000000000000000000000").code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Finish("a", "ffffffffffffffffffffffff").code(), Code::kStaleReceipt);
   EXPECT_EQ(StateOf("a"), JobState::kReserved);
+}
+
+// A receipt that is not 24 hex digits is a mistake in the request, not a
+// delivery that went stale; it is refused before the job is looked at.
+TEST_F(EngineTest, MalformedReceiptIsInvalidArgumentAndChangesNothing) {
+  AddReady("t", "a");
+  Delivery d = TakeOne("t", "a");
+  for (std::string bad : {std::string("not-a-receipt"), d.receipt + "0", d.receipt.substr(1),
+                          d.receipt.substr(0, 23) + "g"}) {
+    SCOPED_TRACE(bad);
+    Status s = engine_->Finish("a", bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("receipt: expected the 24 hex digits"), std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(engine_->Touch("a", bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine_->Release("a", bad, 0, "").code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine_->Bury("a", bad, "").code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine_->Unreserve("a", bad).code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine_->Finish("nope", bad).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(StateOf("a"), JobState::kReserved);
+  EXPECT_EQ(MustGet("a").receipt, d.receipt);
 }
 
 TEST_F(EngineTest, ReceiptOfOneJobDoesNotFinishAnother) {
@@ -866,7 +888,7 @@ TEST_F(EngineTest, TouchOfJobThatIsNotReservedFails) {
   EXPECT_EQ(engine_->Touch("nope", "").code(), Code::kNotFound);
   AddReady("t", "a");
   EXPECT_EQ(engine_->Touch("a", "").code(), Code::kNotReserved);
-  EXPECT_EQ(engine_->Touch("a", "abc").code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Touch("a", "000000000000000000000000").code(), Code::kStaleReceipt);
   EXPECT_EQ(StateOf("a"), JobState::kReady);
 }
 
@@ -934,7 +956,7 @@ TEST_F(EngineTest, ReleaseErrorsChangeNothing) {
   EXPECT_EQ(neg.code(), Code::kInvalidArgument);
   EXPECT_NE(neg.message().find("delay_ms"), std::string::npos) << neg.ToString();
   EXPECT_EQ(engine_->Release("a", d.receipt, kMaxDelayMs + 1, "").code(), Code::kInvalidArgument);
-  EXPECT_EQ(engine_->Release("a", "bogus", 0, "").code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Release("a", "000000000000000000000000", 0, "").code(), Code::kStaleReceipt);
   EXPECT_EQ(StateOf("a"), JobState::kReserved);
   EXPECT_EQ(MustGet("a").receipt, d.receipt);
   EXPECT_EQ(engine_->Stats().released, 0u);
@@ -1034,7 +1056,7 @@ TEST_F(EngineTest, BuryOfJobThatIsNotReservedFails) {
   EXPECT_EQ(engine_->Bury("a", "", "").code(), Code::kNotReserved);
   AddDelayed("t", "b", 100);
   EXPECT_EQ(engine_->Bury("b", "", "").code(), Code::kNotReserved);
-  EXPECT_EQ(engine_->Bury("b", "xyz", "").code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Bury("b", "000000000000000000000000", "").code(), Code::kStaleReceipt);
   EXPECT_EQ(StateOf("a"), JobState::kReady);
   EXPECT_EQ(StateOf("b"), JobState::kDelayed);
 }

@@ -101,7 +101,7 @@ class Worker:
             self.maybe_reserving = True
             jobs = r.execute_command("RESERVE", "COUNT", rng.randint(1, 4), "FROM", self.topic)
             self.maybe_reserving = False
-            for job_id, topic, body, receipt, attempts in jobs or []:
+            for job_id, topic, body, receipt, attempts, *_ in jobs or []:
                 job_id = job_id.decode()
                 if topic.decode() != self.topic or self.live.get(job_id) != body:
                     raise AssertionError(f"RESERVE handed out {job_id} {topic!r} with a body "

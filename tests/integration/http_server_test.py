@@ -95,7 +95,7 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual((st, added["state"]), (201, "delayed"))
         self.assertEqual(len(added["id"]), 24)
         self.assertGreaterEqual(added["run_at_ms"], before + 60000)
-        st, added = self.call("POST", "/v1/jobs", {"topic": "gen", "run_at_ms": 1})
+        st, added = self.call("POST", "/v1/jobs", {"topic": "gen", "run_at_ms": before - 5000})
         self.assertEqual((st, added["state"]), (201, "ready"))  # a past time is due now
 
     def test_body_rules(self):
@@ -128,7 +128,8 @@ class HttpApiTest(unittest.TestCase):
             ({"topic": "err", "delay_ms": 1.5}, 400, "invalid_argument", "delay_ms"),
             ({"topic": "err", "ttr_ms": 0}, 400, "invalid_argument", "ttr_ms"),
             ({"topic": "err", "priority": 4294967296}, 400, "invalid_argument", "priority"),
-            ({"topic": "err", "delay": 5}, 400, "invalid_argument", "unknown field 'delay'"),
+            ({"topic": "err", "delay": 5}, 400, "invalid_argument", "use delay_ms"),
+            ({"topic": "err", "dealy_ms": 5}, 400, "invalid_argument", "unknown field 'dealy_ms'"),
             ({"topic": "err", "replace": "yes"}, 400, "invalid_argument", "replace"),
             ({"topic": "err", "body": "x" * 5000}, 413, "too_large", "body"),
             ({"topic": 7}, 400, "invalid_argument", "topic"),
@@ -142,6 +143,34 @@ class HttpApiTest(unittest.TestCase):
                                  400, "invalid_argument", "body")
         info = self.call("GET", "/v1/jobs/e1")[1]
         self.assertEqual((info["state"], info["body"], info["attempts"]), ("ready", "orig", 0))
+
+    def test_force_and_durations(self):
+        st, added = self.call("POST", "/v1/jobs",
+                              {"topic": "frc", "id": "f1", "delay": "1h", "ttr": "90s"})
+        self.assertEqual((st, added["state"]), (201, "delayed"))
+        info = self.call("GET", "/v1/jobs/f1")[1]
+        self.assertEqual(info["ttr_ms"], 90000)
+        self.assertEqual(info["run_at_ms"] - info["created_at_ms"], 3600000)
+        self.assertError(self.call("POST", "/v1/jobs", {"topic": "frc", "delay": 5}),
+                         400, "invalid_argument", "use delay_ms")
+        self.assertError(self.call("POST", "/v1/jobs", {"topic": "frc", "run_at_ms": 1795659700}),
+                         400, "invalid_argument",
+                         "run_at_ms: 1795659700 is before 2001-09-09 — it looks like seconds; "
+                         "give milliseconds (1795659700000)")
+        self.assertEqual(self.call("POST", "/v1/jobs/f1/kick")[0], 200)
+        [job] = self.call("POST", "/v1/reserve", {"topics": ["frc"], "wait": "1s"})[1]["jobs"]
+        self.assertEqual(job["id"], "f1")
+        for action in ("finish", "release", "touch", "bury"):
+            with self.subTest(action=action):
+                self.assertError(self.call("POST", f"/v1/jobs/f1/{action}", {}), 400,
+                                 "invalid_argument", "receipt: required")
+                self.assertError(self.call("POST", f"/v1/jobs/f1/{action}", {"receipt": "abc"}),
+                                 400, "invalid_argument",
+                                 "receipt: expected the 24 hex digits a reserve hands out")
+        self.assertEqual(self.call("GET", "/v1/jobs/f1")[1]["receipt"], job["receipt"])
+        self.assertEqual(self.call("POST", "/v1/jobs/f1/finish", {"force": True}),
+                         (200, {"ok": True, "forced": True}))
+        self.assertError(self.call("GET", "/v1/jobs/f1"), 404, "not_found")
 
     def test_receipts_and_job_actions(self):
         self.call("POST", "/v1/jobs", {"topic": "act", "id": "a1", "max_attempts": 5})
@@ -165,7 +194,10 @@ class HttpApiTest(unittest.TestCase):
         st, peek = self.call("GET", "/v1/topics/act/peek?state=buried")
         self.assertEqual((st, peek["id"], peek["last_error"]), (200, "a1", "poison"))
         self.assertEqual(self.call("POST", "/v1/topics/act/kick?n=10"), (200, {"kicked": 1}))
-        self.assertError(self.call("POST", "/v1/jobs/a1/finish"), 409, "not_reserved")
+        self.assertError(self.call("POST", "/v1/jobs/a1/finish"), 400, "invalid_argument",
+                         "receipt: required")
+        self.assertError(self.call("POST", "/v1/jobs/a1/finish", {"force": True}), 409,
+                         "not_reserved")
         self.assertEqual(self.call("DELETE", "/v1/jobs/a1"), (200, {"ok": True}))
         self.assertError(self.call("DELETE", "/v1/jobs/a1"), 404, "not_found")
         self.assertError(self.call("POST", "/v1/jobs/a1/explode"), 404, "not_found", "explode")

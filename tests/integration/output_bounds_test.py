@@ -183,7 +183,7 @@ class SmallOutputLimitTest(unittest.TestCase):
             s.close()
         # A quarter of the output limit (256 KiB) of 32 KiB bodies: 8 jobs.
         self.assertEqual(len(jobs), 8)
-        for job_id, topic, body, receipt, attempts in jobs:
+        for job_id, topic, body, receipt, attempts, *_ in jobs:
             self.assertEqual((topic, len(body), attempts), (b"cap", 32 * 1024, 1))
         self.check_rest_untouched("cap", 300, {j[0] for j in jobs})
 

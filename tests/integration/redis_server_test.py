@@ -403,7 +403,7 @@ class Load:
                 got = []
                 with self.lock:
                     self.reserves_by_port[port] += 1
-                    for job_id, topic, body, receipt, attempts in jobs or []:
+                    for job_id, topic, body, receipt, attempts, *_ in jobs or []:
                         job_id = job_id.decode()
                         self.deliveries.setdefault(job_id, []).append(
                             (t0, t1, receipt, attempts, port))
@@ -955,7 +955,7 @@ class PipeliningTest(RedisServerTestCase):
         # received is not counted as an attempt.
         got = b.execute_command("RESERVE", "TIMEOUT", 8000, "FROM", "leave.t")
         self.assertIsNotNone(got, "the job did not come back")
-        job_id, _, _, _, attempts = got[0]
+        job_id, _, _, _, attempts, *_ = got[0]
         self.assertEqual((job_id, int(attempts)), (b"l1", 1))
 
     def test_the_seed_protocol_and_metrics_answer_later_too(self):
@@ -1226,7 +1226,7 @@ class FailureTest(RedisServerTestCase):
         t.join(timeout=10)
         self.assertIsNone(got["jobs"])
         with self.assertRaisesRegex(redis.ResponseError, "^NOTRESERVED"):
-            ra.execute_command("FINISH", "j0")
+            ra.execute_command("FINISH", "j0", "FORCE")
         with self.assertRaisesRegex(redis.ResponseError, "^STALE"):
             ra.execute_command("FINISH", "j0", got_b[0][3])
         got_a = ra.execute_command("RESERVE", "COUNT", 100, "FROM", "shared")

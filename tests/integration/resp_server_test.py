@@ -45,12 +45,18 @@ class RespServerTest(unittest.TestCase):
         self.assertEqual(self.cmd("ADD", "rt", "rt-1", 0, 60000, b"body\x00\xff"), b"rt-1")
         jobs = self.cmd("RESERVE", "FROM", "rt")
         self.assertEqual(len(jobs), 1)
-        job_id, topic, body, receipt, attempts = jobs[0]
+        # Every field of a delivery, in wire::kDeliveryFields' order.
+        (job_id, topic, body, receipt, attempts, ttr_ms, priority, run_at_ms,
+         reserved_until_ms) = jobs[0]
         self.assertEqual((job_id, topic, body, attempts), (b"rt-1", b"rt", b"body\x00\xff", 1))
+        self.assertEqual((ttr_ms, priority), (60000, 1024))
         fields = self.cmd("GET", "rt-1")
         info = dict(zip(fields[::2], fields[1::2]))
         self.assertEqual(info[b"state"], b"reserved")
         self.assertEqual(info[b"receipt"], receipt)
+        self.assertEqual(int(info[b"run_at_ms"]), run_at_ms)
+        # Both wall-clock estimates of one deadline, made apart: a ms may part them.
+        self.assertLessEqual(abs(int(info[b"reserved_until_ms"]) - reserved_until_ms), 5)
         self.assertEqual(self.cmd("FINISH", "rt-1", receipt), b"OK")
         self.assertIsNone(self.cmd("GET", "rt-1"))
 
@@ -59,14 +65,22 @@ class RespServerTest(unittest.TestCase):
         with self.assertRaisesRegex(redis.ResponseError, "^EXISTS"):
             self.cmd("ADD", "err", "e1", 0, 60000, "x")
         with self.assertRaisesRegex(redis.ResponseError, "^NOTFOUND"):
-            self.cmd("FINISH", "nope")
+            self.cmd("FINISH", "nope", "FORCE")
         with self.assertRaisesRegex(redis.ResponseError, "^NOTRESERVED"):
-            self.cmd("FINISH", "e1")
+            self.cmd("FINISH", "e1", "FORCE")
         with self.assertRaisesRegex(redis.ResponseError, "^STALE"):
             self.cmd("FINISH", "e1", "0" * 24)
+        with self.assertRaisesRegex(redis.ResponseError, "^INVALID receipt: required"):
+            self.cmd("FINISH", "e1")
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "^INVALID receipt: expected the 24 hex digits"):
+            self.cmd("FINISH", "e1", "abc")
+        with self.assertRaisesRegex(redis.ResponseError, "^INVALID run_at_ms: 1795659700 is "
+                                    "before 2001-09-09 — it looks like seconds"):
+            self.cmd("ADD", "err", "*", 0, 60000, "x", "AT", 1795659700)
         with self.assertRaisesRegex(redis.ResponseError, "^INVALID topic"):
             self.cmd("ADD", "bad topic!", "*", 0, 60000, "x")
-        with self.assertRaisesRegex(redis.ResponseError, "^INVALID delay_ms"):
+        with self.assertRaisesRegex(redis.ResponseError, "^INVALID delay"):
             self.cmd("ADD", "err", "*", -5, 60000, "x")
         with self.assertRaisesRegex(redis.ResponseError, "unknown command"):
             self.cmd("FLUSHALL")
@@ -75,6 +89,28 @@ class RespServerTest(unittest.TestCase):
         # Nothing above changed the stored job.
         info = self.cmd("GET", "e1")
         self.assertEqual(dict(zip(info[::2], info[1::2]))[b"state"], b"ready")
+
+    def test_a_receipt_or_force_is_required_and_durations_take_units(self):
+        # delay and ttr with units; plain digits stay milliseconds.
+        self.assertEqual(self.cmd("ADD", "force.t", "f1", "1h", "90s", "x"), b"f1")
+        info = self.cmd("GET", "f1")
+        info = dict(zip(info[::2], info[1::2]))
+        self.assertEqual((info[b"state"], info[b"ttr_ms"]), (b"delayed", b"90000"))
+        self.assertEqual(self.cmd("KICK", "f1"), b"OK")
+        [job] = self.cmd("RESERVE", "TIMEOUT", "1s", "FROM", "force.t")
+        for args in (("FINISH", "f1"), ("TOUCH", "f1"), ("BURY", "f1"), ("RELEASE", "f1", 0)):
+            with self.subTest(args=args):
+                with self.assertRaisesRegex(redis.ResponseError,
+                                            "^INVALID receipt: required .*FORCE"):
+                    self.cmd(*args)
+        info = self.cmd("GET", "f1")
+        self.assertEqual(dict(zip(info[::2], info[1::2]))[b"receipt"], job[3])
+        # FORCE acts by id alone and says so.
+        self.assertEqual(self.cmd("RELEASE", "f1", 0, "FORCE", "ERROR", "forced back"), b"FORCED")
+        [job] = self.cmd("RESERVE", "FROM", "force.t")
+        self.assertEqual(job[4], 2)
+        self.assertEqual(self.cmd("FINISH", "f1", "force"), b"FORCED")
+        self.assertIsNone(self.cmd("GET", "f1"))
 
     def test_redis_cli_pipe_mode(self):
         # redis-cli --pipe sends raw commands and ends with an ECHO it waits for.

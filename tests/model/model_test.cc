@@ -895,17 +895,20 @@ std::string Harness::Resolve(const std::string& op_id) const {
 }
 
 std::string Harness::ReceiptFor(const Op& op, const std::string& id) {
+  // Well formed (a malformed one is refused before the job is looked at),
+  // but no delivery's: no seq is that large.
+  const std::string kNoones(24, 'f');
   const ModelJob* job = model_.Find(id);
   std::string current = job != nullptr && job->state == JobState::kReserved ? job->receipt : "";
   const std::vector<std::string>& past = issued_[id];
   if (op.receipt == ReceiptChoice::kNone) return "";
   if (op.receipt == ReceiptChoice::kCurrent && !current.empty()) return current;
-  if (op.receipt == ReceiptChoice::kCurrent) return past.empty() ? "not-a-receipt" : past.back();
+  if (op.receipt == ReceiptChoice::kCurrent) return past.empty() ? kNoones : past.back();
   std::vector<std::string> stale;
   for (const std::string& r : past) {
     if (r != current) stale.push_back(r);
   }
-  return stale.empty() ? "not-a-receipt" : stale[op.pick % stale.size()];
+  return stale.empty() ? kNoones : stale[op.pick % stale.size()];
 }
 
 ReserveCallback Harness::Callback(const std::shared_ptr<Slot>& slot) {

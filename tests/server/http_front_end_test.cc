@@ -116,7 +116,17 @@ TEST_P(HttpFrontEnd, BadRequestsNameTheFieldAndChangeNothing) {
       {R"({"topic":"err","delay_ms":-1})", 400, "delay_ms"},
       {R"({"topic":"err","delay_ms":"10"})", 400, "delay_ms"},
       {R"({"topic":"err","ttr_ms":0})", 400, "ttr_ms"},
-      {R"({"topic":"err","delay":5})", 400, "unknown field 'delay'"},
+      {R"({"topic":"err","delay":5})", 400,
+       "delay: expected a duration with a unit as a string, such as \"5s\" or \"30m\"; for a "
+       "number of milliseconds use delay_ms"},
+      {R"({"topic":"err","delay":"5s","delay_ms":5000})", 400, "delay and delay_ms: give one"},
+      {R"({"topic":"err","delay":"5 s"})", 400, "delay: "},
+      {R"({"topic":"err","ttr":"0s"})", 400, "ttr: at least 1ms"},
+      {R"({"topic":"err","ttr":60})", 400, "use ttr_ms"},
+      {R"({"topic":"err","run_at_ms":1795659700})", 400,
+       "run_at_ms: 1795659700 is before 2001-09-09 — it looks like seconds; give milliseconds "
+       "(1795659700000)"},
+      {R"({"topic":"err","dealy_ms":5})", 400, "unknown field 'dealy_ms'"},
       {R"({"topic":)", 400, "body"},  // not JSON
       {R"([1,2])", 400, "body"},
       {std::string_view("\x00\xff", 2), 400, "body"},
@@ -130,6 +140,97 @@ TEST_P(HttpFrontEnd, BadRequestsNameTheFieldAndChangeNothing) {
   Json info(h.Http("GET", "/v1/jobs/e1").body);
   EXPECT_EQ(Str((*info)["state"]), "ready");
   EXPECT_EQ(Str((*info)["body"]), "orig");
+}
+
+// finish, release, touch and bury need the receipt of the reserve that
+// handed the job out, or "force": true to act by id alone.
+TEST_P(HttpFrontEnd, AReceiptOrForceIsRequiredAndForceSaysSo) {
+  h.Http("POST", "/v1/jobs", R"({"topic":"rc","id":"rc-1"})");
+  Json got(h.Http("POST", "/v1/reserve", R"({"topics":["rc"]})").body);
+  const std::string receipt = Str((*got)["jobs"].at(0)["receipt"]);
+  const std::string required =
+      "invalid_argument: receipt: required — the receipt from the reserve that handed the job "
+      "out (\"force\": true acts by id alone)";
+  for (std::string_view action : {"finish", "release", "touch", "bury"}) {
+    std::string path = "/v1/jobs/rc-1/" + std::string(action);
+    SCOPED_TRACE(path);
+    for (std::string_view body : {"", "{}", R"({"force":false})", R"({"error":"x"})"}) {
+      if (body == R"({"error":"x"})" && action != "release") continue;
+      HttpReply r = h.Http("POST", path, body);
+      EXPECT_EQ(r.status, 400) << body;
+      EXPECT_EQ(ErrorOf(r), required) << body;
+    }
+    HttpReply both = h.Http("POST", path, R"({"receipt":")" + receipt + R"(","force":true})");
+    EXPECT_EQ(both.status, 400);
+    EXPECT_EQ(ErrorOf(both),
+              "invalid_argument: receipt and force: give receipt or force, not both");
+    for (std::string bad : {std::string(""), std::string("abc"), receipt + "0"}) {
+      HttpReply r = h.Http("POST", path, R"({"receipt":")" + bad + R"("})");
+      EXPECT_EQ(r.status, 400) << bad;
+      EXPECT_EQ(ErrorOf(r).rfind("invalid_argument: receipt: expected the 24 hex digits", 0), 0u)
+          << ErrorOf(r);
+    }
+    HttpReply stale = h.Http("POST", path, R"({"receipt":")" + std::string(24, 'f') + R"("})");
+    EXPECT_EQ(stale.status, 409);
+    EXPECT_EQ(ErrorOf(stale).rfind("stale_receipt", 0), 0u) << ErrorOf(stale);
+  }
+  // None of that changed the job.
+  Json info(h.Http("GET", "/v1/jobs/rc-1").body);
+  EXPECT_EQ(Str((*info)["state"]), "reserved");
+  EXPECT_EQ(Str((*info)["receipt"]), receipt);
+  // Force acts by id alone, and the answer says so.
+  HttpReply touched = h.Http("POST", "/v1/jobs/rc-1/touch", R"({"force":true})");
+  EXPECT_EQ(touched.status, 200);
+  EXPECT_EQ(touched.body, R"({"ok":true,"forced":true})");
+  HttpReply released =
+      h.Http("POST", "/v1/jobs/rc-1/release", R"({"force":true,"delay":"1m","error":"smtp"})");
+  EXPECT_EQ(released.body, R"({"ok":true,"forced":true})");
+  Json later(h.Http("GET", "/v1/jobs/rc-1").body);
+  EXPECT_EQ(Str((*later)["state"]), "delayed");
+  EXPECT_EQ(Str((*later)["last_error"]), "smtp");
+  HttpReply not_reserved = h.Http("POST", "/v1/jobs/rc-1/finish", R"({"force":true})");
+  EXPECT_EQ(not_reserved.status, 409);
+  EXPECT_EQ(ErrorOf(not_reserved).rfind("not_reserved", 0), 0u) << ErrorOf(not_reserved);
+  h.AdvanceMs(60'000);
+  Json again(h.Http("POST", "/v1/reserve", R"({"topics":["rc"]})").body);
+  EXPECT_EQ(Str((*again)["jobs"].at(0)["id"]), "rc-1");
+  EXPECT_EQ(h.Http("POST", "/v1/jobs/rc-1/bury", R"({"force":true})").body,
+            R"({"ok":true,"forced":true})");
+  EXPECT_EQ(h.Http("POST", "/v1/jobs/rc-1/kick").status, 200);
+  h.Http("POST", "/v1/reserve", R"({"topics":["rc"]})");
+  EXPECT_EQ(h.Http("POST", "/v1/jobs/rc-1/finish", R"({"force":true})").body,
+            R"({"ok":true,"forced":true})");
+  EXPECT_EQ(h.Http("GET", "/v1/jobs/rc-1").status, 404);
+}
+
+// "delay", "ttr", "wait": durations with a unit beside delay_ms, ttr_ms and
+// wait_ms.
+TEST_P(HttpFrontEnd, DurationsWithAUnitBesideTheMillisecondFields) {
+  HttpReply a =
+      h.Http("POST", "/v1/jobs", R"({"topic":"du","id":"du-1","delay":"5s","ttr":"90s"})");
+  ASSERT_EQ(a.status, 201) << a.body;
+  HttpReply b = h.Http("POST", "/v1/jobs", R"({"topic":"du","id":"du-2","delay_ms":5000})");
+  ASSERT_EQ(b.status, 201) << b.body;
+  EXPECT_EQ(Int((*Json(a.body))["run_at_ms"]), Int((*Json(b.body))["run_at_ms"]));
+  EXPECT_EQ(Int((*Json(h.Http("GET", "/v1/jobs/du-1").body))["ttr_ms"]), 90'000);
+  auto waiter = h.Connect(Protocol::kHttp);
+  waiter->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["du"],"wait":"2s"})"));
+  h.AdvanceMs(1999);
+  EXPECT_EQ(waiter->Unread(), "");
+  h.AdvanceMs(1);
+  EXPECT_EQ(waiter->ReadHttp().body, R"({"jobs":[]})");
+  HttpReply bad = h.Http("POST", "/v1/reserve", R"({"topics":["du"],"wait":"2d"})");
+  EXPECT_EQ(ErrorOf(bad), "invalid_argument: wait: at most 1d");
+  bad = h.Http("POST", "/v1/reserve", R"({"topics":["du"],"wait":"1s","wait_ms":1000})");
+  EXPECT_EQ(ErrorOf(bad), "invalid_argument: wait and wait_ms: give one, not both");
+  h.AdvanceMs(3000);
+  Json got(h.Http("POST", "/v1/reserve", R"({"topics":["du"]})").body);
+  std::string receipt = Str((*got)["jobs"].at(0)["receipt"]);
+  HttpReply r =
+      h.Http("POST", "/v1/jobs/du-1/release", R"({"receipt":")" + receipt + R"(","delay":"1h"})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Int((*Json(h.Http("GET", "/v1/jobs/du-1").body))["run_at_ms"]),
+            Int((*Json(b.body))["run_at_ms"]) + 3'600'000);
 }
 
 TEST_P(HttpFrontEnd, HealthzMetricsAndHead) {

@@ -28,16 +28,22 @@ TEST_P(RespFrontEnd, AddReserveFinish) {
   RespReply jobs = h.Resp({"RESERVE", "FROM", "rt"});
   ASSERT_EQ(jobs.type, RespReply::Type::kArray) << jobs.ToString();
   ASSERT_EQ(jobs.elements.size(), 1u);
-  const RespReply& job = jobs.elements[0];  // id, topic, body, receipt, attempts
-  ASSERT_EQ(job.elements.size(), 5u) << job.ToString();
+  // id, topic, body, receipt, attempts, ttr_ms, priority, run_at_ms,
+  // reserved_until_ms: every field of a delivery, as HTTP sends it.
+  const RespReply& job = jobs.elements[0];
+  ASSERT_EQ(job.elements.size(), 9u) << job.ToString();
   EXPECT_EQ(job.elements[0], Bulk("rt-1"));
   EXPECT_EQ(job.elements[1], Bulk("rt"));
   EXPECT_EQ(job.elements[2], Bulk(std::string("body\0\xff", 6)));  // binary safe
   EXPECT_EQ(job.elements[4], Integer(1));
+  EXPECT_EQ(job.elements[5], Integer(60000));  // ttr_ms
+  EXPECT_EQ(job.elements[6], Integer(1024));   // priority
   std::string receipt = job.elements[3].str;
   RespReply info = h.Resp({"GET", "rt-1"});
   EXPECT_EQ(FieldOf(info, "state"), "reserved");
   EXPECT_EQ(FieldOf(info, "receipt"), receipt);
+  EXPECT_EQ(std::to_string(job.elements[7].integer), FieldOf(info, "run_at_ms"));
+  EXPECT_EQ(std::to_string(job.elements[8].integer), FieldOf(info, "reserved_until_ms"));
   EXPECT_EQ(h.Resp({"FINISH", "rt-1", receipt}), Simple("OK"));
   EXPECT_EQ(h.Resp({"GET", "rt-1"}), NilArray());
 }
@@ -49,13 +55,121 @@ TEST_P(RespFrontEnd, ErrorsForArityUnknownCommandsAndBadArguments) {
   EXPECT_EQ(h.Resp({"ADD", "t", "*"}), Error("ERR wrong number of arguments for 'ADD' command"));
   h.Resp({"ADD", "err", "e1", "0", "60000", "x"});
   EXPECT_EQ(h.Resp({"ADD", "err", "e1", "0", "60000", "x"}).str.rfind("EXISTS", 0), 0u);
-  EXPECT_EQ(h.Resp({"FINISH", "nope"}).str.rfind("NOTFOUND", 0), 0u);
-  EXPECT_EQ(h.Resp({"FINISH", "e1"}).str.rfind("NOTRESERVED", 0), 0u);
+  EXPECT_EQ(h.Resp({"FINISH", "nope", "FORCE"}).str.rfind("NOTFOUND", 0), 0u);
+  EXPECT_EQ(h.Resp({"FINISH", "e1", "force"}).str.rfind("NOTRESERVED", 0), 0u);
   EXPECT_EQ(h.Resp({"ADD", "bad topic!", "*", "0", "60000", "x"}).str.rfind("INVALID topic", 0),
             0u);
-  EXPECT_EQ(h.Resp({"ADD", "err", "*", "-5", "60000", "x"}).str.rfind("INVALID delay_ms", 0), 0u);
+  EXPECT_EQ(h.Resp({"ADD", "err", "*", "-5", "60000", "x"}).str.rfind("INVALID delay", 0), 0u);
   // Nothing above changed the stored job, and the connection still serves.
   EXPECT_EQ(FieldOf(h.Resp({"GET", "e1"}), "state"), "ready");
+}
+
+// FINISH, TOUCH, BURY and RELEASE need the receipt of the reserve that
+// handed the job out, or FORCE in its place to act by id alone.
+TEST_P(RespFrontEnd, AReceiptOrForceIsRequiredAndForceSaysSo) {
+  h.Resp({"ADD", "rc", "rc-1", "0", "60000", "x"});
+  RespReply jobs = h.Resp({"RESERVE", "FROM", "rc"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  const std::string receipt = jobs.elements[0].elements[3].str;
+  const std::string required =
+      "INVALID receipt: required — the receipt from the RESERVE that handed the job out (FORCE "
+      "in its place acts by id alone)";
+  EXPECT_EQ(h.Resp({"FINISH", "rc-1"}), Error(required));
+  EXPECT_EQ(h.Resp({"FINISH", "rc-1", ""}), Error(required));
+  EXPECT_EQ(h.Resp({"TOUCH", "rc-1"}), Error(required));
+  EXPECT_EQ(h.Resp({"BURY", "rc-1"}), Error(required));
+  EXPECT_EQ(h.Resp({"RELEASE", "rc-1", "0"}), Error(required));
+  EXPECT_EQ(h.Resp({"RELEASE", "rc-1", "0", "ERROR", "boom"}), Error(required));
+  // A receipt that is not 24 hex digits is a mistake, not a stale receipt.
+  for (std::string bad : {std::string("abc"), receipt + "0", receipt.substr(0, 23) + "x"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(h.Resp({"FINISH", "rc-1", bad}).str.rfind("INVALID receipt: expected the 24 hex", 0),
+              0u);
+    EXPECT_EQ(h.Resp({"RELEASE", "rc-1", "0", bad}).str.rfind("INVALID receipt", 0), 0u);
+  }
+  EXPECT_EQ(h.Resp({"FINISH", "rc-1", std::string(24, '0')}).str.rfind("STALE", 0), 0u);
+  // None of that changed the job.
+  RespReply info = h.Resp({"GET", "rc-1"});
+  EXPECT_EQ(FieldOf(info, "state"), "reserved");
+  EXPECT_EQ(FieldOf(info, "receipt"), receipt);
+  EXPECT_EQ(FieldOf(info, "attempts"), "1");
+  // FORCE (any case) acts by id alone, and the reply says so.
+  EXPECT_EQ(h.Resp({"TOUCH", "rc-1", "FORCE"}), Simple("FORCED"));
+  EXPECT_EQ(h.Resp({"RELEASE", "rc-1", "5s", "Force", "ERROR", "smtp down"}), Simple("FORCED"));
+  info = h.Resp({"GET", "rc-1"});
+  EXPECT_EQ(FieldOf(info, "state"), "delayed");
+  EXPECT_EQ(FieldOf(info, "last_error"), "smtp down");
+  h.AdvanceMs(5000);
+  jobs = h.Resp({"RESERVE", "FROM", "rc"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  EXPECT_EQ(h.Resp({"BURY", "rc-1", "force"}), Simple("FORCED"));
+  EXPECT_EQ(h.Resp({"FINISH", "rc-1", "FORCE"}).str.rfind("NOTRESERVED", 0), 0u);
+  EXPECT_EQ(h.Resp({"KICK", "rc-1"}), Simple("OK"));
+  jobs = h.Resp({"RESERVE", "FROM", "rc"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  EXPECT_EQ(h.Resp({"FINISH", "rc-1", "FORCE"}), Simple("FORCED"));
+  EXPECT_EQ(h.Resp({"GET", "rc-1"}), NilArray());
+  // With its receipt, the reply is a plain OK.
+  h.Resp({"ADD", "rc", "rc-2", "0", "60000", "x"});
+  jobs = h.Resp({"RESERVE", "FROM", "rc"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  EXPECT_EQ(h.Resp({"FINISH", "rc-2", jobs.elements[0].elements[3].str}), Simple("OK"));
+}
+
+// ADD's delay and ttr, RESERVE's TIMEOUT and RELEASE's delay: plain digits
+// are milliseconds, as always; a unit makes a duration.
+TEST_P(RespFrontEnd, DurationsTakeMillisecondsOrAUnit) {
+  EXPECT_EQ(h.Resp({"ADD", "du", "du-1", "5s", "1m30s", "x"}), Bulk("du-1"));
+  EXPECT_EQ(h.Resp({"ADD", "du", "du-2", "5000", "90000", "x"}), Bulk("du-2"));
+  RespReply a = h.Resp({"GET", "du-1"});
+  RespReply b = h.Resp({"GET", "du-2"});
+  EXPECT_EQ(FieldOf(a, "ttr_ms"), "90000");
+  EXPECT_EQ(FieldOf(a, "run_at_ms"), FieldOf(b, "run_at_ms"));
+  EXPECT_EQ(FieldOf(a, "state"), "delayed");
+  auto waiter = h.Connect(Protocol::kResp);
+  waiter->Send(RespCommand({"RESERVE", "TIMEOUT", "2s", "COUNT", "2", "FROM", "du"}));
+  h.AdvanceMs(1999);
+  EXPECT_EQ(waiter->Unread(), "");
+  h.AdvanceMs(1);
+  EXPECT_EQ(waiter->ReadResp(), NilArray());  // ran out after 2 s, before the jobs were due
+  h.AdvanceMs(3000);
+  RespReply jobs = h.Resp({"RESERVE", "COUNT", "2", "FROM", "du"});
+  ASSERT_EQ(jobs.elements.size(), 2u) << jobs.ToString();
+  EXPECT_EQ(jobs.elements[0].elements[5], Integer(90000));
+  EXPECT_EQ(h.Resp({"RELEASE", "du-1", "1h", jobs.elements[0].elements[3].str}), Simple("OK"));
+  EXPECT_EQ(std::stoll(FieldOf(h.Resp({"GET", "du-1"}), "run_at_ms")),
+            std::stoll(FieldOf(b, "run_at_ms")) + 3'600'000);
+  auto starts = [](const RespReply& r, std::string_view prefix) {
+    return r.type == RespReply::Type::kError && r.str.rfind(prefix, 0) == 0;
+  };
+  EXPECT_PRED2(starts, h.Resp({"ADD", "du", "*", "5x", "60000", "x"}),
+               "INVALID delay: unknown unit 'x'");
+  EXPECT_PRED2(starts, h.Resp({"ADD", "du", "*", "1.5s", "60000", "x"}),
+               "INVALID delay: a fraction");
+  EXPECT_PRED2(starts, h.Resp({"ADD", "du", "*", "0", "0s", "x"}), "INVALID ttr: at least 1ms");
+  EXPECT_PRED2(starts, h.Resp({"ADD", "du", "*", "0", "60000", "x", "AT", "1795659700"}),
+               "INVALID run_at_ms: 1795659700 is before 2001-09-09 — it looks like seconds; "
+               "give milliseconds (1795659700000)");
+  EXPECT_PRED2(starts, h.Resp({"RESERVE", "TIMEOUT", "2d", "FROM", "du"}),
+               "INVALID TIMEOUT: at most 1d");
+  EXPECT_PRED2(starts, h.Resp({"RELEASE", "du-2", "soon", "FORCE"}),
+               "INVALID delay: a number expected at 'soon'");
+  EXPECT_EQ(FieldOf(h.Resp({"STATS"}), "jobs"), "2");  // nothing added by the refused ADDs
+}
+
+// PEEK sends a job as RESERVE does: every field of a delivery, in order.
+TEST_P(RespFrontEnd, PeekSendsADeliveryAsReserveDoes) {
+  h.Resp({"ADD", "pk", "pk-1", "0", "45000", "x", "PRIORITY", "7"});
+  RespReply peek = h.Resp({"PEEK", "pk", "READY"});
+  ASSERT_EQ(peek.elements.size(), 9u) << peek.ToString();
+  RespReply info = h.Resp({"GET", "pk-1"});
+  EXPECT_EQ(peek.elements[0], Bulk("pk-1"));
+  EXPECT_EQ(peek.elements[3], Bulk(""));  // not reserved: no receipt
+  EXPECT_EQ(peek.elements[4], Integer(0));
+  EXPECT_EQ(peek.elements[5], Integer(45000));
+  EXPECT_EQ(peek.elements[6], Integer(7));
+  EXPECT_EQ(std::to_string(peek.elements[7].integer), FieldOf(info, "run_at_ms"));
+  EXPECT_EQ(peek.elements[8], Integer(0));
 }
 
 TEST_P(RespFrontEnd, PipelinedCommandsAreAnsweredInOrderInOneWrite) {
