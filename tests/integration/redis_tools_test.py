@@ -132,11 +132,12 @@ class RedisToolsTest(unittest.TestCase):
         out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # its colours
         self.assertEqual(err, "")
         self.assertIn("PONG", out)
-        self.assertIn("ADD topic id|* delay_ms ttr_ms body [PRIORITY p] [MAXATTEMPTS n] "
+        self.assertIn("ADD topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] "
                       "[AT unix_ms] [REPLACE]", out)
         self.assertIn("summary: Adds a job", out)
         self.assertIn("group: queue", out)
-        self.assertIn("RESERVE [TIMEOUT ms] [COUNT n] FROM topic [topic ...]", out)
+        self.assertIn("RESERVE [TIMEOUT timeout] [COUNT n] FROM topic [topic ...]", out)
+        self.assertIn("FINISH id receipt|FORCE", out)
         self.assertNotIn("(error)", out)
         out, err = cli(self.server, "PING")
         self.assertEqual((out, err), ("PONG\n", ""))
