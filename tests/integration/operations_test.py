@@ -158,6 +158,39 @@ class MetricsHelpTest(unittest.TestCase):
             seen[help] = name
 
 
+class NewcomerWordsTest(unittest.TestCase):
+    """What a newcomer reads names things they can look up: no "SPEC §N"
+    (the spec is not in the repository), no "the seed's protocol" (say whose),
+    no "issue N" in the README, the API reference, the folder READMEs, the
+    bootstrap script or the --help texts; and the license is there."""
+
+    JARGON = re.compile(r"SPEC §|\bthe seed's\b|\bseed's protocol\b|\bissue \d+", re.I)
+
+    def test_the_docs_and_help_a_newcomer_reads_have_no_jargon(self):
+        paths = ["README.md", "docs/api.md", "docs/architecture.md", "scripts/bootstrap.sh"]
+        src = os.path.join(ROOT, "src")
+        paths += [os.path.join("src", d, "README.md") for d in sorted(os.listdir(src))
+                  if os.path.exists(os.path.join(src, d, "README.md"))]
+        texts = {}
+        for p in paths:
+            with open(os.path.join(ROOT, p), encoding="utf-8") as f:
+                texts[p] = f.read()
+        for args in (["--help"], ["serve", "--help"], ["add", "--help"], ["finish", "--help"]):
+            r = subprocess.run([harness.BINARY, *args], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            texts["delayq " + " ".join(args)] = r.stdout
+        for name, text in texts.items():
+            for n, line in enumerate(text.splitlines(), 1):
+                self.assertIsNone(self.JARGON.search(line), f"{name}:{n}: {line}")
+
+    def test_the_license_is_there_and_the_readme_says_which(self):
+        with open(os.path.join(ROOT, "LICENSE"), encoding="utf-8") as f:
+            self.assertTrue(f.readline().startswith("MIT License"))
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        self.assertRegex(readme, r"## License\n\n[^#]*MIT[^#]*\(LICENSE\)")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
