@@ -120,7 +120,9 @@ class Worker::Impl {
     Delivery delivery;
     size_t topic = 0;      // index in topics_
     int64_t touch_at = 0;  // monotonic ms of its next touch
-    State state = State::kWaiting;
+    // Written under mu_, except kRunning -> kAcking by the handler's thread
+    // (a compare-exchange racing Stop's kRunning -> kAbandoned).
+    std::atomic<State> state{State::kWaiting};
     bool lost = false;  // a touch failed: its reservation is gone, touch no more
   };
   using HeldIt = std::list<Held>::iterator;
@@ -136,17 +138,21 @@ class Worker::Impl {
 
   void RunThread();
   void RunTimer();
-  // Opens a reserve if one should be open and none is.
-  void Pump();
+  // Opens a reserve if one should be open and none is. REQUIRES: l holds
+  // mu_; it is released around queue calls and held again on return.
+  void Pump(std::unique_lock<std::mutex>& l);
   // REQUIRES: mu_. True if the open reserve leaves out a topic with room.
   bool ShouldReopenLocked() const;
-  // REQUIRES: mu_. Fills `req` and returns true if a reserve should open.
+  // REQUIRES: mu_. Fills `req` (and open_topics_) and returns true if a
+  // reserve should open.
   bool BuildReserve(ReserveRequest* req);
   void OnReserved(uint64_t seq, Result<Deliveries> result);
   // REQUIRES: mu_. The first waiting job whose topic has room, or false.
   bool PickLocked(HeldIt* it);
   Outcome RunHandler(const Handler& handler, const Delivery& d);
-  void ApplyOutcome(HeldIt it, const Outcome& outcome);
+  // Applies the outcome of a handler that ran unlocked; returns with l
+  // holding mu_.
+  void ApplyOutcome(HeldIt it, const Outcome& outcome, std::unique_lock<std::mutex>& l);
   double Random();
   // REQUIRES: mu_.
   void NoteError(const Status& s);
@@ -216,7 +222,7 @@ Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Worker::~Worker() = default;
 
 Status Worker::Handle(std::string topic, Handler handler, TopicOptions options) {
-  return impl_->Handle(std::move(topic), std::move(handler), std::move(options));
+  return impl_->Handle(std::move(topic), std::move(handler), options);
 }
 Status Worker::Start() { return impl_->Start(); }
 void Worker::Stop(int64_t drain_ms) { impl_->Stop(drain_ms); }
@@ -239,7 +245,7 @@ Status Worker::Impl::Handle(std::string topic, Handler handler, TopicOptions opt
   t.handler = std::move(handler);
   t.limit =
       options.concurrency == 0 ? options_.threads : std::min(options.concurrency, options_.threads);
-  t.options = std::move(options);
+  t.options = options;
   topic_index_.emplace(std::move(topic), topics_.size());
   topics_.push_back(std::move(t));
   return Status();
@@ -274,7 +280,8 @@ Status Worker::Impl::Start() {
     timer_cv_.notify_all();
     return Internal(std::string("cannot start the worker's threads: ") + e.what());
   }
-  Pump();
+  std::unique_lock<std::mutex> l(mu_);
+  Pump(l);
   return Status();
 }
 
@@ -295,11 +302,14 @@ bool Worker::Impl::BuildReserve(ReserveRequest* req) {
   if (held >= options_.threads) return false;
   uint64_t room = 0;
   const size_t n = topics_.size();
+  open_topics_.assign(n, false);
   for (size_t i = 0; i < n && req->topics.size() < kMaxReserveTopics; ++i) {
-    const Topic& t = topics_[(rotation_ + i) % n];
+    const size_t k = (rotation_ + i) % n;
+    const Topic& t = topics_[k];
     if (t.held >= t.limit) continue;
     room += t.limit - t.held;
     req->topics.push_back(t.name);
+    open_topics_[k] = true;
   }
   if (room == 0) return false;
   rotation_ = (rotation_ + 1) % n;
@@ -309,47 +319,43 @@ bool Worker::Impl::BuildReserve(ReserveRequest* req) {
   return true;
 }
 
-void Worker::Impl::Pump() {
+void Worker::Impl::Pump(std::unique_lock<std::mutex>& l) {
   for (;;) {
-    ReserveRequest req;
-    uint64_t seq = 0;
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      if (ShouldReopenLocked()) {
-        // A topic that had no room when the open reserve was made has room
-        // now: withdraw it and ask again for every topic with room.
-        const uint64_t open_seq = reserve_seq_;
-        const uint64_t open_ticket = ticket_;
-        l.unlock();
-        if (!queue_.CancelReserve(open_ticket)) return;  // answered: its callback pumps
-        l.lock();
-        if (reserving_ && reserve_seq_ == open_seq) reserving_ = false;
-        stop_cv_.notify_all();
-      }
-      if (!BuildReserve(&req)) return;
-      open_topics_.assign(topics_.size(), false);
-      for (const std::string& name : req.topics) open_topics_[topic_index_.at(name)] = true;
-      reserving_ = true;
-      seq = ++reserve_seq_;
-      ticket_ = 0;
-      ++stats_.reserves;
+    if (ShouldReopenLocked()) {
+      // A topic that had no room when the open reserve was made has room
+      // now: withdraw it and ask again for every topic with room.
+      const uint64_t open_seq = reserve_seq_;
+      const uint64_t open_ticket = ticket_;
+      l.unlock();
+      const bool cancelled = queue_.CancelReserve(open_ticket);
+      l.lock();
+      if (!cancelled) return;  // answered: its callback pumps
+      if (reserving_ && reserve_seq_ == open_seq) reserving_ = false;
+      stop_cv_.notify_all();
     }
+    ReserveRequest req;
+    if (!BuildReserve(&req)) return;
+    reserving_ = true;
+    const uint64_t seq = ++reserve_seq_;
+    ticket_ = 0;
+    ++stats_.reserves;
+    l.unlock();
     tls_pumping = this;
     const uint64_t ticket = queue_.ReserveAsync(
         req, [this, seq](Result<Deliveries> r) { OnReserved(seq, std::move(r)); });
     tls_pumping = nullptr;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!reserving_ || reserve_seq_ != seq) continue;  // answered already: top up
-      ticket_ = ticket;
-      // Open and waiting. Once more round the loop: a topic may have gained
-      // room while it was being opened, unseen by a Pump that found no
-      // ticket to cancel yet.
-      if (!stopping_) continue;
-    }
+    l.lock();
+    if (!reserving_ || reserve_seq_ != seq) continue;  // answered already: top up
+    ticket_ = ticket;
+    // Open and waiting. Once more round the loop: a topic may have gained
+    // room while it was being opened, unseen by a Pump that found no ticket
+    // to cancel yet.
+    if (!stopping_) continue;
     // Stop came while we were opening it, and found no ticket to cancel.
-    if (queue_.CancelReserve(ticket)) {
-      std::lock_guard<std::mutex> l(mu_);
+    l.unlock();
+    const bool cancelled = queue_.CancelReserve(ticket);
+    l.lock();
+    if (cancelled && reserving_ && reserve_seq_ == seq) {
       reserving_ = false;
       stop_cv_.notify_all();
     }
@@ -359,10 +365,10 @@ void Worker::Impl::Pump() {
 
 void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
   const int64_t now = clock_->MonotonicMs();
+  const bool inline_answer = tls_pumping == this;
   std::vector<Delivery> give_back;
   {
     std::lock_guard<std::mutex> l(mu_);
-    ++in_callback_;
     if (reserve_seq_ == seq) {
       reserving_ = false;
       ticket_ = 0;
@@ -378,7 +384,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       give_back = std::move(*result);
     } else {
       retry_ms_ = options_.reserve_retry_ms;
-      if (result->empty() && tls_pumping == this) {
+      if (result->empty() && inline_answer) {
         // Answered at once with nothing despite the wait: ask again later,
         // not in a loop.
         retry_pending_ = true;
@@ -414,10 +420,14 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
         }
       }
     }
+    // Answered inside Pump's own call, with nothing to give back: done here.
+    // Otherwise Stop must wait for the rest of this callback (in_callback_).
+    if (inline_answer && give_back.empty()) return;
+    ++in_callback_;
   }
   Unreserve(give_back);
-  if (tls_pumping != this) Pump();
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
+  if (!inline_answer) Pump(l);
   --in_callback_;
   stop_cv_.notify_all();
 }
@@ -448,24 +458,23 @@ bool Worker::Impl::PickLocked(HeldIt* it) {
 }
 
 void Worker::Impl::RunThread() {
+  std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     HeldIt it;
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      for (;;) {
-        if (quit_) return;
-        if (!stopping_ && PickLocked(&it)) break;
-        ++sleeping_;
-        work_cv_.wait(l);
-        --sleeping_;
-      }
-      it->state = State::kRunning;
-      ++topics_[it->topic].running;
-      ++running_;
+    for (;;) {
+      if (quit_) return;
+      if (!stopping_ && PickLocked(&it)) break;
+      ++sleeping_;
+      work_cv_.wait(l);
+      --sleeping_;
     }
+    it->state.store(State::kRunning, std::memory_order_relaxed);
+    ++topics_[it->topic].running;
+    ++running_;
+    l.unlock();
     const Outcome outcome = RunHandler(topics_[it->topic].handler, it->delivery);
-    ApplyOutcome(it, outcome);
-    Pump();
+    ApplyOutcome(it, outcome, l);
+    Pump(l);
   }
 }
 
@@ -485,20 +494,18 @@ double Worker::Impl::Random() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
-void Worker::Impl::ApplyOutcome(HeldIt it, const Outcome& outcome) {
+void Worker::Impl::ApplyOutcome(HeldIt it, const Outcome& outcome,
+                                std::unique_lock<std::mutex>& l) {
   const Delivery& d = it->delivery;
   const Topic& topic = topics_[it->topic];
   int64_t delay = outcome.delay_ms();
   if (outcome.kind() == Outcome::Kind::kRetry && delay < 0) {
     delay = BackoffDelayMs(topic.options.backoff, d.attempts, Random());
   }
-  bool abandoned = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ++stats_.handled;
-    abandoned = it->state == State::kAbandoned;
-    if (!abandoned) it->state = State::kAcking;
-  }
+  // Stop turns kRunning into kAbandoned (under mu_) if it gives the job
+  // back first; then the outcome is not ours to apply.
+  State running = State::kRunning;
+  const bool abandoned = !it->state.compare_exchange_strong(running, State::kAcking);
   Status s;
   if (!abandoned) {
     switch (outcome.kind()) {
@@ -513,7 +520,8 @@ void Worker::Impl::ApplyOutcome(HeldIt it, const Outcome& outcome) {
         break;
     }
   }
-  std::lock_guard<std::mutex> l(mu_);
+  l.lock();
+  ++stats_.handled;
   if (!s.ok()) {
     NoteError(s);
   } else if (!abandoned) {
@@ -557,7 +565,7 @@ void Worker::Impl::RunTimer() {
       }
       int64_t next = retry_pending_ ? retry_at_ : kNever;
       for (Held& h : held_) {
-        if (stopping_ || h.lost || h.state == State::kAbandoned) continue;
+        if (stopping_ || h.lost || h.state.load() == State::kAbandoned) continue;
         if (h.touch_at <= now) {
           touches.push_back({h.delivery.id, h.delivery.receipt});
           h.touch_at = now + TouchInterval(h.delivery);
@@ -592,7 +600,10 @@ void Worker::Impl::RunTimer() {
       }
       if (stopping_) stop_cv_.notify_all();
     }
-    if (pump) Pump();
+    if (pump) {
+      std::unique_lock<std::mutex> l(mu_);
+      Pump(l);
+    }
   }
 }
 
@@ -650,8 +661,8 @@ void Worker::Impl::Stop(int64_t drain_ms) {
   {
     std::lock_guard<std::mutex> l(mu_);
     for (Held& h : held_) {
-      if (h.state != State::kRunning) continue;
-      h.state = State::kAbandoned;
+      State was = State::kRunning;
+      if (!h.state.compare_exchange_strong(was, State::kAbandoned)) continue;
       running.push_back(h.delivery);
     }
   }
@@ -665,7 +676,7 @@ void Worker::Impl::Stop(int64_t drain_ms) {
   WaitStop(
       [this] {
         return std::all_of(held_.begin(), held_.end(),
-                           [](const Held& h) { return h.state == State::kAbandoned; });
+                           [](const Held& h) { return h.state.load() == State::kAbandoned; });
       },
       kNever);
   {
