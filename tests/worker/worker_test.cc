@@ -604,5 +604,36 @@ TEST(Worker, RunsOverTheRedisStore) {
   EXPECT_EQ(stats->jobs, 1u);  // only the buried one is left
 }
 
+TEST(Worker, KeepsAskingWhileRedisIsAwayAndGoesOnWhenItIsBack) {
+  redis_harness::RedisServerOptions ro;
+  ro.append_only = true;
+  auto redis = redis_harness::RedisServer::Start(ro);
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  QueueOptions o;
+  o.store = StoreKind::kRedis;
+  o.redis_url = (*redis)->url();
+  o.redis_prefix = "outage" + std::to_string(getpid());
+  auto q = OpenQueue(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  WorkerOptions options;
+  options.reserve_wait_ms = 1000;  // a wake-up lost while Redis was away costs 1 s at most
+  auto w = NewWorker(**q, SystemClock(), options);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  Add(**q, "t", "before");
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  ASSERT_TRUE((*redis)->Stop().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().errors >= 3; })) << w->Stats().last_error;
+  WorkerStats away = w->Stats();
+  EXPECT_NE(away.last_error.find("unavailable"), std::string::npos) << away.last_error;
+  // Failed reserves are asked again after a pause that grows, not in a loop.
+  EXPECT_LE(away.reserves, away.errors + 3);
+  ASSERT_TRUE((*redis)->Restart().ok());
+  ASSERT_TRUE(Eventually([&] { return (*q)->Get("before").status().code() == Code::kNotFound; }));
+  Add(**q, "t", "after");
+  EXPECT_TRUE(Eventually([&] { return w->Stats().succeeded == 2; })) << w->Stats().last_error;
+  w->Stop(1000);
+}
+
 }  // namespace
 }  // namespace delayq
