@@ -3,7 +3,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= Release
-# `make install` puts bin/delayq and the systemd unit under PREFIX.
+# `make install` puts bin/delayq, the systemd unit and libdelayq (headers,
+# libdelayq.a, CMake package, pkg-config file) under PREFIX.
 PREFIX ?= /usr/local
 # CMake's progress lines, not make's: no "Entering/Leaving directory" from
 # the makes that `cmake --build` runs (they inherit MAKEFLAGS).
@@ -40,11 +41,13 @@ test: build
 run: build
 	$(BUILD)/bin/delayq serve
 
-# bin/delayq and deploy/delayq.service (as lib/systemd/system/delayq.service,
-# ExecStart pointed at PREFIX/bin/delayq). Builds only what it installs. See
-# README.md, "Operations".
+# bin/delayq, deploy/delayq.service (as lib/systemd/system/delayq.service,
+# ExecStart pointed at PREFIX/bin/delayq) and the library: include/delayq/,
+# lib/libdelayq.a, lib/cmake/delayq/, lib/pkgconfig/delayq.pc (see
+# cmake/library.cmake). Builds only what it installs. See README.md,
+# "Operations".
 install: configure
-	@cmake --build $(BUILD) -j$(JOBS) --target delayq
+	@cmake --build $(BUILD) -j$(JOBS) --target delayq libdelayq
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: build

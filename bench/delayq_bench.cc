@@ -3,6 +3,8 @@
 // docs/benchmarks.md.
 //
 //   delayq-bench engine --jobs N --body 100   the engine alone, in process
+//   delayq-bench worker --jobs N --threads T  the Worker over the in-process
+//                                             queue, beside the engine
 //   delayq-bench cycle|put|reservelat|lateness|memory --proto resp|http|beanstalk ...
 //                                             a running server over the
 //                                             network (net_bench.h)
@@ -12,6 +14,7 @@
 #include "CLI/CLI.hpp"
 #include "engine_bench.h"
 #include "net_bench.h"
+#include "worker_bench.h"
 
 namespace {
 
@@ -47,6 +50,23 @@ CLI::App* AddEngine(CLI::App* app, delayq::bench::EngineBenchOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   return engine;
+}
+
+CLI::App* AddWorker(CLI::App* app, delayq::bench::WorkerBenchOptions* o) {
+  CLI::App* worker = app->add_subcommand(
+      "worker", "delayq::Worker over the in-process queue, no-op handler, beside the engine");
+  worker->add_option("--jobs", o->jobs, "lifecycles per round")->capture_default_str();
+  worker->add_option("--threads", o->threads, "the worker's handler threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  worker->add_option("--body", o->body_bytes, "body bytes per job")->capture_default_str();
+  worker->add_option("--window", o->window, "jobs added ahead of the worker, at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000'000));
+  worker->add_option("--rounds", o->rounds, "rounds per figure (medians are reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  return worker;
 }
 
 CLI::App* AddCycle(CLI::App* app, delayq::bench::CycleOptions* o) {
@@ -170,6 +190,8 @@ int main(int argc, char** argv) {
   delayq::bench::LatenessOptions late_opts;
   delayq::bench::MemoryOptions mem_opts;
   CLI::App* engine = AddEngine(&app, &engine_opts);
+  delayq::bench::WorkerBenchOptions worker_opts;
+  CLI::App* worker = AddWorker(&app, &worker_opts);
   CLI::App* cycle = AddCycle(&app, &cycle_opts);
   CLI::App* put = AddPut(&app, &put_opts);
   CLI::App* rl = AddReserveLatency(&app, &rl_opts);
@@ -177,6 +199,7 @@ int main(int argc, char** argv) {
   CLI::App* mem = AddMemory(&app, &mem_opts);
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);
+  if (worker->parsed()) return delayq::bench::RunWorkerBench(worker_opts);
   if (cycle->parsed()) return delayq::bench::RunCycleBench(cycle_opts);
   if (put->parsed()) return delayq::bench::RunPutBench(put_opts);
   if (rl->parsed()) return delayq::bench::RunReserveLatencyBench(rl_opts);

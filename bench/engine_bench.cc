@@ -139,6 +139,8 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+double EngineLifecyclesPerSecond(const EngineBenchOptions& o) { return LifecyclesPerSecond(o); }
+
 int RunEngineBench(const EngineBenchOptions& o) {
   std::mt19937_64 rng(o.seed);
   uint64_t adds = o.adds != 0 ? o.adds : (o.jobs < 1'000'000 ? o.jobs : 1'000'000);

@@ -34,6 +34,10 @@ struct EngineBenchOptions {
 // Returns the process exit code.
 int RunEngineBench(const EngineBenchOptions& opts);
 
+// One round of `lifecycles_per_s` above (o.cycles, o.body_bytes, o.id_bytes):
+// the engine's own figure, which `delayq-bench worker` sets beside its own.
+double EngineLifecyclesPerSecond(const EngineBenchOptions& o);
+
 }  // namespace delayq::bench
 
 #endif  // DELAYQ_BENCH_ENGINE_BENCH_H_

@@ -1,0 +1,698 @@
+// Worker (include/delayq/worker.h). How it works:
+//
+// Every job the worker holds is a Held entry in held_, from the reserve's
+// callback until its outcome has been applied (or it was given back). Held
+// jobs not yet started wait in waiting_ (in the order the queue gave them);
+// a handler thread takes the first whose topic has room. The number of held
+// jobs never exceeds the thread count: a reserve asks for the free slots only.
+//
+// At most one reserve is open (reserving_). Pump() opens one when there are
+// free slots and topics with room; it is called after every event that can
+// free a slot (a handler's outcome applied, a batch arriving, Start, a retry
+// timer). A reserve answered inside ReserveAsync itself (jobs were ready) is
+// followed by the next in the same Pump loop, not by recursion. The open
+// reserve names the topics that had room when it was made; when another
+// topic gains room while it waits (its handlers finished), Pump withdraws it
+// (CancelReserve) and asks again, so a topic that was full is not left out
+// until the wait runs out.
+//
+// The timer thread touches held jobs every half TTR and re-opens a reserve
+// after a failed one. It sleeps on timer_cv_ until its earliest deadline
+// (real clock) or until the manual clock moves (Clock::Subscribe), an
+// earlier deadline appears (timer_kick_), or the worker quits. So that a
+// batch of jobs does not wake it each time, it stays armed at least half a
+// TTR ahead when it holds nothing.
+//
+// Lock order: the clock's lock (its Subscribe callback) may take mu_, so the
+// clock is never read with mu_ held; neither is the queue called with mu_
+// held (its callbacks take mu_).
+#include "delayq/worker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <random>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace delayq {
+
+int64_t BackoffDelayMs(const Backoff& backoff, uint32_t attempts, double random) {
+  if (attempts == 0) attempts = 1;
+  if (!(random >= 0)) random = 0;  // also NaN
+  random = std::min(random, 1.0);
+  double d = static_cast<double>(backoff.base_ms) *
+             std::pow(backoff.factor, static_cast<double>(attempts - 1));
+  const double cap = static_cast<double>(backoff.cap_ms);
+  if (!(d <= cap)) d = cap;  // also inf and NaN
+  const auto jittered = static_cast<int64_t>(d / 2 + random * (d / 2));
+  return std::clamp(jittered, backoff.base_ms, backoff.cap_ms);
+}
+
+namespace {
+
+constexpr uint32_t kMaxThreads = 1024;
+constexpr int64_t kMaxReserveRetryMs = 5000;
+constexpr int64_t kNever = INT64_MAX;
+constexpr std::string_view kStoppedError = "worker stopped while the handler ran";
+
+Status CheckBackoff(const Backoff& b) {
+  if (b.base_ms < 0) return InvalidArgument("backoff.base_ms must be >= 0");
+  if (!(b.factor >= 1.0) || !std::isfinite(b.factor)) {
+    return InvalidArgument("backoff.factor must be a finite number >= 1");
+  }
+  if (b.cap_ms < b.base_ms) return InvalidArgument("backoff.cap_ms must be >= backoff.base_ms");
+  if (b.cap_ms > kMaxDelayMs) return InvalidArgument("backoff.cap_ms must be at most 100 years");
+  return Status();
+}
+
+int64_t TouchInterval(const Delivery& d) { return std::max<int64_t>(1, d.ttr_ms / 2); }
+
+// The thread that is inside Pump's ReserveAsync call, so the callback, when
+// run inline, leaves the next reserve to that loop.
+thread_local const void* tls_pumping = nullptr;
+
+}  // namespace
+
+class Worker::Impl {
+ public:
+  Impl(Queue& queue, WorkerOptions options)
+      : queue_(queue),
+        options_(std::move(options)),
+        clock_(options_.clock ? options_.clock : SystemClock()),
+        rng_(std::random_device{}()),
+        retry_ms_(options_.reserve_retry_ms) {}
+
+  ~Impl() {
+    Stop(0);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    work_cv_.notify_all();
+    timer_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    if (timer_.joinable()) timer_.join();
+    if (clock_token_ != 0) clock_->Unsubscribe(clock_token_);
+  }
+
+  Status Handle(std::string topic, Handler handler, TopicOptions options);
+  Status Start();
+  void Stop(int64_t drain_ms);
+  WorkerStats Stats() const;
+
+ private:
+  enum class State : unsigned char {
+    kWaiting,    // reserved, not started: in waiting_
+    kRunning,    // its handler runs
+    kAcking,     // its handler returned; its outcome is being applied
+    kAbandoned,  // Stop gave it back while its handler ran
+  };
+  struct Held {
+    Delivery delivery;
+    size_t topic = 0;      // index in topics_
+    int64_t touch_at = 0;  // monotonic ms of its next touch
+    // Written under mu_, except kRunning -> kAcking by the handler's thread
+    // (a compare-exchange racing Stop's kRunning -> kAbandoned).
+    std::atomic<State> state{State::kWaiting};
+    bool lost = false;  // a touch failed: its reservation is gone, touch no more
+  };
+  using HeldIt = std::list<Held>::iterator;
+  struct Topic {
+    std::string name;
+    Handler handler;
+    TopicOptions options;
+    uint32_t limit = 0;  // concurrency, resolved
+    // GUARDED_BY(mu_):
+    uint32_t held = 0;     // jobs of this topic held (any state)
+    uint32_t running = 0;  // of which started
+  };
+
+  void RunThread();
+  void RunTimer();
+  // Opens a reserve if one should be open and none is. REQUIRES: l holds
+  // mu_; it is released around queue calls and held again on return.
+  void Pump(std::unique_lock<std::mutex>& l);
+  // REQUIRES: mu_. True if the open reserve leaves out a topic with room.
+  bool ShouldReopenLocked() const;
+  // REQUIRES: mu_. Fills `req` (and open_topics_) and returns true if a
+  // reserve should open.
+  bool BuildReserve(ReserveRequest* req);
+  void OnReserved(uint64_t seq, Result<Deliveries> result);
+  // REQUIRES: mu_. The first waiting job whose topic has room, or false.
+  bool PickLocked(HeldIt* it);
+  Outcome RunHandler(const Handler& handler, const Delivery& d);
+  // Applies the outcome of a handler that ran unlocked; returns with l
+  // holding mu_.
+  void ApplyOutcome(HeldIt it, const Outcome& outcome, std::unique_lock<std::mutex>& l);
+  double Random();
+  // REQUIRES: mu_.
+  void NoteError(const Status& s);
+  // Gives jobs back with Unreserve (not started, not counted).
+  void Unreserve(const std::vector<Delivery>& jobs);
+  // REQUIRES: mu_ not held. Waits on stop_cv_ until pred() holds, or until
+  // the worker's clock reaches `deadline` (kNever: no deadline); returns
+  // pred()'s last value.
+  template <typename Pred>
+  bool WaitStop(Pred pred, int64_t deadline);
+
+  Queue& queue_;
+  const WorkerOptions options_;
+  const std::shared_ptr<Clock> clock_;
+  int clock_token_ = 0;
+  // Written by Handle before Start, read-only afterwards (no lock needed
+  // then; the counters in each Topic are guarded by mu_).
+  std::vector<Topic> topics_;
+  std::unordered_map<std::string, size_t> topic_index_;
+  std::vector<std::thread> threads_;
+  std::thread timer_;
+
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;  // GUARDED_BY(rng_mu_)
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // handler threads: a job to start; quit
+  std::condition_variable timer_cv_;  // the timer: clock moved, earlier deadline; quit
+  std::condition_variable stop_cv_;   // Stop: a job or a reserve ended; clock moved
+  // State below is protected by mu_.
+  std::list<Held> held_;
+  std::deque<HeldIt> waiting_;
+  bool started_ = false;
+  bool stopping_ = false;
+  bool quit_ = false;
+  uint32_t sleeping_ = 0;  // handler threads waiting on work_cv_
+  uint32_t running_ = 0;   // handlers running (abandoned ones included)
+  // The open reserve.
+  bool reserving_ = false;
+  uint64_t reserve_seq_ = 0;
+  uint64_t ticket_ = 0;            // its ticket once ReserveAsync returned it
+  std::vector<bool> open_topics_;  // by topic index: in the open reserve
+  int in_callback_ = 0;            // OnReserved calls under way
+  size_t rotation_ = 0;            // first topic of the next reserve (> kMaxReserveTopics topics)
+  bool retry_pending_ = false;     // a reserve failed: the timer re-opens it at retry_at_
+  int64_t retry_at_ = 0;
+  int64_t retry_ms_;
+  // The timer.
+  std::atomic<uint64_t> clock_moves_{0};  // written under mu_ (no lost wake-up)
+  bool timer_kick_ = false;
+  int64_t timer_armed_ = 0;                    // monotonic ms the timer sleeps until
+  int64_t idle_interval_ = kDefaultTtrMs / 2;  // the timer's horizon when nothing is held
+  int touching_ = 0;                           // touches under way
+  WorkerStats stats_;
+};
+
+Result<std::unique_ptr<Worker>> Worker::Create(Queue& queue, WorkerOptions options) {
+  if (options.threads < 1 || options.threads > kMaxThreads) {
+    return InvalidArgument("threads must be 1.." + std::to_string(kMaxThreads));
+  }
+  if (options.reserve_wait_ms <= 0) return InvalidArgument("reserve_wait_ms must be > 0");
+  if (options.reserve_retry_ms <= 0) return InvalidArgument("reserve_retry_ms must be > 0");
+  return std::unique_ptr<Worker>(new Worker(std::make_unique<Impl>(queue, std::move(options))));
+}
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Worker::~Worker() = default;
+
+Status Worker::Handle(std::string topic, Handler handler, TopicOptions options) {
+  return impl_->Handle(std::move(topic), std::move(handler), options);
+}
+Status Worker::Start() { return impl_->Start(); }
+void Worker::Stop(int64_t drain_ms) { impl_->Stop(drain_ms); }
+WorkerStats Worker::Stats() const { return impl_->Stats(); }
+
+Status Worker::Impl::Handle(std::string topic, Handler handler, TopicOptions options) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (started_ || stopping_)
+      return InvalidArgument("Handle after Start: register handlers first");
+  }
+  if (Status s = ValidateTopic(topic); !s.ok()) return s;
+  if (!handler) return InvalidArgument("the handler of topic '" + topic + "' is empty");
+  if (Status s = CheckBackoff(options.backoff); !s.ok()) return s;
+  if (topic_index_.count(topic) != 0) {
+    return InvalidArgument("topic '" + topic + "' already has a handler");
+  }
+  Topic t;
+  t.name = topic;
+  t.handler = std::move(handler);
+  t.limit =
+      options.concurrency == 0 ? options_.threads : std::min(options.concurrency, options_.threads);
+  t.options = options;
+  topic_index_.emplace(std::move(topic), topics_.size());
+  topics_.push_back(std::move(t));
+  return Status();
+}
+
+Status Worker::Impl::Start() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (started_ || stopping_) return InvalidArgument("a worker starts once");
+    if (topics_.empty()) return InvalidArgument("no handlers: call Handle before Start");
+    started_ = true;
+  }
+  if (!clock_->IsRealTime()) {
+    clock_token_ = clock_->Subscribe([this] {
+      std::lock_guard<std::mutex> l(mu_);
+      clock_moves_.fetch_add(1, std::memory_order_relaxed);
+      timer_cv_.notify_all();
+      stop_cv_.notify_all();
+    });
+  }
+  try {
+    timer_ = std::thread([this] { RunTimer(); });
+    threads_.reserve(options_.threads);
+    for (uint32_t i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { RunThread(); });
+  } catch (const std::system_error& e) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping_ = true;  // the destructor joins what did start
+      quit_ = true;
+    }
+    work_cv_.notify_all();
+    timer_cv_.notify_all();
+    return Internal(std::string("cannot start the worker's threads: ") + e.what());
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  Pump(l);
+  return Status();
+}
+
+bool Worker::Impl::ShouldReopenLocked() const {
+  if (!reserving_ || ticket_ == 0 || stopping_ || held_.size() >= options_.threads) return false;
+  size_t open = 0;
+  for (bool in : open_topics_) open += in ? 1 : 0;
+  if (open >= kMaxReserveTopics) return false;  // a full list rotates instead
+  for (size_t i = 0; i < topics_.size(); ++i) {
+    if (!open_topics_[i] && topics_[i].held < topics_[i].limit) return true;
+  }
+  return false;
+}
+
+bool Worker::Impl::BuildReserve(ReserveRequest* req) {
+  if (!started_ || stopping_ || reserving_ || retry_pending_) return false;
+  const size_t held = held_.size();
+  if (held >= options_.threads) return false;
+  uint64_t room = 0;
+  const size_t n = topics_.size();
+  open_topics_.assign(n, false);
+  for (size_t i = 0; i < n && req->topics.size() < kMaxReserveTopics; ++i) {
+    const size_t k = (rotation_ + i) % n;
+    const Topic& t = topics_[k];
+    if (t.held >= t.limit) continue;
+    room += t.limit - t.held;
+    req->topics.push_back(t.name);
+    open_topics_[k] = true;
+  }
+  if (room == 0) return false;
+  rotation_ = (rotation_ + 1) % n;
+  req->count =
+      static_cast<uint32_t>(std::min<uint64_t>({options_.threads - held, room, kMaxReserveCount}));
+  req->wait_ms = options_.reserve_wait_ms;
+  return true;
+}
+
+void Worker::Impl::Pump(std::unique_lock<std::mutex>& l) {
+  for (;;) {
+    if (ShouldReopenLocked()) {
+      // A topic that had no room when the open reserve was made has room
+      // now: withdraw it and ask again for every topic with room.
+      const uint64_t open_seq = reserve_seq_;
+      const uint64_t open_ticket = ticket_;
+      l.unlock();
+      const bool cancelled = queue_.CancelReserve(open_ticket);
+      l.lock();
+      if (!cancelled) return;  // answered: its callback pumps
+      if (reserving_ && reserve_seq_ == open_seq) reserving_ = false;
+      stop_cv_.notify_all();
+    }
+    ReserveRequest req;
+    if (!BuildReserve(&req)) return;
+    reserving_ = true;
+    const uint64_t seq = ++reserve_seq_;
+    ticket_ = 0;
+    ++stats_.reserves;
+    l.unlock();
+    tls_pumping = this;
+    const uint64_t ticket = queue_.ReserveAsync(
+        req, [this, seq](Result<Deliveries> r) { OnReserved(seq, std::move(r)); });
+    tls_pumping = nullptr;
+    l.lock();
+    if (!reserving_ || reserve_seq_ != seq) continue;  // answered already: top up
+    ticket_ = ticket;
+    // Open and waiting. Once more round the loop: a topic may have gained
+    // room while it was being opened, unseen by a Pump that found no ticket
+    // to cancel yet.
+    if (!stopping_) continue;
+    // Stop came while we were opening it, and found no ticket to cancel.
+    l.unlock();
+    const bool cancelled = queue_.CancelReserve(ticket);
+    l.lock();
+    if (cancelled && reserving_ && reserve_seq_ == seq) {
+      reserving_ = false;
+      stop_cv_.notify_all();
+    }
+    return;
+  }
+}
+
+void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
+  const int64_t now = clock_->MonotonicMs();
+  const bool inline_answer = tls_pumping == this;
+  std::vector<Delivery> give_back;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (reserve_seq_ == seq) {
+      reserving_ = false;
+      ticket_ = 0;
+    }
+    if (!result.ok()) {
+      NoteError(result.status());
+      retry_pending_ = true;
+      retry_at_ = now + retry_ms_;
+      retry_ms_ = std::min(retry_ms_ * 2, std::max(kMaxReserveRetryMs, options_.reserve_retry_ms));
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    } else if (stopping_) {
+      give_back = std::move(*result);
+    } else {
+      retry_ms_ = options_.reserve_retry_ms;
+      if (result->empty() && inline_answer) {
+        // Answered at once with nothing despite the wait: ask again later,
+        // not in a loop.
+        retry_pending_ = true;
+        retry_at_ = now + retry_ms_;
+        timer_kick_ = true;
+        timer_cv_.notify_all();
+      }
+      for (Delivery& d : *result) {
+        auto t = topic_index_.find(d.topic);
+        if (t == topic_index_.end()) {  // not asked for: a store's bug
+          NoteError(Internal("reserve handed out job '" + d.id + "' of topic '" + d.topic +
+                             "', which the worker did not ask for"));
+          give_back.push_back(std::move(d));
+          continue;
+        }
+        Held& h = held_.emplace_back();
+        h.topic = t->second;
+        h.touch_at = now + TouchInterval(d);
+        idle_interval_ = TouchInterval(d);
+        h.delivery = std::move(d);
+        ++topics_[h.topic].held;
+        waiting_.push_back(std::prev(held_.end()));
+        if (h.touch_at < timer_armed_) {
+          timer_kick_ = true;
+          timer_cv_.notify_all();
+        }
+      }
+      if (sleeping_ > 0 && !waiting_.empty()) {
+        if (waiting_.size() == 1) {
+          work_cv_.notify_one();
+        } else {
+          work_cv_.notify_all();
+        }
+      }
+    }
+    // Answered inside Pump's own call, with nothing to give back: done here.
+    // Otherwise Stop must wait for the rest of this callback (in_callback_).
+    if (inline_answer && give_back.empty()) return;
+    ++in_callback_;
+  }
+  Unreserve(give_back);
+  std::unique_lock<std::mutex> l(mu_);
+  if (!inline_answer) Pump(l);
+  --in_callback_;
+  stop_cv_.notify_all();
+}
+
+void Worker::Impl::Unreserve(const std::vector<Delivery>& jobs) {
+  for (const Delivery& d : jobs) {
+    Status s = queue_.Unreserve(d.id, d.receipt);
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.given_back;
+    if (!s.ok()) NoteError(s);
+  }
+}
+
+void Worker::Impl::NoteError(const Status& s) {
+  ++stats_.errors;
+  stats_.last_error = s.ToString();
+}
+
+bool Worker::Impl::PickLocked(HeldIt* it) {
+  for (auto w = waiting_.begin(); w != waiting_.end(); ++w) {
+    Topic& t = topics_[(*w)->topic];
+    if (t.running >= t.limit) continue;
+    *it = *w;
+    waiting_.erase(w);
+    return true;
+  }
+  return false;
+}
+
+void Worker::Impl::RunThread() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    HeldIt it;
+    for (;;) {
+      if (quit_) return;
+      if (!stopping_ && PickLocked(&it)) break;
+      ++sleeping_;
+      work_cv_.wait(l);
+      --sleeping_;
+    }
+    it->state.store(State::kRunning, std::memory_order_relaxed);
+    ++topics_[it->topic].running;
+    ++running_;
+    l.unlock();
+    const Outcome outcome = RunHandler(topics_[it->topic].handler, it->delivery);
+    ApplyOutcome(it, outcome, l);
+    Pump(l);
+  }
+}
+
+Outcome Worker::Impl::RunHandler(const Handler& handler, const Delivery& d) {
+  try {
+    return handler(d);
+  } catch (const std::exception& e) {
+    return Outcome::Retry(e.what());
+  } catch (...) {
+    return Outcome::Retry("the handler threw something that is not a std::exception");
+  }
+}
+
+double Worker::Impl::Random() {
+  std::lock_guard<std::mutex> l(rng_mu_);
+  if (options_.random) return options_.random();
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+void Worker::Impl::ApplyOutcome(HeldIt it, const Outcome& outcome,
+                                std::unique_lock<std::mutex>& l) {
+  const Delivery& d = it->delivery;
+  const Topic& topic = topics_[it->topic];
+  int64_t delay = outcome.delay_ms();
+  if (outcome.kind() == Outcome::Kind::kRetry && delay < 0) {
+    delay = BackoffDelayMs(topic.options.backoff, d.attempts, Random());
+  }
+  // Stop turns kRunning into kAbandoned (under mu_) if it gives the job
+  // back first; then the outcome is not ours to apply.
+  State running = State::kRunning;
+  const bool abandoned = !it->state.compare_exchange_strong(running, State::kAcking);
+  Status s;
+  if (!abandoned) {
+    switch (outcome.kind()) {
+      case Outcome::Kind::kSuccess:
+        s = queue_.Finish(d.id, d.receipt);
+        break;
+      case Outcome::Kind::kRetry:
+        s = queue_.Release(d.id, d.receipt, delay, outcome.text());
+        break;
+      case Outcome::Kind::kBury:
+        s = queue_.Bury(d.id, d.receipt, outcome.text());
+        break;
+    }
+  }
+  l.lock();
+  ++stats_.handled;
+  if (!s.ok()) {
+    NoteError(s);
+  } else if (!abandoned) {
+    switch (outcome.kind()) {
+      case Outcome::Kind::kSuccess:
+        ++stats_.succeeded;
+        break;
+      case Outcome::Kind::kRetry:
+        ++stats_.retried;
+        break;
+      case Outcome::Kind::kBury:
+        ++stats_.buried;
+        break;
+    }
+  }
+  Topic& t = topics_[it->topic];
+  --t.running;
+  --t.held;
+  --running_;
+  held_.erase(it);
+  if (stopping_) stop_cv_.notify_all();
+}
+
+void Worker::Impl::RunTimer() {
+  struct Touch {
+    std::string id, receipt;
+  };
+  std::vector<Touch> touches;
+  for (;;) {
+    const uint64_t seen = clock_moves_.load(std::memory_order_relaxed);
+    const int64_t now = clock_->MonotonicMs();
+    bool pump = false;
+    touches.clear();
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (quit_) return;
+      timer_kick_ = false;
+      if (retry_pending_ && now >= retry_at_) {
+        retry_pending_ = false;
+        pump = true;
+      }
+      int64_t next = retry_pending_ ? retry_at_ : kNever;
+      for (Held& h : held_) {
+        if (stopping_ || h.lost || h.state.load() == State::kAbandoned) continue;
+        if (h.touch_at <= now) {
+          touches.push_back({h.delivery.id, h.delivery.receipt});
+          h.touch_at = now + TouchInterval(h.delivery);
+        }
+        next = std::min(next, h.touch_at);
+      }
+      if (touches.empty() && !pump) {
+        timer_armed_ = next != kNever ? next : now + idle_interval_;
+        if (clock_->IsRealTime()) {
+          timer_cv_.wait_for(l, std::chrono::milliseconds(timer_armed_ - now),
+                             [&] { return quit_ || timer_kick_; });
+        } else {
+          timer_cv_.wait(l, [&] {
+            return quit_ || timer_kick_ || clock_moves_.load(std::memory_order_relaxed) != seen;
+          });
+        }
+        continue;
+      }
+      touching_ = static_cast<int>(touches.size());
+    }
+    for (const Touch& t : touches) {
+      Status s = queue_.Touch(t.id, t.receipt);
+      std::lock_guard<std::mutex> l(mu_);
+      --touching_;
+      if (s.ok()) {
+        ++stats_.touched;
+      } else {
+        NoteError(s);
+        for (Held& h : held_) {
+          if (h.delivery.id == t.id && h.delivery.receipt == t.receipt) h.lost = true;
+        }
+      }
+      if (stopping_) stop_cv_.notify_all();
+    }
+    if (pump) {
+      std::unique_lock<std::mutex> l(mu_);
+      Pump(l);
+    }
+  }
+}
+
+template <typename Pred>
+bool Worker::Impl::WaitStop(Pred pred, int64_t deadline) {
+  for (;;) {
+    const uint64_t seen = clock_moves_.load(std::memory_order_relaxed);
+    const int64_t now = clock_->MonotonicMs();
+    std::unique_lock<std::mutex> l(mu_);
+    if (pred()) return true;
+    if (now >= deadline) return false;
+    if (clock_->IsRealTime()) {
+      const int64_t wait = deadline == kNever ? 1000 : std::min<int64_t>(deadline - now, 1000);
+      stop_cv_.wait_for(l, std::chrono::milliseconds(wait));
+    } else {
+      stop_cv_.wait(l,
+                    [&] { return pred() || clock_moves_.load(std::memory_order_relaxed) != seen; });
+    }
+  }
+}
+
+void Worker::Impl::Stop(int64_t drain_ms) {
+  const int64_t start = clock_->MonotonicMs();
+  const int64_t deadline =
+      drain_ms <= 0 ? start : (drain_ms > kNever - start ? kNever : start + drain_ms);
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (!started_) return;
+    ticket = reserving_ ? ticket_ : 0;
+  }
+  work_cv_.notify_all();
+  if (ticket != 0 && queue_.CancelReserve(ticket)) {
+    std::lock_guard<std::mutex> l(mu_);
+    reserving_ = false;
+  }
+  // No reserve open, no callback or touch under way: what is held is final.
+  WaitStop([this] { return !reserving_ && in_callback_ == 0 && touching_ == 0; }, kNever);
+  std::vector<Delivery> unstarted;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (HeldIt it : waiting_) {
+      unstarted.push_back(std::move(it->delivery));
+      --topics_[it->topic].held;
+      held_.erase(it);
+    }
+    waiting_.clear();
+  }
+  Unreserve(unstarted);
+  WaitStop([this] { return held_.empty(); }, deadline);
+  // Past the deadline: give back the jobs of the handlers still running.
+  std::vector<Delivery> running;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (Held& h : held_) {
+      State was = State::kRunning;
+      if (!h.state.compare_exchange_strong(was, State::kAbandoned)) continue;
+      running.push_back(h.delivery);
+    }
+  }
+  for (const Delivery& d : running) {
+    Status s = queue_.Release(d.id, d.receipt, 0, kStoppedError);
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.given_back;
+    if (!s.ok()) NoteError(s);
+  }
+  // Outcomes being applied now (kAcking) end with their queue call.
+  WaitStop(
+      [this] {
+        return std::all_of(held_.begin(), held_.end(),
+                           [](const Held& h) { return h.state.load() == State::kAbandoned; });
+      },
+      kNever);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    quit_ = true;
+  }
+  work_cv_.notify_all();
+  timer_cv_.notify_all();
+}
+
+WorkerStats Worker::Impl::Stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  WorkerStats s = stats_;
+  s.running = running_;
+  s.held = waiting_.size();
+  return s;
+}
+
+}  // namespace delayq

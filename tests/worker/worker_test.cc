@@ -1,0 +1,639 @@
+// The worker runtime (include/delayq/worker.h) over real queues: the
+// in-process memory and embedded stores on a ManualClock, where backoff and
+// touch times are exact, and the Redis store on a real redis-server. Handlers
+// that must stay running block on a Gate the test opens; nothing sleeps to
+// let time pass.
+#include "delayq/worker.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "delayq/clock.h"
+#include "delayq/queue.h"
+#include "redis/redis_harness.h"
+#include "testing/poll.h"
+
+namespace delayq {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr auto kWait = seconds(20);  // PollUntil's deadline: only a failing test waits it out
+
+// Handlers wait on it until the test opens it (60 s at most, so a failing
+// test still ends).
+class Gate {
+ public:
+  void Open() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, seconds(60), [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+std::unique_ptr<Queue> OpenMemory(std::shared_ptr<Clock> clock) {
+  QueueOptions o;
+  o.store = StoreKind::kMemory;
+  o.clock = std::move(clock);
+  auto q = OpenQueue(o);
+  EXPECT_TRUE(q.ok()) << q.status().ToString();
+  return q.ok() ? std::move(q).value() : nullptr;
+}
+
+std::string Add(Queue& q, const std::string& topic, const std::string& id, int64_t delay_ms = 0,
+                uint32_t ttr_ms = kDefaultTtrMs, uint32_t max_attempts = 0) {
+  JobSpec spec;
+  spec.topic = topic;
+  spec.id = id;
+  spec.delay_ms = delay_ms;
+  spec.ttr_ms = ttr_ms;
+  spec.max_attempts = max_attempts;
+  spec.body = "body of " + id;
+  auto added = q.Add(spec);
+  EXPECT_TRUE(added.ok()) << added.status().ToString();
+  return id;
+}
+
+JobInfo GetJob(Queue& q, const std::string& id) {
+  auto info = q.Get(id);
+  EXPECT_TRUE(info.ok()) << id << ": " << info.status().ToString();
+  return info.ok() ? *info : JobInfo{};
+}
+
+// A worker on `clock` (its touches and Stop's drain follow it).
+std::unique_ptr<Worker> NewWorker(Queue& q, std::shared_ptr<Clock> clock,
+                                  WorkerOptions options = {}) {
+  options.clock = std::move(clock);
+  auto w = Worker::Create(q, std::move(options));
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  return w.ok() ? std::move(w).value() : nullptr;
+}
+
+template <typename F>
+bool Eventually(F&& f) {
+  return PollUntil(std::forward<F>(f), kWait);
+}
+
+uint64_t Waiting(Queue& q, const std::string& topic) {
+  auto t = q.Topic(topic);
+  return t.ok() ? t->waiting : 0;
+}
+
+TEST(BackoffDelayMs, FirstRetryWaitsTheBaseThenGrowsJitteredAndCapped) {
+  Backoff b;  // 1 s, x2, 10 min
+  EXPECT_EQ(BackoffDelayMs(b, 1, 0.0), 1000);
+  EXPECT_EQ(BackoffDelayMs(b, 1, 1.0), 1000);
+  EXPECT_EQ(BackoffDelayMs(b, 0, 1.0), 1000);  // read as the first attempt
+  EXPECT_EQ(BackoffDelayMs(b, 2, 0.0), 1000);  // d = 2 s, jitter [1 s, 2 s]
+  EXPECT_EQ(BackoffDelayMs(b, 2, 0.5), 1500);
+  EXPECT_EQ(BackoffDelayMs(b, 2, 1.0), 2000);
+  EXPECT_EQ(BackoffDelayMs(b, 5, 0.0), 8000);  // d = 16 s
+  EXPECT_EQ(BackoffDelayMs(b, 5, 1.0), 16000);
+  EXPECT_EQ(BackoffDelayMs(b, 11, 1.0), 600'000);  // 1024 s, capped at 10 min
+  EXPECT_EQ(BackoffDelayMs(b, 11, 0.0), 300'000);
+  EXPECT_EQ(BackoffDelayMs(b, 4'000'000'000U, 1.0), 600'000);  // no overflow
+  EXPECT_EQ(BackoffDelayMs(b, 3, 7.0), 4000);                  // random clamped to 1
+  EXPECT_EQ(BackoffDelayMs(b, 3, -1.0), 2000);                 // ... and to 0
+  Backoff small{100, 3.0, 150};
+  EXPECT_EQ(BackoffDelayMs(small, 2, 0.0), 100);  // d = 150 (capped), d/2 < base
+  EXPECT_EQ(BackoffDelayMs(small, 2, 1.0), 150);
+}
+
+TEST(Worker, RefusesBadOptionsAndHandlersNamingWhatIsWrong) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  WorkerOptions bad;
+  bad.threads = 0;
+  auto w0 = Worker::Create(*q, bad);
+  ASSERT_FALSE(w0.ok());
+  EXPECT_EQ(w0.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(w0.status().message().find("threads"), std::string::npos);
+
+  auto w = NewWorker(*q, clock);
+  auto ok = [](const Delivery&) { return Outcome::Success(); };
+  EXPECT_EQ(w->Start().code(), Code::kInvalidArgument);  // no handlers
+  EXPECT_NE(w->Handle("bad topic!", ok).message().find("topic"), std::string::npos);
+  EXPECT_NE(w->Handle("t", nullptr).message().find("handler"), std::string::npos);
+  TopicOptions bad_backoff;
+  bad_backoff.backoff.factor = 0.5;
+  EXPECT_NE(w->Handle("t", ok, bad_backoff).message().find("factor"), std::string::npos);
+  bad_backoff.backoff = {1000, 2.0, 10};
+  EXPECT_NE(w->Handle("t", ok, bad_backoff).message().find("cap_ms"), std::string::npos);
+  ASSERT_TRUE(w->Handle("t", ok).ok());
+  EXPECT_NE(w->Handle("t", ok).message().find("already"), std::string::npos);
+  ASSERT_TRUE(w->Start().ok());
+  EXPECT_EQ(w->Start().code(), Code::kInvalidArgument);
+  EXPECT_EQ(w->Handle("u", ok).code(), Code::kInvalidArgument);
+}
+
+TEST(Worker, SuccessFinishesTheJobAndAnIdleWorkerHoldsOneWaitingReserve) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  std::mutex mu;
+  std::vector<std::string> seen;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery& d) {
+                 std::lock_guard<std::mutex> l(mu);
+                 seen.push_back(d.id + ":" + d.body);
+                 return Outcome::Success();
+               }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return Waiting(*q, "t") == 1; }));
+  Add(*q, "t", "j1");  // pushed to the waiting reserve: the clock does not move
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  EXPECT_EQ(q->Get("j1").status().code(), Code::kNotFound);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(seen, std::vector<std::string>{"j1:body of j1"});
+  }
+  ASSERT_TRUE(Eventually([&] { return Waiting(*q, "t") == 1; }));
+  WorkerStats s = w->Stats();
+  EXPECT_EQ(s.handled, 1u);
+  EXPECT_EQ(s.errors, 0u) << s.last_error;
+  w->Stop(0);
+  EXPECT_EQ(Waiting(*q, "t"), 0u);  // Stop cancelled it
+}
+
+// The run_at of each released job, attempts 1..6, at both ends of the jitter.
+void ExpectBackoffs(double random, const std::vector<int64_t>& expected) {
+  SCOPED_TRACE("random " + std::to_string(random));
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  WorkerOptions options;
+  options.random = [random] { return random; };
+  auto w = NewWorker(*q, clock, options);
+  TopicOptions topic;
+  topic.backoff = {1000, 2.0, 10'000};
+  ASSERT_TRUE(w->Handle(
+                   "t", [](const Delivery&) { return Outcome::Retry("nope"); }, topic)
+                  .ok());
+  Add(*q, "t", "j");
+  ASSERT_TRUE(w->Start().ok());
+  for (size_t n = 1; n <= expected.size(); ++n) {
+    ASSERT_TRUE(Eventually([&] { return w->Stats().retried == n; })) << "attempt " << n;
+    JobInfo info = GetJob(*q, "j");
+    EXPECT_EQ(info.state, JobState::kDelayed);
+    EXPECT_EQ(info.attempts, n);
+    EXPECT_EQ(info.last_error, "nope");
+    EXPECT_EQ(info.run_at_ms - clock->NowMs(), expected[n - 1]) << "attempt " << n;
+    clock->Advance(expected[n - 1] - 1);  // never early
+    EXPECT_EQ(GetJob(*q, "j").state, JobState::kDelayed);
+    clock->Advance(1);
+  }
+  w->Stop(0);
+}
+
+TEST(Worker, RetriesBackOffExponentiallyWithJitterNeverBelowTheBase) {
+  // base 1 s, x2, cap 10 s: d = 1, 2, 4, 8, 10, 10 s; jittered to [d/2, d], >= 1 s.
+  ExpectBackoffs(0.0, {1000, 1000, 2000, 4000, 5000, 5000});
+  ExpectBackoffs(1.0, {1000, 2000, 4000, 8000, 10'000, 10'000});
+  ExpectBackoffs(0.5, {1000, 1500, 3000, 6000, 7500, 7500});
+}
+
+TEST(Worker, AThrownExceptionIsARetryWithItsWhatAsLastError) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) -> Outcome {
+                 throw std::runtime_error("database unreachable");
+               }).ok());
+  Add(*q, "t", "j");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 1; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.state, JobState::kDelayed);
+  EXPECT_EQ(info.last_error, "database unreachable");
+  EXPECT_EQ(info.run_at_ms, clock->NowMs() + 1000);  // the default backoff's first step
+  EXPECT_EQ(info.attempts, 1u);
+}
+
+TEST(Worker, RetryInUsesTheHandlersDelay) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) {
+                 return Outcome::RetryIn(12'345, "rate limited");
+               }).ok());
+  Add(*q, "t", "j");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 1; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.run_at_ms, clock->NowMs() + 12'345);
+  EXPECT_EQ(info.last_error, "rate limited");
+}
+
+TEST(Worker, AJobWhoseMaxAttemptsAreUsedUpIsBuriedByTheQueue) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Retry("again"); }).ok());
+  Add(*q, "t", "j", 0, kDefaultTtrMs, /*max_attempts=*/2);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 1; }));
+  EXPECT_EQ(GetJob(*q, "j").state, JobState::kDelayed);
+  clock->Advance(1000);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 2; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.state, JobState::kBuried);
+  EXPECT_EQ(info.attempts, 2u);
+  EXPECT_EQ(info.last_error, "again; max_attempts (2) used up");
+  EXPECT_EQ(w->Stats().buried, 0u);  // the handler did not bury it
+}
+
+TEST(Worker, BuryBuriesTheJobWithTheReason) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Bury("malformed body"); }).ok());
+  Add(*q, "t", "j");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().buried == 1; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.state, JobState::kBuried);
+  EXPECT_EQ(info.last_error, "malformed body");
+}
+
+TEST(Worker, ALongHandlerIsTouchedEveryHalfTtrAndKeepsItsReservation) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(*q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1; }));
+  const std::string receipt = GetJob(*q, "j").receipt;
+  EXPECT_EQ(GetJob(*q, "j").reserved_until_ms, t0 + 10'000);
+  clock->Advance(4999);
+  clock->Advance(1);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  // Touched at half the TTR exactly, not before: a full TTR from then.
+  EXPECT_EQ(GetJob(*q, "j").reserved_until_ms, t0 + 5000 + 10'000);
+  clock->Advance(5000);  // the first TTR is over: the touch kept the job
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 2; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.state, JobState::kReserved);
+  EXPECT_EQ(info.receipt, receipt);
+  EXPECT_EQ(info.reserved_until_ms, t0 + 10'000 + 10'000);
+  EXPECT_EQ(info.attempts, 1u);
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  EXPECT_EQ(q->Get("j").status().code(), Code::kNotFound);
+  EXPECT_EQ(w->Stats().errors, 0u) << w->Stats().last_error;
+}
+
+TEST(Worker, NeverRunsMoreHandlersOfATopicThanItsConcurrency) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  WorkerOptions options;
+  options.threads = 4;
+  auto w = NewWorker(*q, clock, options);
+  Gate gate;
+  std::atomic<int> active{0};
+  std::atomic<int> most{0};
+  TopicOptions two;
+  two.concurrency = 2;
+  ASSERT_TRUE(w->Handle(
+                   "c",
+                   [&](const Delivery&) {
+                     int now = ++active;
+                     int prev = most.load();
+                     while (now > prev && !most.compare_exchange_weak(prev, now)) {
+                     }
+                     gate.Wait();
+                     --active;
+                     return Outcome::Success();
+                   },
+                   two)
+                  .ok());
+  ASSERT_TRUE(w->Handle("d", [](const Delivery&) { return Outcome::Success(); }).ok());
+  for (int i = 0; i < 6; ++i) Add(*q, "c", "c" + std::to_string(i));
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return active.load() == 2; }));
+  // Four slots, so the batch took four jobs of "c"; two wait for room.
+  ASSERT_TRUE(Eventually([&] { return w->Stats().held == 2; }));
+  EXPECT_EQ(w->Stats().running, 2u);
+  EXPECT_EQ(active.load(), 2);
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 6; }));
+  EXPECT_EQ(most.load(), 2);
+}
+
+// A Queue that counts the reserves made through it; everything else goes
+// straight to the real queue it wraps.
+class CountingQueue final : public Queue {
+ public:
+  explicit CountingQueue(Queue& q) : q_(q) {}
+  std::atomic<int> reserves{0};
+  std::atomic<uint32_t> last_count{0};
+
+  uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override {
+    ++reserves;
+    last_count = req.count;
+    return q_.ReserveAsync(req, std::move(done));
+  }
+  Result<AddResult> Add(const JobSpec& spec) override { return q_.Add(spec); }
+  bool CancelReserve(uint64_t ticket) override { return q_.CancelReserve(ticket); }
+  Status Unreserve(std::string_view id, std::string_view receipt) override {
+    return q_.Unreserve(id, receipt);
+  }
+  Status Finish(std::string_view id, std::string_view receipt) override {
+    return q_.Finish(id, receipt);
+  }
+  Status Delete(std::string_view id) override { return q_.Delete(id); }
+  Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
+                 std::string_view error) override {
+    return q_.Release(id, receipt, delay_ms, error);
+  }
+  Status Touch(std::string_view id, std::string_view receipt) override {
+    return q_.Touch(id, receipt);
+  }
+  Status Bury(std::string_view id, std::string_view receipt, std::string_view reason) override {
+    return q_.Bury(id, receipt, reason);
+  }
+  Status Kick(std::string_view id) override { return q_.Kick(id); }
+  Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) override {
+    return q_.KickTopic(topic, n);
+  }
+  Result<JobInfo> Get(std::string_view id) override { return q_.Get(id); }
+  Result<JobInfo> Peek(std::string_view topic, JobState state) override {
+    return q_.Peek(topic, state);
+  }
+  Status Pause(std::string_view topic, int64_t duration_ms) override {
+    return q_.Pause(topic, duration_ms);
+  }
+  Status Resume(std::string_view topic) override { return q_.Resume(topic); }
+  Result<std::vector<TopicInfo>> Topics() override { return q_.Topics(); }
+  Result<TopicInfo> Topic(std::string_view topic) override { return q_.Topic(topic); }
+  Result<QueueStats> Stats() override { return q_.Stats(); }
+
+ private:
+  Queue& q_;
+};
+
+TEST(Worker, ReservesOneBatchForAllItsIdleSlots) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  CountingQueue q(*real);
+  WorkerOptions options;
+  options.threads = 4;
+  auto w = NewWorker(q, clock, options);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  for (int i = 0; i < 6; ++i) Add(q, "t", "j" + std::to_string(i));
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 4; }));
+  EXPECT_EQ(q.reserves.load(), 1);  // one call for the four idle slots
+  EXPECT_EQ(q.last_count.load(), 4u);
+  EXPECT_EQ(GetJob(q, "j4").state, JobState::kReady);  // never more than its threads
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 6; }));
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+  EXPECT_EQ(w->Stats().reserves, static_cast<uint64_t>(q.reserves.load()));
+}
+
+TEST(Worker, StopUnreservesUnstartedJobsAndReleasesRunningOnesAtTheDeadline) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  WorkerOptions options;
+  options.threads = 2;
+  auto w = NewWorker(*q, clock, options);
+  Gate gate;
+  std::atomic<int> ran{0};
+  TopicOptions one;
+  one.concurrency = 1;
+  std::string started;  // written by the handler before `ran` moves
+  ASSERT_TRUE(w->Handle(
+                   "a",
+                   [&](const Delivery& d) {
+                     started = d.id;
+                     ++ran;
+                     gate.Wait();
+                     return Outcome::Success();
+                   },
+                   one)
+                  .ok());
+  ASSERT_TRUE(w->Handle("b", [](const Delivery&) { return Outcome::Success(); }).ok());
+  Add(*q, "a", "a1");
+  Add(*q, "a", "a2");
+  ASSERT_TRUE(w->Start().ok());
+  // Both jobs of "a" came in one batch; its concurrency lets one run.
+  ASSERT_TRUE(Eventually([&] { return ran.load() == 1 && w->Stats().held == 1; }));
+  const std::string running = started;
+  const std::string unstarted = running == "a1" ? "a2" : "a1";
+  w->Stop(0);
+  JobInfo r = GetJob(*q, running);
+  EXPECT_EQ(r.state, JobState::kReady);  // the next worker gets it at once
+  EXPECT_EQ(r.attempts, 1u);             // it did run
+  EXPECT_EQ(r.last_error, "worker stopped while the handler ran");
+  JobInfo u = GetJob(*q, unstarted);
+  EXPECT_EQ(u.state, JobState::kReady);
+  EXPECT_EQ(u.attempts, 0u);  // never started: not counted
+  EXPECT_EQ(u.last_error, "");
+  EXPECT_EQ(w->Stats().given_back, 2u);
+  gate.Open();  // the abandoned handler returns Success: ignored
+  w.reset();    // waits for it
+  EXPECT_EQ(GetJob(*q, running).state, JobState::kReady);
+  EXPECT_EQ(ran.load(), 1);
+}
+
+TEST(Worker, StopLetsARunningHandlerFinishWithinTheDrain) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  Add(*q, "t", "j");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(60'000);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return Waiting(*q, "t") == 0; }));  // Stop has begun
+  EXPECT_FALSE(stopped.load());
+  gate.Open();
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  stopper.join();
+  EXPECT_EQ(q->Get("j").status().code(), Code::kNotFound);  // finished, not given back
+  EXPECT_EQ(w->Stats().succeeded, 1u);
+  EXPECT_EQ(w->Stats().given_back, 0u);
+}
+
+TEST(Worker, StopsDrainEndsWhenTheWorkersClockReachesIt) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  Add(*q, "t", "j");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1 && Waiting(*q, "t") == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(5000);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return Waiting(*q, "t") == 0; }));  // Stop has begun
+  clock->Advance(4999);
+  EXPECT_EQ(GetJob(*q, "j").state, JobState::kReserved);
+  clock->Advance(1);
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  if (!stopped) clock->Advance(60'000);  // so the join below ends even if the test failed
+  stopper.join();
+  EXPECT_EQ(GetJob(*q, "j").state, JobState::kReady);
+  gate.Open();
+}
+
+TEST(Worker, ARestartedWorkerGetsEveryJobThatFellDueWhileDownAtOnce) {
+  auto clock = std::make_shared<ManualClock>();
+  char tmpl[] = "/tmp/delayq-worker-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  QueueOptions o;
+  o.store = StoreKind::kEmbedded;
+  o.data_dir = dir;
+  o.clock = clock;
+  std::mutex mu;
+  std::multiset<std::string> seen;
+  auto handler = [&](const Delivery& d) {
+    std::lock_guard<std::mutex> l(mu);
+    seen.insert(d.id);
+    return Outcome::Success();
+  };
+  {
+    auto q = OpenQueue(o);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    Add(**q, "t", "now");
+    for (int i = 1; i <= 3; ++i) Add(**q, "t", "later" + std::to_string(i), 60'000 + i);
+    auto w = NewWorker(**q, clock);
+    ASSERT_TRUE(w->Handle("t", handler).ok());
+    ASSERT_TRUE(w->Start().ok());
+    ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+    w->Stop(1000);
+  }                             // the worker and the queue are gone
+  clock->Advance(10 * 60'000);  // the "later" jobs fall due meanwhile
+  auto q = OpenQueue(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto w = NewWorker(**q, clock);
+  ASSERT_TRUE(w->Handle("t", handler).ok());
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 3; }));  // the clock stands still
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(seen, (std::multiset<std::string>{"now", "later1", "later2", "later3"}));
+  }
+  w.reset();
+  q->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Worker, RunsOverTheRedisStore) {
+  auto redis = redis_harness::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  QueueOptions o;
+  o.store = StoreKind::kRedis;
+  o.redis_url = (*redis)->url();
+  o.redis_prefix = "worker" + std::to_string(getpid());
+  auto q = OpenQueue(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto w = NewWorker(**q, SystemClock());
+  TopicOptions fast;
+  fast.backoff = {0, 2.0, 0};  // retries due at once
+  ASSERT_TRUE(w->Handle(
+                   "smoke",
+                   [](const Delivery& d) {
+                     if (d.id == "bad") return Outcome::Bury("cannot parse");
+                     if (d.id == "flaky" && d.attempts == 1)
+                       throw std::runtime_error("first try fails");
+                     return Outcome::Success();
+                   },
+                   fast)
+                  .ok());
+  ASSERT_TRUE(w->Start().ok());
+  for (int i = 0; i < 20; ++i) Add(**q, "smoke", "j" + std::to_string(i));
+  Add(**q, "smoke", "bad");
+  Add(**q, "smoke", "flaky");
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 21; }));
+  WorkerStats s = w->Stats();
+  EXPECT_EQ(s.buried, 1u);
+  EXPECT_EQ(s.retried, 1u);
+  EXPECT_EQ(s.errors, 0u) << s.last_error;
+  JobInfo bad = GetJob(**q, "bad");
+  EXPECT_EQ(bad.state, JobState::kBuried);
+  EXPECT_EQ(bad.last_error, "cannot parse");
+  w->Stop(5000);
+  auto stats = (*q)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->jobs, 1u);  // only the buried one is left
+}
+
+TEST(Worker, KeepsAskingWhileRedisIsAwayAndGoesOnWhenItIsBack) {
+  redis_harness::RedisServerOptions ro;
+  ro.append_only = true;
+  auto redis = redis_harness::RedisServer::Start(ro);
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  QueueOptions o;
+  o.store = StoreKind::kRedis;
+  o.redis_url = (*redis)->url();
+  o.redis_prefix = "outage" + std::to_string(getpid());
+  auto q = OpenQueue(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  WorkerOptions options;
+  options.reserve_wait_ms = 1000;  // a wake-up lost while Redis was away costs 1 s at most
+  auto w = NewWorker(**q, SystemClock(), options);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  Add(**q, "t", "before");
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  ASSERT_TRUE((*redis)->Stop().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().errors >= 3; })) << w->Stats().last_error;
+  WorkerStats away = w->Stats();
+  EXPECT_NE(away.last_error.find("unavailable"), std::string::npos) << away.last_error;
+  // Failed reserves are asked again after a pause that grows, not in a loop.
+  EXPECT_LE(away.reserves, away.errors + 3);
+  ASSERT_TRUE((*redis)->Restart().ok());
+  ASSERT_TRUE(Eventually([&] { return (*q)->Get("before").status().code() == Code::kNotFound; }));
+  Add(**q, "t", "after");
+  EXPECT_TRUE(Eventually([&] { return w->Stats().succeeded == 2; })) << w->Stats().last_error;
+  w->Stop(1000);
+}
+
+}  // namespace
+}  // namespace delayq
