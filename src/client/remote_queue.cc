@@ -87,8 +87,8 @@ std::string RemoteQueue::NewId() {
     seq = id_seq_;
   }
   char head[17];
-  snprintf(head, sizeof head, "%012llx%04x", static_cast<unsigned long long>(ms) & 0xffffffffffffULL,
-           seq);
+  snprintf(head, sizeof head, "%012llx%04x",
+           static_cast<unsigned long long>(ms) & 0xffffffffffffULL, seq);
   return std::string(head) + id_tag_;
 }
 
@@ -129,8 +129,8 @@ Result<AddResult> RemoteQueue::Add(const JobSpec& spec) {
       // Our own first attempt, whose reply was lost, if the job is ours.
       auto job = Get(sent.id);
       if (job.ok() && job->topic == sent.topic && job->body == sent.body) {
-        r = AddResult{sent.id, job->state == JobState::kDelayed ? JobState::kDelayed
-                                                                : JobState::kReady,
+        r = AddResult{sent.id,
+                      job->state == JobState::kDelayed ? JobState::kDelayed : JobState::kReady,
                       job->run_at_ms};
       }
     }
@@ -187,8 +187,7 @@ Status RemoteQueue::Release(std::string_view id, std::string_view receipt, int64
 
 Status RemoteQueue::Touch(std::string_view id, std::string_view receipt) {
   if (Status v = ValidateReceipt(receipt); !v.ok()) return v;
-  return RunOk({"TOUCH", std::string(id), ReceiptArg(receipt)}, RetryFor(receipt),
-               Repeat::kAsIs);
+  return RunOk({"TOUCH", std::string(id), ReceiptArg(receipt)}, RetryFor(receipt), Repeat::kAsIs);
 }
 
 Status RemoteQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {

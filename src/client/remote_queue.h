@@ -118,9 +118,9 @@ class RemoteQueue final : public Queue {
   std::unique_ptr<WaitingReserves> waiting_;  // destroyed first
 
   std::mutex id_mu_;
-  int64_t id_ms_ = 0;     // GUARDED_BY(id_mu_): ms of the last generated id
-  uint32_t id_seq_ = 0;   // GUARDED_BY(id_mu_): its counter
-  std::string id_tag_;    // 16 hex digits, fixed at Open
+  int64_t id_ms_ = 0;    // GUARDED_BY(id_mu_): ms of the last generated id
+  uint32_t id_seq_ = 0;  // GUARDED_BY(id_mu_): its counter
+  std::string id_tag_;   // 16 hex digits, fixed at Open
 };
 
 }  // namespace delayq::client

@@ -77,8 +77,8 @@ ServerSet::ServerSet(std::vector<redis::Endpoint> endpoints, redis::ConnectionOp
     auto s = std::make_unique<Server>();
     s->name = e.ToString();
     s->endpoint = std::move(e);
-    s->backoff = std::make_shared<redis::Backoff>(options_.backoff_initial_ms,
-                                                  options_.backoff_max_ms);
+    s->backoff =
+        std::make_shared<redis::Backoff>(options_.backoff_initial_ms, options_.backoff_max_ms);
     servers_.push_back(std::move(s));
   }
 }

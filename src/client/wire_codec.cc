@@ -245,14 +245,12 @@ Result<QueueStats> ParseStats(const Reply& reply) {
   if (reply.is_error()) return StatusOf(reply);
   QueueStats q;
   const std::pair<std::string_view, uint64_t*> fields[] = {
-      {"jobs", &q.jobs},          {"delayed", &q.delayed},
-      {"ready", &q.ready},        {"reserved", &q.reserved},
-      {"buried", &q.buried},      {"topics", &q.topics},
-      {"waiting", &q.waiting},    {"added", &q.added},
-      {"replaced", &q.replaced},  {"reserves", &q.reserves},
-      {"finished", &q.finished},  {"deleted", &q.deleted},
-      {"released", &q.released},  {"timed_out", &q.timed_out},
-      {"buried_total", &q.buried_total}, {"kicked", &q.kicked},
+      {"jobs", &q.jobs},         {"delayed", &q.delayed},     {"ready", &q.ready},
+      {"reserved", &q.reserved}, {"buried", &q.buried},       {"topics", &q.topics},
+      {"waiting", &q.waiting},   {"added", &q.added},         {"replaced", &q.replaced},
+      {"reserves", &q.reserves}, {"finished", &q.finished},   {"deleted", &q.deleted},
+      {"released", &q.released}, {"timed_out", &q.timed_out}, {"buried_total", &q.buried_total},
+      {"kicked", &q.kicked},
   };
   Status s = Pairs("STATS", reply, [&](const std::string& name, const Reply& v) {
     for (const auto& [field, out] : fields) {

@@ -73,8 +73,8 @@ Result<std::unique_ptr<DelayqServer>> DelayqServer::Start(std::vector<std::strin
 
 Status DelayqServer::Launch(const std::vector<std::string>& extra) {
   port_ = FreePort();
-  std::vector<std::string> args = {DELAYQ_BINARY, "serve",      "--resp-port", std::to_string(port_),
-                                    "--http-port",  "0",          "--data-dir",  dir_ + "/data"};
+  std::vector<std::string> args = {DELAYQ_BINARY, "serve", "--resp-port", std::to_string(port_),
+                                   "--http-port", "0",     "--data-dir",  dir_ + "/data"};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

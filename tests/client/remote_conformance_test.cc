@@ -38,9 +38,14 @@ std::vector<std::string> MemoryArgs() { return {"--store", "memory"}; }
 std::vector<std::string> EmbeddedArgs() { return {"--store", "embedded", "--fsync", "never"}; }
 std::vector<std::string> RedisArgs() {
   static std::atomic<int> next{0};
-  return {"--store", "redis", "--redis", RedisUrl(), "--redis-prefix",
+  return {"--store",
+          "redis",
+          "--redis",
+          RedisUrl(),
+          "--redis-prefix",
           "remote" + std::to_string(getpid()) + "." + std::to_string(next.fetch_add(1)),
-          "--redis-buckets", "4"};
+          "--redis-buckets",
+          "4"};
 }
 
 using ArgsFn = std::vector<std::string> (*)();
@@ -82,16 +87,16 @@ const std::set<std::string> kRemoteKnownBugs = {};
 
 INSTANTIATE_TEST_SUITE_P(
     Remote, QueueConformance,
-    ::testing::Values(
-        QueueImpl{.name = "Memory",
-                  .make = [] { return std::make_unique<RemoteHarness>(MemoryArgs); },
-                  .known_bugs = kRemoteKnownBugs},
-        QueueImpl{.name = "Embedded",
-                  .make = [] { return std::make_unique<RemoteHarness>(EmbeddedArgs); },
-                  .known_bugs = kRemoteKnownBugs},
-        QueueImpl{.name = "Redis",
-                  .make = [] { return std::make_unique<RemoteHarness>(RedisArgs); },
-                  .known_bugs = kRemoteKnownBugs}),
+    ::testing::Values(QueueImpl{.name = "Memory",
+                                .make = [] { return std::make_unique<RemoteHarness>(MemoryArgs); },
+                                .known_bugs = kRemoteKnownBugs},
+                      QueueImpl{
+                          .name = "Embedded",
+                          .make = [] { return std::make_unique<RemoteHarness>(EmbeddedArgs); },
+                          .known_bugs = kRemoteKnownBugs},
+                      QueueImpl{.name = "Redis",
+                                .make = [] { return std::make_unique<RemoteHarness>(RedisArgs); },
+                                .known_bugs = kRemoteKnownBugs}),
     QueueImplName);
 
 }  // namespace

@@ -276,7 +276,8 @@ TEST(RemoteQueue, AuthTokenIsSentAndAWrongOneIsUnauthorized) {
   auto refused = wrong->Add(Job("auth"));
   EXPECT_EQ(refused.status().code(), Code::kUnauthorized) << refused.status().ToString();
   auto none = OpenRemote(server->address());
-  EXPECT_EQ(none->Stats().status().code(), Code::kUnauthorized) << none->Stats().status().ToString();
+  EXPECT_EQ(none->Stats().status().code(), Code::kUnauthorized)
+      << none->Stats().status().ToString();
 }
 
 // Two servers on one Redis; producers add and a worker reserves and
@@ -288,8 +289,8 @@ TEST(RemoteQueue, AuthTokenIsSentAndAWrongOneIsUnauthorized) {
 TEST(RemoteQueue, FailoverAfterKillNineLosesNoAcknowledgedAddAndDeliversNothingTwice) {
   auto redis = redis_harness::RedisServer::Start();
   ASSERT_TRUE(redis.ok()) << redis.status().ToString();
-  const std::vector<std::string> args = {"--store", "redis", "--redis", (*redis)->url(),
-                                         "--redis-prefix", "failover"};
+  const std::vector<std::string> args = {"--store",       "redis",          "--redis",
+                                         (*redis)->url(), "--redis-prefix", "failover"};
   auto a = StartServer(args);
   auto b = StartServer(args);
   ASSERT_TRUE(a && b);
@@ -297,7 +298,7 @@ TEST(RemoteQueue, FailoverAfterKillNineLosesNoAcknowledgedAddAndDeliversNothingT
   ASSERT_NE(q, nullptr);
 
   std::mutex mu;
-  std::set<std::string> acked;                 // GUARDED_BY(mu)
+  std::set<std::string> acked;  // GUARDED_BY(mu)
   // GUARDED_BY(mu): steady ms of each delivery of each job
   std::map<std::string, std::vector<int64_t>> delivered;
   std::vector<int64_t> delivery_ms;  // GUARDED_BY(mu): of every delivery

@@ -158,8 +158,7 @@ TEST_P(RespFrontEnd, ReserveMaxBytesCutsTheBatchButHandsOutAtLeastOne) {
   }
   EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "-1", "FROM", "mb"}),
             Error("INVALID MAXBYTES: expected an integer >= 0 (0: no limit)"));
-  EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "250", "FROM", "mb"}).elements.size(),
-            2u);
+  EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "250", "FROM", "mb"}).elements.size(), 2u);
   EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "1", "FROM", "mb"}).elements.size(), 1u);
 }
 
