@@ -41,6 +41,7 @@ class FakeServer {
     kGarbage,     // bytes that are not RESP, then keeps the connection open
     kWrongShape,  // well-formed RESP of the wrong kind (":1") to everything
     kSwallow,     // reads the request, closes without answering (a lost reply)
+    kSilent,      // reads everything, answers nothing, keeps the connection open
   };
 
   explicit FakeServer(Mode mode) : mode_(mode) {
@@ -90,6 +91,7 @@ class FakeServer {
           std::erase(conns, fds[i].fd);
           continue;
         }
+        if (mode_ == Mode::kSilent) continue;
         const char* reply = mode_ == Mode::kGarbage ? "hello, I am not delayq\r\n" : ":1\r\n";
         (void)!write(fds[i].fd, reply, strlen(reply));
       }
@@ -204,6 +206,32 @@ TEST(RemoteQueue, AReplyOfTheWrongShapeClosesTheConnectionWithAnError) {
       << added.status().ToString();
   // Each malformed reply closed its connection: every request came on a new one.
   EXPECT_EQ(wrong.requests().size(), 3u);
+}
+
+// Every request has a deadline: the request timeout, and for a reserve that
+// waits, its wait on top of it. A cancel that the server never confirms
+// still returns (after the request timeout). A server that timed out is
+// marked down (the next call fails at once, naming it), so each part uses a
+// client of its own.
+TEST(RemoteQueue, AServerThatNeverAnswersTimesOutEachRequestAndEachWait) {
+  FakeServer silent(FakeServer::Mode::kSilent);
+  auto t0 = std::chrono::steady_clock::now();
+  auto got = OpenRemote(silent.address(), "", /*request_timeout_ms=*/300)->Get("x");
+  EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("no reply within 300 ms"), std::string::npos)
+      << got.status().ToString();
+  auto r = OpenRemote(silent.address(), "", 300)->Reserve(From("t", 200));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("no reply within 200 ms + 300 ms"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_LT(waited, std::chrono::seconds(3));
+  auto q = OpenRemote(silent.address(), "", 300);
+  std::atomic<int> calls{0};
+  uint64_t ticket = q->ReserveAsync(From("t", 60'000), [&](Result<Deliveries>) { ++calls; });
+  ASSERT_NE(ticket, 0u);
+  EXPECT_TRUE(q->CancelReserve(ticket));
+  EXPECT_EQ(calls.load(), 0);
 }
 
 // The first server takes the ADD and never answers: the client moves on and
