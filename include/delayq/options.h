@@ -19,8 +19,10 @@ enum class StoreKind {
   kMemory,    // "memory": in-process, nothing kept across restarts
   kEmbedded,  // "embedded": in-process, kept in a durable log in data_dir
   kRedis,     // "redis": kept in Redis or Redis Cluster at redis_url
+  kRemote,    // "remote": kept by one or more `delayq serve` at `servers`,
+              // reached over RESP (the network client, src/client)
 };
-// "memory", "embedded", "redis"; nullopt for anything else.
+// "memory", "embedded", "redis", "remote"; nullopt for anything else.
 std::optional<StoreKind> ParseStoreKind(std::string_view name);
 std::string_view StoreKindName(StoreKind store);
 
@@ -63,7 +65,21 @@ struct QueueOptions {
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
   // kEmbedded: a log segment is closed at this size. Default: 64 MiB.
   uint64_t segment_bytes = 64 << 20;
-  // Default: SystemClock().
+  // kRemote: the servers, "host:port[,host:port...]" (IPv6 as "[::1]:7701";
+  // the port defaults to 7701). Every server named must serve the same jobs
+  // (one Redis behind them all): a request goes to the first that answers,
+  // and moves on to the next when one is down. Default: "127.0.0.1:7701".
+  std::string servers = "127.0.0.1:7701";
+  // kRemote: sent as `AUTH token` on every connection when not empty (the
+  // servers' --auth-token). Default: none.
+  std::string auth_token;
+  // kRemote: bound on each TCP connect. Default: 1000.
+  int connect_timeout_ms = 1000;
+  // kRemote: bound on each request's reply; a waiting reserve gets its wait
+  // on top of it. Default: 5000.
+  int request_timeout_ms = 5000;
+  // Default: SystemClock(). kRemote: time is the servers'; the clock only
+  // orders the ids the client generates.
   std::shared_ptr<Clock> clock;
   Limits limits;
 };

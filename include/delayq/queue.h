@@ -200,6 +200,14 @@ class Queue {
 // Errors: kInvalidArgument for a bad option; kUnavailable
 // when the store cannot be reached (a data directory that cannot be made,
 // read or locked); kInternal for a damaged log (file, offset and why).
+// StoreKind::kRemote (the network client) connects to nothing here: a server
+// that cannot be reached shows on the first call, as kUnavailable naming
+// every server tried. Its calls are retried on the next server only where a
+// repeat cannot duplicate work (adds keep their id, which the client
+// generates when the spec has none; changes that carry a receipt; reads);
+// a reserve whose reply was lost is not retried, and the jobs it may have
+// taken come back after their TTR. Its reserve callbacks run on a thread
+// of its own.
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options);
 
 }  // namespace delayq

@@ -6,6 +6,7 @@ std::optional<StoreKind> ParseStoreKind(std::string_view name) {
   if (name == "memory") return StoreKind::kMemory;
   if (name == "embedded") return StoreKind::kEmbedded;
   if (name == "redis") return StoreKind::kRedis;
+  if (name == "remote") return StoreKind::kRemote;
   return std::nullopt;
 }
 
@@ -17,6 +18,8 @@ std::string_view StoreKindName(StoreKind store) {
       return "embedded";
     case StoreKind::kRedis:
       return "redis";
+    case StoreKind::kRemote:
+      return "remote";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 
 #include <future>
 
+#include "client/remote_queue.h"
 #include "local/local_queue.h"
 #include "queue/open.h"
 #include "redis_store/redis_queue.h"
@@ -31,11 +32,20 @@ Result<std::unique_ptr<ServingQueue>> OpenServingQueue(const QueueOptions& optio
       if (!q.ok()) return q.status();
       return std::unique_ptr<ServingQueue>(std::move(q).value());
     }
+    case StoreKind::kRemote:
+      return InvalidArgument(
+          "store: a server cannot serve store remote (another server's jobs); use embedded, "
+          "memory or redis");
   }
   return InvalidArgument("store: not one of embedded, memory, redis");
 }
 
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options) {
+  if (options.store == StoreKind::kRemote) {
+    auto q = client::RemoteQueue::Open(options);
+    if (!q.ok()) return q.status();
+    return std::unique_ptr<Queue>(std::move(q).value());
+  }
   auto q = OpenServingQueue(options);
   if (!q.ok()) return q.status();
   return std::unique_ptr<Queue>(std::move(q).value());

@@ -113,7 +113,9 @@ void FrontEnd::AnswerTracked(net::Connection& c, Result<Deliveries> r) {
 
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   if (tcp_->draining()) req.wait_ms = 0;
-  req.max_bytes = ReserveByteBudget();
+  // The client's own bound (RESP's MAXBYTES), if tighter than the server's.
+  const uint64_t budget = ReserveByteBudget();
+  req.max_bytes = req.max_bytes == 0 ? budget : std::min(req.max_bytes, budget);
   uint64_t conn_id = c.id;
   // The hole its reply takes if it comes later (pipelining).
   uint64_t serial = pipelining_ ? c.next_hole() : 0;

@@ -142,6 +142,14 @@ struct AnswerAdd {
     resp::AppendBulk(&c.out, r->id);
   }
 };
+// ADD ... WITHSTATE: [id, state, run_at_ms], what the network client needs
+// to answer an add as the in-process queue does.
+struct AnswerAddWithState {
+  void operator()(FrontEnd&, net::Connection& c, const Result<AddResult>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    wire::AppendRespValues(&c.out, *r, wire::kAddedFields);
+  }
+};
 
 }  // namespace
 
@@ -197,11 +205,12 @@ const RespServer::CommandSpec RespServer::kCommands[] = {
      "The server's figures as Redis's INFO text: server, clients, stats, delayq, keyspace."},
     {"COMMAND", 1, -1, true, &RespServer::CmdCommand, "server", "",
      "Describes every command, as Redis's COMMAND does.", kCommandCommands},
-    {"ADD", 6, 14, true, &RespServer::CmdAdd, "queue",
-     "topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE]",
-     "Adds a job that becomes ready after delay (ms, or 5s, 30m); answers its id."},
+    {"ADD", 6, 15, true, &RespServer::CmdAdd, "queue",
+     "topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE] [WITHSTATE]",
+     "Adds a job that becomes ready after delay (ms, or 5s, 30m); answers its id (WITHSTATE: "
+     "[id, state, run_at_ms])."},
     {"RESERVE", 3, -1, true, &RespServer::CmdReserve, "queue",
-     "[TIMEOUT timeout] [COUNT n] FROM topic [topic ...]",
+     "[TIMEOUT timeout] [COUNT n] [MAXBYTES bytes] FROM topic [topic ...]",
      "Takes ready jobs, waiting up to TIMEOUT (ms, or 5s) for one."},
     {"FINISH", 2, 3, true, &RespServer::CmdFinish, "queue", "id receipt|FORCE",
      "Finishes a reserved job: it is done and deleted (FORCE: by id alone)."},
@@ -210,8 +219,10 @@ const RespServer::CommandSpec RespServer::kCommands[] = {
      "Gives a reserved job back, ready again after delay (ms, or 5s)."},
     {"TOUCH", 2, 3, true, &RespServer::CmdTouch, "queue", "id receipt|FORCE",
      "Extends a job's reservation by its TTR."},
-    {"BURY", 2, 3, true, &RespServer::CmdBury, "queue", "id receipt|FORCE",
-     "Sets a reserved job aside until it is kicked."},
+    {"BURY", 2, 5, true, &RespServer::CmdBury, "queue", "id receipt|FORCE [ERROR text]",
+     "Sets a reserved job aside until it is kicked, with text as its last error."},
+    {"UNRESERVE", 3, 3, true, &RespServer::CmdUnreserve, "queue", "id receipt",
+     "Gives back a reserved job its worker never began: ready at once, the attempt not counted."},
     {"KICK", 2, 2, true, &RespServer::CmdKick, "queue", "id",
      "Makes a buried or delayed job ready."},
     {"KICKTOPIC", 3, 3, true, &RespServer::CmdKickTopic, "queue", "topic n",
@@ -399,10 +410,13 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
   if (!ttr.ok()) return ReplyStatus(&c.out, ttr.status());
   spec.ttr_ms = static_cast<uint32_t>(*ttr);
   spec.body = std::string(a[5]);
+  bool with_state = false;
   for (size_t i = 6; i < a.size(); ++i) {
     bool has_value = i + 1 < a.size();
     if (EqualsUpper(a[i], "REPLACE")) {
       spec.replace = true;
+    } else if (EqualsUpper(a[i], "WITHSTATE")) {
+      with_state = true;
     } else if (EqualsUpper(a[i], "PRIORITY") && has_value) {
       auto p = ParseInt(a[++i], 0, UINT32_MAX);
       if (!p) return ReplyInvalid(&c.out, "PRIORITY: expected an integer 0..4294967295");
@@ -422,11 +436,12 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
           &c.out, "ADD: unknown or incomplete option '" + std::string(a[i].substr(0, 32)) + "'");
     }
   }
-  Await<Result<AddResult>, AnswerAdd>(
-      c, [&](ServingQueue::AddCallback done) { queue_->AddAsync(spec, std::move(done)); });
+  auto call = [&](ServingQueue::AddCallback done) { queue_->AddAsync(spec, std::move(done)); };
+  if (with_state) return Await<Result<AddResult>, AnswerAddWithState>(c, call);
+  Await<Result<AddResult>, AnswerAdd>(c, call);
 }
 
-// RESERVE [TIMEOUT ms|duration] [COUNT n] FROM topic [topic ...]
+// RESERVE [TIMEOUT ms|duration] [COUNT n] [MAXBYTES bytes] FROM topic [topic ...]
 void RespServer::CmdReserve(Connection& c, const Args& a) {
   ReserveRequest req;
   size_t i = 1;
@@ -439,8 +454,13 @@ void RespServer::CmdReserve(Connection& c, const Args& a) {
       auto n = ParseInt(a[++i], 1, kMaxReserveCount);
       if (!n) return ReplyInvalid(&c.out, "COUNT: expected an integer 1..1000");
       req.count = static_cast<uint32_t>(*n);
+    } else if (EqualsUpper(a[i], "MAXBYTES") && i + 1 < a.size()) {
+      auto b = ParseInt(a[++i], 0, INT64_MAX);
+      if (!b) return ReplyInvalid(&c.out, "MAXBYTES: expected an integer >= 0 (0: no limit)");
+      req.max_bytes = static_cast<uint64_t>(*b);
     } else {
-      return ReplyInvalid(&c.out, "RESERVE: expected TIMEOUT ms, COUNT n or FROM topic...");
+      return ReplyInvalid(&c.out,
+                          "RESERVE: expected TIMEOUT ms, COUNT n, MAXBYTES bytes or FROM topic...");
     }
   }
   if (i + 1 >= a.size()) return ReplyInvalid(&c.out, "RESERVE: FROM needs at least one topic");
@@ -517,11 +537,34 @@ void RespServer::CmdTouch(Connection& c, const Args& a) {
          ServingQueue::StatusCallback done) { q->TouchAsync(id, receipt, std::move(done)); });
 }
 
+// BURY id receipt|FORCE [ERROR text]
 void RespServer::CmdBury(Connection& c, const Args& a) {
-  ReceiptCommand(
-      c, a,
-      [](ServingQueue* q, std::string_view id, std::string_view receipt,
-         ServingQueue::StatusCallback done) { q->BuryAsync(id, receipt, "", std::move(done)); });
+  std::string_view receipt, reason;
+  bool forced = false;
+  Status st = ReadReceipt(a.size() > 2 ? &a[2] : nullptr, &receipt, &forced);
+  if (!st.ok()) return ReplyStatus(&c.out, st);
+  if (a.size() > 3) {
+    if (!EqualsUpper(a[3], "ERROR") || a.size() != 5) {
+      return ReplyInvalid(&c.out, "BURY: expected id receipt|FORCE [ERROR text]");
+    }
+    reason = a[4];
+  }
+  auto call = [&](ServingQueue::StatusCallback done) {
+    queue_->BuryAsync(a[1], receipt, reason, std::move(done));
+  };
+  if (forced) return Await<Status, AnswerForced>(c, call);
+  Await<Status, AnswerStatus>(c, call);
+}
+
+// UNRESERVE id receipt: no FORCE, as Queue::Unreserve takes none (it undoes
+// one delivery, which only its receipt names).
+void RespServer::CmdUnreserve(Connection& c, const Args& a) {
+  if (EqualsUpper(a[2], "FORCE")) {
+    return ReplyInvalid(&c.out, "receipt: UNRESERVE needs the delivery's receipt, not FORCE");
+  }
+  Await<Status, AnswerStatus>(c, [&](ServingQueue::StatusCallback done) {
+    queue_->UnreserveAsync(a[1], a[2], std::move(done));
+  });
 }
 
 void RespServer::CmdKick(Connection& c, const Args& a) {

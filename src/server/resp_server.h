@@ -115,6 +115,7 @@ class RespServer : public FrontEnd {
   void CmdRelease(Connection& c, const Args& a);
   void CmdTouch(Connection& c, const Args& a);
   void CmdBury(Connection& c, const Args& a);
+  void CmdUnreserve(Connection& c, const Args& a);
   void CmdKick(Connection& c, const Args& a);
   void CmdKickTopic(Connection& c, const Args& a);
   void CmdGet(Connection& c, const Args& a);

@@ -133,10 +133,11 @@ class RedisToolsTest(unittest.TestCase):
         self.assertEqual(err, "")
         self.assertIn("PONG", out)
         self.assertIn("ADD topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] "
-                      "[AT unix_ms] [REPLACE]", out)
+                      "[AT unix_ms] [REPLACE] [WITHSTATE]", out)
         self.assertIn("summary: Adds a job", out)
         self.assertIn("group: queue", out)
-        self.assertIn("RESERVE [TIMEOUT timeout] [COUNT n] FROM topic [topic ...]", out)
+        self.assertIn("RESERVE [TIMEOUT timeout] [COUNT n] [MAXBYTES bytes] FROM topic [topic ...]",
+                      out)
         self.assertIn("FINISH id receipt|FORCE", out)
         self.assertNotIn("(error)", out)
         out, err = cli(self.server, "PING")

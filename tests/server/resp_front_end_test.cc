@@ -118,6 +118,65 @@ TEST_P(RespFrontEnd, AReceiptOrForceIsRequiredAndForceSaysSo) {
 
 // ADD's delay and ttr, RESERVE's TIMEOUT and RELEASE's delay: plain digits
 // are milliseconds, as always; a unit makes a duration.
+// What the network client (src/client) needs beyond the first commands:
+// UNRESERVE (a worker gives back a job it never began), BURY's reason, a
+// reserve's own byte bound, and an add that answers its state and run_at.
+TEST_P(RespFrontEnd, UnreserveGivesAJobBackReadyWithItsAttemptNotCounted) {
+  h.Resp({"ADD", "un", "un-1", "0", "60000", "x"});
+  RespReply jobs = h.Resp({"RESERVE", "FROM", "un"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  const std::string receipt = jobs.elements[0].elements[3].str;
+  EXPECT_EQ(h.Resp({"UNRESERVE", "un-1", "FORCE"}).str.rfind("INVALID receipt", 0), 0u);
+  EXPECT_EQ(h.Resp({"UNRESERVE", "un-1", "0123"}).str.rfind("INVALID receipt", 0), 0u);
+  EXPECT_EQ(h.Resp({"UNRESERVE", "un-1", "000000000000000000000000"}).str.rfind("STALE", 0), 0u);
+  EXPECT_EQ(h.Resp({"UNRESERVE", "un-1"}),
+            Error("ERR wrong number of arguments for 'UNRESERVE' command"));
+  EXPECT_EQ(h.Resp({"UNRESERVE", "un-1", receipt}), Simple("OK"));
+  RespReply info = h.Resp({"GET", "un-1"});
+  EXPECT_EQ(FieldOf(info, "state"), "ready");
+  EXPECT_EQ(FieldOf(info, "attempts"), "0");
+  // That delivery is over: its receipt is stale now.
+  EXPECT_EQ(h.Resp({"UNRESERVE", "un-1", receipt}).str.rfind("STALE", 0), 0u);
+  EXPECT_EQ(h.Resp({"UNRESERVE", "nope", receipt}).str.rfind("NOTFOUND", 0), 0u);
+}
+
+TEST_P(RespFrontEnd, BuryKeepsItsErrorTextAsLastError) {
+  h.Resp({"ADD", "bu", "bu-1", "0", "60000", "x"});
+  RespReply jobs = h.Resp({"RESERVE", "FROM", "bu"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  const std::string receipt = jobs.elements[0].elements[3].str;
+  EXPECT_EQ(h.Resp({"BURY", "bu-1", receipt, "REASON", "x"}),
+            Error("INVALID BURY: expected id receipt|FORCE [ERROR text]"));
+  EXPECT_EQ(h.Resp({"BURY", "bu-1", receipt, "ERROR", "poison message"}), Simple("OK"));
+  RespReply info = h.Resp({"GET", "bu-1"});
+  EXPECT_EQ(FieldOf(info, "state"), "buried");
+  EXPECT_EQ(FieldOf(info, "last_error"), "poison message");
+}
+
+TEST_P(RespFrontEnd, ReserveMaxBytesCutsTheBatchButHandsOutAtLeastOne) {
+  for (const char* id : {"mb-1", "mb-2", "mb-3"}) {
+    h.Resp({"ADD", "mb", id, "0", "60000", std::string(100, 'b')});
+  }
+  EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "-1", "FROM", "mb"}),
+            Error("INVALID MAXBYTES: expected an integer >= 0 (0: no limit)"));
+  EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "250", "FROM", "mb"}).elements.size(), 2u);
+  EXPECT_EQ(h.Resp({"RESERVE", "COUNT", "3", "MAXBYTES", "1", "FROM", "mb"}).elements.size(), 1u);
+}
+
+TEST_P(RespFrontEnd, AddWithStateAnswersIdStateAndRunAt) {
+  RespReply now = h.Resp({"ADD", "ws", "ws-1", "0", "60000", "x", "WITHSTATE"});
+  ASSERT_EQ(now.type, RespReply::Type::kArray) << now.ToString();
+  ASSERT_EQ(now.elements.size(), 3u);
+  EXPECT_EQ(now.elements[0], Bulk("ws-1"));
+  EXPECT_EQ(now.elements[1], Bulk("ready"));
+  EXPECT_EQ(std::to_string(now.elements[2].integer), FieldOf(h.Resp({"GET", "ws-1"}), "run_at_ms"));
+  RespReply later = h.Resp({"ADD", "ws", "ws-2", "5000", "60000", "x", "withstate"});
+  ASSERT_EQ(later.elements.size(), 3u) << later.ToString();
+  EXPECT_EQ(later.elements[1], Bulk("delayed"));
+  EXPECT_EQ(later.elements[2].integer, now.elements[2].integer + 5000);
+  EXPECT_EQ(h.Resp({"ADD", "ws", "ws-3", "0", "60000", "x"}), Bulk("ws-3"));  // as before
+}
+
 TEST_P(RespFrontEnd, DurationsTakeMillisecondsOrAUnit) {
   EXPECT_EQ(h.Resp({"ADD", "du", "du-1", "5s", "1m30s", "x"}), Bulk("du-1"));
   EXPECT_EQ(h.Resp({"ADD", "du", "du-2", "5000", "90000", "x"}), Bulk("du-2"));

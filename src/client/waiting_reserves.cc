@@ -1,0 +1,212 @@
+// One thread, one poll(2) over every waiting connection. Ownership of a
+// Pending's connection moves with its state, under mu_: kWaiting, the I/O
+// thread may poll and read it; kReading, the I/O thread is reading it (a
+// Cancel waits for that read to end); kGone, whoever set it (the I/O thread
+// with a whole reply, Cancel, Close) owns it alone and it has left waiting_.
+#include "client/waiting_reserves.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "client/wire_codec.h"
+
+namespace delayq::client {
+
+struct WaitingReserves::Pending {
+  uint64_t ticket = 0;
+  ReserveCallback done;
+  size_t server = 0;
+  std::unique_ptr<redis::Connection> conn;
+  int64_t deadline_ms = 0;  // steady clock: the wait plus the request timeout
+  int64_t wait_ms = 0;
+  enum class State { kWaiting, kReading, kGone } state = State::kWaiting;  // GUARDED_BY(mu_)
+};
+
+Result<std::unique_ptr<WaitingReserves>> WaitingReserves::Create(ServerSet* servers,
+                                                                 GiveBack give_back) {
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) return Internal(std::string("eventfd: ") + strerror(errno));
+  auto w = std::unique_ptr<WaitingReserves>(new WaitingReserves(servers, std::move(give_back), fd));
+  w->thread_ = std::thread([p = w.get()] { p->Run(); });
+  return w;
+}
+
+WaitingReserves::WaitingReserves(ServerSet* servers, GiveBack give_back, int wake_fd)
+    : servers_(servers), give_back_(std::move(give_back)), wake_fd_(wake_fd) {}
+
+WaitingReserves::~WaitingReserves() {
+  Close();
+  close(wake_fd_);
+}
+
+void WaitingReserves::Wake() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+uint64_t WaitingReserves::Start(const ReserveRequest& req, ReserveCallback done) {
+  const Status closing = Unavailable("the queue is closing");
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) {
+      done(closing);
+      return 0;
+    }
+  }
+  auto sent = servers_->Send(ReserveCommand(req));
+  if (!sent.ok()) {
+    done(sent.status());
+    return 0;
+  }
+  auto p = std::make_shared<Pending>();
+  p->done = std::move(done);
+  p->server = sent->server;
+  p->conn = std::move(sent->conn);
+  p->wait_ms = req.wait_ms;
+  p->deadline_ms = redis::SteadyMs() + req.wait_ms + servers_->request_timeout_ms();
+  {
+    std::lock_guard lock(mu_);
+    if (!closed_) {
+      p->ticket = next_ticket_++;
+      waiting_[p->ticket] = p;
+    }
+  }
+  if (p->ticket == 0) {
+    p->conn.reset();
+    p->done(closing);
+    return 0;
+  }
+  Wake();
+  return p->ticket;
+}
+
+bool WaitingReserves::Cancel(uint64_t ticket) {
+  std::shared_ptr<Pending> p;
+  {
+    std::unique_lock lock(mu_);
+    auto it = waiting_.find(ticket);
+    if (it == waiting_.end()) return false;
+    p = it->second;
+    read_done_.wait(lock, [&] { return p->state != Pending::State::kReading; });
+    if (p->state == Pending::State::kGone) return false;  // answered meanwhile
+    p->state = Pending::State::kGone;
+    waiting_.erase(ticket);
+  }
+  Wake();  // stop polling it
+  // FIN: the server withdraws the reserve and closes; or the reply was
+  // already on its way, and its jobs go back.
+  if (p->conn->fd() >= 0) shutdown(p->conn->fd(), SHUT_WR);
+  std::vector<redis::Reply> got;
+  if (p->conn->set_command_timeout_ms(servers_->request_timeout_ms()).ok() &&
+      p->conn->Receive(1, &got).ok() && !got.empty()) {
+    auto jobs = ParseDeliveries(got[0]);
+    if (jobs.ok() && !jobs->empty()) give_back_(*jobs);
+  }
+  p->conn.reset();
+  return true;
+}
+
+void WaitingReserves::Close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(waiting_);
+    for (auto& [ticket, p] : left) p->state = Pending::State::kGone;
+  }
+  read_done_.notify_all();
+  for (auto& [ticket, p] : left) {
+    p->conn.reset();  // the server withdraws the reserve
+    p->done(Unavailable("the queue is closing"));
+  }
+}
+
+void WaitingReserves::Run() {
+  std::vector<pollfd> fds;
+  std::vector<std::shared_ptr<Pending>> polled;
+  for (;;) {
+    fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
+    polled.clear();
+    int64_t next = INT64_MAX;
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+      for (auto& [ticket, p] : waiting_) {
+        if (p->state != Pending::State::kWaiting) continue;
+        fds.push_back(pollfd{p->conn->fd(), POLLIN, 0});
+        polled.push_back(p);
+        next = std::min(next, p->deadline_ms);
+      }
+    }
+    int timeout = -1;
+    if (next != INT64_MAX) {
+      timeout = static_cast<int>(std::clamp<int64_t>(next - redis::SteadyMs(), 0, INT_MAX));
+    }
+    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) {
+      uint64_t n;
+      (void)!read(wake_fd_, &n, sizeof n);
+    }
+    const int64_t now = redis::SteadyMs();
+    for (size_t i = 0; i < polled.size(); ++i) {
+      Serve(polled[i], fds[i + 1].revents != 0, now);
+    }
+  }
+}
+
+void WaitingReserves::Serve(const std::shared_ptr<Pending>& p, bool readable, int64_t now_ms) {
+  if (!readable && now_ms < p->deadline_ms) return;
+  {
+    std::lock_guard lock(mu_);
+    if (p->state != Pending::State::kWaiting) return;  // cancelled meanwhile
+    p->state = Pending::State::kReading;
+  }
+  std::vector<redis::Reply> got;
+  Status st = readable ? p->conn->ReadSome(&got)
+                       : Unavailable("no reply within " + std::to_string(p->wait_ms) + " ms + " +
+                                     std::to_string(servers_->request_timeout_ms()) +
+                                     " ms (its wait and the request timeout)");
+  const bool whole = !st.ok() || !got.empty();
+  {
+    std::lock_guard lock(mu_);
+    p->state = whole ? Pending::State::kGone : Pending::State::kWaiting;
+    if (whole) waiting_.erase(p->ticket);
+  }
+  read_done_.notify_all();
+  if (!whole) return;
+  if (!st.ok()) {
+    std::string why = st.message();
+    const std::string prefix = p->conn->name() + ": ";
+    if (why.starts_with(prefix)) why = why.substr(prefix.size());
+    servers_->Broken(p->server, std::move(p->conn), why);
+    p->done(Unavailable("delayq server " + servers_->Name(p->server) + ": " + why +
+                        "; the reserve's reply was lost (jobs it may have taken come back "
+                        "after their TTR)"));
+    return;
+  }
+  Result<Deliveries> r = ParseDeliveries(got[0]);
+  if (got.size() > 1) r = Malformed("RESERVE", "one reply", got[1]);
+  if (r.ok() || r.status().code() != Code::kUnavailable) {
+    servers_->Release(p->server, std::move(p->conn));
+  } else {
+    p->conn.reset();  // malformed: closed
+  }
+  p->done(std::move(r));
+}
+
+}  // namespace delayq::client
