@@ -1,8 +1,13 @@
 // The client subcommands as one table (kCommands): each row names a
-// subcommand, adds its arguments, builds the RESP request from them, and
-// renders a non-error reply. Run() does the rest the same way for every row:
-// parse --server, connect, AUTH when a token is given, send, and turn
-// transport failures and error replies into messages and exit codes.
+// subcommand, adds its arguments, checks or reads what it can before
+// anything is sent (prepare), and runs: one call of the Queue that the
+// network client (StoreKind::kRemote) opens on the --server list, so a list
+// fails over as the library does, and the printing of its result. Execute()
+// does the rest the same way for every row: the environment, the
+// durations, opening the client, and failures into messages and exit codes
+// (cli/failure.h). PING and the server's STATS are not Queue calls: they go
+// to the same servers, by the same failover rule, through the client's
+// ServerSet.
 //
 // All subcommands bind their arguments to one Invocation: only one
 // subcommand runs per process, so sharing the fields is harmless and keeps
@@ -26,14 +31,17 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "cli/failure.h"
 #include "cli/option_checks.h"
-#include "cli/server_address.h"
+#include "cli/work_command.h"
+#include "client/server_set.h"
+#include "client/wire_codec.h"
 #include "codec/json_writer.h"
 #include "codec/utf8.h"
 #include "common/duration.h"
 #include "delayq/job.h"
+#include "delayq/options.h"
 #include "delayq/queue.h"
-#include "redis/connection.h"
 #include "redis/reply.h"
 #include "wire/encode.h"
 #include "wire/fields.h"
@@ -45,16 +53,11 @@ using codec::EscapeForTerminal;
 using codec::JsonWriter;
 using redis::Reply;
 
-// Exit codes; src/cli/README.md and kExitCodesHelp say the same.
-constexpr int kExitOk = 0;
-constexpr int kExitServerError = 1;  // the server answered an error reply
-constexpr int kExitUsage = 2;        // bad arguments found by delayq itself
-constexpr int kExitEmpty = 3;        // nothing reserved / no such job to get or peek
-constexpr int kExitUnavailable = 4;  // could not talk to the server
-
+// Exit codes: cli/failure.h; src/cli/README.md and kExitCodesHelp say the same.
 constexpr char kExitCodesHelp[] =
     "Options of every client command, before or after its name:\n"
-    "  --server host:port  the server (else $DELAYQ_SERVER, else 127.0.0.1:7701)\n"
+    "  --server host:port[,host:port...]  the servers, tried in turn when one is down\n"
+    "                      (else $DELAYQ_SERVER, else 127.0.0.1:7701)\n"
     "  --auth-token T      send this token first (else $DELAYQ_AUTH_TOKEN)\n"
     "  --json              print one line of JSON instead of text\n"
     "Durations: 1500ms, 5s, 30m, 2h, 1d, 1h30m.\n"
@@ -64,11 +67,15 @@ constexpr char kExitCodesHelp[] =
     "     (CODE: NOTFOUND, EXISTS, STALE, NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ...)\n"
     "  2  usage error: bad arguments or --server address\n"
     "  3  nothing there: reserve got no job; get or peek found none\n"
-    "  4  could not talk to the server: cannot connect, no reply in time, connection lost";
+    "  4  no server could serve it: cannot connect, no reply in time, connection lost,\n"
+    "     or the server answered UNAVAILABLE";
 
 constexpr int kConnectTimeoutMs = 5000;
 // How long a reply may take beyond what the command itself waits (reserve).
 constexpr int kReplyTimeoutMs = 30000;
+// `delayq work`'s bound on each reply: a hung server is left sooner, since
+// its long-polls are cancelled and asked again anyway.
+constexpr int kWorkRequestTimeoutMs = 10000;
 constexpr int64_t kMaxWaitMs = 86'400'000;  // the server's own RESERVE limit
 // Numbers are checked here against the server's own limits (resp_server.cc),
 // so a negative or absurd one is a usage error naming the option rather than
@@ -120,16 +127,17 @@ struct Invocation {
   CLI::Option* error_opt = nullptr;
 };
 
-using Request = std::vector<std::string>;
+struct Session;
 
 struct CommandDef {
   const char* name;
   const char* help;
   void (*add_options)(CLI::App* sub, Invocation* inv);
-  // The RESP command; InvalidArgument for a usage error.
-  Result<Request> (*request)(const Invocation& inv);
-  // Prints a reply that is not an error reply; returns the exit code.
-  int (*render)(const Invocation& inv, const Reply& reply);
+  // Checks and reads what it can before anything is sent (a usage error,
+  // exit 2); may be null.
+  Status (*prepare)(Invocation* inv);
+  // Runs the command and prints its outcome; returns the exit code.
+  int (*run)(const Session& session, const Invocation& inv);
 };
 
 // --- output ------------------------------------------------------------------
@@ -148,26 +156,10 @@ void OutJson(const JsonWriter& w) {
   Out("\n");
 }
 
-int Unexpected(std::string_view what) {
-  Err("unexpected reply from the server to " + std::string(what));
-  return kExitUnavailable;
-}
-
-// "-NOTFOUND no job 'x'" -> "delayq: NOTFOUND: no job 'x'".
-int ServerError(const std::string& line) {
-  size_t space = line.find(' ');
-  std::string code = line.substr(0, space);
-  bool is_code = !code.empty() && std::all_of(code.begin(), code.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || c == '_';
-  });
-  if (!is_code) code = "ERR";
-  std::string message = !is_code ? line : space == std::string::npos ? "" : line.substr(space + 1);
-  Err(code + ": " + EscapeForTerminal(message));
-  return kExitServerError;
-}
+using Pairs = std::vector<std::pair<std::string, std::string>>;
 
 // key: value lines, the values aligned.
-void PrintFields(const std::vector<std::pair<std::string, std::string>>& fields) {
+void PrintFields(const Pairs& fields) {
   size_t width = 0;
   for (const auto& [k, v] : fields) width = std::max(width, k.size());
   std::string out;
@@ -181,73 +173,57 @@ void PrintFields(const std::vector<std::pair<std::string, std::string>>& fields)
   Out(out);
 }
 
-// --- jobs and field lists in replies --------------------------------------------
+// --- jobs and field lists --------------------------------------------------------
 
-// One job as RESERVE and PEEK send it: an array of values, the rows of
-// wire::kDeliveryFields in table order. A server sends the first five (id,
-// topic, body, receipt, attempts) or more of them; every field that came is
-// printed, so the CLI shows what HTTP shows without knowing the count.
-struct JobField {
-  std::string_view name;
-  wire::Kind kind;
-  std::string text;  // kText, kBytes
-  int64_t number = 0;
-};
-using Job = std::vector<JobField>;
-
-// The fewest fields a delivery has: id, topic, body, receipt, attempts.
-constexpr size_t kLeastDeliveryFields = 5;
-static_assert(wire::kDeliveryFields[kLeastDeliveryFields - 1].name == "attempts");
-
-std::optional<Job> ParseJob(const Reply& r) {
-  if (r.type() != Reply::Type::kArray || r.elements().size() < kLeastDeliveryFields) {
-    return std::nullopt;
+// A value of a wire table's row as text: numbers as their digits, a flag as
+// 1 or 0 (as RESP sends them, which is what the command line printed).
+std::string TextOf(const wire::Value& v) {
+  switch (v.kind) {
+    case wire::Kind::kText:
+    case wire::Kind::kBytes:
+      return std::string(v.text);
+    case wire::Kind::kUint:
+      return std::to_string(v.u);
+    case wire::Kind::kInt:
+    case wire::Kind::kBool:
+      return std::to_string(v.i);
   }
-  // Elements past the table's rows would be fields of a newer server this
-  // build cannot name; they are left out.
-  size_t n = std::min(r.elements().size(), std::size(wire::kDeliveryFields));
-  Job job;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& f = wire::kDeliveryFields[i];
-    const Reply& e = r.elements()[i];
-    wire::Kind kind = f.get(Delivery{}).kind;
-    bool text = kind == wire::Kind::kText || kind == wire::Kind::kBytes;
-    if (e.type() != (text ? Reply::Type::kString : Reply::Type::kInteger)) return std::nullopt;
-    job.push_back(text ? JobField{f.name, kind, e.str()} : JobField{f.name, kind, {}, e.integer()});
-  }
-  return job;
+  return {};
 }
 
-// For people: the body, which may be long, last.
-void PrintJobHuman(const Job& j) {
-  std::vector<std::pair<std::string, std::string>> fields;
+// A struct as the field/value pairs RESP's GET and STATS send: the rows of
+// its wire table, under their RESP names.
+template <typename T, size_t N>
+Pairs PairsOf(const T& v, const wire::Field<T> (&fields)[N]) {
+  Pairs out;
+  for (const wire::Field<T>& f : fields) out.emplace_back(f.resp_name(), TextOf(f.get(v)));
+  return out;
+}
+
+// A delivery (reserve; peek shows its job as one) for people: every row of
+// wire::kDeliveryFields, the body, which may be long, last.
+void PrintJobHuman(const Delivery& d) {
+  Pairs fields;
   for (bool body : {false, true}) {
-    for (const JobField& f : j) {
-      if ((f.kind == wire::Kind::kBytes) != body) continue;
-      bool text = f.kind == wire::Kind::kText || f.kind == wire::Kind::kBytes;
-      fields.emplace_back(f.name, text ? f.text : std::to_string(f.number));
+    for (const auto& f : wire::kDeliveryFields) {
+      const wire::Value v = f.get(d);
+      if ((v.kind == wire::Kind::kBytes) != body) continue;
+      fields.emplace_back(f.name, TextOf(v));
     }
   }
   PrintFields(fields);
 }
 
-void WriteJobJson(JsonWriter* w, const Job& j) {
-  w->BeginObject();
-  for (const JobField& f : j) {
-    if (f.kind == wire::Kind::kText || f.kind == wire::Kind::kBytes) {
-      w->TextField(f.name, f.text);
-    } else {
-      w->Key(f.name);
-      w->Int(f.number);
-    }
-  }
-  w->EndObject();
+// As HTTP sends it: every row, numbers as numbers, a body that is not UTF-8
+// as body_base64.
+void WriteJobJson(JsonWriter* w, const Delivery& d) {
+  wire::WriteJson(*w, d, wire::kDeliveryFields);
 }
 
-// GET and STATS answer a flat array of field/value pairs.
-std::optional<std::vector<std::pair<std::string, std::string>>> ParseFields(const Reply& r) {
+// The server's STATS answers a flat array of field/value pairs.
+std::optional<Pairs> ParseFields(const Reply& r) {
   if (r.type() != Reply::Type::kArray || r.elements().size() % 2 != 0) return std::nullopt;
-  std::vector<std::pair<std::string, std::string>> fields;
+  Pairs fields;
   for (size_t i = 0; i < r.elements().size(); i += 2) {
     const Reply& k = r.elements()[i];
     const Reply& v = r.elements()[i + 1];
@@ -274,7 +250,7 @@ std::optional<int64_t> AsInteger(const std::string& s) {
   return std::stoll(s);
 }
 
-void PrintFieldsJson(const std::vector<std::pair<std::string, std::string>>& fields) {
+void PrintFieldsJson(const Pairs& fields) {
   JsonWriter w;
   w.BeginObject();
   for (const auto& [k, v] : fields) {
@@ -296,7 +272,8 @@ void PrintFieldsJson(const std::vector<std::pair<std::string, std::string>>& fie
 void AddGlobalOptions(CLI::App* app, Invocation* inv) {
   inv->server_opt =
       app->add_option("--server", inv->server,
-                      "client commands: the server's address, host:port (else $DELAYQ_SERVER)")
+                      "client commands: the servers, host:port[,host:port...], tried in turn "
+                      "when one is down (else $DELAYQ_SERVER)")
           ->capture_default_str();
   inv->auth_token_opt =
       app->add_option("--auth-token", inv->auth_token,
@@ -478,182 +455,66 @@ Result<std::string> ReadStdin() {
   return body;
 }
 
-Result<Request> RequestAdd(const Invocation& inv) {
-  std::string body = inv.body;
-  if (body == "-") {
-    Result<std::string> in = ReadStdin();
-    if (!in.ok()) return in.status();
-    body = std::move(*in);
+// --- preparing -----------------------------------------------------------------------
+// What is checked or read before any server is asked: a usage error here
+// means nothing was sent.
+
+Status PrepareAdd(Invocation* inv) {
+  if (inv->body != "-") return Status::Ok();
+  Result<std::string> in = ReadStdin();
+  if (!in.ok()) return in.status();
+  inv->body = std::move(*in);
+  return Status::Ok();
+}
+
+// FINISH, RELEASE, TOUCH, BURY act on one reservation: its receipt, or
+// --force to act by id alone (an empty receipt to the Queue).
+Status PrepareReceipt(Invocation* inv) {
+  if (inv->force || !inv->receipt.empty()) return Status::Ok();
+  return InvalidArgument(
+      "--receipt is required (the receipt from 'delayq reserve'); --force acts by id alone");
+}
+
+// --- running ----------------------------------------------------------------------------
+
+// What a command runs against: the queue of the --server list (job commands,
+// with failover), its servers for what the Queue interface does not carry
+// (PING; STATS with the server's own figures), and the list as given, for
+// messages.
+struct Session {
+  Queue& queue;
+  client::ServerSet& servers;
+  std::string_view server_list;
+
+  int Fail(const Status& s) const { return ReportFailure(s, server_list); }
+  // One command sent by the failover rule (a read: tried on the next server
+  // if its reply is lost); an error reply is its Status.
+  Result<Reply> Raw(const redis::Argv& cmd) const {
+    std::optional<Reply> reply;
+    Status st =
+        servers.Run({&cmd, 1}, client::Retry::kAlways, [&](std::vector<Reply>& replies, bool) {
+          reply = std::move(replies[0]);
+          return client::StatusOf(*reply);
+        });
+    if (!st.ok()) return st;
+    return std::move(*reply);
   }
-  Request r = {"ADD",
-               inv.topic,
-               inv.id.empty() ? "*" : inv.id,
-               std::to_string(inv.run_at_opt->count() ? 0 : inv.delay_ms),
-               std::to_string(inv.ttr_ms),
-               std::move(body)};
-  if (inv.priority_opt->count()) r.insert(r.end(), {"PRIORITY", std::to_string(inv.priority)});
-  if (inv.max_attempts_opt->count()) {
-    r.insert(r.end(), {"MAXATTEMPTS", std::to_string(inv.max_attempts)});
-  }
-  if (inv.run_at_opt->count()) r.insert(r.end(), {"AT", std::to_string(inv.run_at_ms)});
-  if (inv.replace) r.push_back("REPLACE");
-  return r;
-}
+};
 
-Result<Request> RequestReserve(const Invocation& inv) {
-  Request r = {
-      "RESERVE", "TIMEOUT", std::to_string(inv.wait_ms), "COUNT", std::to_string(inv.count),
-      "FROM"};
-  r.insert(r.end(), inv.topics.begin(), inv.topics.end());
-  return r;
-}
-
-// The receipt argument of FINISH, TOUCH, BURY and RELEASE: the receipt,
-// or the word FORCE to act by id alone. Without either, nothing is sent.
-Result<std::string> ReceiptArg(const Invocation& inv) {
-  if (inv.force) return std::string("FORCE");
-  if (inv.receipt.empty()) {
-    return InvalidArgument(
-        "--receipt is required (the receipt from 'delayq reserve'); --force acts by id alone");
-  }
-  return inv.receipt;
-}
-
-// FINISH / TOUCH / BURY id receipt|FORCE
-Result<Request> WithReceipt(const char* command, const Invocation& inv) {
-  Result<std::string> receipt = ReceiptArg(inv);
-  if (!receipt.ok()) return receipt.status();
-  return Request{command, inv.id, std::move(*receipt)};
-}
-
-Result<Request> RequestFinish(const Invocation& inv) { return WithReceipt("FINISH", inv); }
-Result<Request> RequestTouch(const Invocation& inv) { return WithReceipt("TOUCH", inv); }
-Result<Request> RequestBury(const Invocation& inv) { return WithReceipt("BURY", inv); }
-Result<Request> RequestDelete(const Invocation& inv) { return Request{"DELETE", inv.id}; }
-Result<Request> RequestKick(const Invocation& inv) { return Request{"KICK", inv.id}; }
-Result<Request> RequestGet(const Invocation& inv) { return Request{"GET", inv.id}; }
-Result<Request> RequestTopics(const Invocation&) { return Request{"TOPICS"}; }
-Result<Request> RequestResume(const Invocation& inv) { return Request{"RESUME", inv.topic}; }
-Result<Request> RequestPing(const Invocation&) { return Request{"PING"}; }
-
-// RELEASE id delay_ms receipt|FORCE [ERROR text]
-Result<Request> RequestRelease(const Invocation& inv) {
-  Result<std::string> receipt = ReceiptArg(inv);
-  if (!receipt.ok()) return receipt.status();
-  Request r = {"RELEASE", inv.id, std::to_string(inv.delay_ms), std::move(*receipt)};
-  if (inv.error_opt->count()) r.insert(r.end(), {"ERROR", inv.error});
-  return r;
-}
-
-Result<Request> RequestKickTopic(const Invocation& inv) {
-  return Request{"KICKTOPIC", inv.topic, std::to_string(inv.count)};
-}
-
-Result<Request> RequestPeek(const Invocation& inv) {
-  std::string state = inv.state;
-  for (char& c : state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return Request{"PEEK", inv.topic, state};
-}
-
-Result<Request> RequestStats(const Invocation& inv) {
-  if (inv.topic.empty()) return Request{"STATS"};
-  return Request{"STATS", inv.topic};
-}
-
-Result<Request> RequestPause(const Invocation& inv) {
-  return Request{"PAUSE", inv.topic, std::to_string(inv.pause_ms)};
-}
-
-// --- replies -------------------------------------------------------------------------
-
-int RenderId(const Invocation& inv, const Reply& r) {
-  if (r.type() != Reply::Type::kString) return Unexpected("ADD");
+int Acted(const Invocation& inv, std::string_view done) {
   if (inv.json) {
-    JsonWriter w;
-    w.BeginObject();
-    w.TextField("id", r.str());
-    w.EndObject();
-    OutJson(w);
-  } else {
-    Out(EscapeForTerminal(r.str()) + "\n");
-  }
-  return kExitOk;
-}
-
-int RenderJobs(const Invocation& inv, const Reply& r) {
-  std::vector<Job> jobs;
-  if (r.type() == Reply::Type::kArray) {
-    for (const Reply& e : r.elements()) {
-      std::optional<Job> j = ParseJob(e);
-      if (!j) return Unexpected("RESERVE");
-      jobs.push_back(std::move(*j));
-    }
-  } else if (r.type() != Reply::Type::kNil) {
-    return Unexpected("RESERVE");
-  }
-  if (inv.json) {
-    JsonWriter w;
-    w.BeginObject();
-    w.Key("jobs");
-    w.BeginArray();
-    for (const Job& j : jobs) WriteJobJson(&w, j);
-    w.EndArray();
-    w.EndObject();
-    OutJson(w);
-  } else if (jobs.empty()) {
-    Err("no job reserved");
-  }
-  for (size_t i = 0; !inv.json && i < jobs.size(); ++i) {
-    if (i > 0) Out("\n");
-    PrintJobHuman(jobs[i]);
-  }
-  return jobs.empty() ? kExitEmpty : kExitOk;
-}
-
-int RenderOk(const Invocation& inv, const Reply& r) {
-  if (r.type() != Reply::Type::kStatus) return Unexpected("the command");
-  if (inv.json) Out("{\"ok\":true}\n");
-  return kExitOk;
-}
-
-// FINISH, RELEASE, TOUCH, BURY: silent as other changes, unless forced,
-// which says that no receipt was checked ("finished order-44 (forced: no
-// receipt checked)").
-int RenderActed(const char* done, const Invocation& inv, const Reply& r) {
-  if (!inv.force) return RenderOk(inv, r);
-  if (r.type() != Reply::Type::kStatus) return Unexpected("the command");
-  if (inv.json) {
-    Out("{\"ok\":true,\"forced\":true}\n");
-  } else {
+    Out(inv.force ? "{\"ok\":true,\"forced\":true}\n" : "{\"ok\":true}\n");
+  } else if (inv.force) {
+    // Silent as other changes, unless forced, which says that no receipt
+    // was checked ("finished order-44 (forced: no receipt checked)").
     Out(std::string(done) + " " + EscapeForTerminal(inv.id) + " (forced: no receipt checked)\n");
   }
   return kExitOk;
 }
 
-int RenderFinished(const Invocation& inv, const Reply& r) {
-  return RenderActed("finished", inv, r);
-}
-int RenderReleased(const Invocation& inv, const Reply& r) {
-  return RenderActed("released", inv, r);
-}
-int RenderTouched(const Invocation& inv, const Reply& r) { return RenderActed("touched", inv, r); }
-int RenderBuried(const Invocation& inv, const Reply& r) { return RenderActed("buried", inv, r); }
-
-int RenderPong(const Invocation& inv, const Reply& r) {
-  if (r.type() != Reply::Type::kStatus && r.type() != Reply::Type::kString) {
-    return Unexpected("PING");
-  }
-  Out(inv.json ? "{\"ok\":true}\n" : "PONG\n");
-  return kExitOk;
-}
-
-int RenderKicked(const Invocation& inv, const Reply& r) {
-  if (r.type() != Reply::Type::kInteger) return Unexpected("KICKTOPIC");
-  if (inv.json) {
-    Out("{\"kicked\":" + std::to_string(r.integer()) + "}\n");
-  } else {
-    Out(std::to_string(r.integer()) + "\n");
-  }
+int Done(const Session& s, const Invocation& inv, const Status& st) {
+  if (!st.ok()) return s.Fail(st);
+  if (inv.json) Out("{\"ok\":true}\n");
   return kExitOk;
 }
 
@@ -668,116 +529,254 @@ int NothingThere(const Invocation& inv, const std::string& message) {
   return kExitEmpty;
 }
 
-int RenderFields(const Invocation& inv, const Reply& r) {
-  if (r.type() == Reply::Type::kNil) return NothingThere(inv, "no job '" + inv.id + "'");
-  auto fields = ParseFields(r);
-  if (!fields) return Unexpected("the command");
+void PrintPairs(const Invocation& inv, const Pairs& fields) {
   if (inv.json) {
-    PrintFieldsJson(*fields);
+    PrintFieldsJson(fields);
   } else {
-    PrintFields(*fields);
+    PrintFields(fields);
   }
-  return kExitOk;
 }
 
-int RenderPeek(const Invocation& inv, const Reply& r) {
-  if (r.type() == Reply::Type::kNil) {
-    std::string state = inv.state;
-    for (char& c : state) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return NothingThere(inv, "no " + state + " job in topic '" + inv.topic + "'");
+int RunAdd(const Session& s, const Invocation& inv) {
+  JobSpec spec;
+  spec.topic = inv.topic;
+  spec.id = inv.id;
+  if (inv.run_at_opt->count()) {
+    spec.run_at_ms = inv.run_at_ms;
+  } else {
+    spec.delay_ms = inv.delay_ms;
   }
-  std::optional<Job> j = ParseJob(r);
-  if (!j) return Unexpected("PEEK");
+  spec.ttr_ms = static_cast<uint32_t>(inv.ttr_ms);
+  spec.priority = static_cast<uint32_t>(inv.priority);
+  spec.max_attempts = static_cast<uint32_t>(inv.max_attempts);
+  spec.body = inv.body;
+  spec.replace = inv.replace;
+  Result<AddResult> added = s.queue.Add(spec);
+  if (!added.ok()) return s.Fail(added.status());
   if (inv.json) {
     JsonWriter w;
-    WriteJobJson(&w, *j);
+    w.BeginObject();
+    w.TextField("id", added->id);
+    w.EndObject();
     OutJson(w);
   } else {
-    PrintJobHuman(*j);
+    Out(EscapeForTerminal(added->id) + "\n");
   }
   return kExitOk;
 }
 
-int RenderTopics(const Invocation& inv, const Reply& r) {
-  if (r.type() != Reply::Type::kArray) return Unexpected("TOPICS");
-  for (const Reply& e : r.elements()) {
-    if (e.type() != Reply::Type::kString) return Unexpected("TOPICS");
+int RunReserve(const Session& s, const Invocation& inv) {
+  ReserveRequest req;
+  req.topics = inv.topics;
+  req.count = static_cast<uint32_t>(inv.count);
+  req.wait_ms = inv.wait_ms;
+  Result<Deliveries> got = s.queue.Reserve(req);
+  if (!got.ok()) return s.Fail(got.status());
+  if (inv.json) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("jobs");
+    w.BeginArray();
+    for (const Delivery& d : *got) WriteJobJson(&w, d);
+    w.EndArray();
+    w.EndObject();
+    OutJson(w);
+  } else if (got->empty()) {
+    Err("no job reserved");
   }
+  for (size_t i = 0; !inv.json && i < got->size(); ++i) {
+    if (i > 0) Out("\n");
+    PrintJobHuman((*got)[i]);
+  }
+  return got->empty() ? kExitEmpty : kExitOk;
+}
+
+int RunFinish(const Session& s, const Invocation& inv) {
+  Status st = s.queue.Finish(inv.id, inv.receipt);
+  return st.ok() ? Acted(inv, "finished") : s.Fail(st);
+}
+
+int RunRelease(const Session& s, const Invocation& inv) {
+  Status st = s.queue.Release(inv.id, inv.receipt, inv.delay_ms, inv.error);
+  return st.ok() ? Acted(inv, "released") : s.Fail(st);
+}
+
+int RunTouch(const Session& s, const Invocation& inv) {
+  Status st = s.queue.Touch(inv.id, inv.receipt);
+  return st.ok() ? Acted(inv, "touched") : s.Fail(st);
+}
+
+int RunBury(const Session& s, const Invocation& inv) {
+  Status st = s.queue.Bury(inv.id, inv.receipt, {});
+  return st.ok() ? Acted(inv, "buried") : s.Fail(st);
+}
+
+int RunDelete(const Session& s, const Invocation& inv) {
+  return Done(s, inv, s.queue.Delete(inv.id));
+}
+
+int RunKick(const Session& s, const Invocation& inv) { return Done(s, inv, s.queue.Kick(inv.id)); }
+
+int RunKickTopic(const Session& s, const Invocation& inv) {
+  Result<uint64_t> n = s.queue.KickTopic(inv.topic, static_cast<uint64_t>(inv.count));
+  if (!n.ok()) return s.Fail(n.status());
+  Out(inv.json ? "{\"kicked\":" + std::to_string(*n) + "}\n" : std::to_string(*n) + "\n");
+  return kExitOk;
+}
+
+int RunGet(const Session& s, const Invocation& inv) {
+  Result<JobInfo> job = s.queue.Get(inv.id);
+  if (!job.ok() && job.status().code() == Code::kNotFound) {
+    return NothingThere(inv, "no job '" + inv.id + "'");
+  }
+  if (!job.ok()) return s.Fail(job.status());
+  PrintPairs(inv, PairsOf(*job, wire::kJobFields));
+  return kExitOk;
+}
+
+int RunPeek(const Session& s, const Invocation& inv) {
+  std::string state = inv.state;
+  for (char& c : state) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  Result<JobInfo> job = s.queue.Peek(inv.topic, *ParseState(state));
+  if (!job.ok() && job.status().code() == Code::kNotFound) {
+    return NothingThere(inv, "no " + state + " job in topic '" + inv.topic + "'");
+  }
+  if (!job.ok()) return s.Fail(job.status());
+  // Shown as a delivery, as reserve shows one (its receipt empty unless
+  // the job is reserved).
+  Delivery d;
+  d.id = job->id;
+  d.topic = job->topic;
+  d.body = job->body;
+  d.receipt = job->receipt;
+  d.attempts = job->attempts;
+  d.ttr_ms = job->ttr_ms;
+  d.priority = job->priority;
+  d.run_at_ms = job->run_at_ms;
+  d.reserved_until_ms = job->reserved_until_ms;
+  if (inv.json) {
+    JsonWriter w;
+    WriteJobJson(&w, d);
+    OutJson(w);
+  } else {
+    PrintJobHuman(d);
+  }
+  return kExitOk;
+}
+
+int RunTopics(const Session& s, const Invocation& inv) {
+  Result<std::vector<TopicInfo>> topics = s.queue.Topics();
+  if (!topics.ok()) return s.Fail(topics.status());
   if (inv.json) {
     JsonWriter w;
     w.BeginObject();
     w.Key("topics");
     w.BeginArray();
-    for (const Reply& e : r.elements()) w.String(e.str());
+    for (const TopicInfo& t : *topics) w.String(t.name);
     w.EndArray();
     w.EndObject();
     OutJson(w);
   } else {
-    for (const Reply& e : r.elements()) Out(EscapeForTerminal(e.str()) + "\n");
+    for (const TopicInfo& t : *topics) Out(EscapeForTerminal(t.name) + "\n");
   }
+  return kExitOk;
+}
+
+// One topic's counts come from the Queue; the server's come whole from
+// STATS, whose reply holds the server's own figures (connections, lateness,
+// its store's counters) beside the Queue's.
+int RunStats(const Session& s, const Invocation& inv) {
+  if (!inv.topic.empty()) {
+    Result<TopicInfo> t = s.queue.Topic(inv.topic);
+    if (!t.ok()) return s.Fail(t.status());
+    PrintPairs(inv, PairsOf(*t, wire::kTopicFields));
+    return kExitOk;
+  }
+  Result<Reply> r = s.Raw({"STATS"});
+  if (!r.ok()) return s.Fail(r.status());
+  std::optional<Pairs> fields = ParseFields(*r);
+  if (!fields) return s.Fail(client::Malformed("STATS", "field/value pairs", *r));
+  PrintPairs(inv, *fields);
+  return kExitOk;
+}
+
+int RunPause(const Session& s, const Invocation& inv) {
+  return Done(s, inv, s.queue.Pause(inv.topic, inv.pause_ms));
+}
+
+int RunResume(const Session& s, const Invocation& inv) {
+  return Done(s, inv, s.queue.Resume(inv.topic));
+}
+
+// PING is the server's, not the queue's: it asks whether a server answers.
+int RunPing(const Session& s, const Invocation& inv) {
+  Result<Reply> r = s.Raw({"PING"});
+  if (!r.ok()) return s.Fail(r.status());
+  Out(inv.json ? "{\"ok\":true}\n" : "PONG\n");
   return kExitOk;
 }
 
 // clang-format off
 constexpr CommandDef kCommands[] = {
     {"add", "add a job to a topic, due now or after --delay; prints its id",
-     AddOptionsAdd, RequestAdd, RenderId},
+     AddOptionsAdd, PrepareAdd, RunAdd},
     {"reserve", "take due jobs to work on; prints each with its receipt (exit 3: none)",
-     AddOptionsReserve, RequestReserve, RenderJobs},
+     AddOptionsReserve, nullptr, RunReserve},
     {"finish", "the work is done: remove a reserved job (needs its --receipt)",
-     AddOptionsIdReceipt, RequestFinish, RenderFinished},
+     AddOptionsIdReceipt, PrepareReceipt, RunFinish},
     {"release", "give a reserved job back, due again after --delay (needs its --receipt)",
-     AddOptionsRelease, RequestRelease, RenderReleased},
+     AddOptionsRelease, PrepareReceipt, RunRelease},
     {"touch", "keep a reserved job longer: its time to run starts again (needs --receipt)",
-     AddOptionsIdReceipt, RequestTouch, RenderTouched},
+     AddOptionsIdReceipt, PrepareReceipt, RunTouch},
     {"bury", "set a reserved job aside until kicked (needs its --receipt)",
-     AddOptionsIdReceipt, RequestBury, RenderBuried},
+     AddOptionsIdReceipt, PrepareReceipt, RunBury},
     {"delete", "delete a job in any state", [](CLI::App* s, Invocation* i) { AddIdArg(s, i); },
-     RequestDelete, RenderOk},
+     nullptr, RunDelete},
     {"kick", "make a buried job ready again", [](CLI::App* s, Invocation* i) { AddIdArg(s, i); },
-     RequestKick, RenderOk},
+     nullptr, RunKick},
     {"kicktopic", "make up to n buried jobs of a topic ready; prints how many",
-     AddOptionsKickTopic, RequestKickTopic, RenderKicked},
+     AddOptionsKickTopic, nullptr, RunKickTopic},
     {"get", "show a job and its state (exit 3: no such job)",
-     [](CLI::App* s, Invocation* i) { AddIdArg(s, i); }, RequestGet, RenderFields},
+     [](CLI::App* s, Invocation* i) { AddIdArg(s, i); }, nullptr, RunGet},
     {"peek", "show the next ready, delayed or buried job of a topic (exit 3: none)",
-     AddOptionsPeek, RequestPeek, RenderPeek},
-    {"topics", "list the topics", AddOptionsNone, RequestTopics, RenderTopics},
-    {"stats", "counts of the server, or of one topic", AddOptionsStats, RequestStats,
-     RenderFields},
+     AddOptionsPeek, nullptr, RunPeek},
+    {"topics", "list the topics", AddOptionsNone, nullptr, RunTopics},
+    {"stats", "counts of the server, or of one topic", AddOptionsStats, nullptr, RunStats},
     {"pause", "hand out no jobs of a topic for ms (0: until resume)", AddOptionsPause,
-     RequestPause, RenderOk},
+     nullptr, RunPause},
     {"resume", "hand out jobs of a paused topic again",
-     [](CLI::App* s, Invocation* i) { AddTopicArg(s, i); }, RequestResume, RenderOk},
-    {"ping", "check that the server answers", AddOptionsNone, RequestPing, RenderPong},
+     [](CLI::App* s, Invocation* i) { AddTopicArg(s, i); }, nullptr, RunResume},
+    {"ping", "check that a server answers", AddOptionsNone, nullptr, RunPing},
 };
 // clang-format on
 
-// --- running -------------------------------------------------------------------------
-
-int ReplyTimeoutMs(const Invocation& inv) {
-  return static_cast<int>(std::clamp<int64_t>(inv.wait_ms, 0, kMaxWaitMs)) + kReplyTimeoutMs;
+// The options of the network client for what the command line said.
+QueueOptions RemoteOptions(const Invocation& inv) {
+  QueueOptions o;
+  o.store = StoreKind::kRemote;
+  o.servers = inv.server;
+  o.auth_token = inv.auth_token;
+  o.connect_timeout_ms = kConnectTimeoutMs;
+  o.request_timeout_ms = kReplyTimeoutMs;  // a waiting reserve gets its wait on top
+  // The server's --max-body is the limit that counts: it says TOOLARGE.
+  o.limits.max_body_bytes = std::numeric_limits<size_t>::max();
+  return o;
 }
 
-// Why a command got no reply, from how the connection failed.
-std::string NoReply(const redis::Connection& conn, int timeout_ms) {
-  std::string where = conn.endpoint().ToString();
-  switch (conn.last_failure()) {
-    case redis::Connection::Failure::kTimeout:
-      return "no reply from " + where + " within " + std::to_string(timeout_ms) + " ms";
-    case redis::Connection::Failure::kClosed:
-      return where + " closed the connection";
-    default:
-      return "lost the connection to " + where + ": " + conn.last_reason();
-  }
+// A bad --server list is a usage error: "delayq: --server: bad address ...".
+Status CheckServers(const std::string& servers) {
+  auto parsed = client::ParseServers(servers);
+  if (parsed.ok()) return Status::Ok();
+  std::string m = parsed.status().message();
+  if (m.starts_with("servers: ")) m.erase(0, 9);
+  return InvalidArgument("--server: " + m);
 }
 
 int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) {
   signal(SIGPIPE, SIG_IGN);  // a server gone mid-write is an error, not a kill
   ReadEnvironment(invocation);
-  Result<redis::Endpoint> address = ParseServerAddress(invocation->server);
-  if (!address.ok()) {
-    Err("--server: " + address.status().message());
+  if (Status s = CheckServers(invocation->server); !s.ok()) {
+    Err(s.message());
     return kExitUsage;
   }
   // "delayq finish: --receipt is required ...": usage errors found here
@@ -788,38 +787,16 @@ int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) 
     return kExitUsage;
   };
   if (Status s = ReadDurations(sub, invocation); !s.ok()) return usage(s);
-  const Invocation& inv = *invocation;
-  Result<Request> request = cmd.request(inv);
-  if (!request.ok()) return usage(request.status());
-  redis::ConnectionOptions options;
-  options.connect_timeout_ms = kConnectTimeoutMs;
-  options.command_timeout_ms = kReplyTimeoutMs;
-  options.check_idle_before_write = false;  // one command: a close is reported, not mended
-  auto conn = redis::Connection::Create(*address, options);
-  if (!conn->EnsureConnected().ok()) {
-    Err("cannot connect to " + address->ToString() + ": " + conn->last_reason() +
-        " \u2014 is `delayq serve` running?");
-    return kExitUnavailable;
+  if (cmd.prepare != nullptr) {
+    if (Status s = cmd.prepare(invocation); !s.ok()) return usage(s);
   }
-  if (!inv.auth_token.empty()) {
-    Result<Reply> auth = conn->Exec({"AUTH", inv.auth_token});
-    if (!auth.ok()) {
-      Err(NoReply(*conn, kReplyTimeoutMs));
-      return kExitUnavailable;
-    }
-    if (auth->type() == Reply::Type::kError) return ServerError(auth->str());
-  }
-  if (!conn->set_command_timeout_ms(ReplyTimeoutMs(inv)).ok()) {
-    Err("cannot set a timeout on the connection to " + address->ToString());
-    return kExitUnavailable;
-  }
-  Result<Reply> reply = conn->Exec(*request);
-  if (!reply.ok()) {
-    Err(NoReply(*conn, ReplyTimeoutMs(inv)));
-    return kExitUnavailable;
-  }
-  if (reply->type() == Reply::Type::kError) return ServerError(reply->str());
-  return cmd.render(inv, *reply);
+  const QueueOptions options = RemoteOptions(*invocation);
+  Result<std::unique_ptr<Queue>> queue = OpenQueue(options);
+  if (!queue.ok()) return ReportFailure(queue.status(), options.servers);
+  Result<std::unique_ptr<client::ServerSet>> servers = client::ServerSet::Create(options);
+  if (!servers.ok()) return ReportFailure(servers.status(), options.servers);
+  const Session session{**queue, **servers, options.servers};
+  return cmd.run(session, *invocation);
 }
 
 class ClientCommandsImpl final : public ClientCommands {
@@ -834,6 +811,7 @@ class ClientCommandsImpl final : public ClientCommands {
       cmd.add_options(sub, &inv_);
       subs_.emplace_back(&cmd, sub);
     }
+    work_ = AddWorkCommand(app, kExitCodesHelp);
     // Composes with a footer main() may have set, rather than replacing it.
     app->footer([] { return std::string(kExitCodesHelp); });
   }
@@ -842,12 +820,22 @@ class ClientCommandsImpl final : public ClientCommands {
     for (const auto& [cmd, sub] : subs_) {
       if (sub->parsed()) return Execute(*cmd, *sub, &inv_);
     }
+    if (work_->Parsed()) {
+      ReadEnvironment(&inv_);
+      if (Status s = CheckServers(inv_.server); !s.ok()) {
+        Err(s.message());
+        return kExitUsage;
+      }
+      QueueOptions options = RemoteOptions(inv_);
+      options.request_timeout_ms = kWorkRequestTimeoutMs;
+      return work_->Run(options);
+    }
     return kExitUsage;
   }
 
   bool Parsed() const override {
-    return std::any_of(subs_.begin(), subs_.end(),
-                       [](const auto& s) { return s.second->parsed(); });
+    return work_->Parsed() || std::any_of(subs_.begin(), subs_.end(),
+                                          [](const auto& s) { return s.second->parsed(); });
   }
 
   std::string OptionGiven() const override {
@@ -860,6 +848,7 @@ class ClientCommandsImpl final : public ClientCommands {
  private:
   Invocation inv_;  // bound to the options of every subcommand
   std::vector<std::pair<const CommandDef*, CLI::App*>> subs_;
+  std::unique_ptr<WorkCommand> work_;
 };
 
 }  // namespace

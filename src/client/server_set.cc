@@ -162,8 +162,8 @@ Status ServerSet::Run(std::span<const redis::Argv> cmds, Retry retry, const Take
     preferred_.store(i);
     return out;
   }
-  if (unauthorized) return Status(Code::kUnauthorized, "no delayq server accepted: " + tried);
-  return Unavailable("no delayq server answered: " + tried);
+  if (unauthorized) return Status(Code::kUnauthorized, std::string(kNoServerAccepted) + tried);
+  return Unavailable(std::string(kNoServerAnswered) + tried);
 }
 
 Result<ServerSet::Sent> ServerSet::Send(const redis::Argv& cmd) {
@@ -187,7 +187,7 @@ Result<ServerSet::Sent> ServerSet::Send(const redis::Argv& cmd) {
     preferred_.store(i);
     return Sent{i, std::move(conn)};
   }
-  return Unavailable("no delayq server answered: " + tried);
+  return Unavailable(std::string(kNoServerAnswered) + tried);
 }
 
 }  // namespace delayq::client

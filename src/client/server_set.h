@@ -32,6 +32,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "delayq/options.h"
@@ -48,6 +49,12 @@ enum class Retry {
   kAlways,     // safe to repeat (see remote_queue.h for why, per operation)
   kUntilSent,  // not: moves on only while nothing was sent
 };
+
+// How the messages of a request that no server took begin (Run, Send); the
+// rest lists each server tried, "host:port (why)", in the order tried. The
+// command line words them for people (src/cli/failure.cc).
+inline constexpr std::string_view kNoServerAnswered = "no delayq server answered: ";
+inline constexpr std::string_view kNoServerAccepted = "no delayq server accepted: ";
 
 // The default RESP port of `delayq serve`.
 inline constexpr int kDefaultPort = 7701;

@@ -87,6 +87,13 @@ Status Malformed(std::string_view command, std::string_view what, const Reply& g
                      std::string(what) + ", got " + shown);
 }
 
+std::string_view ErrorPrefix(Code code) {
+  for (const Prefix& p : kPrefixes) {
+    if (p.code == code) return p.resp;
+  }
+  return "ERR";
+}
+
 Status StatusOf(const Reply& reply) {
   if (!reply.is_error()) return Status::Ok();
   std::string_view text = reply.str();

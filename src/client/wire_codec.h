@@ -27,6 +27,11 @@ namespace delayq::client {
 // A malformed reply: kUnavailable, "malformed reply to CMD: <what>, got <reply>".
 Status Malformed(std::string_view command, std::string_view what, const redis::Reply& got);
 
+// The RESP error prefix of a code, as the server sends it ("NOTFOUND",
+// "STALE", ...; "ERR" for kInternal and anything unknown): what the
+// command line prints a Status under.
+std::string_view ErrorPrefix(Code code);
+
 // The Status of an error reply; Ok for any other reply.
 Status StatusOf(const redis::Reply& reply);
 

@@ -1,0 +1,53 @@
+// What the `delayq` client commands and `delayq work` print for a failed
+// call, and the exit code it maps to. One place, so that every command says
+// a server's refusal and an unreachable server the same way.
+//
+// Exit codes (src/cli/README.md, and every subcommand's --help):
+//   0  success
+//   1  the server refused the request: "delayq: NOTFOUND: ..." (the RESP
+//      error prefix of the Status's code: NOTFOUND, EXISTS, STALE,
+//      NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ERR)
+//   2  usage error found by delayq itself
+//   3  nothing there: reserve got no job, get or peek found none
+//   4  no server could serve it (kUnavailable): none could be reached, a
+//      reply was lost or not understood, or the server answered UNAVAILABLE
+//      (its store unreachable, or it is shutting down)
+//
+// Thread-safety: stateless functions; each message leaves in one write.
+#ifndef DELAYQ_CLI_FAILURE_H_
+#define DELAYQ_CLI_FAILURE_H_
+
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+
+namespace delayq::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitServerError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitEmpty = 3;
+inline constexpr int kExitUnavailable = 4;
+
+// Writes "delayq: <line>\n" to stderr.
+void PrintError(std::string_view line);
+
+// The line (without "delayq: ") that says why `status` failed, for a
+// command sent to `servers` (the --server list as given). A request no
+// server took reads "cannot connect to 127.0.0.1:7701: Connection refused —
+// is `delayq serve` running?" (several servers: each with its reason); an
+// AUTH refused, "NOAUTH: invalid token (127.0.0.1:7701 refused the
+// token)"; anything else "CODE: message". Control characters are escaped.
+// REQUIRES: !status.ok().
+std::string DescribeFailure(const Status& status, std::string_view servers);
+
+// The exit code of a failed call: 4 for kUnavailable, else 1.
+int ExitCodeOf(const Status& status);
+
+// PrintError(DescribeFailure(...)); returns ExitCodeOf(status).
+int ReportFailure(const Status& status, std::string_view servers);
+
+}  // namespace delayq::cli
+
+#endif  // DELAYQ_CLI_FAILURE_H_
