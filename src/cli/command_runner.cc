@@ -136,7 +136,10 @@ std::string CommandResult::Describe() const {
     head = "killed by signal " + std::to_string(signal);
     if (abbrev != nullptr) head += " (SIG" + std::string(abbrev) + ")";
   }
-  return stderr_tail.empty() ? head : head + ": " + stderr_tail;
+  if (stderr_tail.empty()) return head;
+  head += ": ";
+  return head +
+         Tail(stderr_tail, kLastErrorBytes > head.size() ? kLastErrorBytes - head.size() : 0);
 }
 
 Result<std::unique_ptr<CommandRunner>> CommandRunner::Create(std::vector<std::string> argv) {
@@ -176,8 +179,11 @@ CommandResult CommandRunner::Run(const Delivery& job) {
     return result;
   }
   std::vector<std::string> env = Environment(job);
+  // posix_spawn's arrays: pointers into argv_ and env, null-terminated.
   std::vector<char*> argvp;
   std::vector<char*> envp;
+  argvp.reserve(argv_.size() + 1);
+  envp.reserve(env.size() + 1);
   for (const std::string& a : argv_) argvp.push_back(const_cast<char*>(a.c_str()));
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   argvp.push_back(nullptr);

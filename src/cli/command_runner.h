@@ -44,13 +44,19 @@ struct CommandResult {
 
   bool ok() const { return spawned && exited && code == 0; }
   // "exit 3: <stderr tail>", "killed by signal 9 (SIGKILL): <tail>",
-  // "cannot run 'x': No such file or directory": the job's last_error.
+  // "cannot run 'x': No such file or directory": the job's last_error, the
+  // tail cut (from the front) so the whole fits in kLastErrorBytes.
   std::string Describe() const;
 };
 
+// What a queue keeps of a job's last_error: its first 1 KiB (the engine
+// cuts longer ones), so a description is cut to fit, keeping the end of
+// stderr, where the error usually is.
+inline constexpr size_t kLastErrorBytes = 1024;
+
 class CommandRunner {
  public:
-  static constexpr size_t kStderrTailBytes = 1024;
+  static constexpr size_t kStderrTailBytes = kLastErrorBytes;
 
   // `argv[0]` is found in $PATH unless it holds a '/'. Errors:
   // kInvalidArgument for an empty argv or a command that cannot be found or

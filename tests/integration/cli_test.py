@@ -600,6 +600,38 @@ class ConnectionFailureTest(unittest.TestCase):
         self.assertRegex(r.stderr.decode(), r"^delayq: .*127\.0\.0\.1")
 
 
+class FailoverTest(CliTestBase):
+    """--server takes a list (the network client's): a server that is down is
+    passed over; with every one down, the message names each."""
+
+    def test_a_down_server_first_in_the_list_is_passed_over(self):
+        servers = "127.0.0.1:%d,%s" % (closed_port(), self.server.address)
+        env = {"DELAYQ_SERVER": servers}
+        self.assertEqual(self.ok_json("add", "fo.t", "x", "--id", "fo-1", server=None, env=env),
+                         {"id": "fo-1"})
+        job = self.ok_json("reserve", "fo.t", server=None, env=env)["jobs"][0]
+        self.assertEqual(job["id"], "fo-1")
+        self.ok("finish", "fo-1", "--receipt", job["receipt"], "--server", servers, server=None)
+        self.fails(EMPTY, "get", "fo-1")
+
+    def test_every_server_down_names_each(self):
+        a, b = closed_port(), closed_port()
+        for args in (["add", "t", "x"], ["reserve", "t"], ["finish", "j", "--force"], ["ping"]):
+            with self.subTest(args=args):
+                r = run_cli(*args, "--server", "127.0.0.1:%d,127.0.0.1:%d" % (a, b))
+                self.assertEqual((r.returncode, r.stdout), (UNAVAILABLE, b""), r.stderr)
+                self.assertEqual(r.stderr.decode(),
+                                 "delayq: cannot connect to any server: 127.0.0.1:%d (Connection "
+                                 "refused), 127.0.0.1:%d (Connection refused) \u2014 is `delayq "
+                                 "serve` running?\n" % (a, b))
+
+    def test_a_bad_address_in_the_list_is_a_usage_error(self):
+        r = run_cli("ping", "--server", "%s,127.0.0.1:x" % self.server.address)
+        self.assertEqual(r.returncode, USAGE, r.stderr)
+        self.assertRegex(r.stderr.decode(), r"^delayq: --server: bad address '127\.0\.0\.1:x'")
+        self.assertEqual(run_cli("ping", "--server", self.server.address + ",").returncode, USAGE)
+
+
 class AuthTest(CliTestBase):
     server_args = ("--auth-token", "s3cret")
 
