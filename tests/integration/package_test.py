@@ -5,7 +5,8 @@ pkg-config file under a prefix; every installed header compiles on its own;
 examples/embedded.cc, copied into a scratch directory, builds against the
 installed package both with `find_package(delayq CONFIG)` + `delayq::delayq`
 and with `c++ ... $(pkg-config --cflags --libs delayq)`, and each program
-runs as the example does.
+runs as the example does; examples/worker.cc (the Worker, with its
+order_handlers.h) builds in the same CMake project and runs too.
 
     /usr/bin/python3 tests/integration/package_test.py --binary build/bin/delayq
 
@@ -26,6 +27,7 @@ import harness
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 EXAMPLE = os.path.join(ROOT, "examples", "embedded.cc")
+WORKER_EXAMPLE = [os.path.join(ROOT, "examples", f) for f in ("worker.cc", "order_handlers.h")]
 
 # A user's project, as the README's "Use it from your own C++ project" shows it.
 # No CMAKE_CXX_STANDARD: delayq::delayq brings C++20 by itself.
@@ -36,12 +38,17 @@ find_package(delayq {major}.{minor} CONFIG REQUIRED)
 message(STATUS "delayq_VERSION=${{delayq_VERSION}} delayq_DIR=${{delayq_DIR}}")
 add_executable(app embedded.cc)
 target_link_libraries(app PRIVATE delayq::delayq)
+add_executable(worker worker.cc)
+target_link_libraries(worker PRIVATE delayq::delayq)
 """
 
 # What examples/embedded.cc prints in a fresh directory (its README console block).
 EXPECTED = [r"added order-42, due at \d{13} ms",
             r'reserved order-42: \{"order":42\} \(attempt 1\)',
             r"finished order-42: ok"]
+# What examples/worker.cc prints (tests/integration/worker_example_test.py).
+WORKER_CLOSED = ["closed order-1 (attempt 1)", "closed order-2 (attempt 1)",
+                 "closed order-3 (attempt 2)"]
 
 
 def run(args, **kwargs):
@@ -119,7 +126,8 @@ class InstalledLibraryTest(unittest.TestCase):
 
     def test_a_cmake_project_builds_the_example_with_find_package_and_runs_it(self):
         work = self.workdir("cmake-project")
-        shutil.copy(EXAMPLE, work)
+        for source in [EXAMPLE, *WORKER_EXAMPLE]:
+            shutil.copy(source, work)
         major, minor, _ = self.version.split(".")
         with open(os.path.join(work, "CMakeLists.txt"), "w") as f:
             f.write(USER_PROJECT.format(major=major, minor=minor))
@@ -134,6 +142,13 @@ class InstalledLibraryTest(unittest.TestCase):
         self.assertIn(os.path.join(self.prefix, "lib", "libdelayq.a"), r.stdout)
         self.assertNotIn(os.path.abspath(ROOT), r.stdout.replace(work, ""))
         self.run_example(os.path.join(work, "build", "app"))
+        # The Worker example: its handlers over an embedded queue in a fresh directory.
+        cwd = tempfile.mkdtemp(prefix="run-worker-", dir=self.scratch)
+        r = run([os.path.join(work, "build", "worker")], cwd=cwd)
+        self.assertEqual((r.returncode, r.stderr), (0, ""), r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(sorted(lines[:-1]), WORKER_CLOSED, r.stdout)
+        self.assertEqual(lines[-1], "succeeded 3, retried 1, buried 1")
 
     def test_the_cmake_package_refuses_another_major_version(self):
         work = self.workdir("cmake-next-major")
