@@ -5,6 +5,8 @@
 //   delayq-bench engine --jobs N --body 100   the engine alone, in process
 //   delayq-bench worker --jobs N --threads T  the Worker over the in-process
 //                                             queue, beside the engine
+//   delayq-bench remote-worker --servers H:P  the Worker through the network
+//                                             client to a running server
 //   delayq-bench cycle|put|reservelat|lateness|memory --proto resp|http|beanstalk ...
 //                                             a running server over the
 //                                             network (net_bench.h)
@@ -14,6 +16,7 @@
 #include "CLI/CLI.hpp"
 #include "engine_bench.h"
 #include "net_bench.h"
+#include "remote_worker_bench.h"
 #include "worker_bench.h"
 
 namespace {
@@ -67,6 +70,38 @@ CLI::App* AddWorker(CLI::App* app, delayq::bench::WorkerBenchOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   return worker;
+}
+
+CLI::App* AddRemoteWorker(CLI::App* app, delayq::bench::RemoteWorkerBenchOptions* o) {
+  CLI::App* rw = app->add_subcommand(
+      "remote-worker",
+      "delayq::Worker through the network client to a running server, no-op handler, fed by "
+      "producers (bench/bullmq/lifecycle.js's peer)");
+  rw->add_option("--servers", o->servers, "the servers, host:port[,host:port...]")
+      ->capture_default_str();
+  rw->add_option("--threads", o->threads, "the worker's handler threads (its slots)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  rw->add_option("--producers", o->producers, "producer threads, a connection each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  rw->add_option("--add-mode", o->add_mode,
+                 "pipeline: --batch RESP ADDs per write; client: Queue::Add, one at a time")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"pipeline", "client"}));
+  rw->add_option("--batch", o->batch, "pipeline: ADDs per write")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  rw->add_option("--window", o->window, "jobs outstanding (added, not yet handled), at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000'000));
+  rw->add_option("--body", o->body_bytes, "body bytes per job")->capture_default_str();
+  rw->add_option("--seconds", o->seconds, "timed seconds")->capture_default_str();
+  rw->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
+      ->capture_default_str();
+  rw->add_option("--drain-seconds", o->drain_seconds, "after the run, for outstanding jobs")
+      ->capture_default_str();
+  return rw;
 }
 
 CLI::App* AddCycle(CLI::App* app, delayq::bench::CycleOptions* o) {
@@ -192,6 +227,8 @@ int main(int argc, char** argv) {
   CLI::App* engine = AddEngine(&app, &engine_opts);
   delayq::bench::WorkerBenchOptions worker_opts;
   CLI::App* worker = AddWorker(&app, &worker_opts);
+  delayq::bench::RemoteWorkerBenchOptions remote_worker_opts;
+  CLI::App* remote_worker = AddRemoteWorker(&app, &remote_worker_opts);
   CLI::App* cycle = AddCycle(&app, &cycle_opts);
   CLI::App* put = AddPut(&app, &put_opts);
   CLI::App* rl = AddReserveLatency(&app, &rl_opts);
@@ -200,6 +237,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);
   if (worker->parsed()) return delayq::bench::RunWorkerBench(worker_opts);
+  if (remote_worker->parsed()) return delayq::bench::RunRemoteWorkerBench(remote_worker_opts);
   if (cycle->parsed()) return delayq::bench::RunCycleBench(cycle_opts);
   if (put->parsed()) return delayq::bench::RunPutBench(put_opts);
   if (rl->parsed()) return delayq::bench::RunReserveLatencyBench(rl_opts);
