@@ -101,6 +101,7 @@ d["server_cpu_s"] = round(c1 - c0, 2)  # warm-up, run and drain
 json.dump(d, open(base + ".json", "w"))
 PYEOF
   cat "$OUT/$name.json" >&2
+  echo >&2
 }
 
 # bullmq NAME PORT: one BullMQ round on the Redis at PORT; OUT/NAME.json.
@@ -120,6 +121,7 @@ print(json.dumps({"name": sys.argv[1], "lifecycles_per_s": s["bullmq_lifecycles_
                   "redis_cpu_util": s.get("redis_cpu_util"), "versions": s.get("versions")}))' \
     "$name" >"$OUT/$name.json"
   cat "$OUT/$name.json" >&2
+  echo >&2
 }
 
 if want 2; then
