@@ -247,9 +247,13 @@ class ReadmeTourTest(unittest.TestCase):
         return self.ports[readme_port]
 
     def substitute(self, command):
-        c = command.replace("build/bin/delayq", harness.BINARY)
+        # The README's own text is rewritten first, the paths put in last: a
+        # checkout under /tmp/ (or with a port-like number in its path) must
+        # not have its binary's path rewritten too.
+        c = command.replace("build/bin/delayq", "\0BINARY\0").replace("/tmp/", "\0TMP\0")
         c = PORT_RE.sub(lambda m: str(self.port(int(m.group(1)))), c)
-        c = c.replace("/tmp/", os.path.join(self.scratch, "tmp") + "/")
+        c = c.replace("\0TMP\0", os.path.join(self.scratch, "tmp") + "/")
+        c = c.replace("\0BINARY\0", harness.BINARY)
         if re.search(r"<receipt[^>]*>", c):
             self.assertIsNotNone(self.receipt, f"`{command}`: no step before printed a receipt")
             c = re.sub(r"<receipt[^>]*>", self.receipt, c)
