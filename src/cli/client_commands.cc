@@ -644,16 +644,7 @@ int RunPeek(const Session& s, const Invocation& inv) {
   if (!job.ok()) return s.Fail(job.status());
   // Shown as a delivery, as reserve shows one (its receipt empty unless
   // the job is reserved).
-  Delivery d;
-  d.id = job->id;
-  d.topic = job->topic;
-  d.body = job->body;
-  d.receipt = job->receipt;
-  d.attempts = job->attempts;
-  d.ttr_ms = job->ttr_ms;
-  d.priority = job->priority;
-  d.run_at_ms = job->run_at_ms;
-  d.reserved_until_ms = job->reserved_until_ms;
+  Delivery d = wire::AsDelivery(*job);
   if (inv.json) {
     JsonWriter w;
     WriteJobJson(&w, d);

@@ -28,6 +28,7 @@
 #include "resp/writer.h"
 #include "server/errors.h"
 #include "wire/encode.h"
+#include "wire/fields.h"
 
 namespace delayq::server {
 
@@ -605,17 +606,7 @@ struct AnswerPeek {
       }
       return ReplyStatus(&c.out, r.status());
     }
-    Delivery d;
-    d.id = r->id;
-    d.topic = r->topic;
-    d.body = r->body;
-    d.receipt = r->receipt;
-    d.attempts = r->attempts;
-    d.ttr_ms = r->ttr_ms;
-    d.priority = r->priority;
-    d.run_at_ms = r->run_at_ms;
-    d.reserved_until_ms = r->reserved_until_ms;
-    AppendDelivery(&c.out, d);
+    AppendDelivery(&c.out, wire::AsDelivery(*r));
   }
 };
 

@@ -76,6 +76,22 @@ inline constexpr Field<Delivery> kDeliveryFields[] = {
     {"reserved_until_ms", [](const Delivery& d) { return Int(d.reserved_until_ms); }},
 };
 
+// A job shown as a delivery (PEEK, `delayq peek`): its receipt is empty
+// unless the job is reserved, reserved_until_ms 0 likewise.
+inline Delivery AsDelivery(const JobInfo& j) {
+  Delivery d;
+  d.id = j.id;
+  d.topic = j.topic;
+  d.body = j.body;
+  d.receipt = j.receipt;
+  d.attempts = j.attempts;
+  d.ttr_ms = j.ttr_ms;
+  d.priority = j.priority;
+  d.run_at_ms = j.run_at_ms;
+  d.reserved_until_ms = j.reserved_until_ms;
+  return d;
+}
+
 // What /healthz answers: ok, degraded (200) or failed (503), and why.
 struct Health {
   std::string_view status;  // "ok", "degraded", "failed"
