@@ -11,10 +11,15 @@ namespace delayq::bench {
 
 struct WorkerBenchOptions {
   uint64_t jobs = 1'000'000;  // lifecycles timed per round
-  uint32_t threads = 1;       // the Worker's handler threads
+  uint32_t threads = 4;       // the Worker's handler threads (its default)
   size_t body_bytes = 100;
-  uint64_t window = 10'000;  // jobs added and not yet handled, at most (few pending)
-  int rounds = 3;            // each rate is the median of this many rounds
+  // Jobs added and not yet handled, at most: a backlog, so the worker's
+  // reserves find jobs ready and come in batches (with a few, a waiting
+  // reserve is answered by each add, one job and one thread wake-up each:
+  // then the producer, not the worker, sets the pace). The producer sleeps
+  // while the window is full.
+  uint64_t window = 10'000;
+  int rounds = 3;  // each rate is the median of this many rounds
 };
 
 // Prints one JSON object, each rate the median of `rounds`:

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,17 @@ using Deliveries = std::vector<Delivery>;
 // Called exactly once per ReserveAsync, unless cancelled first: with the jobs
 // handed over (empty when the wait ran out) or an error.
 using ReserveCallback = std::function<void(Result<Deliveries>)>;
+
+// One acknowledgment of a reserved job, for Queue::Acknowledge: what Finish,
+// Release or Bury would do with it.
+struct Ack {
+  enum class Kind : unsigned char { kFinish, kRelease, kBury };
+  Kind kind = Kind::kFinish;
+  std::string id;
+  std::string receipt;   // as Finish's (empty: by id alone)
+  int64_t delay_ms = 0;  // kRelease: due again after this, >= 0
+  std::string text;      // kRelease: the error; kBury: the reason
+};
 
 struct TopicInfo {
   std::string name;
@@ -147,6 +159,16 @@ class Queue {
   // not the job's current reservation (its TTR ran out and it was handed out
   // again).
   virtual Status Finish(std::string_view id, std::string_view receipt) = 0;
+
+  // Applies several acknowledgments at once and returns one Status per ack,
+  // in the same order, each what Finish, Release or Bury would have returned
+  // for it; one that fails does not stop the others. The same as those calls
+  // one by one, in order, but cheaper for a caller with many jobs in hand
+  // (the Worker): the network client sends them as one pipeline (one round
+  // trip), the in-process queue applies them under one lock and, embedded,
+  // waits for its log once; the Redis store sends them in one round. The
+  // default makes the calls one by one.
+  virtual std::vector<Status> Acknowledge(std::span<const Ack> acks);
 
   // Removes a job in any state. Errors: kNotFound.
   virtual Status Delete(std::string_view id) = 0;

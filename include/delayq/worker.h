@@ -19,9 +19,27 @@
 // waiting reserve and no thread polls or sleeps; jobs that become ready reach
 // it at once. When a batch brings more jobs of one topic than its
 // concurrency has room for, the extra jobs wait in the worker, reserved and
-// touched like running ones, until a slot of their topic frees; the worker
-// never holds more jobs than it has threads. What the handler returns
-// decides what happens to the job:
+// touched like running ones, until a slot of their topic frees.
+//
+// Reading ahead. A worker whose handlers are fast also reserves ahead of its
+// threads: as many jobs as it handled in the last 10 ms (at most
+// kMaxReserveCount), topped up once half of them are gone, so the jobs
+// waiting in it are about 10 ms of work at its pace. Slow handlers (under
+// ~100 per second) read nothing ahead, and a worker holds no more jobs than
+// it has threads. Jobs read ahead are touched like running ones and given
+// back by Stop at once (Queue::Unreserve), as are all jobs not yet begun.
+// A handler that suddenly turns slow can keep up to that many jobs waiting
+// behind it while the worker's other threads are busy too; they keep their
+// reservations (touched) and stay this worker's until a thread is free.
+//
+// Acknowledgments. What a handler returns is sent with Queue::Acknowledge,
+// in batches: while one thread waits for the queue to take a batch (a
+// round trip, over the network), the other threads go on with their next
+// jobs and their outcomes go in the next batch; a slot is free for a new
+// job as soon as its handler returns. A fast worker's thread may also let
+// up to 16 outcomes wait while it starts the next job it holds, never
+// longer than 1 ms. Stats().succeeded and the others count outcomes the
+// queue accepted. What the handler returns decides what happens to the job:
 //
 //   Outcome::Success()          Queue::Finish
 //   Outcome::Retry(error)       Queue::Release after the topic's backoff
@@ -135,8 +153,9 @@ struct TopicOptions {
 };
 
 struct WorkerOptions {
-  // Handler threads: how many handlers run at once, over all topics, and how
-  // many jobs the worker holds at most. 1..1024. Default: 4.
+  // Handler threads: how many handlers run at once, over all topics (the
+  // jobs the worker holds, beyond those it reads ahead: see above).
+  // 1..1024. Default: 4.
   uint32_t threads = 4;
   // How long one reserve waits for a job before the worker asks again
   // (Queue::ReserveAsync's wait_ms); only an idle worker waits. > 0.
@@ -156,16 +175,17 @@ struct WorkerOptions {
 
 // Figures since Create, for Stats().
 struct WorkerStats {
-  uint64_t handled = 0;     // handlers that returned or threw
-  uint64_t succeeded = 0;   // ... with Success, and the finish was accepted
-  uint64_t retried = 0;     // ... with Retry/RetryIn or an exception, released
-                            // (the queue buries those out of attempts)
-  uint64_t buried = 0;      // ... with Bury, and buried
-  uint64_t touched = 0;     // touches accepted
-  uint64_t running = 0;     // handlers running now
-  uint64_t held = 0;        // jobs reserved and not yet started
-  uint64_t reserves = 0;    // ReserveAsync calls made
-  uint64_t given_back = 0;  // jobs given back by Stop (Unreserve or Release)
+  uint64_t handled = 0;      // handlers that returned or threw
+  uint64_t succeeded = 0;    // ... with Success, and the finish was accepted
+  uint64_t retried = 0;      // ... with Retry/RetryIn or an exception, released
+                             // (the queue buries those out of attempts)
+  uint64_t buried = 0;       // ... with Bury, and buried
+  uint64_t touched = 0;      // touches accepted
+  uint64_t running = 0;      // handlers running now
+  uint64_t held = 0;         // jobs reserved and not yet started
+  uint64_t reserves = 0;     // ReserveAsync calls made
+  uint64_t ack_batches = 0;  // Acknowledge calls made (each carries 1 or more outcomes)
+  uint64_t given_back = 0;   // jobs given back by Stop (Unreserve or Release)
   // Queue calls the worker made that failed (a finish, release, bury, touch
   // with a receipt gone stale; a reserve while the store is unreachable),
   // and the last one's error.

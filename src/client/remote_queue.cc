@@ -23,6 +23,42 @@ Retry RetryFor(std::string_view receipt) {
   return receipt.empty() ? Retry::kUntilSent : Retry::kAlways;
 }
 
+Repeat RepeatFor(const Ack& ack) {
+  return ack.kind == Ack::Kind::kFinish ? Repeat::kGoneIsDone : Repeat::kAsIs;
+}
+
+Status AfterRepeat(Status s, bool repeated, Repeat repeat) {
+  if (!repeated || s.ok() || s.code() == Code::kUnavailable) return s;
+  if (repeat == Repeat::kGoneIsDone && s.code() == Code::kNotFound) return Status::Ok();
+  return Status(s.code(), s.message() +
+                              " (after a lost reply: the first attempt, on another server, may "
+                              "have done it)");
+}
+
+// FINISH, RELEASE or BURY for an ack, once the checks every queue makes
+// pass.
+Result<redis::Argv> AckCommand(const Ack& a) {
+  if (Status v = ValidateReceipt(a.receipt); !v.ok()) return v;
+  redis::Argv cmd;
+  switch (a.kind) {
+    case Ack::Kind::kFinish:
+      return redis::Argv{"FINISH", a.id, ReceiptArg(a.receipt)};
+    case Ack::Kind::kRelease:
+      if (a.delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
+      if (a.delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
+      cmd = {"RELEASE", a.id, std::to_string(a.delay_ms), ReceiptArg(a.receipt)};
+      break;
+    case Ack::Kind::kBury:
+      cmd = {"BURY", a.id, ReceiptArg(a.receipt)};
+      break;
+  }
+  if (!a.text.empty()) {
+    cmd.emplace_back("ERROR");
+    cmd.push_back(a.text);
+  }
+  return cmd;
+}
+
 std::string_view PeekState(JobState state) {
   switch (state) {
     case JobState::kReady:
@@ -105,12 +141,7 @@ Result<T> RemoteQueue::RunParsed(const redis::Argv& cmd, Retry retry, Parse pars
 
 Status RemoteQueue::RunOk(const redis::Argv& cmd, Retry retry, Repeat repeat) {
   return servers_->Run({&cmd, 1}, retry, [&](std::vector<redis::Reply>& replies, bool repeated) {
-    Status s = ParseOk(cmd[0], replies[0]);
-    if (!repeated || s.ok() || s.code() == Code::kUnavailable) return s;
-    if (repeat == Repeat::kGoneIsDone && s.code() == Code::kNotFound) return Status::Ok();
-    return Status(s.code(), s.message() +
-                                " (after a lost reply: the first attempt, on another server, may "
-                                "have done it)");
+    return AfterRepeat(ParseOk(cmd[0], replies[0]), repeated, repeat);
   });
 }
 
@@ -163,9 +194,7 @@ Status RemoteQueue::Unreserve(std::string_view id, std::string_view receipt) {
 }
 
 Status RemoteQueue::Finish(std::string_view id, std::string_view receipt) {
-  if (Status v = ValidateReceipt(receipt); !v.ok()) return v;
-  return RunOk({"FINISH", std::string(id), ReceiptArg(receipt)}, RetryFor(receipt),
-               Repeat::kGoneIsDone);
+  return RunAck({Ack::Kind::kFinish, std::string(id), std::string(receipt), 0, {}});
 }
 
 Status RemoteQueue::Delete(std::string_view id) {
@@ -174,15 +203,8 @@ Status RemoteQueue::Delete(std::string_view id) {
 
 Status RemoteQueue::Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                             std::string_view error) {
-  if (Status v = ValidateReceipt(receipt); !v.ok()) return v;
-  if (delay_ms < 0) return InvalidArgument("delay_ms: must be >= 0");
-  if (delay_ms > kMaxDelayMs) return InvalidArgument("delay_ms: at most 100 years");
-  redis::Argv cmd{"RELEASE", std::string(id), std::to_string(delay_ms), ReceiptArg(receipt)};
-  if (!error.empty()) {
-    cmd.emplace_back("ERROR");
-    cmd.emplace_back(error);
-  }
-  return RunOk(cmd, RetryFor(receipt), Repeat::kAsIs);
+  return RunAck(
+      {Ack::Kind::kRelease, std::string(id), std::string(receipt), delay_ms, std::string(error)});
 }
 
 Status RemoteQueue::Touch(std::string_view id, std::string_view receipt) {
@@ -191,13 +213,50 @@ Status RemoteQueue::Touch(std::string_view id, std::string_view receipt) {
 }
 
 Status RemoteQueue::Bury(std::string_view id, std::string_view receipt, std::string_view reason) {
-  if (Status v = ValidateReceipt(receipt); !v.ok()) return v;
-  redis::Argv cmd{"BURY", std::string(id), ReceiptArg(receipt)};
-  if (!reason.empty()) {
-    cmd.emplace_back("ERROR");
-    cmd.emplace_back(reason);
+  return RunAck({Ack::Kind::kBury, std::string(id), std::string(receipt), 0, std::string(reason)});
+}
+
+Status RemoteQueue::RunAck(const Ack& ack) {
+  auto cmd = AckCommand(ack);
+  if (!cmd.ok()) return cmd.status();
+  return RunOk(*cmd, RetryFor(ack.receipt), RepeatFor(ack));
+}
+
+// One pipeline, one round trip. Acks the client refuses (a bad receipt or
+// delay) are answered here and not sent; the rest go together, and are
+// retried together on the next server when receipts allow it.
+std::vector<Status> RemoteQueue::Acknowledge(std::span<const Ack> acks) {
+  std::vector<Status> out(acks.size());
+  std::vector<redis::Argv> cmds;
+  std::vector<size_t> sent;  // cmds[k] is acks[sent[k]]
+  cmds.reserve(acks.size());
+  sent.reserve(acks.size());
+  Retry retry = Retry::kAlways;
+  for (size_t i = 0; i < acks.size(); ++i) {
+    auto cmd = AckCommand(acks[i]);
+    if (!cmd.ok()) {
+      out[i] = cmd.status();
+      continue;
+    }
+    cmds.push_back(std::move(cmd).value());
+    sent.push_back(i);
+    if (RetryFor(acks[i].receipt) == Retry::kUntilSent) retry = Retry::kUntilSent;
   }
-  return RunOk(cmd, RetryFor(receipt), Repeat::kAsIs);
+  if (cmds.empty()) return out;
+  Status st = servers_->Run(cmds, retry, [&](std::vector<redis::Reply>& replies, bool repeated) {
+    Status unreadable;
+    for (size_t k = 0; k < cmds.size(); ++k) {
+      const Ack& a = acks[sent[k]];
+      Status s = AfterRepeat(ParseOk(cmds[k][0], replies[k]), repeated, RepeatFor(a));
+      if (s.code() == Code::kUnavailable && unreadable.ok()) unreadable = s;
+      out[sent[k]] = std::move(s);
+    }
+    return unreadable;
+  });
+  if (!st.ok()) {
+    for (size_t i : sent) out[i] = st;
+  }
+  return out;
 }
 
 Status RemoteQueue::Kick(std::string_view id) {

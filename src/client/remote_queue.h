@@ -70,6 +70,10 @@
 
 namespace delayq::client {
 
+// How the error of a request repeated after a lost reply is read (see the
+// comment above): as is, or, for a finish, "not found" as done.
+enum class Repeat { kAsIs, kGoneIsDone };
+
 class RemoteQueue final : public Queue {
  public:
   // Errors: kInvalidArgument for bad servers or timeouts; kInternal when the
@@ -83,6 +87,9 @@ class RemoteQueue final : public Queue {
   bool CancelReserve(uint64_t ticket) override;
   Status Unreserve(std::string_view id, std::string_view receipt) override;
   Status Finish(std::string_view id, std::string_view receipt) override;
+  // One pipeline: one round trip for them all (retried together, as each
+  // would be alone).
+  std::vector<Status> Acknowledge(std::span<const Ack> acks) override;
   Status Delete(std::string_view id) override;
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                  std::string_view error) override;
@@ -99,15 +106,14 @@ class RemoteQueue final : public Queue {
   Result<QueueStats> Stats() override;
 
  private:
-  // How a repeated request's error is read (see the header comment).
-  enum class Repeat { kAsIs, kGoneIsDone };
-
   RemoteQueue(const QueueOptions& options, std::unique_ptr<ServerSet> servers);
   // A generated id: 12 hex digits of wall-clock ms, 4 of a counter within
   // the ms, 16 of this queue's random tag. Strictly increasing per queue.
   std::string NewId();
   // One command answered +OK.
   Status RunOk(const redis::Argv& cmd, Retry retry, Repeat repeat);
+  // FINISH, RELEASE or BURY alone.
+  Status RunAck(const Ack& ack);
   // One command, its reply parsed by `parse`.
   template <typename T, typename Parse>
   Result<T> RunParsed(const redis::Argv& cmd, Retry retry, Parse parse);

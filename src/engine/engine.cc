@@ -124,6 +124,7 @@ Engine::~Engine() {
 // --- time ------------------------------------------------------------------------
 
 void Engine::Advance() {
+  if (time_held_) return;
   now_wall_ = clock_->NowMs();
   // The monotonic clock never goes back; guard anyway so deadlines stay sane.
   now_mono_ = std::max(now_mono_, clock_->MonotonicMs());
@@ -740,6 +741,28 @@ Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_v
   AttachBuried(h);
   JournalUpdate(h);
   return Status::Ok();
+}
+
+std::vector<Status> Engine::Acknowledge(std::span<const Ack> acks) {
+  Advance();
+  time_held_ = true;
+  std::vector<Status> out;
+  out.reserve(acks.size());
+  for (const Ack& a : acks) {
+    switch (a.kind) {
+      case Ack::Kind::kFinish:
+        out.push_back(Finish(a.id, a.receipt));
+        break;
+      case Ack::Kind::kRelease:
+        out.push_back(Release(a.id, a.receipt, a.delay_ms, a.text));
+        break;
+      case Ack::Kind::kBury:
+        out.push_back(Bury(a.id, a.receipt, a.text));
+        break;
+    }
+  }
+  time_held_ = false;
+  return out;
 }
 
 Status Engine::Kick(std::string_view id) {

@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +92,9 @@ class Engine {
   Status Touch(std::string_view id, std::string_view receipt);
   Status Unreserve(std::string_view id, std::string_view receipt);
   Status Bury(std::string_view id, std::string_view receipt, std::string_view reason);
+  // Finish, Release and Bury for each ack in order, on one reading of the
+  // clocks: one answer per ack (Queue::Acknowledge).
+  std::vector<Status> Acknowledge(std::span<const Ack> acks);
   Status Kick(std::string_view id);
   Result<uint64_t> KickTopic(std::string_view topic, uint64_t n);
   Result<JobInfo> Get(std::string_view id);
@@ -324,7 +328,8 @@ class Engine {
   Limits limits_;
   std::unique_ptr<JobArena> arena_;
 
-  int64_t now_wall_ = 0;  // as read by the last Advance()
+  int64_t now_wall_ = 0;    // as read by the last Advance()
+  bool time_held_ = false;  // inside Acknowledge: Advance() keeps the time it read
   int64_t now_mono_ = 0;
   uint64_t last_seq_ = 0;
   // Set once any client id had the generated form; until then generated ids

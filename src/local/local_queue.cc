@@ -558,6 +558,20 @@ Status LocalQueue::Finish(std::string_view id, std::string_view receipt) {
                 [&](engine::Engine& e) { return e.Finish(id, receipt); });
 }
 
+std::vector<Status> LocalQueue::Acknowledge(std::span<const Ack> acks) {
+  uint64_t bytes = 0;
+  for (const Ack& a : acks) bytes += kUpdateBytes + a.text.size();
+  std::vector<Status> out;
+  // Room for all or none: a refused batch, or one whose log write failed,
+  // answers every ack with why.
+  Status all = Change(bytes, Need::kUpkeep, [&](engine::Engine& e) {
+    out = e.Acknowledge(acks);
+    return Status();
+  });
+  if (!all.ok()) return std::vector<Status>(acks.size(), all);
+  return out;
+}
+
 Status LocalQueue::Delete(std::string_view id) {
   return Change(kUpdateBytes, Need::kUpkeep, [&](engine::Engine& e) { return e.Delete(id); });
 }

@@ -60,6 +60,8 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override;
   bool CancelReserve(uint64_t ticket) override;
   Status Finish(std::string_view id, std::string_view receipt) override;
+  // Under one lock, and one wait for the log.
+  std::vector<Status> Acknowledge(std::span<const Ack> acks) override;
   Status Delete(std::string_view id) override;
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                  std::string_view error) override;

@@ -890,6 +890,41 @@ void RedisQueue::FinishAsync(std::string_view id, std::string_view receipt, Stat
   Submit(rq::MakeFinish(id, receipt, std::move(done)), /*wait=*/false);
 }
 
+std::vector<Status> RedisQueue::Acknowledge(std::span<const Ack> acks) {
+  if (t_queue_thread == this) return Queue::Acknowledge(acks);
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left = 0;
+    std::vector<Status> out;
+  };
+  auto w = std::make_shared<Wait>();
+  w->left = acks.size();
+  w->out.resize(acks.size());
+  for (size_t i = 0; i < acks.size(); ++i) {
+    const Ack& a = acks[i];
+    auto done = [w, i](Status s) {
+      std::lock_guard<std::mutex> lock(w->mu);
+      w->out[i] = std::move(s);
+      if (--w->left == 0) w->cv.notify_all();
+    };
+    switch (a.kind) {
+      case Ack::Kind::kFinish:
+        FinishAsync(a.id, a.receipt, std::move(done));
+        break;
+      case Ack::Kind::kRelease:
+        ReleaseAsync(a.id, a.receipt, a.delay_ms, a.text, std::move(done));
+        break;
+      case Ack::Kind::kBury:
+        BuryAsync(a.id, a.receipt, a.text, std::move(done));
+        break;
+    }
+  }
+  std::unique_lock<std::mutex> lock(w->mu);
+  w->cv.wait(lock, [&] { return w->left == 0; });
+  return std::move(w->out);
+}
+
 Status RedisQueue::Delete(std::string_view id) {
   if (!ValidateId(id).ok()) return NotFoundId(id);
   return Call<Status>([&](rq::StatusDone done) { return rq::MakeDelete(id, std::move(done)); });

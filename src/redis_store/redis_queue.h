@@ -124,6 +124,10 @@ class RedisQueue final : public ServingQueue {
   bool CancelReserve(uint64_t ticket) override;
   void AbandonReserve(uint64_t ticket) override;
   Status Finish(std::string_view id, std::string_view receipt) override;
+  // Every ack submitted before the first is waited for, so the dispatcher
+  // sends them in one round (the blocking forms one by one when called from
+  // a callback of this queue's).
+  std::vector<Status> Acknowledge(std::span<const Ack> acks) override;
   Status Delete(std::string_view id) override;
   Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                  std::string_view error) override;

@@ -3,8 +3,20 @@
 // Every job the worker holds is a Held entry in held_, from the reserve's
 // callback until its outcome has been applied (or it was given back). Held
 // jobs not yet started wait in waiting_ (in the order the queue gave them);
-// a handler thread takes the first whose topic has room. The number of held
-// jobs never exceeds the thread count: a reserve asks for the free slots only.
+// a handler thread takes the first whose topic has room. A slot is a job
+// waiting or running (BusyLocked): a reserve asks for the free slots, plus
+// what the worker reads ahead (ahead_: outcomes acknowledged in the last
+// kAheadWindowMs), and holds off while the acks in flight would take it
+// past twice the threads plus ahead_.
+//
+// Outcomes become acks in acks_ (kAcking jobs, still held). One thread at a
+// time sends them (FlushAcks, Queue::Acknowledge, then Pump); the others add
+// to the next batch and go on. A thread may leave its ack waiting for a
+// batch (DeferAckLocked) while it has a next job; the timer sends acks that
+// waited kAckDelayMs, and a thread sends them before it sleeps.
+//
+// Handler threads sleep on work_cv_ and are woken one at a time
+// (WakeLocked): a thread that takes a job while more wait wakes the next.
 //
 // At most one reserve is open (reserving_). Pump() opens one when there are
 // free slots and topics with room; it is called after every event that can
@@ -63,6 +75,15 @@ constexpr uint32_t kMaxThreads = 1024;
 constexpr int64_t kMaxReserveRetryMs = 5000;
 constexpr int64_t kNever = INT64_MAX;
 constexpr std::string_view kStoppedError = "worker stopped while the handler ran";
+// Reading ahead (see BuildReserve): a worker holds, beyond its threads, as
+// many jobs as its handlers finished in the last window, at most
+// kMaxReserveCount.
+constexpr int64_t kAheadWindowMs = 10;
+// Acks of fast handlers (a worker reading ahead) may wait for a batch of
+// this many while the thread goes on with its next job; never longer than
+// kAckDelayMs (the timer sends them then).
+constexpr size_t kAckBatch = 16;
+constexpr int64_t kAckDelayMs = 1;
 
 Status CheckBackoff(const Backoff& b) {
   if (b.base_ms < 0) return InvalidArgument("backoff.base_ms must be >= 0");
@@ -113,7 +134,7 @@ class Worker::Impl {
   enum class State : unsigned char {
     kWaiting,    // reserved, not started: in waiting_
     kRunning,    // its handler runs
-    kAcking,     // its handler returned; its outcome is being applied
+    kAcking,     // its handler returned; its outcome waits for (or is in) Acknowledge
     kAbandoned,  // Stop gave it back while its handler ran
   };
   struct Held {
@@ -133,7 +154,10 @@ class Worker::Impl {
     uint32_t limit = 0;  // concurrency, resolved
     // GUARDED_BY(mu_):
     uint32_t held = 0;     // jobs of this topic held (any state)
-    uint32_t running = 0;  // of which started
+    uint32_t running = 0;  // of which running their handler
+    uint32_t acking = 0;   // of which done, their outcome not yet acknowledged
+    // Jobs that take a slot of this topic: waiting or running.
+    uint32_t busy() const { return held - acking; }
   };
 
   void RunThread();
@@ -150,9 +174,26 @@ class Worker::Impl {
   // REQUIRES: mu_. The first waiting job whose topic has room, or false.
   bool PickLocked(HeldIt* it);
   Outcome RunHandler(const Handler& handler, const Delivery& d);
-  // Applies the outcome of a handler that ran unlocked; returns with l
+  // Takes the outcome of a handler that ran unlocked: its ack joins acks_,
+  // and this thread sends them unless another one is at it. Returns with l
   // holding mu_.
-  void ApplyOutcome(HeldIt it, const Outcome& outcome, std::unique_lock<std::mutex>& l);
+  void Finished(HeldIt it, const Outcome& outcome, std::unique_lock<std::mutex>& l);
+  // REQUIRES: l holds mu_, !flushing_. Sends acks_ (Queue::Acknowledge, one
+  // batch at a time) until none is left, and applies the answers.
+  void FlushAcks(std::unique_lock<std::mutex>& l);
+  // REQUIRES: mu_. Wakes one sleeping handler thread for jobs waiting here,
+  // unless one is already on its way.
+  void WakeLocked();
+  // REQUIRES: mu_. Jobs held that take a slot (waiting or running).
+  size_t BusyLocked() const { return held_.size() - acking_; }
+  // REQUIRES: mu_. Counts `done` outcomes acknowledged at `now` towards
+  // ahead_.
+  void PaceLocked(int64_t now, size_t done);
+  // REQUIRES: mu_, an ack just added to acks_ and none being sent. Whether
+  // it may wait for more (the handler's thread then goes on): only while
+  // the worker reads ahead (its handlers are fast), the batch is small and
+  // a job waits here for this thread. Arms the timer for kAckDelayMs.
+  bool DeferAckLocked();
   double Random();
   // REQUIRES: mu_.
   void NoteError(const Status& s);
@@ -189,7 +230,23 @@ class Worker::Impl {
   bool stopping_ = false;
   bool quit_ = false;
   uint32_t sleeping_ = 0;  // handler threads waiting on work_cv_
+  uint32_t waking_ = 0;    // of which woken for work, not yet back
   uint32_t running_ = 0;   // handlers running (abandoned ones included)
+  // Outcomes to acknowledge: held jobs in kAcking, in the order their
+  // handlers returned; acks_[i] is ack_jobs_[i]'s. One thread at a time
+  // sends them (flushing_), the others add to the next batch meanwhile.
+  std::vector<Ack> acks_;
+  std::vector<HeldIt> ack_jobs_;
+  bool flushing_ = false;
+  uint32_t acking_ = 0;  // held jobs in kAcking
+  // Reading ahead: jobs held beyond the threads, at most. Outcomes
+  // acknowledged in the last full window of kAheadWindowMs (none when the
+  // last window is older), counted from pace_start_.
+  uint32_t ahead_ = 0;
+  int64_t pace_start_ = 0;
+  uint32_t pace_done_ = 0;
+  int64_t now_ = 0;           // the worker's clock as last read (monotonic ms)
+  int64_t ack_due_ = kNever;  // acks_ waiting (not being sent) go by then
   // The open reserve.
   bool reserving_ = false;
   uint64_t reserve_seq_ = 0;
@@ -286,35 +343,47 @@ Status Worker::Impl::Start() {
 }
 
 bool Worker::Impl::ShouldReopenLocked() const {
-  if (!reserving_ || ticket_ == 0 || stopping_ || held_.size() >= options_.threads) return false;
+  if (!reserving_ || ticket_ == 0 || stopping_ || BusyLocked() >= options_.threads + ahead_) {
+    return false;
+  }
   size_t open = 0;
   for (bool in : open_topics_) open += in ? 1 : 0;
   if (open >= kMaxReserveTopics) return false;  // a full list rotates instead
   for (size_t i = 0; i < topics_.size(); ++i) {
-    if (!open_topics_[i] && topics_[i].held < topics_[i].limit) return true;
+    if (!open_topics_[i] && topics_[i].busy() < topics_[i].limit + ahead_) return true;
   }
   return false;
 }
 
 bool Worker::Impl::BuildReserve(ReserveRequest* req) {
   if (!started_ || stopping_ || reserving_ || retry_pending_) return false;
-  const size_t held = held_.size();
-  if (held >= options_.threads) return false;
+  // Slots are free once their jobs' handlers return; their acks may still
+  // be on the way, up to a thread's worth. Beyond the threads, the worker
+  // reads ahead as many jobs as it handled in the last kAheadWindowMs: jobs
+  // that wait here about that long at its pace (slow handlers: none).
+  const size_t busy = BusyLocked();
+  const size_t slots = size_t{options_.threads} + ahead_;
+  const size_t cap = slots + options_.threads;
+  if (busy >= slots || held_.size() >= cap) return false;
+  // Every thread has a job in hand: top the read-ahead up once half of it
+  // is gone, not one job at a time.
+  if (busy >= options_.threads && slots - busy < (size_t{ahead_} + 1) / 2) return false;
   uint64_t room = 0;
   const size_t n = topics_.size();
   open_topics_.assign(n, false);
   for (size_t i = 0; i < n && req->topics.size() < kMaxReserveTopics; ++i) {
     const size_t k = (rotation_ + i) % n;
     const Topic& t = topics_[k];
-    if (t.held >= t.limit) continue;
-    room += t.limit - t.held;
+    const uint64_t limit = uint64_t{t.limit} + ahead_;
+    if (t.busy() >= limit) continue;
+    room += limit - t.busy();
     req->topics.push_back(t.name);
     open_topics_[k] = true;
   }
   if (room == 0) return false;
   rotation_ = (rotation_ + 1) % n;
-  req->count =
-      static_cast<uint32_t>(std::min<uint64_t>({options_.threads - held, room, kMaxReserveCount}));
+  req->count = static_cast<uint32_t>(
+      std::min<uint64_t>({slots - busy, cap - held_.size(), room, kMaxReserveCount}));
   req->wait_ms = options_.reserve_wait_ms;
   return true;
 }
@@ -369,6 +438,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
   std::vector<Delivery> give_back;
   {
     std::lock_guard<std::mutex> l(mu_);
+    now_ = std::max(now_, now);
     if (reserve_seq_ == seq) {
       reserving_ = false;
       ticket_ = 0;
@@ -412,13 +482,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
           timer_cv_.notify_all();
         }
       }
-      if (sleeping_ > 0 && !waiting_.empty()) {
-        if (waiting_.size() == 1) {
-          work_cv_.notify_one();
-        } else {
-          work_cv_.notify_all();
-        }
-      }
+      WakeLocked();
     }
     // Answered inside Pump's own call, with nothing to give back: done here.
     // Otherwise Stop must wait for the rest of this callback (in_callback_).
@@ -457,6 +521,12 @@ bool Worker::Impl::PickLocked(HeldIt* it) {
   return false;
 }
 
+void Worker::Impl::WakeLocked() {
+  if (waiting_.empty() || sleeping_ == 0 || waking_ > 0) return;
+  ++waking_;
+  work_cv_.notify_one();
+}
+
 void Worker::Impl::RunThread() {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
@@ -464,16 +534,24 @@ void Worker::Impl::RunThread() {
     for (;;) {
       if (quit_) return;
       if (!stopping_ && PickLocked(&it)) break;
+      if (!acks_.empty() && !flushing_) {  // deferred acks go before this thread sleeps
+        FlushAcks(l);
+        continue;
+      }
       ++sleeping_;
       work_cv_.wait(l);
       --sleeping_;
+      if (waking_ > 0) --waking_;
     }
     it->state.store(State::kRunning, std::memory_order_relaxed);
     ++topics_[it->topic].running;
     ++running_;
+    // More to start: one more thread, which wakes the next if there is
+    // still more (one at a time, so fast handlers keep few threads awake).
+    WakeLocked();
     l.unlock();
     const Outcome outcome = RunHandler(topics_[it->topic].handler, it->delivery);
-    ApplyOutcome(it, outcome, l);
+    Finished(it, outcome, l);
     Pump(l);
   }
 }
@@ -494,55 +572,131 @@ double Worker::Impl::Random() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
-void Worker::Impl::ApplyOutcome(HeldIt it, const Outcome& outcome,
-                                std::unique_lock<std::mutex>& l) {
+void Worker::Impl::Finished(HeldIt it, const Outcome& outcome, std::unique_lock<std::mutex>& l) {
   const Delivery& d = it->delivery;
   const Topic& topic = topics_[it->topic];
-  int64_t delay = outcome.delay_ms();
-  if (outcome.kind() == Outcome::Kind::kRetry && delay < 0) {
-    delay = BackoffDelayMs(topic.options.backoff, d.attempts, Random());
+  Ack ack;
+  switch (outcome.kind()) {
+    case Outcome::Kind::kSuccess:
+      ack.kind = Ack::Kind::kFinish;
+      break;
+    case Outcome::Kind::kRetry:
+      ack.kind = Ack::Kind::kRelease;
+      ack.delay_ms = outcome.delay_ms() >= 0
+                         ? outcome.delay_ms()
+                         : BackoffDelayMs(topic.options.backoff, d.attempts, Random());
+      ack.text = outcome.text();
+      break;
+    case Outcome::Kind::kBury:
+      ack.kind = Ack::Kind::kBury;
+      ack.text = outcome.text();
+      break;
   }
   // Stop turns kRunning into kAbandoned (under mu_) if it gives the job
   // back first; then the outcome is not ours to apply.
   State running = State::kRunning;
   const bool abandoned = !it->state.compare_exchange_strong(running, State::kAcking);
-  Status s;
-  if (!abandoned) {
-    switch (outcome.kind()) {
-      case Outcome::Kind::kSuccess:
-        s = queue_.Finish(d.id, d.receipt);
-        break;
-      case Outcome::Kind::kRetry:
-        s = queue_.Release(d.id, d.receipt, delay, outcome.text());
-        break;
-      case Outcome::Kind::kBury:
-        s = queue_.Bury(d.id, d.receipt, outcome.text());
-        break;
-    }
-  }
   l.lock();
-  ++stats_.handled;
-  if (!s.ok()) {
-    NoteError(s);
-  } else if (!abandoned) {
-    switch (outcome.kind()) {
-      case Outcome::Kind::kSuccess:
-        ++stats_.succeeded;
-        break;
-      case Outcome::Kind::kRetry:
-        ++stats_.retried;
-        break;
-      case Outcome::Kind::kBury:
-        ++stats_.buried;
-        break;
-    }
-  }
   Topic& t = topics_[it->topic];
   --t.running;
-  --t.held;
   --running_;
-  held_.erase(it);
-  if (stopping_) stop_cv_.notify_all();
+  ++stats_.handled;
+  if (abandoned) {
+    --t.held;
+    held_.erase(it);
+    if (stopping_) stop_cv_.notify_all();
+    return;
+  }
+  ++t.acking;
+  ++acking_;
+  // Under mu_, where the timer reads deliveries; nobody reads a kAcking
+  // job's id or receipt again.
+  ack.id = std::move(it->delivery.id);
+  ack.receipt = std::move(it->delivery.receipt);
+  acks_.push_back(std::move(ack));
+  ack_jobs_.push_back(it);
+  if (!flushing_ && !DeferAckLocked()) FlushAcks(l);
+}
+
+void Worker::Impl::PaceLocked(int64_t now, size_t done) {
+  if (now - pace_start_ >= kAheadWindowMs) {
+    const bool last = now - pace_start_ < 2 * kAheadWindowMs;  // the window just ended
+    ahead_ = last ? std::min<uint32_t>(pace_done_, kMaxReserveCount) : 0;
+    pace_start_ = now;
+    pace_done_ = 0;
+  }
+  pace_done_ += static_cast<uint32_t>(done);
+}
+
+bool Worker::Impl::DeferAckLocked() {
+  if (stopping_ || ahead_ == 0 || acks_.size() >= kAckBatch) return false;
+  bool next_job = false;
+  for (HeldIt w : waiting_) {
+    const Topic& t = topics_[w->topic];
+    if (t.running < t.limit) {
+      next_job = true;
+      break;
+    }
+  }
+  if (!next_job) return false;
+  if (acks_.size() == 1) {
+    ack_due_ = now_ + kAckDelayMs;
+    if (ack_due_ < timer_armed_) {
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    }
+  }
+  return true;
+}
+
+void Worker::Impl::FlushAcks(std::unique_lock<std::mutex>& l) {
+  flushing_ = true;
+  ack_due_ = kNever;
+  std::vector<Ack> batch;
+  std::vector<HeldIt> jobs;
+  while (!acks_.empty()) {
+    batch.swap(acks_);
+    jobs.swap(ack_jobs_);
+    // This thread is away for the queue's answer (a round trip, over the
+    // network): jobs waiting here need another.
+    WakeLocked();
+    l.unlock();
+    ++stats_.ack_batches;
+    std::vector<Status> answers = queue_.Acknowledge(batch);
+    const int64_t now = clock_->MonotonicMs();  // not under mu_ (lock order)
+    l.lock();
+    now_ = std::max(now_, now);
+    PaceLocked(now, jobs.size());
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      const Status& s = k < answers.size() ? answers[k] : Internal("Acknowledge answered too few");
+      if (!s.ok()) {
+        NoteError(s);
+      } else {
+        switch (batch[k].kind) {
+          case Ack::Kind::kFinish:
+            ++stats_.succeeded;
+            break;
+          case Ack::Kind::kRelease:
+            ++stats_.retried;
+            break;
+          case Ack::Kind::kBury:
+            ++stats_.buried;
+            break;
+        }
+      }
+      Topic& t = topics_[jobs[k]->topic];
+      --t.acking;
+      --t.held;
+      --acking_;
+      held_.erase(jobs[k]);
+    }
+    batch.clear();
+    jobs.clear();
+    if (stopping_) stop_cv_.notify_all();
+    // Slots freed: top up before the next batch.
+    Pump(l);
+  }
+  flushing_ = false;
 }
 
 void Worker::Impl::RunTimer() {
@@ -554,10 +708,12 @@ void Worker::Impl::RunTimer() {
     const uint64_t seen = clock_moves_.load(std::memory_order_relaxed);
     const int64_t now = clock_->MonotonicMs();
     bool pump = false;
+    bool flush = false;
     touches.clear();
     {
       std::unique_lock<std::mutex> l(mu_);
       if (quit_) return;
+      now_ = std::max(now_, now);
       timer_kick_ = false;
       if (retry_pending_ && now >= retry_at_) {
         retry_pending_ = false;
@@ -565,14 +721,22 @@ void Worker::Impl::RunTimer() {
       }
       int64_t next = retry_pending_ ? retry_at_ : kNever;
       for (Held& h : held_) {
-        if (stopping_ || h.lost || h.state.load() == State::kAbandoned) continue;
+        const State st = h.state.load();
+        if (stopping_ || h.lost || st == State::kAbandoned || st == State::kAcking) continue;
         if (h.touch_at <= now) {
           touches.push_back({h.delivery.id, h.delivery.receipt});
           h.touch_at = now + TouchInterval(h.delivery);
         }
         next = std::min(next, h.touch_at);
       }
-      if (touches.empty() && !pump) {
+      if (!acks_.empty() && !flushing_) {
+        if (now >= ack_due_) {
+          flush = true;
+        } else {
+          next = std::min(next, ack_due_);
+        }
+      }
+      if (touches.empty() && !pump && !flush) {
         timer_armed_ = next != kNever ? next : now + idle_interval_;
         if (clock_->IsRealTime()) {
           timer_cv_.wait_for(l, std::chrono::milliseconds(timer_armed_ - now),
@@ -599,6 +763,10 @@ void Worker::Impl::RunTimer() {
         }
       }
       if (stopping_) stop_cv_.notify_all();
+    }
+    if (flush) {  // a handler outran the acks it left waiting
+      std::unique_lock<std::mutex> l(mu_);
+      if (!acks_.empty() && !flushing_) FlushAcks(l);
     }
     if (pump) {
       std::unique_lock<std::mutex> l(mu_);
@@ -631,11 +799,12 @@ void Worker::Impl::Stop(int64_t drain_ms) {
       drain_ms <= 0 ? start : (drain_ms > kNever - start ? kNever : start + drain_ms);
   uint64_t ticket = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
     if (stopping_) return;
     stopping_ = true;
     if (!started_) return;
     ticket = reserving_ ? ticket_ : 0;
+    if (!acks_.empty() && !flushing_) FlushAcks(l);  // no more waits for a batch
   }
   work_cv_.notify_all();
   if (ticket != 0 && queue_.CancelReserve(ticket)) {

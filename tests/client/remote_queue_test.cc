@@ -276,6 +276,37 @@ TEST(RemoteQueue, ExistsAnsweringTheRetryOfOurOwnAddCountsAsSuccess) {
   EXPECT_EQ(direct->Add(Job("retry", "mine", "same")).status().code(), Code::kExists);
 }
 
+// Acks carry receipts: a pipeline of them whose replies were lost goes to
+// the next server whole, and a finish found gone there is what the first
+// attempt may have done (success).
+TEST(RemoteQueue, AcknowledgeWhoseRepliesWereLostIsSentAgainWholeOnTheNextServer) {
+  FakeServer lost(FakeServer::Mode::kSwallow);
+  auto real = StartServer({"--store", "memory"});
+  ASSERT_NE(real, nullptr);
+  auto direct = OpenRemote(real->address());
+  for (const char* id : {"k1", "k2", "k3"}) ASSERT_TRUE(direct->Add(Job("acks", id)).ok());
+  auto got = direct->Reserve(From("acks", 0, 3));
+  ASSERT_TRUE(got.ok() && got->size() == 3u) << got.status().ToString();
+  std::map<std::string, std::string> receipt;
+  for (const Delivery& d : *got) receipt[d.id] = d.receipt;
+  ASSERT_TRUE(direct->Finish("k3", receipt["k3"]).ok());  // as if the lost attempt had
+  auto q = OpenRemote(lost.address() + "," + real->address());
+  const std::vector<Ack> acks = {{Ack::Kind::kFinish, "k1", receipt["k1"], 0, {}},
+                                 {Ack::Kind::kRelease, "k2", receipt["k2"], 0, "again"},
+                                 {Ack::Kind::kFinish, "k3", receipt["k3"], 0, {}}};
+  std::vector<Status> answers = q->Acknowledge(acks);
+  ASSERT_EQ(answers.size(), 3u);
+  for (const Status& s : answers) EXPECT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(lost.requests().size(), 1u);
+  EXPECT_NE(lost.requests()[0].find("RELEASE"), std::string::npos)
+      << "not one pipeline: " << lost.requests()[0];
+  EXPECT_EQ(direct->Get("k1").status().code(), Code::kNotFound);
+  auto k2 = direct->Get("k2");
+  ASSERT_TRUE(k2.ok()) << k2.status().ToString();
+  EXPECT_EQ(k2->state, JobState::kReady);
+  EXPECT_EQ(k2->last_error, "again");
+}
+
 // A reserve's lost reply may have taken jobs: it is not sent again.
 TEST(RemoteQueue, AReserveWhoseReplyWasLostIsNotRetried) {
   FakeServer lost(FakeServer::Mode::kSwallow);

@@ -792,6 +792,58 @@ TEST_P(QueueConformance, ReleaseWithDelayMakesTheJobDelayedAndKeepsTheError) {
   EXPECT_EQ(MustStats(q).released - s0.released, 1u);
 }
 
+// Acknowledge: several finishes, releases and buries at once, each answered
+// on its own, as the single calls would answer it; bad ones change nothing
+// and do not stop the rest.
+TEST_P(QueueConformance, AcknowledgeAppliesEachAckAndAnswersEachOnItsOwn) {
+  Queue& q = queue();
+  QueueStats s0 = MustStats(q);
+  for (const char* id : {"a1", "a2", "a3", "a4"}) MustAdd(q, Spec("ack", id));
+  Deliveries got = ReserveNow(q, {"ack"}, 4);
+  ASSERT_EQ(got.size(), 4u);
+  std::map<std::string, std::string> receipt;
+  for (const Delivery& d : got) receipt[d.id] = d.receipt;
+  const std::vector<Ack> acks = {
+      {Ack::Kind::kFinish, "a1", receipt["a1"], 0, {}},
+      {Ack::Kind::kRelease, "a2", receipt["a2"], 3'600'000, "upstream 503"},
+      {Ack::Kind::kBury, "a3", receipt["a3"], 0, "poison"},
+      {Ack::Kind::kFinish, "a4", "not-a-receipt", 0, {}},
+      {Ack::Kind::kFinish, "missing", receipt["a1"], 0, {}},
+      {Ack::Kind::kRelease, "a4", receipt["a4"], -1, {}},
+      {Ack::Kind::kFinish, "a1", receipt["a1"], 0, {}},  // the first one took it
+  };
+  std::vector<Status> answers = q.Acknowledge(acks);
+  ASSERT_EQ(answers.size(), acks.size());
+  EXPECT_TRUE(IsOk(answers[0]));
+  EXPECT_TRUE(IsOk(answers[1]));
+  EXPECT_TRUE(IsOk(answers[2]));
+  EXPECT_TRUE(HasCode(answers[3], Code::kInvalidArgument)) << answers[3].ToString();
+  EXPECT_TRUE(HasCode(answers[4], Code::kNotFound)) << answers[4].ToString();
+  EXPECT_TRUE(HasCode(answers[5], Code::kInvalidArgument)) << answers[5].ToString();
+  EXPECT_TRUE(HasCode(answers[6], Code::kNotFound)) << answers[6].ToString();
+
+  EXPECT_EQ(State(q, "a1"), "gone");
+  JobInfo a2 = MustGet(q, "a2");
+  EXPECT_EQ(StateName(a2.state), "delayed");
+  EXPECT_EQ(a2.last_error, "upstream 503");
+  JobInfo a3 = MustGet(q, "a3");
+  EXPECT_EQ(StateName(a3.state), "buried");
+  EXPECT_EQ(a3.last_error, "poison");
+  JobInfo a4 = MustGet(q, "a4");
+  EXPECT_EQ(StateName(a4.state), "reserved");
+  EXPECT_EQ(a4.receipt, receipt["a4"]);
+  QueueStats s1 = MustStats(q);
+  EXPECT_EQ(s1.finished - s0.finished, 1u);
+  EXPECT_EQ(s1.released - s0.released, 1u);
+  EXPECT_EQ(s1.buried_total - s0.buried_total, 1u);
+
+  EXPECT_TRUE(q.Acknowledge({}).empty());
+  answers = q.Acknowledge(std::vector<Ack>{{Ack::Kind::kFinish, "a4", receipt["a4"], 0, {}}});
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_TRUE(IsOk(answers[0]));
+  EXPECT_EQ(State(q, "a4"), "gone");
+}
+
 TEST_P(QueueConformance, ReleaseWithoutDelayMakesTheJobReadyAtOnce) {
   Queue& q = queue();
   MustAdd(q, Spec("rel0", "j"));

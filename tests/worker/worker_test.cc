@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -352,6 +353,24 @@ class CountingQueue final : public Queue {
   explicit CountingQueue(Queue& q) : q_(q) {}
   std::atomic<int> reserves{0};
   std::atomic<uint32_t> last_count{0};
+  // Acknowledge: the size of each batch, in order; while ack_gate is set,
+  // every call waits for it to open (acks_in counts the calls inside).
+  Gate* ack_gate = nullptr;
+  std::atomic<int> acks_in{0};
+  std::vector<size_t> Batches() {
+    std::lock_guard<std::mutex> l(mu_);
+    return batches_;
+  }
+
+  std::vector<Status> Acknowledge(std::span<const Ack> acks) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      batches_.push_back(acks.size());
+    }
+    ++acks_in;
+    if (ack_gate != nullptr) ack_gate->Wait();
+    return q_.Acknowledge(acks);
+  }
 
   uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override {
     ++reserves;
@@ -395,6 +414,8 @@ class CountingQueue final : public Queue {
 
  private:
   Queue& q_;
+  std::mutex mu_;
+  std::vector<size_t> batches_;  // GUARDED_BY(mu_)
 };
 
 TEST(Worker, ReservesOneBatchForAllItsIdleSlots) {
@@ -419,6 +440,64 @@ TEST(Worker, ReservesOneBatchForAllItsIdleSlots) {
   ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 6; }));
   ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
   EXPECT_EQ(w->Stats().reserves, static_cast<uint64_t>(q.reserves.load()));
+}
+
+// While one thread waits for the queue to take an acknowledgment, the
+// others go on: their outcomes wait for the next batch, their slots take
+// new jobs at once.
+TEST(Worker, OutcomesReadyWhileAnAckIsUnderWayGoTogetherInTheNextBatch) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  CountingQueue q(*real);
+  Gate acks_open, others_go;
+  q.ack_gate = &acks_open;
+  WorkerOptions options;
+  options.threads = 4;
+  auto w = NewWorker(q, clock, options);
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery& d) {
+                 if (d.id != "j0") others_go.Wait();
+                 return Outcome::Success();
+               }).ok());
+  for (int i = 0; i < 4; ++i) Add(q, "t", "j" + std::to_string(i));
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.acks_in.load() == 1; }));  // j0's, held up
+  others_go.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().handled == 4; }));
+  Add(q, "t", "j4");  // a slot whose job's ack waits takes a new job
+  ASSERT_TRUE(Eventually([&] { return w->Stats().handled == 5; }));
+  EXPECT_EQ(w->Stats().succeeded, 0u);
+  EXPECT_EQ(q.Batches(), std::vector<size_t>{1});
+  acks_open.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 5; }));
+  EXPECT_EQ(q.Batches(), (std::vector<size_t>{1, 4}));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(q.Get("j" + std::to_string(i)).status().code(), Code::kNotFound);
+  }
+  EXPECT_EQ(w->Stats().errors, 0u);
+}
+
+// A worker whose handlers are fast reserves ahead of its threads, as many
+// jobs as it handled in the last few milliseconds, so it makes far fewer
+// reserves than jobs (ReservesOneBatchForAllItsIdleSlots: slow handlers
+// hold no more than the threads).
+TEST(Worker, FastHandlersReserveAheadInBatches) {
+  auto q = OpenMemory(SystemClock());
+  WorkerOptions options;
+  options.threads = 1;
+  auto w = NewWorker(*q, SystemClock(), options);
+  ASSERT_TRUE(w->Handle("fast", [](const Delivery&) { return Outcome::Success(); }).ok());
+  // Enough to outlast the first 10 ms window (one reserve per job: no pace
+  // known yet) many times over, even on a fast machine.
+  constexpr uint64_t kJobs = 200'000;
+  for (uint64_t i = 0; i < kJobs; ++i) Add(*q, "fast", "f" + std::to_string(i));
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == kJobs; }));
+  const WorkerStats st = w->Stats();
+  EXPECT_LT(st.reserves, kJobs / 4) << "about one reserve per job: nothing was read ahead";
+  EXPECT_LT(st.ack_batches, kJobs) << "one ack per call: no batches";
+  EXPECT_EQ(st.errors, 0u) << st.last_error;
+  w->Stop(0);
+  EXPECT_EQ(q->Stats()->jobs, 0u);
 }
 
 TEST(Worker, StopUnreservesUnstartedJobsAndReleasesRunningOnesAtTheDeadline) {
