@@ -10,9 +10,12 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -91,6 +94,15 @@ Outcome Decide(const Delivery& job, const CommandResult& r) {
   return Outcome::Retry(std::move(why));
 }
 
+// `delayq work --help`'s usage line as people type it (CLI11 would list the
+// positionals by name: "topics [command...]", without the `--`).
+class WorkUsage final : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string name) const override {
+    return get_label("Usage") + ": " + name + " TOPIC[,TOPIC...] [OPTIONS] -- COMMAND [ARGS...]\n";
+  }
+};
+
 class WorkCommandImpl final : public WorkCommand {
  public:
   WorkCommandImpl(CLI::App* app, const char* footer) {
@@ -102,9 +114,11 @@ class WorkCommandImpl final : public WorkCommand {
                     "other exit, or a signal,\nreleases the job after the backoff, with the "
                     "tail of its stderr as last_error.\nA command running past half its TTR "
                     "is touched. SIGTERM/SIGINT: no more jobs;\nrunning commands may finish "
-                    "within --drain, then their jobs are released.\n\n") +
+                    "within --drain, then their jobs are released. A second\nSIGTERM/SIGINT "
+                    "ends the drain: running commands get SIGTERM at once.\n\n") +
         footer);
     sub_->fallthrough();
+    sub_->formatter(std::make_shared<WorkUsage>());
     sub_->add_option("topics", inv_.topics, "the topics, comma-separated: a,b")->required();
     sub_->add_option("command", inv_.command, "after --: the command and its arguments");
     sub_->add_option("--concurrency", inv_.concurrency, "commands running at once, at most")
@@ -185,7 +199,7 @@ class WorkCommandImpl final : public WorkCommand {
     Log(LogLevel::kInfo, "delayq work: SIG%s: no more jobs; waiting up to %s for %llu running",
         sigabbrev_np(sig), FormatDurationMs(*drain_ms).c_str(),
         static_cast<unsigned long long>((*worker)->Stats().running));
-    (*worker)->Stop(*drain_ms);
+    StopDraining(**worker, **runner, *drain_ms, stop_signals);
     // What still runs was abandoned by Stop, its job released: end it, so
     // the worker's threads (joined by its destructor) return.
     if (!(*runner)->WaitIdle(0)) {
@@ -202,6 +216,31 @@ class WorkCommandImpl final : public WorkCommand {
   }
 
  private:
+  // Worker::Stop(drain_ms), on a thread of its own so that a second SIGTERM
+  // or SIGINT meanwhile can end the drain: the running commands get SIGTERM
+  // then, and their handlers' outcomes (a retry, "killed by SIGTERM") end it.
+  static void StopDraining(Worker& worker, CommandRunner& runner, int64_t drain_ms,
+                           const sigset_t& stop_signals) {
+    std::atomic<bool> stopped{false};
+    std::thread stopper([&] {
+      worker.Stop(drain_ms);
+      stopped = true;
+    });
+    bool cut = false;
+    while (!stopped) {
+      timespec tick{0, 50'000'000};  // how soon the end of Stop is seen
+      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (sig > 0 && !cut) {
+        cut = true;
+        Log(LogLevel::kInfo,
+            "delayq work: SIG%s again: the drain ends; running commands get SIGTERM",
+            sigabbrev_np(sig));
+        runner.Signal(SIGTERM);
+      }
+    }
+    stopper.join();
+  }
+
   // Waits for SIGTERM or SIGINT; meanwhile logs each new error of the worker
   // (a server gone, a finish refused as stale), once.
   static int AwaitStop(const Worker& worker, const sigset_t& stop_signals) {

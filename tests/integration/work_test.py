@@ -213,6 +213,26 @@ class WorkTest(unittest.TestCase):
         self.assertEqual(job["state"], b"ready")  # released, due at once
         self.assertEqual(job["last_error"], b"worker stopped while the handler ran")
 
+    def test_a_second_signal_ends_the_drain_at_once(self):
+        self.add("work.twice", "twice-1")
+        w = self.work("work.twice", "--drain", "10m", "--", "sh", "-c",
+                      'touch "$OUT/started"; sleep 30')
+        wait_until(lambda: os.path.exists(self.path("started")), timeout=10,
+                   what="the command started")
+        start = time.monotonic()
+        w.signal(signal.SIGTERM)
+        wait_until(lambda: "no more jobs" in w.stderr(), timeout=10,
+                   what="the first SIGTERM taken")
+        self.assertIsNone(w.proc.poll())  # draining: the command may take its 10 minutes
+        w.signal(signal.SIGINT)
+        self.assertEqual(w.wait(), OK, w.stderr())
+        self.assertLess(time.monotonic() - start, 10)  # neither the drain nor the sleep
+        self.assertIn("SIGINT again: the drain ends", w.stderr())
+        job = self.get("twice-1")
+        self.assertIsNotNone(job)  # released for a retry, not finished
+        self.assertIn(b"SIGTERM", job["last_error"])
+        self.assertEqual(job["attempts"], b"1")
+
     def test_bad_input_is_refused_before_anything_runs(self):
         addr = self.server.address
         for args, message in (
