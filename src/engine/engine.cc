@@ -746,6 +746,10 @@ Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_v
 std::vector<Status> Engine::Acknowledge(std::span<const Ack> acks) {
   Advance();
   time_held_ = true;
+  struct TimeMoves {  // again, however this returns
+    bool& held;
+    ~TimeMoves() { held = false; }
+  } time_moves{time_held_};
   std::vector<Status> out;
   out.reserve(acks.size());
   for (const Ack& a : acks) {
@@ -761,7 +765,6 @@ std::vector<Status> Engine::Acknowledge(std::span<const Ack> acks) {
         break;
     }
   }
-  time_held_ = false;
   return out;
 }
 

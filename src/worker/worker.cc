@@ -629,7 +629,10 @@ void Worker::Impl::PaceLocked(int64_t now, size_t done) {
 }
 
 bool Worker::Impl::DeferAckLocked() {
-  if (stopping_ || ahead_ == 0 || acks_.size() >= kAckBatch) return false;
+  // On a manual clock the timer would send them only when the clock moves.
+  if (stopping_ || ahead_ == 0 || acks_.size() >= kAckBatch || !clock_->IsRealTime()) {
+    return false;
+  }
   bool next_job = false;
   for (HeldIt w : waiting_) {
     const Topic& t = topics_[w->topic];
