@@ -15,6 +15,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "common/ack.h"
+
 namespace delayq::engine {
 namespace {
 
@@ -752,19 +754,7 @@ std::vector<Status> Engine::Acknowledge(std::span<const Ack> acks) {
   } time_moves{time_held_};
   std::vector<Status> out;
   out.reserve(acks.size());
-  for (const Ack& a : acks) {
-    switch (a.kind) {
-      case Ack::Kind::kFinish:
-        out.push_back(Finish(a.id, a.receipt));
-        break;
-      case Ack::Kind::kRelease:
-        out.push_back(Release(a.id, a.receipt, a.delay_ms, a.text));
-        break;
-      case Ack::Kind::kBury:
-        out.push_back(Bury(a.id, a.receipt, a.text));
-        break;
-    }
-  }
+  for (const Ack& a : acks) out.push_back(ApplyAck(*this, a));
   return out;
 }
 

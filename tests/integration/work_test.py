@@ -199,12 +199,17 @@ class WorkTest(unittest.TestCase):
         self.assertIsNone(self.get("drain-1"))  # finished within the drain
         self.assertIn("SIGTERM: no more jobs", w.stderr())
 
-    def test_a_drain_that_runs_out_releases_the_job_and_exits_0(self):
-        self.add("work.cut", "cut-1")
-        w = self.work("work.cut", "--drain", "200ms", "--", "sh", "-c",
+    def sleeper(self, topic, job_id, drain):
+        """`delayq work` with DRAIN over a command that runs 30 s, once it runs JOB_ID."""
+        self.add(topic, job_id)
+        w = self.work(topic, "--drain", drain, "--", "sh", "-c",
                       'touch "$OUT/started"; sleep 30')
         wait_until(lambda: os.path.exists(self.path("started")), timeout=10,
                    what="the command started")
+        return w
+
+    def test_a_drain_that_runs_out_releases_the_job_and_exits_0(self):
+        w = self.sleeper("work.cut", "cut-1", "200ms")
         start = time.monotonic()
         w.signal(signal.SIGINT)
         self.assertEqual(w.wait(), OK, w.stderr())
@@ -214,11 +219,7 @@ class WorkTest(unittest.TestCase):
         self.assertEqual(job["last_error"], b"worker stopped while the handler ran")
 
     def test_a_second_signal_ends_the_drain_at_once(self):
-        self.add("work.twice", "twice-1")
-        w = self.work("work.twice", "--drain", "10m", "--", "sh", "-c",
-                      'touch "$OUT/started"; sleep 30')
-        wait_until(lambda: os.path.exists(self.path("started")), timeout=10,
-                   what="the command started")
+        w = self.sleeper("work.twice", "twice-1", "10m")
         start = time.monotonic()
         w.signal(signal.SIGTERM)
         wait_until(lambda: "no more jobs" in w.stderr(), timeout=10,
