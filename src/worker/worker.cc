@@ -663,8 +663,8 @@ void Worker::Impl::FlushAcks(std::unique_lock<std::mutex>& l) {
     // This thread is away for the queue's answer (a round trip, over the
     // network): jobs waiting here need another.
     WakeLocked();
-    l.unlock();
     ++stats_.ack_batches;
+    l.unlock();
     std::vector<Status> answers = queue_.Acknowledge(batch);
     const int64_t now = clock_->MonotonicMs();  // not under mu_ (lock order)
     l.lock();
