@@ -10,13 +10,11 @@ for time: the one wait (a job falling due) is the CLI's own long-poll.
 Exit codes under test (src/cli/README.md): 0 ok, 1 server error, 2 usage,
 3 nothing there, 4 cannot talk to the server.
 """
-import argparse
 import base64
 import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import unittest
@@ -648,8 +646,4 @@ class AuthTest(CliTestBase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

@@ -23,7 +23,6 @@ though thread interleaving differs); DELAYQ_CRASH_ROUNDS=n sets the number of
 kills of the --fsync always test (default 40; the everysec one does a
 quarter as many).
 """
-import argparse
 import os
 import random
 import shutil
@@ -278,8 +277,4 @@ class CrashTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main()

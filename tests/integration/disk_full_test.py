@@ -12,13 +12,11 @@ with deadlines; nothing sleeps.
 
     /usr/bin/python3 tests/integration/disk_full_test.py --binary build/bin/delayq
 """
-import argparse
 import http.client
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -161,8 +159,4 @@ class DiskFull(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    args, rest = ap.parse_known_args()
-    harness.BINARY = args.binary
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main()

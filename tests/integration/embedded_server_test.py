@@ -9,7 +9,6 @@ is down).
 
     /usr/bin/python3 tests/integration/embedded_server_test.py --binary build/bin/delayq
 """
-import argparse
 import base64
 import glob
 import http.client
@@ -19,7 +18,6 @@ import random
 import re
 import shutil
 import signal
-import sys
 import tempfile
 import time
 import unittest
@@ -859,8 +857,4 @@ class FsyncTest(DataDirCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main()

@@ -9,12 +9,10 @@ shows.
 
 The example is found beside the binary (build/bin/delayq-example-embedded).
 """
-import argparse
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
@@ -129,8 +127,4 @@ class ExampleRunTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

@@ -13,13 +13,11 @@ hangs fails the test instead of stalling it.
 
     /usr/bin/python3 tests/integration/fd_limit_test.py --binary build/bin/delayq
 """
-import argparse
 import os
 import re
 import resource
 import socket
 import subprocess
-import sys
 import unittest
 
 import harness
@@ -270,8 +268,4 @@ class MaxConnectionsTest(LimitTestBase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

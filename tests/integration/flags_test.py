@@ -8,14 +8,12 @@ empty DELAYQ_AUTH_TOKEN counts as unset; a real token is still required.
 
     /usr/bin/python3 tests/integration/flags_test.py --binary build/bin/delayq
 """
-import argparse
 import http.client
 import os
 import re
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -222,8 +220,4 @@ class EmbeddedExampleTest(TempCwdTest):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

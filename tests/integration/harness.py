@@ -21,7 +21,7 @@ import threading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from polling import wait_until  # noqa: E402,F401  (harness.wait_until: the tests' one poll)
 
-BINARY = None  # set by each script's main from --binary
+BINARY = None  # set by main() (below) from --binary
 
 # A marker for Server(data_dir=...): give the server a fresh temporary dir.
 TEMP = object()
@@ -192,3 +192,21 @@ class Server:
             self.proc.kill()
         code = self.proc.wait(timeout=10)
         return self._finish(code, keep_data)
+
+
+def main(arguments=None, setup=None):
+    """A test script's entry point: `--binary PATH` names the delayq under test
+    (harness.BINARY); arguments(parser) may add a script's own options, and
+    setup(args) runs once they are read; every other argument goes to unittest."""
+    import argparse
+    import unittest
+    global BINARY
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    if arguments:
+        arguments(parser)
+    args, rest = parser.parse_known_args()
+    BINARY = os.path.abspath(args.binary)
+    if setup:
+        setup(args)
+    unittest.main(module="__main__", argv=[sys.argv[0], *rest], verbosity=2)

@@ -6,14 +6,11 @@ its own server on free loopback ports and ends it by PID.
 
     /usr/bin/python3 tests/integration/http_server_test.py --binary build/bin/delayq
 """
-import argparse
 import base64
 import http.client
 import json
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import unittest
@@ -559,13 +556,13 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(got["r"], (200, {"jobs": []}))
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    # What GET /healthz answers a healthy server: its version is the binary's.
+def _versions(args):
+    """What GET /healthz answers a healthy server: its version is the binary's."""
+    global VERSION, HEALTHZ_OK
     VERSION = subprocess.run([harness.BINARY, "--version"], capture_output=True, text=True,
                              check=True).stdout.split()[-1]
     HEALTHZ_OK = b'{"status":"ok","version":"%s"}' % VERSION.encode()
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    harness.main(setup=_versions)

@@ -10,13 +10,11 @@ explains each counter in a HELP line of its own.
 The build tree installed from is the one holding the binary (build/bin/delayq
 -> build/).
 """
-import argparse
 import http.client
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -192,8 +190,4 @@ class NewcomerWordsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

@@ -15,8 +15,6 @@ Nothing sleeps to wait for time: waits poll with a deadline.
 
     /usr/bin/python3 tests/integration/output_bounds_test.py --binary build/bin/delayq
 """
-import argparse
-import http.client
 import json
 import socket
 import sys
@@ -355,8 +353,4 @@ class LongPipelineTest(unittest.TestCase):
         self.assertEqual(statuses, {b"http/1.1 200"})
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = args.binary
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main()

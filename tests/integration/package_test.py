@@ -13,13 +13,10 @@ order_handlers.h) builds in the same CMake project and runs too.
 The build tree installed from is the one holding the binary (build/bin/delayq
 -> build/).
 """
-import argparse
 import glob
 import os
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -184,8 +181,4 @@ class InstalledLibraryTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

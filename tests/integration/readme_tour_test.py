@@ -35,14 +35,12 @@ its job is due.
     /usr/bin/python3 tests/integration/readme_tour_test.py --binary build/bin/delayq \
         [--readme README.md]
 """
-import argparse
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import unittest
@@ -363,10 +361,7 @@ class TourParsingTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    parser.add_argument("--readme", default=README, help="another copy of README.md to walk")
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    ReadmeTourTest.readme = os.path.abspath(args.readme)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main(
+        arguments=lambda p: p.add_argument("--readme", default=README,
+                                           help="another copy of README.md to walk"),
+        setup=lambda args: setattr(ReadmeTourTest, "readme", os.path.abspath(args.readme)))

@@ -31,7 +31,6 @@ pause between retries of a client whose server said `unavailable`.
 DELAYQ_ITR_SEED=n replays the random choices of a run (thread interleaving
 still differs).
 """
-import argparse
 import atexit
 import http.client
 import json
@@ -1240,10 +1239,5 @@ class FailureTest(RedisServerTestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    print(f"redis_server_test: seed {SEED} (replay with DELAYQ_ITR_SEED={SEED})",
-          file=sys.stderr)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main(setup=lambda args: print(
+        f"redis_server_test: seed {SEED} (replay with DELAYQ_ITR_SEED={SEED})", file=sys.stderr))

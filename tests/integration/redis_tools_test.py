@@ -7,12 +7,9 @@ DOCS when it starts. Each class starts its own server and ends it by PID.
 
     /usr/bin/python3 tests/integration/redis_tools_test.py --binary build/bin/delayq
 """
-import argparse
-import os
 import re
 import socket
 import subprocess
-import sys
 import unittest
 
 import redis
@@ -169,8 +166,4 @@ class RedisToolsAuthTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main()

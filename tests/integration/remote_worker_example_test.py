@@ -10,10 +10,8 @@ coming back; with no server listening it says so and fails.
 
 The example is found beside the binary (build/bin/delayq-example-remote-worker).
 """
-import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -70,8 +68,4 @@ class RemoteWorkerExampleTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

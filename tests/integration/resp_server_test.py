@@ -6,11 +6,8 @@ poll with a deadline, and long-polls are bounded by their own timeouts.
 
     /usr/bin/python3 tests/integration/resp_server_test.py --binary build/bin/delayq
 """
-import argparse
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import unittest
@@ -287,8 +284,4 @@ class ShutdownTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    harness.main()

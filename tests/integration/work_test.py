@@ -8,12 +8,10 @@ wait_until; the commands' own `sleep` is what they are (a slow job).
 
     /usr/bin/python3 tests/integration/work_test.py --binary build/bin/delayq
 """
-import argparse
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
@@ -265,8 +263,4 @@ class WorkTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()

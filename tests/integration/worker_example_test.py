@@ -9,11 +9,9 @@ buried job coming back.
 
 The example is found beside the binary (build/bin/delayq-example-worker).
 """
-import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -58,8 +56,4 @@ class WorkerExampleTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
-    args, rest = parser.parse_known_args()
-    harness.BINARY = os.path.abspath(args.binary)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    harness.main()
