@@ -65,6 +65,11 @@ struct QueueOptions {
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
   // kEmbedded: a log segment is closed at this size. Default: 64 MiB.
   uint64_t segment_bytes = 64 << 20;
+  // kEmbedded: a log damaged amid its records (docs/log-format.md, "Damage").
+  // false (the default): opening fails, naming the file, the offset and what
+  // to run. true (`delayq serve --repair`): the damaged bytes are dropped,
+  // every record that verifies is kept, and a warning says what was dropped.
+  bool repair_log = false;
   // kRemote: the servers, "host:port[,host:port...]" (IPv6 as "[::1]:7701";
   // the port defaults to 7701). Every server named must serve the same jobs
   // (one Redis behind them all): a request goes to the first that answers,

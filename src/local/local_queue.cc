@@ -78,6 +78,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
   lo.fsync = options.fsync;
   if (options.segment_bytes < 4096) return InvalidArgument("segment_bytes: at least 4096");
   lo.segment_bytes = options.segment_bytes;
+  lo.repair = options.repair_log;
   lo.fs = std::move(fs);
   uint64_t live = 0;
   auto replay = [&](const store::Record& rec) -> Status {

@@ -20,6 +20,11 @@ constexpr std::string_view kSpareName = "spare.dq";      // the next segment's f
 constexpr std::string_view kNewSpareName = "spare.new";  // one being made
 constexpr size_t kReadChunk = 4 << 20;
 constexpr int64_t kRetryWriteMs = 100;
+// What a scan past a bad record may spend hashing candidates beyond four
+// times the bytes it scans: two records of the largest size. Honest bytes
+// (records of this segment or of a reused file's earlier one, zeros,
+// torn writes) spend about the bytes scanned once.
+constexpr uint64_t kScanBudgetBytes = 2 * uint64_t{kMaxRecordLength};
 // WriteOutAndSync leaves the fdatasync to the sync thread once one took
 // longer than this: a slow disk must not stall its caller's loop.
 constexpr int64_t kSyncHereMaxUs = 2000;
@@ -58,6 +63,13 @@ uint64_t ParseSegmentName(const std::string& name) {
     }
   }
   return v;
+}
+
+// `text` for a shell, in single quotes.
+std::string ShellQuote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 }  // namespace
@@ -272,57 +284,91 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay, Recov
   last_seq_ = std::max(last_seq_, h.last_seq);
   accounts_.push_back(Account{seg.number, h.last_seq + 1});
 
-  // Reading and checking records (I/O, checksums, decoding) runs on a
-  // second thread, a chunk ahead of applying them here: a restart spends
-  // about as long on each.
-  auto next = std::async(std::launch::async, &Log::ReadChunk, file.get(), *size, std::string(),
-                         uint64_t{kSegmentHeaderBytes}, seg.number);
+  // A bad record (one that fails its checksum, does not parse, or whose
+  // length runs past the end) is a torn end only if no record of this
+  // segment verifies after it; else it is damage amid records that may have
+  // been acknowledged, which stops the start, or, with repair, is dropped
+  // with everything up to the next record that verifies.
+  std::vector<Span> dropped;
+  uint64_t from = kSegmentHeaderBytes;
+  for (;;) {
+    auto end = ReplayRecords(*file, *size, from, seg.number, replay, report);
+    if (!end.ok()) return end.status();
+    if (end->why.empty()) {
+      seg.bytes = *size;
+      break;
+    }
+    auto after = FindWholeRecord(*file, end->at, *size, seg.number);
+    if (!after.ok()) return after.status();
+    if (after->what == After::kRecord && options_.repair) {
+      dropped.push_back(Span{end->at, after->at, end->why});
+      from = after->at;
+      continue;
+    }
+    if (after->what == After::kNothing && newest) {
+      if (Status s = cut(end->at, end->why); !s.ok()) return s;
+      break;
+    }
+    if (!options_.repair) return Damaged(seg.path, end->at, *size, end->why, *after);
+    dropped.push_back(Span{end->at, *size, end->why});  // nothing after it to keep
+    seg.bytes = *size;
+    break;
+  }
+  if (!dropped.empty()) return Repair(seg, *file, dropped, report);
+  report->bytes += seg.bytes;
+  return Status::Ok();
+}
+
+// Reading and checking records (I/O, checksums, decoding) runs on a second
+// thread, a chunk ahead of applying them here: a restart spends about as
+// long on each.
+Result<Log::RecordsEnd> Log::ReplayRecords(File& file, uint64_t size, uint64_t from,
+                                           uint64_t number, const Replay& replay,
+                                           RecoveryReport* report) {
+  auto next =
+      std::async(std::launch::async, &Log::ReadChunk, &file, size, std::string(), from, number);
   for (;;) {
     Chunk c = next.get();
     if (!c.status.ok()) return c.status;
     bool more = c.stop == ReadOutcome::kIncomplete && !c.eof;
     if (more) {
-      next = std::async(std::launch::async, &Log::ReadChunk, file.get(), *size,
-                        c.buf.substr(c.consumed), c.base + c.consumed, seg.number);
+      next = std::async(std::launch::async, &Log::ReadChunk, &file, size, c.buf.substr(c.consumed),
+                        c.base + c.consumed, number);
     }
     for (const std::unique_ptr<Record>& rec : c.records) {
       if (Status s = replay(*rec); !s.ok()) {
         if (more) (void)next.get();  // the reader must not outlive the file
         return s;
       }
-      switch (rec->type) {
-        case RecordType::kPut:
-          last_seq_ = std::max(last_seq_, rec->job.seq);
-          CountPut(rec->job.seq, seg.number);
-          break;
-        case RecordType::kRemove:
-          CountRemove(rec->job.seq);
-          break;
-        case RecordType::kPause:
-          accounts_.back().has_pauses = true;
-          break;
-        case RecordType::kUpdate:
-          break;
-      }
+      Count(*rec, number);
       ++report->records;
     }
     if (more) continue;
-    uint64_t at = c.base + c.consumed;
+    RecordsEnd end{c.base + c.consumed, {}};
     if (c.stop == ReadOutcome::kCorrupt) {
-      if (newest) {
-        auto torn = IsTornTail(*file, at, *size, seg.number);
-        if (!torn.ok()) return torn.status();
-        if (*torn) return cut(at, c.error);
-      }
-      return damage(at, c.error);
+      end.why = c.error;
+    } else if (c.consumed != c.buf.size()) {
+      end.why = "last record cut short";
     }
-    if (c.consumed == c.buf.size()) break;  // the end, on a record's end
-    if (newest) return cut(at, "last record cut short");
-    return damage(at, "last record cut short");
+    return end;
   }
-  seg.bytes = *size;
-  report->bytes += *size;
-  return Status::Ok();
+}
+
+void Log::Count(const Record& rec, uint64_t number) {
+  switch (rec.type) {
+    case RecordType::kPut:
+      last_seq_ = std::max(last_seq_, rec.job.seq);
+      CountPut(rec.job.seq, number);
+      break;
+    case RecordType::kRemove:
+      CountRemove(rec.job.seq);
+      break;
+    case RecordType::kPause:
+      accounts_.back().has_pauses = true;
+      break;
+    case RecordType::kUpdate:
+      break;
+  }
 }
 
 Log::Chunk Log::ReadChunk(File* file, uint64_t file_size, std::string carry, uint64_t base,
@@ -365,25 +411,118 @@ Log::Chunk Log::ReadChunk(File* file, uint64_t file_size, std::string carry, uin
   return c;
 }
 
-// A bad record in the newest segment is a torn write only if nothing whole
-// follows it: zeros to the end, or a last record that is itself the bad one.
-// A whole record after it means damage amid acknowledged records: cutting
-// there would throw them away.
-Result<bool> Log::IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment) {
-  std::string rest(size - offset, '\0');
+// Looks for a record of `segment` that verifies, starting anywhere in
+// (offset, the last byte that is not zero). Zeros prepared ahead end the
+// scan where the data does; a reused file's old records parse but fail
+// their checksums (another seed). The rest is read whole (at most the
+// file); each position costs a few compares, and one that parses a hash of
+// its length, within a budget only bytes crafted to parse as records can
+// spend (kUndecided then).
+Result<Log::After> Log::FindWholeRecord(File& file, uint64_t offset, uint64_t size,
+                                        uint64_t segment) {
+  After after;
+  if (offset + 1 >= size) return after;
+  std::string rest(static_cast<size_t>(size - offset), '\0');
   auto got = file.ReadAt(offset, rest.data(), rest.size());
   if (!got.ok()) return got.status();
   rest.resize(*got);
-  if (rest.find_first_not_of('\0') == std::string::npos) return true;
-  if (rest.size() < 8) return true;
-  uint32_t len = 0;
-  for (int i = 3; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(rest[4 + i]);
-  if (len == 0 || len > kMaxRecordLength || 8 + uint64_t{len} >= rest.size()) return true;
-  Record next;
-  size_t next_size = 0;
-  std::string error;
-  return ReadRecord(std::string_view(rest).substr(8 + len), segment, &next, &next_size, &error) !=
-         ReadOutcome::kRecord;
+  size_t data_end = rest.find_last_not_of('\0');
+  if (data_end == std::string::npos) return after;
+  uint64_t budget = kScanBudgetBytes + 4 * uint64_t{data_end};
+  std::string_view view(rest);
+  const auto* type = reinterpret_cast<const uint8_t*>(rest.data()) + 8;
+  size_t last = std::min(data_end, rest.size() - std::min(rest.size(), kRecordHeaderBytes));
+  for (size_t i = 1; i <= last; ++i) {
+    if (!IsRecordType(type[i])) continue;
+    size_t n = ParsedRecordSize(view.substr(i));
+    if (n == 0) continue;
+    if (n > budget) {
+      after.what = After::kUndecided;
+      return after;
+    }
+    budget -= n;
+    if (RecordChecksumMatches(view.substr(i), n, segment)) {
+      after.what = After::kRecord;
+      after.at = offset + i;
+      return after;
+    }
+  }
+  return after;
+}
+
+Status Log::Damaged(const std::string& path, uint64_t offset, uint64_t size,
+                    const std::string& what, const After& after) const {
+  std::string text =
+      "log segment " + path + " is damaged at byte " + std::to_string(offset) + ": " + what;
+  std::string truncate = "`truncate -s " + std::to_string(offset) + " " + ShellQuote(path) + "`";
+  std::string start_anyway =
+      ". To start anyway, knowing what is lost, stop delayq, keep a copy of " + options_.dir +
+      ", then ";
+  if (after.what == After::kRecord) {
+    text += "; a whole record follows at byte " + std::to_string(after.at) +
+            ", so this is damage amid records that may have been acknowledged, not a torn end: "
+            "delayq will not start on a guess" +
+            start_anyway + "either start it once with --repair, which drops bytes " +
+            std::to_string(offset) + " to " + std::to_string(after.at) + " (" +
+            std::to_string(after.at - offset) +
+            " bytes) and keeps every record that verifies, or run " + truncate +
+            ", which drops everything from byte " + std::to_string(offset) + " on";
+  } else {
+    text += after.what == After::kUndecided
+                ? "; what follows could not be told from records within the scan's budget, so "
+                  "delayq will not start on a guess"
+                : ". Later segments depend on it, so delayq will not start on a guess";
+    text += start_anyway + "run " + truncate + " (the " + std::to_string(size - offset) +
+            " bytes from there on are lost), or start it once with --repair, which does the same";
+  }
+  return Internal(text + "; see docs/log-format.md, \"Damage\"");
+}
+
+// Rewrites the segment without the spans dropped, through a copy renamed
+// over it once synced: a crash meanwhile leaves it as it was, to be
+// repaired again. Records do not depend on where they are (the checksum's
+// seed is the segment's number), so those after a span read as before.
+Status Log::Repair(Segment& seg, File& file, const std::vector<Span>& dropped,
+                   RecoveryReport* report) {
+  const std::string copy = seg.path + ".repair";
+  (void)fs_->Remove(copy);  // one a crash left
+  auto out = fs_->Open(copy, /*create=*/true);
+  if (!out.ok()) return out.status();
+  uint64_t kept = 0;
+  uint64_t at = 0;
+  std::string buf;
+  for (size_t i = 0; i <= dropped.size(); ++i) {
+    uint64_t until = i < dropped.size() ? dropped[i].begin : seg.bytes;
+    for (; at < until; at += buf.size()) {
+      buf.resize(static_cast<size_t>(std::min<uint64_t>(until - at, kReadChunk)));
+      auto got = file.ReadAt(at, buf.data(), buf.size());
+      if (!got.ok()) return got.status();
+      if (*got < buf.size()) return Internal("log: " + seg.path + " shrank while it was read");
+      Status error;
+      if ((*out)->Append(buf.data(), buf.size(), &error) < buf.size()) return error;
+      kept += buf.size();
+    }
+    if (i == dropped.size()) break;
+    const Span& d = dropped[i];
+    at = d.end;
+    report->repaired_spans += 1;
+    report->repaired_bytes += d.end - d.begin;
+    ::delayq::Log(LogLevel::kWarn,
+                  "log: %s: repair dropped %llu bytes at byte %llu (%s), up to %s: the changes "
+                  "in them are lost",
+                  seg.path.c_str(), static_cast<unsigned long long>(d.end - d.begin),
+                  static_cast<unsigned long long>(d.begin), d.why.c_str(),
+                  d.end < seg.bytes
+                      ? ("the next whole record, at byte " + std::to_string(d.end)).c_str()
+                      : "the end of the segment");
+  }
+  if (Status s = (*out)->Sync(); !s.ok()) return s;
+  out->reset();
+  if (Status s = fs_->Rename(copy, seg.path); !s.ok()) return s;
+  if (Status s = fs_->SyncDir(options_.dir); !s.ok()) return s;
+  seg.bytes = kept;
+  report->bytes += kept;
+  return Status::Ok();
 }
 
 Result<uint64_t> Log::DataEnd(File& file, uint64_t offset, uint64_t size) {

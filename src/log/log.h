@@ -55,9 +55,16 @@
 // and recovers from what is on disk.
 //
 // Reading. Open() replays every record, oldest segment first, through a
-// callback; a torn tail of the newest segment is cut off and reported;
-// damage anywhere else stops Open with an error naming file and offset.
-// Writing then continues in a new segment.
+// callback. After a bad record (checksum, content, or a length running past
+// the end) it scans the rest of the segment for a record of that segment
+// that verifies. None: in the newest segment a torn tail, cut off and
+// reported. One: damage amid records that may have been acknowledged, as is
+// any bad record of an older segment: Open fails naming the file, the
+// offset and the commands that would start it, and changes nothing; with
+// LogOptions::repair the damaged bytes (up to the next record that
+// verifies, or the segment's end) are dropped instead, the segment
+// rewritten without them, and each span logged and counted. Writing then
+// continues at the end of the newest segment, or in a new one.
 //
 // Thread-safety: Append*, WriteOut and the segment calls are made by one
 // owner at a time (the queue's mutex); positions and health() may be read by
@@ -111,6 +118,9 @@ struct LogOptions {
   // (see "Preparing space"); 0: none. Default: 1 MiB.
   uint64_t prepare_bytes = 1 << 20;
   std::shared_ptr<FileSystem> fs;  // default: PosixFileSystem()
+  // Damage amid records (see "Reading"): false, Open fails; true, the
+  // damaged bytes are dropped and every record that verifies is kept.
+  bool repair = false;
 };
 
 struct LogStats {
@@ -137,6 +147,10 @@ struct RecoveryReport {
   uint64_t torn_records = 0;  // such cuts (a torn write each): 0 or 1
   std::string torn_reason;
   uint64_t unused_bytes = 0;  // zeros after the last record (prepared space), cut too
+  // LogOptions::repair: damaged spans dropped (each a bad record and what
+  // follows it up to the next record that verifies, or to the segment's end)
+  uint64_t repaired_spans = 0;
+  uint64_t repaired_bytes = 0;
 };
 
 class Log {
@@ -278,7 +292,39 @@ class Log {
   };
   static Chunk ReadChunk(File* file, uint64_t file_size, std::string carry, uint64_t base,
                          uint64_t segment);
-  static Result<bool> IsTornTail(File& file, uint64_t offset, uint64_t size, uint64_t segment);
+  // Where the whole records read from `from` end, and why there.
+  struct RecordsEnd {
+    uint64_t at = 0;
+    std::string why;  // empty: the end of the file, on a record's end
+  };
+  // Replays the records of segment `number` from byte `from` up to the
+  // first bad one or the end.
+  Result<RecordsEnd> ReplayRecords(File& file, uint64_t size, uint64_t from, uint64_t number,
+                                   const Replay& replay, RecoveryReport* report);
+  void Count(const Record& rec, uint64_t number);  // for compaction's accounts
+  // What follows a bad record at `offset`, by FindWholeRecord.
+  struct After {
+    enum What {
+      kNothing,    // no record of this segment verifies after it: a torn end
+      kRecord,     // one does, at `at`: damage amid records
+      kUndecided,  // the scan's budget ran out (only bytes crafted to parse do that)
+    } what = kNothing;
+    uint64_t at = 0;
+  };
+  static Result<After> FindWholeRecord(File& file, uint64_t offset, uint64_t size,
+                                       uint64_t segment);
+  // The error that stops the start at damage, with what would start it.
+  Status Damaged(const std::string& path, uint64_t offset, uint64_t size, const std::string& what,
+                 const After& after) const;
+  // Bytes [begin, end) of a segment that repair drops, and why.
+  struct Span {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    std::string why;
+  };
+  // Rewrites `seg` (its records up to seg.bytes) without `dropped`, logs and
+  // counts what was dropped.
+  Status Repair(Segment& seg, File& file, const std::vector<Span>& dropped, RecoveryReport* report);
   static Result<bool> AllZeros(File& file, uint64_t offset, uint64_t size);
   // The end of the last byte that is not zero in [offset, size); offset if none.
   static Result<uint64_t> DataEnd(File& file, uint64_t offset, uint64_t size);

@@ -273,20 +273,30 @@ void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segme
   w.Finish();
 }
 
-ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record, size_t* size,
-                       std::string* error) {
+namespace {
+
+// The length of the record at the front of `bytes`, once its header is there
+// and the length is possible. `error`: may be null.
+ReadOutcome ReadLength(std::string_view bytes, uint32_t* length, std::string* error) {
   if (bytes.size() < kRecordHeaderBytes) return ReadOutcome::kIncomplete;
-  uint32_t checksum = GetU32(bytes.data());
-  uint32_t length = GetU32(bytes.data() + 4);
-  if (length == 0 || length > kMaxRecordLength) {
-    *error = "record length " + std::to_string(length) + " is impossible";
+  *length = GetU32(bytes.data() + 4);
+  if (*length == 0 || *length > kMaxRecordLength) {
+    if (error != nullptr) *error = "record length " + std::to_string(*length) + " is impossible";
     return ReadOutcome::kCorrupt;
   }
-  if (bytes.size() - 8 < length) return ReadOutcome::kIncomplete;
-  if (Checksum(bytes.data() + 4, length + 4, segment) != checksum) {
-    *error = "record checksum does not match";
-    return ReadOutcome::kCorrupt;
-  }
+  if (bytes.size() - 8 < *length) return ReadOutcome::kIncomplete;
+  return ReadOutcome::kRecord;
+}
+
+bool ChecksumMatches(std::string_view bytes, uint32_t length, uint64_t segment) {
+  return Checksum(bytes.data() + 4, length + 4, segment) == GetU32(bytes.data());
+}
+
+// Decodes the whole record of `length` at the front of `bytes` (its checksum
+// is the caller's). `error`: may be null (a scan past damage, which tries
+// every position, would pay for the text at each).
+ReadOutcome DecodeRecord(std::string_view bytes, uint32_t length, Record* record, size_t* size,
+                         std::string* error) {
   *size = 8 + size_t{length};
   auto type = static_cast<uint8_t>(bytes[8]);
   Reader r(bytes.substr(kRecordHeaderBytes, length - 1));
@@ -322,14 +332,43 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
       ok = r.Signed(&record->paused_until_ms) && r.String(&record->topic);
       break;
     default:
-      *error = "unknown record type " + std::to_string(type);
+      if (error != nullptr) *error = "unknown record type " + std::to_string(type);
       return ReadOutcome::kCorrupt;
   }
   if (!ok || !r.Done()) {
-    *error = "record content does not parse (type " + std::to_string(type) + ")";
+    if (error != nullptr) {
+      *error = "record content does not parse (type " + std::to_string(type) + ")";
+    }
     return ReadOutcome::kCorrupt;
   }
   return ReadOutcome::kRecord;
+}
+
+}  // namespace
+
+ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record, size_t* size,
+                       std::string* error) {
+  uint32_t length = 0;
+  if (ReadOutcome o = ReadLength(bytes, &length, error); o != ReadOutcome::kRecord) return o;
+  if (!ChecksumMatches(bytes, length, segment)) {
+    *error = "record checksum does not match";
+    return ReadOutcome::kCorrupt;
+  }
+  return DecodeRecord(bytes, length, record, size, error);
+}
+
+size_t ParsedRecordSize(std::string_view bytes) {
+  if (bytes.size() < kRecordHeaderBytes || !IsRecordType(static_cast<uint8_t>(bytes[8]))) return 0;
+  uint32_t length = 0;
+  if (ReadLength(bytes, &length, nullptr) != ReadOutcome::kRecord) return 0;
+  Record record;
+  size_t size = 0;
+  return DecodeRecord(bytes, length, &record, &size, nullptr) == ReadOutcome::kRecord ? size : 0;
+}
+
+bool RecordChecksumMatches(std::string_view bytes, size_t size, uint64_t segment) {
+  return size >= kRecordHeaderBytes && size <= bytes.size() &&
+         ChecksumMatches(bytes, static_cast<uint32_t>(size - 8), segment);
 }
 
 size_t PutBytes(const engine::JobImage& job) {

@@ -34,7 +34,7 @@ enum class RecordType : uint8_t {
   kPut = 1,     // a job in full: added, replaced, or rewritten by compaction
   kUpdate = 2,  // a job's state, attempts, run_at, deadline and last_error
   kRemove = 3,  // a job finished or deleted (or replaced)
-  kPause = 4,   // a topic paused or resumed
+  kPause = 4,   // a topic paused or resumed (the last: IsRecordType knows)
 };
 
 struct SegmentHeader {
@@ -82,12 +82,28 @@ struct Record {
 // What ReadRecord found at the front of `bytes`.
 enum class ReadOutcome {
   kRecord,      // *record and *size are set
-  kIncomplete,  // fewer bytes than the record needs: the end of what was written
+  kIncomplete,  // fewer bytes than the record's length says: more must be read, or, at the
+                // end of the file, a record cut short or a damaged length (the reader
+                // tells them apart: store::Log's recovery)
   kCorrupt,     // checksum or content wrong; *error says how
 };
 // `segment`: the number of the segment the bytes were read from.
 ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record, size_t* size,
                        std::string* error);
+// Whether `byte`, the ninth of a record, can be its type: a scan's first and
+// cheapest test, which turns away nearly every position.
+inline bool IsRecordType(uint8_t byte) {
+  return byte >= static_cast<uint8_t>(RecordType::kPut) &&
+         byte <= static_cast<uint8_t>(RecordType::kPause);
+}
+// What recovery looks for after a bad record (store::Log), in two steps so
+// that a scan can bound what it spends: the size of the record that starts
+// at the front of `bytes` if its length is possible, all of it is there and
+// its content parses (cheap: strings are skipped by their lengths), else 0;
+// then whether its checksum is `segment`'s (reads all of it). A record left
+// by another segment (a reused file's old rest) parses but never matches.
+size_t ParsedRecordSize(std::string_view bytes);
+bool RecordChecksumMatches(std::string_view bytes, size_t size, uint64_t segment);
 
 // The bytes a job's kPut record takes, near enough for space accounting.
 size_t PutBytes(const engine::JobImage& job);

@@ -276,5 +276,55 @@ class CrashTest(unittest.TestCase):
         r.close()
 
 
+class DamageTest(unittest.TestCase):
+    """Damage amid acknowledged records (issue 23, item 10), black-box: the
+    refusal names what to run, and `delayq serve --repair` runs it."""
+
+    def test_a_flipped_length_bit_refuses_and_repair_keeps_every_record_after_it(self):
+        scratch = tempfile.mkdtemp(prefix="delayq-damage-")
+        self.addCleanup(shutil.rmtree, scratch, ignore_errors=True)
+        data_dir = os.path.join(scratch, "data")
+        server = Server("--fsync", "always", data_dir=data_dir)
+        self.addCleanup(lambda: server.proc.poll() is not None or server.kill())
+        r = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
+        ids = ["job-%02d" % i for i in range(50)]
+        for job_id in ids:
+            r.execute_command("ADD", "dmg", job_id, 0, TTR, b"body of " + job_id.encode())
+        finished = set()
+        for _ in range(10):
+            (job_id, _, _, receipt, *_), = r.execute_command("RESERVE", "FROM", "dmg")
+            self.assertEqual(r.execute_command("FINISH", job_id, receipt), b"OK")
+            finished.add(job_id.decode())
+        r.close()
+        self.assertEqual(server.stop(keep_data=True), 0, server.text)
+
+        segment = max((os.path.join(data_dir, n) for n in os.listdir(data_dir)
+                       if n.startswith("log-")), key=os.path.getsize)
+        with open(segment, "rb") as f:
+            data = f.read()
+        at = 32
+        for _ in range(5):  # to the 6th record
+            at += 8 + int.from_bytes(data[at + 4:at + 8], "little")
+        sixth = 8 + int.from_bytes(data[at + 4:at + 8], "little")
+        with open(segment, "r+b") as f:
+            f.seek(at + 7)
+            f.write(bytes([data[at + 7] ^ 0x10]))  # bit 28 of its length
+
+        code, err = harness.run_serve("--data-dir", data_dir, "--fsync", "always")
+        self.assertEqual(code, 1, err)
+        self.assertIn("%s is damaged at byte %d" % (segment, at), err)
+        self.assertIn("--repair", err)
+        self.assertIn("truncate -s %d '%s'" % (at, segment), err)
+        self.assertEqual(os.path.getsize(segment), len(data), "a refused start changed the log")
+
+        server = Server("--fsync", "always", "--repair", data_dir=data_dir)
+        self.assertRegex(server.text, r"repair dropped %d bytes at byte %d\b" % (sixth, at))
+        r = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
+        present = {job_id for job_id in ids if r.execute_command("GET", job_id) is not None}
+        r.close()
+        self.assertEqual(present, set(ids) - finished)
+        self.assertEqual(server.stop(), 0, server.text)
+
+
 if __name__ == "__main__":
     harness.main()
