@@ -327,10 +327,15 @@ bool Connection::FillHole(uint64_t serial, std::string_view reply) {
   if (it == holes_.end()) return false;
   size_t at = it->at;
   out.insert(at, reply);
-  // Bytes already stamped by the output gate stay stamped: the reply lands
-  // among them (no gate holds replies that come later: an in-process store
-  // answers at once).
-  if (at < stamped) stamped += reply.size();
+  // A reply that lands among bytes the output gate has stamped already
+  // (replies that came after the hole but were answered first) is stamped
+  // with them, and they all wait for the latest change: the reply may report
+  // one (a reserve that waited took jobs) newer than their hold_until, and
+  // the gate keeps one mark for the stamped bytes.
+  if (at < stamped) {
+    stamped += reply.size();
+    hold_until = std::max(hold_until, change_mark);
+  }
   it = holes_.erase(it);
   for (; it != holes_.end(); ++it) it->at += reply.size();
   return true;

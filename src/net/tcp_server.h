@@ -63,8 +63,10 @@ struct TcpServerOptions {
 // What replies may have to wait for before they are written: a store's log
 // (QueueDriver's Mark / Released / Failed). The handler sets a connection's
 // change_mark to Mark() after a request whose change its reply must wait
-// for; the replies it has from then on are held until Released() reaches
-// it (so they leave in order, each after its change); if Failed() first,
+// for — a reply that comes later (a reserve that waited, into its hole)
+// included, set before the reply is added; the replies it has from then on
+// are held until Released() reaches it (so they leave in order, each after
+// its change); if Failed() first,
 // the connection is closed instead (the client cannot know whether its
 // change was kept). Replies of a connection that changed nothing wait for
 // nothing: not for other clients' changes, nor for a write that cannot be
@@ -106,7 +108,10 @@ struct Connection {
   // once known. Replies appended after a hole wait behind it: `out` is
   // written only up to the first hole, so replies leave in request order.
   uint64_t OpenHole();
-  // False if no hole has that serial (it was filled already).
+  // False if no hole has that serial (it was filled already). A reply that
+  // reports a change sets change_mark first: it waits for that change
+  // (OutputGate), and so do the replies behind it that were stamped before
+  // it came.
   bool FillHole(uint64_t serial, std::string_view reply);
   size_t holes() const { return holes_.size(); }
   // The serial the next OpenHole returns.

@@ -203,6 +203,10 @@ void FrontEnd::FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<D
   }
   RecordLateness(r, it->second.started_ms);
   s.reserves.erase(it);
+  // Its reservations were logged before this ran: the answer waits for
+  // them, as FinishReserve's does (Connection::FillHole holds the bytes
+  // already stamped around the hole for them too).
+  if (r.ok() && !r->empty()) NoteChange(*c, 0);
   FillHole(*c, serial, [&] { AnswerTracked(*c, std::move(r)); });
   AfterAnswer(*c);
 }
