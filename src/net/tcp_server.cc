@@ -235,7 +235,7 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
     Flush(*c);
     if ((c = Find(id)) == nullptr) return;
   }
-  if ((events & (EPOLLIN | EPOLLRDHUP)) && c->reading) ReadFrom(*c);
+  if ((events & (EPOLLIN | EPOLLRDHUP)) && c->reading) ReadFrom(*c, events & EPOLLRDHUP);
 }
 
 // Inlined into ReadFrom: the read path makes no call more than before
@@ -261,7 +261,7 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
   }
 }
 
-void TcpServer::ReadFrom(Connection& c) {
+void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
   uint64_t id = c.id;
   char buf[kReadBytes];
   bool eof = false;
@@ -272,7 +272,10 @@ void TcpServer::ReadFrom(Connection& c) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < sizeof buf) break;
+      // A short read has taken all there is; but when the FIN is in too,
+      // one more read sees it, so the requests that came with it are served
+      // knowing the client has gone (a reserve then takes no job).
+      if (static_cast<size_t>(n) < sizeof buf && !peer_closed) break;
       continue;
     }
     if (n == 0) {

@@ -174,7 +174,9 @@ class TcpHandler {
   // Whether c has a request whose answer may hand it work it must then act
   // on (a reserve) still unanswered. A client that sends FIN then is taken as
   // gone (a worker that exited while it waited): the connection closes, and
-  // OnClose withdraws the request.
+  // OnClose withdraws the request. Requests that arrive with the FIN are
+  // handed to OnInput with c.peer_closed already set, so a handler can
+  // refuse to start such a request at all.
   virtual bool AwaitsWork(const Connection& c) const { return false; }
   // Written to a connection refused because max_connections are open.
   virtual std::string_view BusyReply() const = 0;
@@ -233,7 +235,8 @@ class TcpServer {
             int port);
   void OnAccept();
   void OnEvents(uint64_t id, uint32_t events);
-  void ReadFrom(Connection& c);
+  // peer_closed: epoll said the client's FIN is in (EPOLLRDHUP): read to it.
+  void ReadFrom(Connection& c, bool peer_closed);
   // After input arrived (a read, or Deliver): serve it, write the replies.
   void Received(Connection& c, bool eof);
   void Process(Connection& c);

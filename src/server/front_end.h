@@ -137,7 +137,9 @@ class FrontEnd : public net::TcpHandler {
   // Starts a reserve for c. AnswerReserve(c, result) writes the answer:
   // inside this call if the queue answers at once, otherwise later with c
   // parked meanwhile. While draining, reserves do not wait. req.max_bytes
-  // is the client's own bound (0: none), cut to ReserveByteBudget().
+  // is the client's own bound (0: none), cut to ReserveByteBudget(). After
+  // the client's FIN (c.peer_closed) no reserve starts: c is closing, with
+  // no answer, and no job is taken.
   void StartReserve(net::Connection& c, ReserveRequest req);
   virtual void AnswerReserve(net::Connection& c, const Result<Deliveries>& result) = 0;
   // Bytes of bodies one reserve's reply may carry (ReserveRequest::max_bytes):

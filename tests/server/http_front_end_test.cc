@@ -345,6 +345,18 @@ TEST_P(HttpFrontEnd, AJobWhoseReplyNeverLeftGoesBackWhenTheClientLeaves) {
   EXPECT_EQ(Int((*info)["attempts"]), 0);
 }
 
+// A reserve that arrives with the client's FIN: the client is gone, and the
+// reserve takes no job (RespFrontEnd's test of the same).
+TEST_P(HttpFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
+  ASSERT_EQ(h.Http("POST", "/v1/jobs", R"({"topic":"fin.r","id":"fr"})").status, 201);
+  auto gone = h.Connect(Protocol::kHttp);
+  gone->SendAndShutdown(HttpRequest("POST", "/v1/reserve", R"({"topics":["fin.r"]})"));
+  EXPECT_EQ(gone->ReadToClose(), "");
+  Json info(h.Http("GET", "/v1/jobs/fr").body);
+  EXPECT_EQ(Str((*info)["state"]), "ready");
+  EXPECT_EQ(Int((*info)["attempts"]), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, HttpFrontEnd, ::testing::ValuesIn(kInProcessStores),
                          [](const auto& info) { return std::string(StoreKindName(info.param)); });
 

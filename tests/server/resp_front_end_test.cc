@@ -312,6 +312,25 @@ TEST_P(RespFrontEnd, AClientThatSendsFinWhileItsReserveWaitsIsGoneAndTakesNoJob)
   EXPECT_EQ(jobs.elements[0].elements[4], Integer(1));  // its first delivery
 }
 
+// A RESERVE that arrives together with the client's FIN (one read: a worker
+// that sent it and exited) is unanswered at the FIN, as one that waits is:
+// the client is gone. It takes no job — none is written to a socket no one
+// reads, to stay reserved until its TTR — and the commands before it are
+// still answered.
+TEST_P(RespFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
+  EXPECT_EQ(h.Resp({"ADD", "fin.r", "fr", "0", "60000", "x"}), Bulk("fr"));
+  auto gone = h.Connect(Protocol::kResp);
+  gone->SendAndShutdown(RespCommand({"PING"}) + RespCommand({"RESERVE", "FROM", "fin.r"}) +
+                        RespCommand({"ECHO", "after"}));
+  EXPECT_EQ(gone->ReadToClose(), "+PONG\r\n");
+  RespReply info = h.Resp({"GET", "fr"});
+  EXPECT_EQ(FieldOf(info, "state"), "ready");
+  EXPECT_EQ(FieldOf(info, "attempts"), "0");
+  RespReply jobs = h.Resp({"RESERVE", "FROM", "fin.r"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  EXPECT_EQ(jobs.elements[0].elements[4], Integer(1));  // its first delivery
+}
+
 TEST_P(RespFrontEnd, CommandsSentBeforeTheClientsFinAreAnswered) {
   auto c = h.Connect(Protocol::kResp);
   c->SendAndShutdown(RespCommand({"ADD", "f", "f1", "0", "60000", "x"}) + "PING\r\n");
