@@ -265,6 +265,7 @@ void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
   uint64_t id = c.id;
   char buf[kReadBytes];
   bool eof = false;
+  const size_t received = c.in.size();
   // Up to kMaxReadsPerEvent full reads, then the requests are served:
   // a client sending without pause cannot grow c.in without bound (the loop
   // is level-triggered, so what is left is read on the next turn).
@@ -287,13 +288,17 @@ void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
     Close(id);
     return;
   }
+  // Draining: what was received before the drain is served; what comes
+  // after is read (closing with unread input would reset the connection,
+  // and the client could lose replies it has not read yet) but not served.
+  if (draining_) c.in.resize(received);
   Received(c, eof);
 }
 
 void TcpServer::Deliver(uint64_t id, std::string_view bytes, bool eof) {
   Connection* c = Find(id);
   if (c == nullptr) return;
-  c->in.append(bytes);
+  if (!draining_) c->in.append(bytes);  // as ReadFrom
   Received(*c, eof);
 }
 
@@ -399,7 +404,10 @@ void TcpServer::Flush(Connection& c) {
     Close(c.id);
     return;
   }
-  if (!c.Owed() && !c.waiting && (c.closing || c.peer_closed)) {
+  // Draining: once nothing is owed, nothing waits, and no request received
+  // before the drain is left to serve (the loop above served what it could;
+  // a request still partial then will not be completed).
+  if (!c.Owed() && !c.waiting && (c.closing || c.peer_closed || draining_)) {
     Close(c.id);
     return;
   }
@@ -489,10 +497,12 @@ void TcpServer::BeginDrain() {
   for (uint64_t id : ids) {
     Connection* c = Find(id);
     if (c == nullptr) continue;
-    // Answers what waits; pipelined requests behind it run now.
+    // Answers what waits (empty); the requests received behind it are then
+    // served, as the handler resumes the connection. Not `closing`: that
+    // would drop them. Flush closes each connection once it owes nothing
+    // and has nothing received left to serve.
     if (c->waiting || c->holes() > 0) handler_->OnDrain(*c);
     if ((c = Find(id)) == nullptr) continue;
-    c->closing = true;
     Flush(*c);
   }
 }

@@ -169,7 +169,8 @@ class TcpHandler {
   // Whether part of a request has been received and not yet answered
   // (request timeouts). The server adds "c.in is not empty" itself.
   virtual bool InRequest(const Connection& c) const { return false; }
-  // The server is shutting down: answer whatever waits (c.waiting) now.
+  // The server is shutting down: answer whatever waits (c.waiting, holes)
+  // now, and let the requests received behind it run (resume c).
   virtual void OnDrain(Connection& c) {}
   // Whether c has a request whose answer may hand it work it must then act
   // on (a reserve) still unanswered. A client that sends FIN then is taken as
@@ -225,8 +226,12 @@ class TcpServer {
   void SetOutputGate(OutputGate* gate) { gate_ = gate; }
   void ReleaseHeld();
 
-  // Shutdown: stop accepting, answer what waits, finish writing, close each
-  // connection once its replies are out. Drained() tells when all are gone.
+  // Shutdown: stop accepting, answer what waits (OnDrain), serve the
+  // requests each connection has received whole before now (those
+  // pipelined behind a waiting reserve, or held back by unread replies,
+  // included), finish writing, and close each connection once it owes
+  // nothing. Input that arrives from now on is read but not served.
+  // Drained() tells when all are gone.
   void BeginDrain();
   bool Drained() const { return draining_ && conns_.empty(); }
 

@@ -71,8 +71,10 @@ class FrontEnd : public net::TcpHandler {
 
   int port() const { return tcp_->port(); }
   size_t connections() const { return tcp_->connections(); }
-  // Shutdown: stop accepting, answer waiting reserves (empty), write what is
-  // owed, close. Drained() once every connection is gone.
+  // Shutdown: stop accepting, answer waiting reserves (empty), serve the
+  // requests received before the drain (pipelined behind them too), write
+  // what is owed, close (net::TcpServer::BeginDrain). Drained() once every
+  // connection is gone.
   void BeginDrain() { tcp_->BeginDrain(); }
   bool Drained() const { return tcp_->Drained(); }
   net::TcpServer* tcp() { return tcp_.get(); }

@@ -307,6 +307,20 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(result, {"r": None})
         self.assertIn("stopping: draining", "".join(server.log))
 
+    def test_sigterm_serves_what_was_pipelined_behind_a_waiting_reserve(self):
+        server = Server()
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(b"RESERVE TIMEOUT 30000 FROM never\r\nADD d d-1 0 60000 x\r\nPING\r\n")
+        probe = client(server)
+        wait_until(lambda: dict(zip(*[iter(probe.execute_command("STATS"))] * 2))[b"waiting"]
+                   == b"1", what="the reserve to park")
+        probe.close()
+        server.signal()  # SIGTERM: the drain
+        # The reserve answered empty, then the commands behind it, then the close.
+        self.assertEqual(recv_all(s), b"*-1\r\n$3\r\nd-1\r\n+PONG\r\n")
+        s.close()
+        self.assertEqual(server.stop(), 0)
+
 
 if __name__ == "__main__":
     harness.main()
