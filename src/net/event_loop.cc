@@ -24,10 +24,18 @@ int64_t MonotonicNowUs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
+// What an epoll event carries: the fd, and the generation of its
+// registration (0 for the loop's own fds).
+uint64_t Tag(int fd, uint32_t generation) {
+  return (uint64_t{generation} << 32) | static_cast<uint32_t>(fd);
+}
+int TagFd(uint64_t tag) { return static_cast<int>(static_cast<uint32_t>(tag)); }
+uint32_t TagGeneration(uint64_t tag) { return static_cast<uint32_t>(tag >> 32); }
+
 void EpollAdd(int epoll_fd, int fd, uint32_t events) {
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = Tag(fd, 0);
   epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
@@ -62,13 +70,15 @@ EventLoop::~EventLoop() {
 }
 
 Status EventLoop::Add(int fd, uint32_t events, IoHandler handler, bool urgent) {
+  // Never 0 (the loop's own fds), even after wrapping.
+  uint32_t generation = ++next_generation_ == 0 ? ++next_generation_ : next_generation_;
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = Tag(fd, generation);
   if (epoll_ctl(urgent ? urgent_fd_ : epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     return Internal("epoll_ctl ADD failed: errno " + std::to_string(errno));
   }
-  handlers_[fd] = Handler{std::make_shared<IoHandler>(std::move(handler)), urgent};
+  handlers_[fd] = Handler{std::make_shared<IoHandler>(std::move(handler)), urgent, generation};
   return Status::Ok();
 }
 
@@ -77,7 +87,7 @@ void EventLoop::Modify(int fd, uint32_t events) {
   if (it == handlers_.end()) return;
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = Tag(fd, it->second.generation);
   epoll_ctl(it->second.urgent ? urgent_fd_ : epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
 }
 
@@ -168,7 +178,8 @@ void EventLoop::RunPosted() {
   for (Task& t : tasks) t();
 }
 
-void EventLoop::Dispatch(int fd, uint32_t events) {
+void EventLoop::Dispatch(uint64_t tag, uint32_t events) {
+  int fd = TagFd(tag);
   if (fd == wake_fd_) {
     RunPosted();
   } else if (fd == timer_fd_) {
@@ -177,7 +188,10 @@ void EventLoop::Dispatch(int fd, uint32_t events) {
     RunUrgent();
   } else {
     auto it = handlers_.find(fd);
-    if (it == handlers_.end()) return;             // removed earlier in this turn
+    if (it == handlers_.end()) return;  // removed earlier in this turn
+    // Removed and its number reused (a close, then an accept) earlier in
+    // this turn: the event was the old registration's, not this one's.
+    if (it->second.generation != TagGeneration(tag)) return;
     std::shared_ptr<IoHandler> h = it->second.fn;  // survives its own Remove
     (*h)(events);
   }
@@ -187,7 +201,7 @@ void EventLoop::RunUrgent() {
   constexpr int kMaxEvents = 16;
   epoll_event events[kMaxEvents];
   int n = epoll_wait(urgent_fd_, events, kMaxEvents, 0);
-  for (int i = 0; i < n; ++i) Dispatch(events[i].data.fd, events[i].events);
+  for (int i = 0; i < n; ++i) Dispatch(events[i].data.u64, events[i].events);
 }
 
 void EventLoop::Run() {
@@ -211,7 +225,7 @@ void EventLoop::Run() {
     int64_t checked_us = n > 1 ? MonotonicNowUs() : 0;
     int64_t ended_us = checked_us;
     for (int i = 0; i < n; ++i) {
-      Dispatch(events[i].data.fd, events[i].events);
+      Dispatch(events[i].data.u64, events[i].events);
       if (n > 1 && i + 1 < n) {
         int64_t now_us = MonotonicNowUs();
         if (now_us - checked_us >= kUrgentCheckUs) {

@@ -45,7 +45,9 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   // Loop thread only. `fd` stays owned by the caller; Remove before closing.
-  // An urgent fd is served first and also in the middle of a long turn.
+  // An urgent fd is served first and also in the middle of a long turn. A
+  // handler gets only its own registration's events: none that a turn still
+  // holds for an fd removed earlier in it, even if the number was reused.
   Status Add(int fd, uint32_t events, IoHandler handler, bool urgent = false);
   void Modify(int fd, uint32_t events);
   void Remove(int fd);
@@ -89,6 +91,10 @@ class EventLoop {
   struct Handler {
     std::shared_ptr<IoHandler> fn;
     bool urgent = false;
+    // Which Add this is: epoll events carry it beside the fd, so events a
+    // batch still holds for an fd removed (and its number reused) earlier
+    // in the same batch are dropped, not given to the new handler.
+    uint32_t generation = 0;
   };
 
   EventLoop(int epoll_fd, int urgent_fd, int wake_fd, int timer_fd);
@@ -97,7 +103,8 @@ class EventLoop {
   void RunPosted();
   // Serves whatever in the urgent set is ready, without blocking.
   void RunUrgent();
-  void Dispatch(int fd, uint32_t events);
+  // `tag`: the event's data, the fd and its registration's generation.
+  void Dispatch(uint64_t tag, uint32_t events);
 
   const int epoll_fd_;
   const int urgent_fd_;  // epoll set of the urgent fds and wake_fd_
@@ -109,6 +116,7 @@ class EventLoop {
   std::unordered_map<uint64_t, std::multimap<int64_t, std::pair<uint64_t, Task>>::iterator>
       timer_index_;
   uint64_t next_timer_ = 1;
+  uint32_t next_generation_ = 0;
   int64_t armed_ = -1;
 
   std::function<bool()> urgent_probe_;

@@ -235,7 +235,7 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
     Flush(*c);
     if ((c = Find(id)) == nullptr) return;
   }
-  if ((events & (EPOLLIN | EPOLLRDHUP)) && c->reading) ReadFrom(*c);
+  if ((events & (EPOLLIN | EPOLLRDHUP)) && c->reading) ReadFrom(*c, events & EPOLLRDHUP);
 }
 
 // Inlined into ReadFrom: the read path makes no call more than before
@@ -261,10 +261,11 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
   }
 }
 
-void TcpServer::ReadFrom(Connection& c) {
+void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
   uint64_t id = c.id;
   char buf[kReadBytes];
   bool eof = false;
+  const size_t received = c.in.size();
   // Up to kMaxReadsPerEvent full reads, then the requests are served:
   // a client sending without pause cannot grow c.in without bound (the loop
   // is level-triggered, so what is left is read on the next turn).
@@ -272,7 +273,10 @@ void TcpServer::ReadFrom(Connection& c) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < sizeof buf) break;
+      // A short read has taken all there is; but when the FIN is in too,
+      // one more read sees it, so the requests that came with it are served
+      // knowing the client has gone (a reserve then takes no job).
+      if (static_cast<size_t>(n) < sizeof buf && !peer_closed) break;
       continue;
     }
     if (n == 0) {
@@ -284,13 +288,17 @@ void TcpServer::ReadFrom(Connection& c) {
     Close(id);
     return;
   }
+  // Draining: what was received before the drain is served; what comes
+  // after is read (closing with unread input would reset the connection,
+  // and the client could lose replies it has not read yet) but not served.
+  if (draining_) c.in.resize(received);
   Received(c, eof);
 }
 
 void TcpServer::Deliver(uint64_t id, std::string_view bytes, bool eof) {
   Connection* c = Find(id);
   if (c == nullptr) return;
-  c->in.append(bytes);
+  if (!draining_) c->in.append(bytes);  // as ReadFrom
   Received(*c, eof);
 }
 
@@ -327,10 +335,15 @@ bool Connection::FillHole(uint64_t serial, std::string_view reply) {
   if (it == holes_.end()) return false;
   size_t at = it->at;
   out.insert(at, reply);
-  // Bytes already stamped by the output gate stay stamped: the reply lands
-  // among them (no gate holds replies that come later: an in-process store
-  // answers at once).
-  if (at < stamped) stamped += reply.size();
+  // A reply that lands among bytes the output gate has stamped already
+  // (replies that came after the hole but were answered first) is stamped
+  // with them, and they all wait for the latest change: the reply may report
+  // one (a reserve that waited took jobs) newer than their hold_until, and
+  // the gate keeps one mark for the stamped bytes.
+  if (at < stamped) {
+    stamped += reply.size();
+    hold_until = std::max(hold_until, change_mark);
+  }
   it = holes_.erase(it);
   for (; it != holes_.end(); ++it) it->at += reply.size();
   return true;
@@ -391,7 +404,10 @@ void TcpServer::Flush(Connection& c) {
     Close(c.id);
     return;
   }
-  if (!c.Owed() && !c.waiting && (c.closing || c.peer_closed)) {
+  // Draining: once nothing is owed, nothing waits, and no request received
+  // before the drain is left to serve (the loop above served what it could;
+  // a request still partial then will not be completed).
+  if (!c.Owed() && !c.waiting && (c.closing || c.peer_closed || draining_)) {
     Close(c.id);
     return;
   }
@@ -481,10 +497,12 @@ void TcpServer::BeginDrain() {
   for (uint64_t id : ids) {
     Connection* c = Find(id);
     if (c == nullptr) continue;
-    // Answers what waits; pipelined requests behind it run now.
+    // Answers what waits (empty); the requests received behind it are then
+    // served, as the handler resumes the connection. Not `closing`: that
+    // would drop them. Flush closes each connection once it owes nothing
+    // and has nothing received left to serve.
     if (c->waiting || c->holes() > 0) handler_->OnDrain(*c);
     if ((c = Find(id)) == nullptr) continue;
-    c->closing = true;
     Flush(*c);
   }
 }

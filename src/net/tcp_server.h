@@ -63,8 +63,10 @@ struct TcpServerOptions {
 // What replies may have to wait for before they are written: a store's log
 // (QueueDriver's Mark / Released / Failed). The handler sets a connection's
 // change_mark to Mark() after a request whose change its reply must wait
-// for; the replies it has from then on are held until Released() reaches
-// it (so they leave in order, each after its change); if Failed() first,
+// for — a reply that comes later (a reserve that waited, into its hole)
+// included, set before the reply is added; the replies it has from then on
+// are held until Released() reaches it (so they leave in order, each after
+// its change); if Failed() first,
 // the connection is closed instead (the client cannot know whether its
 // change was kept). Replies of a connection that changed nothing wait for
 // nothing: not for other clients' changes, nor for a write that cannot be
@@ -106,7 +108,10 @@ struct Connection {
   // once known. Replies appended after a hole wait behind it: `out` is
   // written only up to the first hole, so replies leave in request order.
   uint64_t OpenHole();
-  // False if no hole has that serial (it was filled already).
+  // False if no hole has that serial (it was filled already). A reply that
+  // reports a change sets change_mark first: it waits for that change
+  // (OutputGate), and so do the replies behind it that were stamped before
+  // it came.
   bool FillHole(uint64_t serial, std::string_view reply);
   size_t holes() const { return holes_.size(); }
   // The serial the next OpenHole returns.
@@ -164,12 +169,15 @@ class TcpHandler {
   // Whether part of a request has been received and not yet answered
   // (request timeouts). The server adds "c.in is not empty" itself.
   virtual bool InRequest(const Connection& c) const { return false; }
-  // The server is shutting down: answer whatever waits (c.waiting) now.
+  // The server is shutting down: answer whatever waits (c.waiting, holes)
+  // now, and let the requests received behind it run (resume c).
   virtual void OnDrain(Connection& c) {}
   // Whether c has a request whose answer may hand it work it must then act
   // on (a reserve) still unanswered. A client that sends FIN then is taken as
   // gone (a worker that exited while it waited): the connection closes, and
-  // OnClose withdraws the request.
+  // OnClose withdraws the request. Requests that arrive with the FIN are
+  // handed to OnInput with c.peer_closed already set, so a handler can
+  // refuse to start such a request at all.
   virtual bool AwaitsWork(const Connection& c) const { return false; }
   // Written to a connection refused because max_connections are open.
   virtual std::string_view BusyReply() const = 0;
@@ -218,8 +226,12 @@ class TcpServer {
   void SetOutputGate(OutputGate* gate) { gate_ = gate; }
   void ReleaseHeld();
 
-  // Shutdown: stop accepting, answer what waits, finish writing, close each
-  // connection once its replies are out. Drained() tells when all are gone.
+  // Shutdown: stop accepting, answer what waits (OnDrain), serve the
+  // requests each connection has received whole before now (those
+  // pipelined behind a waiting reserve, or held back by unread replies,
+  // included), finish writing, and close each connection once it owes
+  // nothing. Input that arrives from now on is read but not served.
+  // Drained() tells when all are gone.
   void BeginDrain();
   bool Drained() const { return draining_ && conns_.empty(); }
 
@@ -228,7 +240,8 @@ class TcpServer {
             int port);
   void OnAccept();
   void OnEvents(uint64_t id, uint32_t events);
-  void ReadFrom(Connection& c);
+  // peer_closed: epoll said the client's FIN is in (EPOLLRDHUP): read to it.
+  void ReadFrom(Connection& c, bool peer_closed);
   // After input arrived (a read, or Deliver): serve it, write the replies.
   void Received(Connection& c, bool eof);
   void Process(Connection& c);

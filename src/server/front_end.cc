@@ -112,6 +112,15 @@ void FrontEnd::AnswerTracked(net::Connection& c, Result<Deliveries> r) {
 }
 
 void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
+  // The client sent its FIN before this reserve could start (it came with
+  // the FIN, or behind others): it is gone, as one whose reserve waits at
+  // its FIN is (AwaitsWork). Answered at once, its jobs would be written to
+  // a socket no one reads — the write succeeds, so OnClose could not tell —
+  // and stay reserved until their TTR. It takes none; nothing after it runs.
+  if (c.peer_closed) {
+    c.closing = true;
+    return;
+  }
   if (tcp_->draining()) req.wait_ms = 0;
   // The client's own bound (RESP's MAXBYTES), if tighter than the server's.
   const uint64_t budget = ReserveByteBudget();
@@ -203,6 +212,10 @@ void FrontEnd::FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<D
   }
   RecordLateness(r, it->second.started_ms);
   s.reserves.erase(it);
+  // Its reservations were logged before this ran: the answer waits for
+  // them, as FinishReserve's does (Connection::FillHole holds the bytes
+  // already stamped around the hole for them too).
+  if (r.ok() && !r->empty()) NoteChange(*c, 0);
   FillHole(*c, serial, [&] { AnswerTracked(*c, std::move(r)); });
   AfterAnswer(*c);
 }

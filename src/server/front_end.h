@@ -71,8 +71,10 @@ class FrontEnd : public net::TcpHandler {
 
   int port() const { return tcp_->port(); }
   size_t connections() const { return tcp_->connections(); }
-  // Shutdown: stop accepting, answer waiting reserves (empty), write what is
-  // owed, close. Drained() once every connection is gone.
+  // Shutdown: stop accepting, answer waiting reserves (empty), serve the
+  // requests received before the drain (pipelined behind them too), write
+  // what is owed, close (net::TcpServer::BeginDrain). Drained() once every
+  // connection is gone.
   void BeginDrain() { tcp_->BeginDrain(); }
   bool Drained() const { return tcp_->Drained(); }
   net::TcpServer* tcp() { return tcp_.get(); }
@@ -137,7 +139,9 @@ class FrontEnd : public net::TcpHandler {
   // Starts a reserve for c. AnswerReserve(c, result) writes the answer:
   // inside this call if the queue answers at once, otherwise later with c
   // parked meanwhile. While draining, reserves do not wait. req.max_bytes
-  // is the client's own bound (0: none), cut to ReserveByteBudget().
+  // is the client's own bound (0: none), cut to ReserveByteBudget(). After
+  // the client's FIN (c.peer_closed) no reserve starts: c is closing, with
+  // no answer, and no job is taken.
   void StartReserve(net::Connection& c, ReserveRequest req);
   virtual void AnswerReserve(net::Connection& c, const Result<Deliveries>& result) = 0;
   // Bytes of bodies one reserve's reply may carry (ReserveRequest::max_bytes):

@@ -71,8 +71,9 @@ class HttpServer::Api {
  public:
   explicit Api(HttpServer* server) : s_(server) {}
 
-  // Routes the request (http_routes.cc).
-  void Handle(net::Connection& c, const http::Request& req);
+  // Routes the request (http_routes.cc). more_input: input follows it in
+  // c.in (a pipeline goes on), which a drain serves before it closes.
+  void Handle(net::Connection& c, const http::Request& req, bool more_input);
   void AnswerReserve(net::Connection& c, const Result<Deliveries>& r);
 
   using Handler = void (Api::*)(net::Connection& c, const RouteCall& call);

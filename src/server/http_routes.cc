@@ -147,8 +147,10 @@ std::span<const HttpServer::Api::Route> HttpServer::Api::Routes() {
 
 // --- the router --------------------------------------------------------------------
 
-void HttpServer::Api::Handle(Connection& c, const http::Request& req) {
-  keep_alive_ = req.keep_alive && !s_->tcp_->draining();
+void HttpServer::Api::Handle(Connection& c, const http::Request& req, bool more_input) {
+  // Draining, the connection closes once it has served what it received:
+  // the response says "Connection: close" unless more requests follow.
+  keep_alive_ = req.keep_alive && (!s_->tcp_->draining() || more_input);
   version_ = req.version;
   head_ = req.method == http::Method::kHead;
   if (req.target.empty() || req.target[0] != '/') {

@@ -154,7 +154,7 @@ void HttpServer::OnInput(Connection& c) {
       break;
     }
     if (st == http::RequestParser::Status::kRequest) {
-      api_->Handle(c, s.parser.request());
+      api_->Handle(c, s.parser.request(), /*more_input=*/offset < c.in.size());
       continue;
     }
     if (s.parser.TakeContinue()) c.out.append("HTTP/1.1 100 Continue\r\n\r\n");
@@ -210,7 +210,9 @@ void HttpServer::Api::Park(Connection& c) {
 
 void HttpServer::Api::Unpark(Connection& c) {
   HttpState& s = StateOf(c);
-  keep_alive_ = s.pending_keep_alive && !s_->tcp_->draining();
+  // Draining: the connection closes after this response unless requests
+  // were pipelined behind it (then the last one's says so); see Handle.
+  keep_alive_ = s.pending_keep_alive && (!s_->tcp_->draining() || !c.in.empty());
   version_ = s.pending_version;
   head_ = s.pending_head;  // a HEAD handled meanwhile must not strip this body
 }

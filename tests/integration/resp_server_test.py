@@ -165,6 +165,31 @@ class RespServerTest(unittest.TestCase):
         self.assertEqual((jobs[0][0], jobs[0][4]), (job_id, 1))  # its first delivery
         self.assertEqual(self.cmd("FINISH", job_id, jobs[0][3]), b"OK")
 
+    def test_a_reserve_that_arrives_with_the_clients_fin_takes_no_job(self):
+        # A worker that sends RESERVE and exits at once: the command and the
+        # FIN reach the server together (TCP_CORK makes them one segment, as
+        # they often are anyway). The client is gone; the job must not be
+        # written to its socket and stay reserved, unread, for its TTR: it
+        # stays ready, undelivered. Half of them close, half only shut down
+        # their sending side (and read: nothing comes).
+        ids = [self.cmd("ADD", "fin.r", "*", 0, 60000, "x") for _ in range(20)]
+        for i in range(20):
+            s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            s.sendall(b"RESERVE FROM fin.r\r\n")
+            if i % 2:
+                s.close()
+            else:
+                s.shutdown(socket.SHUT_WR)
+                self.assertEqual(recv_all(s), b"")
+                s.close()
+        stats = lambda: dict(zip(*[iter(self.cmd("STATS", "fin.r"))] * 2))  # noqa: E731
+        wait_until(lambda: stats()[b"ready"] == b"20", timeout=5,
+                   what="every job ready (not reserved until its TTR)")
+        jobs = self.cmd("RESERVE", "COUNT", 20, "FROM", "fin.r")
+        self.assertEqual(sorted(j[0] for j in jobs), sorted(ids))
+        self.assertEqual({j[4] for j in jobs}, {1})  # each job's first delivery
+
     def test_pipeline_of_many_commands(self):
         pipe = self.r.pipeline(transaction=False)
         for i in range(1000):
@@ -281,6 +306,20 @@ class ShutdownTest(unittest.TestCase):
         # Drained, not cut: the waiting reserve was answered (nil) first.
         self.assertEqual(result, {"r": None})
         self.assertIn("stopping: draining", "".join(server.log))
+
+    def test_sigterm_serves_what_was_pipelined_behind_a_waiting_reserve(self):
+        server = Server()
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(b"RESERVE TIMEOUT 30000 FROM never\r\nADD d d-1 0 60000 x\r\nPING\r\n")
+        probe = client(server)
+        wait_until(lambda: dict(zip(*[iter(probe.execute_command("STATS"))] * 2))[b"waiting"]
+                   == b"1", what="the reserve to park")
+        probe.close()
+        server.signal()  # SIGTERM: the drain
+        # The reserve answered empty, then the commands behind it, then the close.
+        self.assertEqual(recv_all(s), b"*-1\r\n$3\r\nd-1\r\n+PONG\r\n")
+        s.close()
+        self.assertEqual(server.stop(), 0)
 
 
 if __name__ == "__main__":

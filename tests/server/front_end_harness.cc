@@ -220,6 +220,7 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
   }
   OpenOptions open;
   open.caller_loop = true;
+  open.file_system = options_.file_system;
   auto queue = OpenServingQueue(qo, open);
   if (!queue.ok()) {
     ADD_FAILURE() << "OpenServingQueue: " << queue.status().ToString();

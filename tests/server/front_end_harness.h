@@ -36,6 +36,7 @@
 #include "delayq/clock.h"
 #include "delayq/options.h"
 #include "gtest/gtest.h"
+#include "log/file.h"
 #include "net/event_loop.h"
 #include "server/http_server.h"
 #include "server/queue_on_loop.h"
@@ -99,6 +100,10 @@ struct FrontEndHarnessOptions {
   size_t max_output_bytes = 64 << 20;
   // How long a reply is waited for before the test fails.
   int64_t reply_deadline_ms = 10'000;
+  // kEmbedded: the file system its log is written through (null: the real
+  // one), e.g. a HeldSyncFileSystem (held_sync_file_system.h) whose syncs
+  // the test holds, to see what waits for them.
+  std::shared_ptr<store::FileSystem> file_system{};
 };
 
 class FrontEndHarness {

@@ -345,6 +345,39 @@ TEST_P(HttpFrontEnd, AJobWhoseReplyNeverLeftGoesBackWhenTheClientLeaves) {
   EXPECT_EQ(Int((*info)["attempts"]), 0);
 }
 
+// A reserve that arrives with the client's FIN: the client is gone, and the
+// reserve takes no job (RespFrontEnd's test of the same).
+TEST_P(HttpFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
+  ASSERT_EQ(h.Http("POST", "/v1/jobs", R"({"topic":"fin.r","id":"fr"})").status, 201);
+  auto gone = h.Connect(Protocol::kHttp);
+  gone->SendAndShutdown(HttpRequest("POST", "/v1/reserve", R"({"topics":["fin.r"]})"));
+  EXPECT_EQ(gone->ReadToClose(), "");
+  Json info(h.Http("GET", "/v1/jobs/fr").body);
+  EXPECT_EQ(Str((*info)["state"]), "ready");
+  EXPECT_EQ(Int((*info)["attempts"]), 0);
+}
+
+// Shutdown: the parked long-poll is answered with no jobs, then the requests
+// pipelined behind it are served; the last response closes the connection.
+TEST_P(HttpFrontEnd, ADrainServesWhatWasPipelinedBehindALongPoll) {
+  auto c = h.Connect(Protocol::kHttp);
+  c->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["dr"],"wait_ms":60000})") +
+          HttpRequest("POST", "/v1/jobs", R"({"topic":"dr","id":"dr-1"})") +
+          HttpRequest("GET", "/healthz"));
+  EXPECT_EQ(c->Unread(), "");
+  h.RunOnLoop([&] { h.http().BeginDrain(); });
+  HttpReply polled = c->ReadHttp();
+  EXPECT_EQ(polled.status, 200);
+  EXPECT_EQ(Text((*Json(polled.body))["jobs"]), "[]");
+  EXPECT_NE(polled.Header("Connection"), "close");  // more follows
+  HttpReply added = c->ReadHttp();
+  EXPECT_EQ(added.status, 201);
+  HttpReply health = c->ReadHttp();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.Header("Connection"), "close");  // the last one says so
+  EXPECT_EQ(c->ReadToClose(), "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, HttpFrontEnd, ::testing::ValuesIn(kInProcessStores),
                          [](const auto& info) { return std::string(StoreKindName(info.param)); });
 

@@ -312,6 +312,53 @@ TEST_P(RespFrontEnd, AClientThatSendsFinWhileItsReserveWaitsIsGoneAndTakesNoJob)
   EXPECT_EQ(jobs.elements[0].elements[4], Integer(1));  // its first delivery
 }
 
+// A RESERVE that arrives together with the client's FIN (one read: a worker
+// that sent it and exited) is unanswered at the FIN, as one that waits is:
+// the client is gone. It takes no job — none is written to a socket no one
+// reads, to stay reserved until its TTR — and the commands before it are
+// still answered.
+TEST_P(RespFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
+  EXPECT_EQ(h.Resp({"ADD", "fin.r", "fr", "0", "60000", "x"}), Bulk("fr"));
+  auto gone = h.Connect(Protocol::kResp);
+  gone->SendAndShutdown(RespCommand({"PING"}) + RespCommand({"RESERVE", "FROM", "fin.r"}) +
+                        RespCommand({"ECHO", "after"}));
+  EXPECT_EQ(gone->ReadToClose(), "+PONG\r\n");
+  RespReply info = h.Resp({"GET", "fr"});
+  EXPECT_EQ(FieldOf(info, "state"), "ready");
+  EXPECT_EQ(FieldOf(info, "attempts"), "0");
+  RespReply jobs = h.Resp({"RESERVE", "FROM", "fin.r"});
+  ASSERT_EQ(jobs.elements.size(), 1u) << jobs.ToString();
+  EXPECT_EQ(jobs.elements[0].elements[4], Integer(1));  // its first delivery
+}
+
+// Shutdown: a waiting reserve is answered empty, then the commands
+// pipelined behind it, received before the drain, run and are answered,
+// and only then does the connection close.
+TEST_P(RespFrontEnd, ADrainServesWhatWasPipelinedBehindAWaitingReserve) {
+  auto worker = h.Connect(Protocol::kResp);
+  worker->Send(RespCommand({"RESERVE", "TIMEOUT", "60000", "FROM", "dr"}) +
+               RespCommand({"ADD", "dr", "dr-1", "0", "60000", "x"}) + RespCommand({"PING"}));
+  EXPECT_EQ(worker->Unread(), "");
+  h.RunOnLoop([&] { h.resp().BeginDrain(); });
+  EXPECT_EQ(worker->ReadResp(), NilArray());
+  EXPECT_EQ(worker->ReadResp(), Bulk("dr-1"));
+  EXPECT_EQ(worker->ReadResp(), Simple("PONG"));
+  EXPECT_EQ(worker->ReadToClose(), "");
+}
+
+// Requests that wait for the client to read its replies (backpressure) were
+// received too: the drain serves them as the client reads, then closes.
+TEST(RespFrontEndDrain, ServesRequestsHeldBackByUnreadReplies) {
+  FrontEndHarness h({.max_output_bytes = 1 << 20});  // high water: 256 KiB
+  std::string big(600 * 1024, 'b');
+  auto c = h.Connect(Protocol::kResp);
+  c->Send(RespCommand({"ECHO", big}) + RespCommand({"ECHO", "second"}));
+  h.RunOnLoop([&] { h.resp().BeginDrain(); });
+  EXPECT_EQ(c->ReadResp(), Bulk(big));
+  EXPECT_EQ(c->ReadResp(), Bulk("second"));
+  EXPECT_EQ(c->ReadToClose(), "");
+}
+
 TEST_P(RespFrontEnd, CommandsSentBeforeTheClientsFinAreAnswered) {
   auto c = h.Connect(Protocol::kResp);
   c->SendAndShutdown(RespCommand({"ADD", "f", "f1", "0", "60000", "x"}) + "PING\r\n");
