@@ -1,5 +1,6 @@
 // One run: two pipes (stdin, stderr; O_CLOEXEC, so commands spawned by other
-// threads at the same moment never hold them), posix_spawn, then one poll(2)
+// threads at the same moment never hold them), posix_spawn with every
+// descriptor above 2 closed in the child, then one poll(2)
 // loop that writes the body, reads stderr and watches a pidfd for the exit,
 // so a body larger than a pipe and a command that writes much to stderr
 // before reading stdin cannot deadlock each other. The loop ends when the
@@ -193,6 +194,10 @@ CommandResult CommandRunner::Run(const Delivery& job) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  // Nothing but 0, 1 and 2 reaches the command, whatever this process holds
+  // without FD_CLOEXEC: a socket a library opened without it (hiredis), or
+  // one another thread opened a moment ago. (glibc >= 2.34: close_range.)
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;

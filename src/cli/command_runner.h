@@ -6,7 +6,8 @@
 // Per run: the job's body is written to the command's stdin (a pipe, closed
 // once written; a command that never reads it is not waited for), its
 // stderr is read into a bounded tail (the last kStderrTailBytes), its stdout
-// is this process's. The environment is this process's at construction,
+// is this process's; no other descriptor of this process reaches it (all
+// above 2 are closed in the child, close-on-exec or not). The environment is this process's at construction,
 // with DELAYQ_JOB_ID, DELAYQ_TOPIC, DELAYQ_ATTEMPTS and DELAYQ_RECEIPT set
 // to the delivery's. Signals are at their defaults in the command, and none
 // is blocked, whatever this process blocks or ignores.

@@ -145,6 +145,27 @@ class WorkTest(unittest.TestCase):
         self.assertEqual(sorted(w.stdout().splitlines()), ["out ok-1", "out ok-2"])
         self.assertRegex(w.stderr(), r"job ok-1 \(work\.ok, attempt 1\): exit 0 in \d+ ms")
 
+    def test_a_command_gets_no_descriptor_of_delayq_work_but_0_1_2(self):
+        # Fails before: the client's hiredis sockets (no SOCK_CLOEXEC) were
+        # inherited: job code held an authenticated server connection.
+        self.add("work.fds", "fds-1")
+        # The command lists its own descriptors (listdir's, closed by the time
+        # it is read, drops out), then writes them: "fd target" per line.
+        lister = ('import os\n'
+                  'fds = []\n'
+                  'for f in os.listdir("/proc/self/fd"):\n'
+                  '    try: fds.append(f + " " + os.readlink("/proc/self/fd/" + f))\n'
+                  '    except OSError: pass\n'
+                  'open(os.environ["OUT"] + "/fds", "w").write("\\n".join(fds))\n')
+        w = self.work("work.fds", "--concurrency", 2, "--", "/usr/bin/python3", "-c", lister)
+        self.gone("fds-1")
+        listing = self.read("fds").decode()
+        fds = dict((int(line.split(" ", 1)[0]), line.split(" ", 1)[1])
+                   for line in listing.splitlines())
+        self.assertFalse([t for t in fds.values() if t.startswith("socket:")], listing)
+        self.assertEqual(sorted(fds), [0, 1, 2], listing)
+        self.assertEqual(w.stop(), OK, w.stderr())
+
     def test_a_failing_command_releases_the_job_with_its_exit_code_and_stderr_tail(self):
         self.add("work.fail", "fail-1", b"x", 60000, "MAXATTEMPTS", 2)
         start = time.monotonic()
