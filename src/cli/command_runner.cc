@@ -74,7 +74,8 @@ std::string Tail(std::string s, size_t limit) {
 }
 
 // Feeds `body` to `in` and collects `err` until the process behind `pidfd`
-// exits (or, without a pidfd, until `err` closes). Owns and closes both fds.
+// exits (or, without a pidfd, until both pipes are closed). Owns and closes
+// both fds.
 std::string Exchange(std::string_view body, int in, int err, int pidfd) {
   fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK);
   fcntl(err, F_SETFL, fcntl(err, F_GETFL) | O_NONBLOCK);
@@ -97,10 +98,13 @@ std::string Exchange(std::string_view body, int in, int err, int pidfd) {
       return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     }
   };
-  while (!exited && err >= 0) {
+  // stdin is fed until written whole or refused (EPIPE), whatever became of
+  // stderr: a command may close its stderr and still read its body. Without
+  // a pidfd, the exit is seen as both pipes closing.
+  while (pidfd >= 0 ? !exited : (err >= 0 || in >= 0)) {
     pollfd fds[3];
     nfds_t n = 0;
-    fds[n++] = {err, POLLIN, 0};
+    if (err >= 0) fds[n++] = {err, POLLIN, 0};
     if (pidfd >= 0) fds[n++] = {pidfd, POLLIN, 0};
     if (in >= 0) fds[n++] = {in, POLLOUT, 0};
     if (poll(fds, n, -1) < 0) {

@@ -166,6 +166,16 @@ class WorkTest(unittest.TestCase):
         self.assertEqual(sorted(fds), [0, 1, 2], listing)
         self.assertEqual(w.stop(), OK, w.stderr())
 
+    def test_a_command_that_closes_its_stderr_still_gets_the_whole_body(self):
+        # Fails before: feeding stdin stopped at stderr's EOF (65,536 bytes).
+        body = b"z" * 200000
+        self.add("work.nostderr", "nostderr-1", body)
+        w = self.work("work.nostderr", "--", "sh", "-c",
+                      'exec 2>&-; wc -c > "$OUT/count.tmp"; mv "$OUT/count.tmp" "$OUT/count"')
+        self.gone("nostderr-1")
+        self.assertEqual(self.read("count").strip(), b"200000")
+        self.assertEqual(w.stop(), OK, w.stderr())
+
     def test_a_failing_command_releases_the_job_with_its_exit_code_and_stderr_tail(self):
         self.add("work.fail", "fail-1", b"x", 60000, "MAXATTEMPTS", 2)
         start = time.monotonic()
