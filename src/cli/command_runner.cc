@@ -215,19 +215,23 @@ CommandResult CommandRunner::Run(const Delivery& job) {
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
   int rc;
+  bool stopped;
+  if (before_spawn_) before_spawn_();
   {
-    // Registered under the lock it was spawned under, so Signal never
-    // misses a command that has started.
+    // Registered under the lock it was spawned under, and not spawned once
+    // StopStarting was called, so Signal never misses a command that runs.
     std::lock_guard lock(mu_);
-    rc = posix_spawn(&pid, path_.c_str(), &actions, &attr, argvp.data(), envp.data());
-    if (rc == 0) running_.insert(pid);
+    stopped = stopped_;
+    rc = stopped ? 0 : posix_spawn(&pid, path_.c_str(), &actions, &attr, argvp.data(), envp.data());
+    if (rc == 0 && !stopped) running_.insert(pid);
   }
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   CloseFd(&in[0]);
   CloseFd(&err[1]);
-  if (rc != 0) {
-    result.error = "cannot run '" + argv_[0] + "': " + std::strerror(rc);
+  if (stopped || rc != 0) {
+    result.error = stopped ? "not started: delayq work is stopping"
+                           : "cannot run '" + argv_[0] + "': " + std::strerror(rc);
     CloseFd(&in[1]);
     CloseFd(&err[0]);
     return result;
@@ -251,6 +255,11 @@ CommandResult CommandRunner::Run(const Delivery& job) {
                   std::chrono::steady_clock::now() - start)
                   .count();
   return result;
+}
+
+void CommandRunner::StopStarting() {
+  std::lock_guard lock(mu_);
+  stopped_ = true;
 }
 
 void CommandRunner::Signal(int sig) {

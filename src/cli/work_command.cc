@@ -1,9 +1,10 @@
 // `delayq work`: the CLI of it (arguments, checks), and its life: open the
 // network client, check that a server answers, start a delayq::Worker whose
 // handler for every topic is one CommandRunner::Run, then wait for SIGTERM
-// or SIGINT (blocked in every thread, taken with sigtimedwait) and stop:
-// Worker::Stop(drain), then the commands still running (their jobs already
-// released by Stop) are sent SIGTERM, and SIGKILL after kKillGraceMs.
+// or SIGINT (blocked in every thread, taken with sigtimedwait) and stop: no
+// command starts any more (CommandRunner::StopStarting), Worker::Stop(drain),
+// then the commands still running (their jobs already released by Stop) are
+// sent SIGTERM, and SIGKILL after kKillGraceMs.
 #include "cli/work_command.h"
 
 #include <pthread.h>
@@ -196,6 +197,10 @@ class WorkCommandImpl final : public WorkCommand {
         options.servers.c_str(), inv_.concurrency, Joined(inv_.command, " ").c_str());
 
     const int sig = AwaitStop(**worker, stop_signals);
+    // A handler that took its job but has not spawned yet starts nothing
+    // now: its job is released, and every command that runs is one the
+    // signals below reach.
+    (*runner)->StopStarting();
     Log(LogLevel::kInfo, "delayq work: SIG%s: no more jobs; waiting up to %s for %llu running",
         sigabbrev_np(sig), FormatDurationMs(*drain_ms).c_str(),
         static_cast<unsigned long long>((*worker)->Stats().running));
