@@ -263,6 +263,30 @@ class WorkTest(unittest.TestCase):
         self.assertIn(b"SIGTERM", job["last_error"])
         self.assertEqual(job["attempts"], b"1")
 
+    def test_an_error_during_the_drain_is_logged(self):
+        # Fails before: errors were logged only until the stop began, so a
+        # finish lost with its server during the drain left no trace.
+        server = Server("--store", "memory")
+        try:
+            client = redis.Redis(port=server.port, socket_timeout=10)
+            client.execute_command("ADD", "work.lost", "lost-1", 0, 60000, "")
+            client.close()
+            w = self.work("work.lost", "--drain", "5s", "--", "sh", "-c",
+                          'touch "$OUT/started"; '
+                          'while [ ! -e "$OUT/go" ]; do sleep 0.05; done', server=server)
+            wait_until(lambda: os.path.exists(self.path("started")), timeout=10,
+                       what="the command started")
+            w.signal(signal.SIGTERM)
+            wait_until(lambda: "no more jobs" in w.stderr(), timeout=10,
+                       what="the SIGTERM taken")
+            server.kill()  # the finish of the command below cannot be delivered
+            open(self.path("go"), "w").close()
+            self.assertEqual(w.wait(), OK, w.stderr())
+            self.assertRegex(w.stderr(), r"delayq work: \d+ error\(s\); the last: ")
+        finally:
+            if server.proc.poll() is None:
+                server.kill()
+
     def test_bad_input_is_refused_before_anything_runs(self):
         addr = self.server.address
         for args, message in (
