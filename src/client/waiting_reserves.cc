@@ -20,6 +20,12 @@
 #include "client/wire_codec.h"
 
 namespace delayq::client {
+namespace {
+
+// a + b for b >= 0, INT64_MAX when it would overflow.
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+}  // namespace
 
 struct WaitingReserves::Pending {
   uint64_t ticket = 0;
@@ -53,7 +59,9 @@ void WaitingReserves::Wake() {
   (void)!write(wake_fd_, &one, sizeof one);
 }
 
-uint64_t WaitingReserves::Start(const ReserveRequest& req, ReserveCallback done) {
+uint64_t WaitingReserves::Start(const ReserveRequest& asked, ReserveCallback done) {
+  ReserveRequest req = asked;
+  req.wait_ms = std::min(req.wait_ms, kMaxWaitMs);
   const Status closing = Unavailable("the queue is closing");
   {
     std::lock_guard lock(mu_);
@@ -72,7 +80,8 @@ uint64_t WaitingReserves::Start(const ReserveRequest& req, ReserveCallback done)
   p->server = sent->server;
   p->conn = std::move(sent->conn);
   p->wait_ms = req.wait_ms;
-  p->deadline_ms = redis::SteadyMs() + req.wait_ms + servers_->request_timeout_ms();
+  p->deadline_ms =
+      SaturatingAdd(SaturatingAdd(redis::SteadyMs(), req.wait_ms), servers_->request_timeout_ms());
   {
     std::lock_guard lock(mu_);
     if (!closed_) {

@@ -52,9 +52,14 @@ class WaitingReserves {
   WaitingReserves(const WaitingReserves&) = delete;
   WaitingReserves& operator=(const WaitingReserves&) = delete;
 
-  // Sends `req` (validated, wait_ms > 0) to a server. Returns its ticket;
-  // or 0 after running `done` inside this call, with kUnavailable, when no
-  // server took it or this is closed.
+  // The longest wait a server takes (it refuses a longer RESERVE TIMEOUT),
+  // and the cap of the in-process stores: a day.
+  static constexpr int64_t kMaxWaitMs = 86'400'000;
+
+  // Sends `req` (validated, wait_ms > 0) to a server. A wait over
+  // kMaxWaitMs waits kMaxWaitMs, as on every store (then answers no jobs).
+  // Returns its ticket; or 0 after running `done` inside this call, with
+  // kUnavailable, when no server took it or this is closed.
   uint64_t Start(const ReserveRequest& req, ReserveCallback done);
   // Queue::CancelReserve: true when `done` will never run (the server has
   // withdrawn the reserve, or its jobs were given back).
