@@ -5,6 +5,7 @@
 // was lost is retried and acts once, with no error; a server that cannot be
 // reached is kUnavailable, never a verdict on the job (stale, not found).
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,6 +105,59 @@ TEST(ClientFaults, ATouchThroughAProxyRefusingConnectionsIsUnavailableNotStale) 
 
   proxy->set_mode(FaultProxy::Mode::kPass);
   EXPECT_TRUE(PollUntil([&] { return q->Touch("t1", receipt).ok(); }, std::chrono::seconds(10)));
+}
+
+// A reserve's callback asks again (as a Worker does) while the server it
+// would go to has gone dark: connects to it hang until connect_timeout_ms.
+// That connect must not hold the I/O thread, which owes another waiting
+// reserve its answer meanwhile. Fails before: the connect ran on the I/O
+// thread, and the other reserve's jobs waited the whole connect timeout.
+TEST(ClientFaults, AConnectThatHangsDoesNotHoldUpAnotherWaitingReserve) {
+  constexpr int kConnectTimeoutMs = 3000;
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto p1 = StartProxy(*server);
+  auto p2 = StartProxy(*server);
+  ASSERT_TRUE(p1 != nullptr && p2 != nullptr);
+  auto direct = OpenRemote(server->address());
+  auto q = OpenRemote(p1->address() + "," + p2->address(), kConnectTimeoutMs);
+  using Clock = std::chrono::steady_clock;
+
+  // The reserve that must be answered promptly: on p1, whose connection stays.
+  std::promise<Clock::time_point> answered;
+  q->ReserveAsync(From("io.b", 20'000), [&](Result<Deliveries> r) {
+    EXPECT_TRUE(r.ok() && r->size() == 1u) << r.status().ToString();
+    answered.set_value(Clock::now());
+  });
+  // p1 takes no new connection: the client moves to p2, and prefers it now.
+  p1->set_mode(FaultProxy::Mode::kRefuse);
+  ASSERT_TRUE(q->Stats().ok());
+
+  // When a job of io.a arrives, its callback makes p2 go dark, makes io.b's
+  // job ready, and asks again: the new reserve goes to p2, whose connects hang.
+  std::promise<Status> asked_again;
+  Clock::time_point b_ready;
+  q->ReserveAsync(From("io.a", 20'000), [&](Result<Deliveries> r) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    p2->set_mode(FaultProxy::Mode::kBlackhole);
+    EXPECT_TRUE(direct->Add(Job("io.b", "b1")).ok());
+    b_ready = Clock::now();
+    q->ReserveAsync(From("io.c", 20'000),
+                    [&](Result<Deliveries> again) { asked_again.set_value(again.status()); });
+  });
+  ASSERT_TRUE(direct->Add(Job("io.a", "a1")).ok());
+
+  auto when = answered.get_future();
+  ASSERT_EQ(when.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const auto late = std::chrono::duration_cast<std::chrono::milliseconds>(when.get() - b_ready);
+  EXPECT_LT(late.count(), kConnectTimeoutMs / 2) << "io.b's job waited for the hanging connect";
+  // The reserve asked again goes to p1 once the connect to p2 gives up, and
+  // takes io.c's job there.
+  ASSERT_TRUE(direct->Add(Job("io.c", "c1")).ok());
+  auto again = asked_again.get_future();
+  ASSERT_EQ(again.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  Status st = again.get();
+  EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
 }  // namespace

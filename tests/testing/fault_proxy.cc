@@ -170,6 +170,13 @@ void FaultProxy::Apply(Mode mode) {
       Listen(64);
       break;
     case Mode::kRefuse:
+      // Connects the kernel already completed are open to their clients:
+      // taken, so they pass; only later ones are refused.
+      while (listen_fd_ >= 0) {
+        pollfd l{listen_fd_, POLLIN, 0};
+        if (poll(&l, 1, 0) <= 0) break;
+        Accept();
+      }
       StopListening();
       break;
     case Mode::kBlackhole: {
