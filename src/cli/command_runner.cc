@@ -1,5 +1,6 @@
 // One run: two pipes (stdin, stderr; O_CLOEXEC, so commands spawned by other
-// threads at the same moment never hold them), posix_spawn, then one poll(2)
+// threads at the same moment never hold them), posix_spawn with every
+// descriptor above 2 closed in the child, then one poll(2)
 // loop that writes the body, reads stderr and watches a pidfd for the exit,
 // so a body larger than a pipe and a command that writes much to stderr
 // before reading stdin cannot deadlock each other. The loop ends when the
@@ -73,7 +74,8 @@ std::string Tail(std::string s, size_t limit) {
 }
 
 // Feeds `body` to `in` and collects `err` until the process behind `pidfd`
-// exits (or, without a pidfd, until `err` closes). Owns and closes both fds.
+// exits (or, without a pidfd, until both pipes are closed). Owns and closes
+// both fds.
 std::string Exchange(std::string_view body, int in, int err, int pidfd) {
   fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK);
   fcntl(err, F_SETFL, fcntl(err, F_GETFL) | O_NONBLOCK);
@@ -96,10 +98,13 @@ std::string Exchange(std::string_view body, int in, int err, int pidfd) {
       return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     }
   };
-  while (!exited && err >= 0) {
+  // stdin is fed until written whole or refused (EPIPE), whatever became of
+  // stderr: a command may close its stderr and still read its body. Without
+  // a pidfd, the exit is seen as both pipes closing.
+  while (pidfd >= 0 ? !exited : (err >= 0 || in >= 0)) {
     pollfd fds[3];
     nfds_t n = 0;
-    fds[n++] = {err, POLLIN, 0};
+    if (err >= 0) fds[n++] = {err, POLLIN, 0};
     if (pidfd >= 0) fds[n++] = {pidfd, POLLIN, 0};
     if (in >= 0) fds[n++] = {in, POLLOUT, 0};
     if (poll(fds, n, -1) < 0) {
@@ -193,6 +198,10 @@ CommandResult CommandRunner::Run(const Delivery& job) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  // Nothing but 0, 1 and 2 reaches the command, whatever this process holds
+  // without FD_CLOEXEC: a socket a library opened without it (hiredis), or
+  // one another thread opened a moment ago. (glibc >= 2.34: close_range.)
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;
@@ -206,19 +215,23 @@ CommandResult CommandRunner::Run(const Delivery& job) {
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
   int rc;
+  bool stopped;
+  if (before_spawn_) before_spawn_();
   {
-    // Registered under the lock it was spawned under, so Signal never
-    // misses a command that has started.
+    // Registered under the lock it was spawned under, and not spawned once
+    // StopStarting was called, so Signal never misses a command that runs.
     std::lock_guard lock(mu_);
-    rc = posix_spawn(&pid, path_.c_str(), &actions, &attr, argvp.data(), envp.data());
-    if (rc == 0) running_.insert(pid);
+    stopped = stopped_;
+    rc = stopped ? 0 : posix_spawn(&pid, path_.c_str(), &actions, &attr, argvp.data(), envp.data());
+    if (rc == 0 && !stopped) running_.insert(pid);
   }
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   CloseFd(&in[0]);
   CloseFd(&err[1]);
-  if (rc != 0) {
-    result.error = "cannot run '" + argv_[0] + "': " + std::strerror(rc);
+  if (stopped || rc != 0) {
+    result.error = stopped ? "not started: delayq work is stopping"
+                           : "cannot run '" + argv_[0] + "': " + std::strerror(rc);
     CloseFd(&in[1]);
     CloseFd(&err[0]);
     return result;
@@ -242,6 +255,11 @@ CommandResult CommandRunner::Run(const Delivery& job) {
                   std::chrono::steady_clock::now() - start)
                   .count();
   return result;
+}
+
+void CommandRunner::StopStarting() {
+  std::lock_guard lock(mu_);
+  stopped_ = true;
 }
 
 void CommandRunner::Signal(int sig) {

@@ -6,13 +6,14 @@
 // Per run: the job's body is written to the command's stdin (a pipe, closed
 // once written; a command that never reads it is not waited for), its
 // stderr is read into a bounded tail (the last kStderrTailBytes), its stdout
-// is this process's. The environment is this process's at construction,
-// with DELAYQ_JOB_ID, DELAYQ_TOPIC, DELAYQ_ATTEMPTS and DELAYQ_RECEIPT set
-// to the delivery's. Signals are at their defaults in the command, and none
-// is blocked, whatever this process blocks or ignores.
+// is this process's; no other descriptor of this process reaches it (all
+// above 2 are closed in the child, close-on-exec or not). The environment is this process's at
+// construction, with DELAYQ_JOB_ID, DELAYQ_TOPIC, DELAYQ_ATTEMPTS and DELAYQ_RECEIPT set to the
+// delivery's. Signals are at their defaults in the command, and none is blocked, whatever this
+// process blocks or ignores.
 //
 // Thread-safety: Run may be called from any number of threads at once;
-// Signal and WaitIdle from any other thread meanwhile.
+// StopStarting, Signal and WaitIdle from any other thread meanwhile.
 #ifndef DELAYQ_CLI_COMMAND_RUNNER_H_
 #define DELAYQ_CLI_COMMAND_RUNNER_H_
 
@@ -21,6 +22,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -66,8 +68,18 @@ class CommandRunner {
   // Runs the command for `job` and waits for it to exit.
   CommandResult Run(const Delivery& job);
 
+  // From now on Run starts no command: it returns at once, not spawned,
+  // saying so ("not started: delayq work is stopping"). Checked under the
+  // lock a spawn registers under, so after this returns every command that
+  // will ever run is one Signal reaches: none slips through between its
+  // handler taking the job and the spawn. Idempotent.
+  void StopStarting();
   // Sends `sig` to the process group of every command running now.
   void Signal(int sig);
+
+  // Runs `hook` in every Run just before it spawns (tests: to hold a run in
+  // that window). Set before any Run.
+  void SetBeforeSpawnForTesting(std::function<void()> hook) { before_spawn_ = std::move(hook); }
   // Waits up to timeout_ms for no command to be running; true if none is.
   bool WaitIdle(int64_t timeout_ms);
 
@@ -83,6 +95,8 @@ class CommandRunner {
   std::mutex mu_;
   std::condition_variable idle_;  // notified when running_ empties
   std::set<pid_t> running_;       // GUARDED_BY(mu_): commands running now
+  bool stopped_ = false;          // GUARDED_BY(mu_): StopStarting was called
+  std::function<void()> before_spawn_;
 };
 
 }  // namespace delayq::cli

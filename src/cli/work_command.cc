@@ -1,9 +1,10 @@
 // `delayq work`: the CLI of it (arguments, checks), and its life: open the
 // network client, check that a server answers, start a delayq::Worker whose
 // handler for every topic is one CommandRunner::Run, then wait for SIGTERM
-// or SIGINT (blocked in every thread, taken with sigtimedwait) and stop:
-// Worker::Stop(drain), then the commands still running (their jobs already
-// released by Stop) are sent SIGTERM, and SIGKILL after kKillGraceMs.
+// or SIGINT (blocked in every thread, taken with sigtimedwait) and stop: no
+// command starts any more (CommandRunner::StopStarting), Worker::Stop(drain),
+// then the commands still running (their jobs already released by Stop) are
+// sent SIGTERM, and SIGKILL after kKillGraceMs.
 #include "cli/work_command.h"
 
 #include <pthread.h>
@@ -195,17 +196,23 @@ class WorkCommandImpl final : public WorkCommand {
     Log(LogLevel::kInfo, "delayq work: %s from %s, %u at a time: %s", Joined(topics, ",").c_str(),
         options.servers.c_str(), inv_.concurrency, Joined(inv_.command, " ").c_str());
 
-    const int sig = AwaitStop(**worker, stop_signals);
+    uint64_t reported = 0;  // the worker's errors logged so far
+    const int sig = AwaitStop(**worker, stop_signals, &reported);
+    // A handler that took its job but has not spawned yet starts nothing
+    // now: its job is released, and every command that runs is one the
+    // signals below reach.
+    (*runner)->StopStarting();
     Log(LogLevel::kInfo, "delayq work: SIG%s: no more jobs; waiting up to %s for %llu running",
         sigabbrev_np(sig), FormatDurationMs(*drain_ms).c_str(),
         static_cast<unsigned long long>((*worker)->Stats().running));
-    StopDraining(**worker, **runner, *drain_ms, stop_signals);
+    StopDraining(**worker, **runner, *drain_ms, stop_signals, &reported);
     // What still runs was abandoned by Stop, its job released: end it, so
     // the worker's threads (joined by its destructor) return.
     if (!(*runner)->WaitIdle(0)) {
       (*runner)->Signal(SIGTERM);
       if (!(*runner)->WaitIdle(kKillGraceMs)) (*runner)->Signal(SIGKILL);
     }
+    ReportErrors(**worker, &reported);
     WorkerStats ws = (*worker)->Stats();
     worker->reset();
     Log(LogLevel::kInfo,
@@ -219,8 +226,10 @@ class WorkCommandImpl final : public WorkCommand {
   // Worker::Stop(drain_ms), on a thread of its own so that a second SIGTERM
   // or SIGINT meanwhile can end the drain: the running commands get SIGTERM
   // then, and their handlers' outcomes (a retry, "killed by SIGTERM") end it.
+  // Meanwhile, and once Stop returns, logs the worker's new errors: those of
+  // a drain matter most (a finish the server refused or could not take).
   static void StopDraining(Worker& worker, CommandRunner& runner, int64_t drain_ms,
-                           const sigset_t& stop_signals) {
+                           const sigset_t& stop_signals, uint64_t* reported) {
     std::atomic<bool> stopped{false};
     std::thread stopper([&] {
       worker.Stop(drain_ms);
@@ -237,25 +246,30 @@ class WorkCommandImpl final : public WorkCommand {
             sigabbrev_np(sig));
         runner.Signal(SIGTERM);
       }
+      ReportErrors(worker, reported);
     }
     stopper.join();
+    ReportErrors(worker, reported);
   }
 
   // Waits for SIGTERM or SIGINT; meanwhile logs each new error of the worker
   // (a server gone, a finish refused as stale), once.
-  static int AwaitStop(const Worker& worker, const sigset_t& stop_signals) {
-    uint64_t reported = 0;
+  static int AwaitStop(const Worker& worker, const sigset_t& stop_signals, uint64_t* reported) {
     for (;;) {
       timespec every{kReportEveryMs / 1000, 0};
       int sig = sigtimedwait(&stop_signals, nullptr, &every);
       if (sig > 0) return sig;
-      WorkerStats ws = worker.Stats();
-      if (ws.errors > reported) {
-        Log(LogLevel::kWarn, "delayq work: %llu error(s); the last: %s",
-            static_cast<unsigned long long>(ws.errors - reported), ws.last_error.c_str());
-        reported = ws.errors;
-      }
+      ReportErrors(worker, reported);
     }
+  }
+
+  // Logs the errors the worker counted since *reported, once.
+  static void ReportErrors(const Worker& worker, uint64_t* reported) {
+    WorkerStats ws = worker.Stats();
+    if (ws.errors <= *reported) return;
+    Log(LogLevel::kWarn, "delayq work: %llu error(s); the last: %s",
+        static_cast<unsigned long long>(ws.errors - *reported), ws.last_error.c_str());
+    *reported = ws.errors;
   }
 
   CLI::App* sub_ = nullptr;

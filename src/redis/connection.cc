@@ -6,6 +6,7 @@
 // which is reported as "no reply within N ms".
 #include "redis/connection.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -278,6 +279,12 @@ Status Connection::Connect() {
   failure_ = Failure::kNone;
   context_ = c;
   c->reader->fn = &reply_functions;
+  // hiredis 0.14 opens its socket without SOCK_CLOEXEC: without this, every
+  // program the process runs (`delayq work`'s commands) would inherit an
+  // open, authenticated connection. A spawn by another thread between the
+  // socket() and this line can still catch it: spawners close what they do
+  // not pass on (src/cli/command_runner.cc).
+  fcntl(c->fd, F_SETFD, fcntl(c->fd, F_GETFD) | FD_CLOEXEC);
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // hiredis sets it too
   if (redisSetTimeout(c, Timeval(command_timeout_ms_)) != REDIS_OK) return Broken(errno);

@@ -1,7 +1,8 @@
 // Connection: one blocking connection to one Redis node, over hiredis.
 //
 // It connects lazily, on first use, within ConnectionOptions::connect_timeout_ms;
-// sets TCP_NODELAY; sends AUTH (password, or user and password) and SELECT db
+// marks the socket close-on-exec (programs this process runs do not inherit
+// it); sets TCP_NODELAY; sends AUTH (password, or user and password) and SELECT db
 // in one round trip; then every read and write is bounded by
 // command_timeout_ms (SO_RCVTIMEO/SO_SNDTIMEO).
 //

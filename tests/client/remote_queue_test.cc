@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -323,6 +324,28 @@ TEST(RemoteQueue, AReserveWhoseReplyWasLostIsNotRetried) {
   auto again = q->Reserve(From("once", 0));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->size(), 1u);
+}
+
+// The in-process stores cap a reserve's wait at a day; the server refuses a
+// longer TIMEOUT. Fails before: 86,400,001 ms was refused by the server
+// (INVALID), and near INT64_MAX the client's deadline overflowed: the
+// reserve timed out at once.
+TEST(RemoteQueue, AWaitLongerThanADayIsCappedAtADayAsOnEveryStore) {
+  auto server = StartServer({"--store", "memory"});
+  ASSERT_NE(server, nullptr);
+  auto q = OpenRemote(server->address());
+  for (int64_t wait_ms : {int64_t{86'400'001}, INT64_MAX - 1, INT64_MAX}) {
+    SCOPED_TRACE(wait_ms);
+    auto got = std::make_shared<std::promise<Result<Deliveries>>>();
+    auto answer = got->get_future();
+    q->ReserveAsync(From("long", wait_ms), [got](Result<Deliveries> r) { got->set_value(r); });
+    ASSERT_TRUE(q->Add(Job("long")).ok());
+    ASSERT_EQ(answer.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    Result<Deliveries> r = answer.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->size(), 1u);
+    EXPECT_TRUE(q->Finish((*r)[0].id, (*r)[0].receipt).ok());
+  }
 }
 
 TEST(RemoteQueue, AuthTokenIsSentAndAWrongOneIsUnauthorized) {

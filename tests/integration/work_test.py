@@ -145,6 +145,37 @@ class WorkTest(unittest.TestCase):
         self.assertEqual(sorted(w.stdout().splitlines()), ["out ok-1", "out ok-2"])
         self.assertRegex(w.stderr(), r"job ok-1 \(work\.ok, attempt 1\): exit 0 in \d+ ms")
 
+    def test_a_command_gets_no_descriptor_of_delayq_work_but_0_1_2(self):
+        # Fails before: the client's hiredis sockets (no SOCK_CLOEXEC) were
+        # inherited: job code held an authenticated server connection.
+        self.add("work.fds", "fds-1")
+        # The command lists its own descriptors (listdir's, closed by the time
+        # it is read, drops out), then writes them: "fd target" per line.
+        lister = ('import os\n'
+                  'fds = []\n'
+                  'for f in os.listdir("/proc/self/fd"):\n'
+                  '    try: fds.append(f + " " + os.readlink("/proc/self/fd/" + f))\n'
+                  '    except OSError: pass\n'
+                  'open(os.environ["OUT"] + "/fds", "w").write("\\n".join(fds))\n')
+        w = self.work("work.fds", "--concurrency", 2, "--", "/usr/bin/python3", "-c", lister)
+        self.gone("fds-1")
+        listing = self.read("fds").decode()
+        fds = dict((int(line.split(" ", 1)[0]), line.split(" ", 1)[1])
+                   for line in listing.splitlines())
+        self.assertFalse([t for t in fds.values() if t.startswith("socket:")], listing)
+        self.assertEqual(sorted(fds), [0, 1, 2], listing)
+        self.assertEqual(w.stop(), OK, w.stderr())
+
+    def test_a_command_that_closes_its_stderr_still_gets_the_whole_body(self):
+        # Fails before: feeding stdin stopped at stderr's EOF (65,536 bytes).
+        body = b"z" * 200000
+        self.add("work.nostderr", "nostderr-1", body)
+        w = self.work("work.nostderr", "--", "sh", "-c",
+                      'exec 2>&-; wc -c > "$OUT/count.tmp"; mv "$OUT/count.tmp" "$OUT/count"')
+        self.gone("nostderr-1")
+        self.assertEqual(self.read("count").strip(), b"200000")
+        self.assertEqual(w.stop(), OK, w.stderr())
+
     def test_a_failing_command_releases_the_job_with_its_exit_code_and_stderr_tail(self):
         self.add("work.fail", "fail-1", b"x", 60000, "MAXATTEMPTS", 2)
         start = time.monotonic()
@@ -231,6 +262,30 @@ class WorkTest(unittest.TestCase):
         self.assertIsNotNone(job)  # released for a retry, not finished
         self.assertIn(b"SIGTERM", job["last_error"])
         self.assertEqual(job["attempts"], b"1")
+
+    def test_an_error_during_the_drain_is_logged(self):
+        # Fails before: errors were logged only until the stop began, so a
+        # finish lost with its server during the drain left no trace.
+        server = Server("--store", "memory")
+        try:
+            client = redis.Redis(port=server.port, socket_timeout=10)
+            client.execute_command("ADD", "work.lost", "lost-1", 0, 60000, "")
+            client.close()
+            w = self.work("work.lost", "--drain", "5s", "--", "sh", "-c",
+                          'touch "$OUT/started"; '
+                          'while [ ! -e "$OUT/go" ]; do sleep 0.05; done', server=server)
+            wait_until(lambda: os.path.exists(self.path("started")), timeout=10,
+                       what="the command started")
+            w.signal(signal.SIGTERM)
+            wait_until(lambda: "no more jobs" in w.stderr(), timeout=10,
+                       what="the SIGTERM taken")
+            server.kill()  # the finish of the command below cannot be delivered
+            open(self.path("go"), "w").close()
+            self.assertEqual(w.wait(), OK, w.stderr())
+            self.assertRegex(w.stderr(), r"delayq work: \d+ error\(s\); the last: ")
+        finally:
+            if server.proc.poll() is None:
+                server.kill()
 
     def test_bad_input_is_refused_before_anything_runs(self):
         addr = self.server.address
