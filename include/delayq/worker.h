@@ -132,7 +132,8 @@ using Handler = std::function<Outcome(const Delivery&)>;
 //   d = min(cap_ms, base_ms * factor^(n-1)),
 // jittered uniformly to [d/2, d] but never below base_ms: so the first retry
 // waits base_ms exactly, the next ones between half and all of d, and no
-// retry waits less than base_ms nor more than cap_ms.
+// retry waits less than base_ms nor more than cap_ms. A base_ms of 0 waits
+// 0 at every attempt.
 struct Backoff {
   int64_t base_ms = 1000;    // >= 0. Default: 1 s.
   double factor = 2.0;       // >= 1. Default: 2.

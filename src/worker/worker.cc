@@ -58,11 +58,16 @@
 namespace delayq {
 
 int64_t BackoffDelayMs(const Backoff& backoff, uint32_t attempts, double random) {
+  // 0 * factor^n is NaN once factor^n overflows: a zero base is zero.
+  if (backoff.base_ms <= 0) return 0;
   if (attempts == 0) attempts = 1;
   if (!(random >= 0)) random = 0;  // also NaN
   random = std::min(random, 1.0);
-  double d = static_cast<double>(backoff.base_ms) *
-             std::pow(backoff.factor, static_cast<double>(attempts - 1));
+  // Any factor > 1 reaches the cap (at most 100 years, base >= 1 ms) well
+  // before 2^12 steps; the clamp only keeps pow's exponent small.
+  const uint32_t steps = std::min<uint32_t>(attempts - 1, 4096);
+  double d =
+      static_cast<double>(backoff.base_ms) * std::pow(backoff.factor, static_cast<double>(steps));
   const double cap = static_cast<double>(backoff.cap_ms);
   if (!(d <= cap)) d = cap;  // also inf and NaN
   const auto jittered = static_cast<int64_t>(d / 2 + random * (d / 2));

@@ -122,6 +122,20 @@ TEST(BackoffDelayMs, FirstRetryWaitsTheBaseThenGrowsJitteredAndCapped) {
   EXPECT_EQ(BackoffDelayMs(small, 2, 1.0), 150);
 }
 
+// 0 * factor^(n-1) once factor^(n-1) overflows to infinity was NaN, read
+// as "past the cap": a zero base waited the cap after ~1024 attempts.
+TEST(BackoffDelayMs, AZeroBaseWaitsNothingAtAnyAttempt) {
+  Backoff zero{0, 2.0, 600'000};
+  EXPECT_EQ(BackoffDelayMs(zero, 1, 1.0), 0);
+  EXPECT_EQ(BackoffDelayMs(zero, 1024, 1.0), 0);
+  EXPECT_EQ(BackoffDelayMs(zero, 1025, 0.5), 0);
+  EXPECT_EQ(BackoffDelayMs(zero, 4'000'000'000U, 1.0), 0);
+  Backoff slow{1, 1.0, 10};  // factor 1: never grows, however many attempts
+  EXPECT_EQ(BackoffDelayMs(slow, 4'000'000'000U, 1.0), 1);
+  Backoff huge{1, 1000.0, kMaxDelayMs};  // overflows at the 104th attempt: capped
+  EXPECT_EQ(BackoffDelayMs(huge, 200, 1.0), kMaxDelayMs);
+}
+
 TEST(Worker, RefusesBadOptionsAndHandlersNamingWhatIsWrong) {
   auto clock = std::make_shared<ManualClock>();
   auto q = OpenMemory(clock);
