@@ -55,9 +55,10 @@
 // Touches. A job that has been held for half its TTR (Delivery::ttr_ms) is
 // touched (Queue::Touch with its receipt), and again every half TTR while the
 // worker holds it, so a long handler keeps its reservation while a worker
-// that died loses it after one TTR. A touch that fails (its TTR ran out
-// first, or the job was deleted) is counted in `errors`; the handler's own
-// finish will then fail as stale too, and the job's other holder wins.
+// that died loses it after one TTR. Touches go on during Stop's drain. A
+// touch that fails (its TTR ran out first, or the job was deleted) is
+// counted in `errors`; the handler's own finish will then fail as stale too,
+// and the job's other holder wins.
 //
 // Time. Touch times and Stop's drain are measured on `options.clock`'s
 // monotonic clock. With a ManualClock, they follow it: the worker's timer
@@ -219,7 +220,9 @@ class Worker {
   // Stops, in this order: no more reserves (the waiting one is cancelled);
   // jobs reserved but not started go back to ready at once, their attempt
   // not counted (Queue::Unreserve); running handlers may finish, and their
-  // outcomes are applied, for up to drain_ms on the worker's clock; the jobs
+  // outcomes are applied, for up to drain_ms on the worker's clock, their
+  // jobs touched meanwhile as before the Stop (so a drain longer than the
+  // TTR keeps them this worker's); the jobs
   // of handlers still running then are released with delay 0 and the error
   // "worker stopped while the handler ran", so the next worker gets them at
   // once (counted as an attempt: the handler did run). Such a handler's

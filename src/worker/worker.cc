@@ -730,7 +730,9 @@ void Worker::Impl::RunTimer() {
       int64_t next = retry_pending_ ? retry_at_ : kNever;
       for (Held& h : held_) {
         const State st = h.state.load();
-        if (stopping_ || h.lost || st == State::kAbandoned || st == State::kAcking) continue;
+        // Stop's drain included: a running job keeps its reservation until
+        // its handler returns or Stop gives it back (kAbandoned).
+        if (h.lost || st == State::kAbandoned || st == State::kAcking) continue;
         if (h.touch_at <= now) {
           touches.push_back({h.delivery.id, h.delivery.receipt});
           h.touch_at = now + TouchInterval(h.delivery);

@@ -614,6 +614,44 @@ TEST(Worker, StopsDrainEndsWhenTheWorkersClockReachesIt) {
   gate.Open();
 }
 
+// A drain longer than half the TTR: the running job is still touched, so
+// its reservation outlives the TTR and no other worker can start it.
+TEST(Worker, TouchesContinueDuringDrain) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(*q, "t", "j", 0, /*ttr_ms=*/2000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1 && Waiting(*q, "t") == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(10'000);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return Waiting(*q, "t") == 0; }));  // Stop has begun
+  clock->Advance(1000);
+  EXPECT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  EXPECT_EQ(GetJob(*q, "j").reserved_until_ms, t0 + 1000 + 2000);
+  clock->Advance(1000);  // the first TTR is over; the touch kept the job
+  EXPECT_TRUE(Eventually([&] { return w->Stats().touched == 2; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.state, JobState::kReserved);
+  EXPECT_EQ(info.reserved_until_ms, t0 + 2000 + 2000);
+  gate.Open();
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  if (!stopped) clock->Advance(60'000);  // so the join below ends even if the test failed
+  stopper.join();
+  EXPECT_EQ(q->Get("j").status().code(), Code::kNotFound);  // finished by its one holder
+  EXPECT_EQ(w->Stats().succeeded, 1u);
+  EXPECT_EQ(w->Stats().errors, 0u) << w->Stats().last_error;
+}
+
 TEST(Worker, ARestartedWorkerGetsEveryJobThatFellDueWhileDownAtOnce) {
   auto clock = std::make_shared<ManualClock>();
   char tmpl[] = "/tmp/delayq-worker-test-XXXXXX";
