@@ -55,10 +55,16 @@
 // Touches. A job that has been held for half its TTR (Delivery::ttr_ms) is
 // touched (Queue::Touch with its receipt), and again every half TTR while the
 // worker holds it, so a long handler keeps its reservation while a worker
-// that died loses it after one TTR. Touches go on during Stop's drain. A
-// touch that fails (its TTR ran out first, or the job was deleted) is
-// counted in `errors`; the handler's own finish will then fail as stale too,
-// and the job's other holder wins.
+// that died loses it after one TTR. Touches go on during Stop's drain.
+// Every touch that fails is counted in `errors`. One answered
+// kStaleReceipt or kNotFound (its TTR ran out first and another worker got
+// it, or the job was deleted; kNotReserved alike) ends the job's touches:
+// the handler's own outcome will then be refused too, and the job's other
+// holder wins. Any other failure (kUnavailable: the queue out of reach) is
+// retried 100 ms later, then after 200 ms, 400 ms, ... (at most half the
+// TTR), but never later than half of what is left of the reservation,
+// counted from the last touch accepted; past the TTR the retries go on
+// until the queue answers.
 //
 // Time. Touch times and Stop's drain are measured on `options.clock`'s
 // monotonic clock. With a ManualClock, they follow it: the worker's timer

@@ -102,6 +102,20 @@ Status CheckBackoff(const Backoff& b) {
 
 int64_t TouchInterval(const Delivery& d) { return std::max<int64_t>(1, d.ttr_ms / 2); }
 
+// A failed touch is tried again after kTouchRetryMs, doubling while it
+// keeps failing, but never later than half of what is left of the TTR.
+constexpr int64_t kTouchRetryMs = 100;
+
+// Answers that say a delivery is over for its worker: its receipt no longer
+// names the job's reservation (finished, released, given back, or its TTR
+// ran out and it was handed out again), or the job is gone. Nothing sent
+// with that receipt can succeed again. (kNotReserved is what a store says of
+// a job not reserved when no receipt is checked; read the same way.)
+bool DeliveryOver(const Status& s) {
+  return s.code() == Code::kStaleReceipt || s.code() == Code::kNotFound ||
+         s.code() == Code::kNotReserved;
+}
+
 // The thread that is inside Pump's ReserveAsync call, so the callback, when
 // run inline, leaves the next reserve to that loop.
 thread_local const void* tls_pumping = nullptr;
@@ -145,11 +159,15 @@ class Worker::Impl {
   struct Held {
     Delivery delivery;
     size_t topic = 0;      // index in topics_
-    int64_t touch_at = 0;  // monotonic ms of its next touch
+    int64_t touch_at = 0;  // monotonic ms of its next touch (or touch retry)
+    // Monotonic ms its reservation was last known to start a full TTR: the
+    // reserve's answer, or the sending of the last touch accepted.
+    int64_t held_since = 0;
+    int64_t touch_retry_ms = 0;  // the last failed touch's retry delay; 0: none failed
     // Written under mu_, except kRunning -> kAcking by the handler's thread
     // (a compare-exchange racing Stop's kRunning -> kAbandoned).
     std::atomic<State> state{State::kWaiting};
-    bool lost = false;  // a touch failed: its reservation is gone, touch no more
+    bool lost = false;  // a touch found the delivery over: touch no more
   };
   using HeldIt = std::list<Held>::iterator;
   struct Topic {
@@ -202,6 +220,12 @@ class Worker::Impl {
   double Random();
   // REQUIRES: mu_.
   void NoteError(const Status& s);
+  // REQUIRES: mu_. Applies the queue's answer `s`, at `now`, to the touch
+  // of delivery (id, receipt) sent at `sent_at`: an accepted touch restarts
+  // the job's TTR; a transient failure is retried within what is left of
+  // it; an answer that the delivery is over ends its touches.
+  void Touched(const std::string& id, const std::string& receipt, int64_t sent_at, int64_t now,
+               const Status& s);
   // Gives jobs back with Unreserve (not started, not counted).
   void Unreserve(const std::vector<Delivery>& jobs);
   // REQUIRES: mu_ not held. Waits on stop_cv_ until pred() holds, or until
@@ -477,6 +501,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
         }
         Held& h = held_.emplace_back();
         h.topic = t->second;
+        h.held_since = now;
         h.touch_at = now + TouchInterval(d);
         idle_interval_ = TouchInterval(d);
         h.delivery = std::move(d);
@@ -710,6 +735,7 @@ void Worker::Impl::FlushAcks(std::unique_lock<std::mutex>& l) {
 void Worker::Impl::RunTimer() {
   struct Touch {
     std::string id, receipt;
+    int64_t sent_at;
   };
   std::vector<Touch> touches;
   for (;;) {
@@ -734,7 +760,7 @@ void Worker::Impl::RunTimer() {
         // its handler returns or Stop gives it back (kAbandoned).
         if (h.lost || st == State::kAbandoned || st == State::kAcking) continue;
         if (h.touch_at <= now) {
-          touches.push_back({h.delivery.id, h.delivery.receipt});
+          touches.push_back({h.delivery.id, h.delivery.receipt, now});
           h.touch_at = now + TouchInterval(h.delivery);
         }
         next = std::min(next, h.touch_at);
@@ -762,16 +788,10 @@ void Worker::Impl::RunTimer() {
     }
     for (const Touch& t : touches) {
       Status s = queue_.Touch(t.id, t.receipt);
+      const int64_t answered = clock_->MonotonicMs();  // not under mu_ (lock order)
       std::lock_guard<std::mutex> l(mu_);
       --touching_;
-      if (s.ok()) {
-        ++stats_.touched;
-      } else {
-        NoteError(s);
-        for (Held& h : held_) {
-          if (h.delivery.id == t.id && h.delivery.receipt == t.receipt) h.lost = true;
-        }
-      }
+      Touched(t.id, t.receipt, t.sent_at, answered, s);
       if (stopping_) stop_cv_.notify_all();
     }
     if (flush) {  // a handler outran the acks it left waiting
@@ -783,6 +803,38 @@ void Worker::Impl::RunTimer() {
       Pump(l);
     }
   }
+}
+
+void Worker::Impl::Touched(const std::string& id, const std::string& receipt, int64_t sent_at,
+                           int64_t now, const Status& s) {
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) {
+    return h.delivery.id == id && h.delivery.receipt == receipt;
+  });
+  const State st = it == held_.end() ? State::kAbandoned : it->state.load();
+  if (s.ok()) {
+    ++stats_.touched;
+    if (st == State::kAbandoned) return;
+    it->held_since = std::max(it->held_since, sent_at);
+    it->touch_retry_ms = 0;
+    return;
+  }
+  // The job's outcome was applied, or Stop gave it back, while the touch
+  // was on its way: its answer is no news.
+  if (st == State::kAbandoned || st == State::kAcking) return;
+  NoteError(s);
+  Held& h = *it;
+  if (DeliveryOver(s)) {
+    h.lost = true;
+    return;
+  }
+  // Transient, as far as the worker can tell: try again soon, before the
+  // reservation runs out (and, past it, until the queue says it is over).
+  h.touch_retry_ms = h.touch_retry_ms == 0
+                         ? kTouchRetryMs
+                         : std::min(h.touch_retry_ms * 2, TouchInterval(h.delivery));
+  const int64_t left = h.held_since + h.delivery.ttr_ms - now;
+  h.touch_at = now + std::max<int64_t>(
+                         1, left > 0 ? std::min(h.touch_retry_ms, left / 2) : h.touch_retry_ms);
 }
 
 template <typename Pred>

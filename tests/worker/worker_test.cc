@@ -26,6 +26,7 @@
 #include "delayq/queue.h"
 #include "redis/redis_harness.h"
 #include "testing/poll.h"
+#include "worker/faulty_queue.h"
 
 namespace delayq {
 namespace {
@@ -321,6 +322,76 @@ TEST(Worker, ALongHandlerIsTouchedEveryHalfTtrAndKeepsItsReservation) {
   ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
   EXPECT_EQ(q->Get("j").status().code(), Code::kNotFound);
   EXPECT_EQ(w->Stats().errors, 0u) << w->Stats().last_error;
+}
+
+// A touch that fails on a transient error (kUnavailable: the queue was out
+// of reach) is tried again 100 ms later, then 200 ms, ..., not half a TTR
+// later, when the reservation would be gone.
+TEST(Worker, AFailedTouchIsRetriedPromptlyWithinTheTtr) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  std::atomic<int> fail_touches{2};
+  q.set_policy([&](FaultyQueue::Op op, std::string_view) {
+    if (op == FaultyQueue::Op::kTouch && fail_touches.fetch_sub(1) > 0) {
+      return FaultyQueue::Fault::kFail;
+    }
+    return FaultyQueue::Fault::kNone;
+  });
+  auto w = NewWorker(q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1; }));
+  clock->Advance(5000);
+  ASSERT_TRUE(Eventually([&] { return q.touch_calls.load() == 1 && w->Stats().errors == 1; }));
+  clock->Advance(100);  // the first retry: fails again
+  ASSERT_TRUE(Eventually([&] { return q.touch_calls.load() == 2 && w->Stats().errors == 2; }));
+  clock->Advance(200);  // the second, 200 ms later: accepted
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  EXPECT_EQ(q.touch_calls.load(), 3);
+  EXPECT_EQ(GetJob(q, "j").reserved_until_ms, t0 + 5300 + 10'000);
+  clock->Advance(5000);  // every half TTR again from the touch that held
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 2; }));
+  EXPECT_EQ(GetJob(q, "j").reserved_until_ms, t0 + 10'300 + 10'000);
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  EXPECT_EQ(q.Get("j").status().code(), Code::kNotFound);
+}
+
+// Only an answer that the delivery is over (not_found here: the job was
+// deleted; stale_receipt) ends a job's touches: no retry follows it.
+TEST(Worker, ATouchAnsweredNotFoundIsNotRetried) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  WorkerOptions options;
+  options.threads = 2;
+  auto w = NewWorker(q, clock, options);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  Add(q, "t", "gone", 0, /*ttr_ms=*/10'000);
+  Add(q, "t", "kept", 0, /*ttr_ms=*/10'600);  // touched at 5300: after any retry of "gone"
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 2; }));
+  ASSERT_TRUE(q.Delete("gone").ok());
+  clock->Advance(5000);
+  ASSERT_TRUE(Eventually([&] { return q.touch_calls.load() == 1 && w->Stats().errors == 1; }));
+  EXPECT_NE(w->Stats().last_error.find("not_found"), std::string::npos) << w->Stats().last_error;
+  clock->Advance(100);
+  clock->Advance(200);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));  // "kept", at 5300
+  EXPECT_EQ(q.touch_calls.load(), 2);
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().handled == 2; }));
 }
 
 TEST(Worker, NeverRunsMoreHandlersOfATopicThanItsConcurrency) {
