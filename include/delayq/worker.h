@@ -39,7 +39,16 @@
 // job as soon as its handler returns. A fast worker's thread may also let
 // up to 16 outcomes wait while it starts the next job it holds, never
 // longer than 1 ms. Stats().succeeded and the others count outcomes the
-// queue accepted. What the handler returns decides what happens to the job:
+// queue accepted. An ack answered kUnavailable or kInternal (the queue out
+// of reach, a connection lost with the answer, a store that failed) is not
+// dropped: it is sent again after 100 ms, then 200 ms, ... (at most 5 s
+// between tries) until the queue answers otherwise, and its job is touched
+// meanwhile (it stays held), so an outage shorter than the drain or the
+// worker's life costs no run of the handler. A resend is safe: an ack
+// carries its receipt, so one the queue had applied (its answer lost) is
+// answered kNotFound or kStaleReceipt, which ends it (counted in `errors`,
+// as is each failed try). WorkerOptions::on_acknowledged hears the final
+// answer. What the handler returns decides what happens to the job:
 //
 //   Outcome::Success()          Queue::Finish
 //   Outcome::Retry(error)       Queue::Release after the topic's backoff
@@ -179,6 +188,18 @@ struct WorkerOptions {
   // retry. Called from handler threads, one at a time. Default: uniform
   // random from a generator seeded per worker; tests set a constant.
   std::function<double()> random;
+  // Called once per handler outcome with the queue's final answer to its
+  // ack (see Acknowledgments above): ok; kNotFound or kStaleReceipt (the
+  // job was gone or no longer this delivery's: finished by an earlier try
+  // whose reply was lost, or its TTR ran out and another worker has it);
+  // or, when Stop's drain ended first, the last transient error. `job` is
+  // the delivery the handler got (valid for the call), `kind` what the
+  // outcome asked. Not called for jobs Stop gave back. Runs on a handler
+  // thread, the worker's timer thread or Stop's caller, with no lock of the
+  // worker held, possibly on several threads at once; it must be quick
+  // (others' acks and touches wait behind it) and must not call Stop nor
+  // destroy the worker. Default: none.
+  std::function<void(const Delivery& job, Ack::Kind kind, const Status& answer)> on_acknowledged;
 };
 
 // Figures since Create, for Stats().
@@ -195,7 +216,8 @@ struct WorkerStats {
   uint64_t ack_batches = 0;  // Acknowledge calls made (each carries 1 or more outcomes)
   uint64_t given_back = 0;   // jobs given back by Stop (Unreserve or Release)
   // Queue calls the worker made that failed (a finish, release, bury, touch
-  // with a receipt gone stale; a reserve while the store is unreachable),
+  // with a receipt gone stale; a reserve, touch or ack while the store is
+  // unreachable, each try; an ack given up at the end of Stop's drain),
   // and the last one's error.
   uint64_t errors = 0;
   std::string last_error;
@@ -233,6 +255,10 @@ class Worker {
   // "worker stopped while the handler ran", so the next worker gets them at
   // once (counted as an attempt: the handler did run). Such a handler's
   // eventual outcome is ignored: it returns into a job no longer its own.
+  // Acks that keep failing are sent again until the same deadline, then
+  // given up (counted in `errors`; on_acknowledged gets the last error);
+  // their jobs come back after their TTR. Every queue call that fails
+  // during the drain is counted in Stats().errors and last_error.
   // Returns once nothing is held; handlers abandoned that way may still be
   // running (the destructor waits for them). A second Stop does nothing.
   // REQUIRES: not called from a handler.

@@ -13,7 +13,11 @@
 // time sends them (FlushAcks, Queue::Acknowledge, then Pump); the others add
 // to the next batch and go on. A thread may leave its ack waiting for a
 // batch (DeferAckLocked) while it has a next job; the timer sends acks that
-// waited kAckDelayMs, and a thread sends them before it sleeps.
+// waited kAckDelayMs, and a thread sends them before it sleeps. Acks
+// answered with a transient error wait in retry_ (their jobs still held,
+// kAcking with `resend`, and touched) until the timer moves them back to
+// acks_ at ack_retry_at_; a final answer concludes a job (Conclude:
+// on_acknowledged, then it leaves held_).
 //
 // Handler threads sleep on work_cv_ and are woken one at a time
 // (WakeLocked): a thread that takes a job while more wait wakes the next.
@@ -28,8 +32,8 @@
 // (CancelReserve) and asks again, so a topic that was full is not left out
 // until the wait runs out.
 //
-// The timer thread touches held jobs every half TTR and re-opens a reserve
-// after a failed one. It sleeps on timer_cv_ until its earliest deadline
+// The timer thread touches held jobs every half TTR (a failed touch sooner:
+// Touched), re-opens a reserve after a failed one and resends failed acks. It sleeps on timer_cv_ until its earliest deadline
 // (real clock) or until the manual clock moves (Clock::Subscribe), an
 // earlier deadline appears (timer_kick_), or the worker quits. So that a
 // batch of jobs does not wake it each time, it stays armed at least half a
@@ -116,6 +120,23 @@ bool DeliveryOver(const Status& s) {
          s.code() == Code::kNotReserved;
 }
 
+// Answers after which an ack is sent again: they say nothing about the ack
+// itself. kUnavailable: the queue could not be reached, or the connection
+// broke before the answer came (the ack may or may not have been applied).
+// kInternal: the store failed (a log it could not write) or the answer
+// could not be read. Resending is safe because an ack carries its receipt:
+// one already applied is answered kNotFound or kStaleReceipt, never applied
+// twice. Every other answer is final (kInvalidArgument, kUnauthorized, ...
+// would be answered the same again).
+bool Transient(const Status& s) {
+  return s.code() == Code::kUnavailable || s.code() == Code::kInternal;
+}
+
+// Acks answered with a transient error are sent again after kAckRetryMs,
+// doubling up to kMaxAckRetryMs while they keep failing.
+constexpr int64_t kAckRetryMs = 100;
+constexpr int64_t kMaxAckRetryMs = 5000;
+
 // The thread that is inside Pump's ReserveAsync call, so the callback, when
 // run inline, leaves the next reserve to that loop.
 thread_local const void* tls_pumping = nullptr;
@@ -168,6 +189,9 @@ class Worker::Impl {
     // (a compare-exchange racing Stop's kRunning -> kAbandoned).
     std::atomic<State> state{State::kWaiting};
     bool lost = false;  // a touch found the delivery over: touch no more
+    // kAcking, its ack answered with a transient error: in retry_, to be
+    // sent again, and touched meanwhile. GUARDED_BY(mu_).
+    bool resend = false;
   };
   using HeldIt = std::list<Held>::iterator;
   struct Topic {
@@ -204,6 +228,23 @@ class Worker::Impl {
   // REQUIRES: l holds mu_, !flushing_. Sends acks_ (Queue::Acknowledge, one
   // batch at a time) until none is left, and applies the answers.
   void FlushAcks(std::unique_lock<std::mutex>& l);
+  // An outcome whose ack has its final answer (or was given up).
+  struct Concluded {
+    HeldIt job;
+    Ack::Kind kind;
+    Status answer;
+  };
+  // REQUIRES: l holds mu_. Applies the answers to a batch sent at `now`:
+  // counts them, keeps the transient failures in retry_ (unless the drain
+  // is over), and concludes the rest.
+  void AnsweredLocked(std::vector<Ack>& batch, const std::vector<HeldIt>& jobs,
+                      const std::vector<Status>& answers, int64_t now,
+                      std::unique_lock<std::mutex>& l);
+  // REQUIRES: l holds mu_ (released around on_acknowledged). Reports each
+  // outcome to on_acknowledged, then lets go of its job.
+  void Conclude(std::vector<Concluded>& done, std::unique_lock<std::mutex>& l);
+  // REQUIRES: mu_. Moves the acks waiting in retry_ back to acks_.
+  void ResendLocked();
   // REQUIRES: mu_. Wakes one sleeping handler thread for jobs waiting here,
   // unless one is already on its way.
   void WakeLocked();
@@ -267,7 +308,18 @@ class Worker::Impl {
   std::vector<Ack> acks_;
   std::vector<HeldIt> ack_jobs_;
   bool flushing_ = false;
-  uint32_t acking_ = 0;  // held jobs in kAcking
+  // Acks answered with a transient error (their jobs kAcking, resend set),
+  // sent again by the timer at ack_retry_at_ (kNever: none waits).
+  struct Retry {
+    Ack ack;
+    HeldIt job;
+    Status last;  // the last answer
+  };
+  std::vector<Retry> retry_;
+  int64_t ack_retry_at_ = kNever;
+  int64_t ack_retry_ms_ = 0;  // the last resend's delay; 0 once an ack is taken
+  bool drain_over_ = false;   // Stop's deadline passed: acks are not resent
+  uint32_t acking_ = 0;       // held jobs in kAcking
   // Reading ahead: jobs held beyond the threads, at most. Outcomes
   // acknowledged in the last full window of kAheadWindowMs (none when the
   // last window is older), counted from pace_start_.
@@ -639,10 +691,10 @@ void Worker::Impl::Finished(HeldIt it, const Outcome& outcome, std::unique_lock<
   }
   ++t.acking;
   ++acking_;
-  // Under mu_, where the timer reads deliveries; nobody reads a kAcking
-  // job's id or receipt again.
-  ack.id = std::move(it->delivery.id);
-  ack.receipt = std::move(it->delivery.receipt);
+  // Copies: the timer may touch the job while its ack waits for a resend,
+  // and on_acknowledged gets the delivery.
+  ack.id = it->delivery.id;
+  ack.receipt = it->delivery.receipt;
   acks_.push_back(std::move(ack));
   ack_jobs_.push_back(it);
   if (!flushing_ && !DeferAckLocked()) FlushAcks(l);
@@ -700,36 +752,84 @@ void Worker::Impl::FlushAcks(std::unique_lock<std::mutex>& l) {
     l.lock();
     now_ = std::max(now_, now);
     PaceLocked(now, jobs.size());
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      const Status& s = k < answers.size() ? answers[k] : Internal("Acknowledge answered too few");
-      if (!s.ok()) {
-        NoteError(s);
-      } else {
-        switch (batch[k].kind) {
-          case Ack::Kind::kFinish:
-            ++stats_.succeeded;
-            break;
-          case Ack::Kind::kRelease:
-            ++stats_.retried;
-            break;
-          case Ack::Kind::kBury:
-            ++stats_.buried;
-            break;
-        }
-      }
-      Topic& t = topics_[jobs[k]->topic];
-      --t.acking;
-      --t.held;
-      --acking_;
-      held_.erase(jobs[k]);
-    }
+    answers.resize(jobs.size(), Internal("Acknowledge answered too few"));
+    AnsweredLocked(batch, jobs, answers, now, l);
     batch.clear();
     jobs.clear();
-    if (stopping_) stop_cv_.notify_all();
     // Slots freed: top up before the next batch.
     Pump(l);
   }
   flushing_ = false;
+}
+
+void Worker::Impl::AnsweredLocked(std::vector<Ack>& batch, const std::vector<HeldIt>& jobs,
+                                  const std::vector<Status>& answers, int64_t now,
+                                  std::unique_lock<std::mutex>& l) {
+  std::vector<Concluded> done;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Status& s = answers[k];
+    if (s.ok()) {
+      ack_retry_ms_ = 0;
+      switch (batch[k].kind) {
+        case Ack::Kind::kFinish:
+          ++stats_.succeeded;
+          break;
+        case Ack::Kind::kRelease:
+          ++stats_.retried;
+          break;
+        case Ack::Kind::kBury:
+          ++stats_.buried;
+          break;
+      }
+    } else {
+      NoteError(s);
+      if (Transient(s) && !drain_over_) {
+        jobs[k]->resend = true;
+        retry_.push_back({std::move(batch[k]), jobs[k], s});
+        continue;
+      }
+    }
+    done.push_back({jobs[k], batch[k].kind, s});
+  }
+  if (!retry_.empty() && ack_retry_at_ == kNever) {
+    ack_retry_ms_ = ack_retry_ms_ == 0 ? kAckRetryMs : std::min(ack_retry_ms_ * 2, kMaxAckRetryMs);
+    ack_retry_at_ = now + ack_retry_ms_;
+    if (ack_retry_at_ < timer_armed_) {
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    }
+  }
+  Conclude(done, l);
+}
+
+void Worker::Impl::Conclude(std::vector<Concluded>& done, std::unique_lock<std::mutex>& l) {
+  if (done.empty()) return;
+  if (options_.on_acknowledged) {
+    // The jobs stay held (kAcking, not in retry_: nobody else reads or
+    // erases them) until reported, so Stop returns only after.
+    l.unlock();
+    for (const Concluded& c : done) options_.on_acknowledged(c.job->delivery, c.kind, c.answer);
+    l.lock();
+  }
+  for (const Concluded& c : done) {
+    Topic& t = topics_[c.job->topic];
+    --t.acking;
+    --t.held;
+    --acking_;
+    held_.erase(c.job);
+  }
+  done.clear();
+  if (stopping_) stop_cv_.notify_all();
+}
+
+void Worker::Impl::ResendLocked() {
+  for (Retry& r : retry_) {
+    r.job->resend = false;
+    acks_.push_back(std::move(r.ack));
+    ack_jobs_.push_back(r.job);
+  }
+  retry_.clear();
+  ack_retry_at_ = kNever;
 }
 
 void Worker::Impl::RunTimer() {
@@ -757,13 +857,22 @@ void Worker::Impl::RunTimer() {
       for (Held& h : held_) {
         const State st = h.state.load();
         // Stop's drain included: a running job keeps its reservation until
-        // its handler returns or Stop gives it back (kAbandoned).
-        if (h.lost || st == State::kAbandoned || st == State::kAcking) continue;
+        // its handler returns or Stop gives it back (kAbandoned); one whose
+        // ack waits to be sent again, until the queue takes it.
+        if (h.lost || st == State::kAbandoned || (st == State::kAcking && !h.resend)) continue;
         if (h.touch_at <= now) {
           touches.push_back({h.delivery.id, h.delivery.receipt, now});
           h.touch_at = now + TouchInterval(h.delivery);
         }
         next = std::min(next, h.touch_at);
+      }
+      if (!retry_.empty()) {
+        if (now >= ack_retry_at_) {
+          ResendLocked();  // a thread sending acks now takes them in its loop
+          flush = !flushing_;
+        } else {
+          next = std::min(next, ack_retry_at_);
+        }
       }
       if (!acks_.empty() && !flushing_) {
         if (now >= ack_due_) {
@@ -818,9 +927,9 @@ void Worker::Impl::Touched(const std::string& id, const std::string& receipt, in
     it->touch_retry_ms = 0;
     return;
   }
-  // The job's outcome was applied, or Stop gave it back, while the touch
+  // Stop gave the job back, or its outcome was applied, while the touch
   // was on its way: its answer is no news.
-  if (st == State::kAbandoned || st == State::kAcking) return;
+  if (st == State::kAbandoned || (st == State::kAcking && DeliveryOver(s))) return;
   NoteError(s);
   Held& h = *it;
   if (DeliveryOver(s)) {
@@ -886,16 +995,31 @@ void Worker::Impl::Stop(int64_t drain_ms) {
     waiting_.clear();
   }
   Unreserve(unstarted);
+  // Handlers finish, acks are sent (and sent again), jobs are touched.
   WaitStop([this] { return held_.empty(); }, deadline);
-  // Past the deadline: give back the jobs of the handlers still running.
+  // Past the deadline: give back the jobs of the handlers still running,
+  // give up the acks still failing.
   std::vector<Delivery> running;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
+    drain_over_ = true;
     for (Held& h : held_) {
       State was = State::kRunning;
       if (!h.state.compare_exchange_strong(was, State::kAbandoned)) continue;
       running.push_back(h.delivery);
     }
+    std::vector<Concluded> given_up;
+    for (Retry& r : retry_) {
+      r.job->resend = false;
+      Status s(r.last.code(),
+               "the worker stopped before the queue took the outcome; the last try: " +
+                   r.last.message());
+      NoteError(s);
+      given_up.push_back({r.job, r.ack.kind, std::move(s)});
+    }
+    retry_.clear();
+    ack_retry_at_ = kNever;
+    Conclude(given_up, l);
   }
   for (const Delivery& d : running) {
     Status s = queue_.Release(d.id, d.receipt, 0, kStoppedError);

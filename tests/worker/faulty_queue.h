@@ -34,11 +34,15 @@ class FaultyQueue final : public Queue {
 
   explicit FaultyQueue(Queue& q) : q_(q) {}
   void set_policy(Policy p) { policy_ = std::move(p); }
+  // Runs inside every reserve callback before the worker's own (on the
+  // queue's thread); a test may block in it. Set before the worker starts.
+  void set_before_callback(std::function<void()> f) { before_callback_ = std::move(f); }
 
   std::atomic<int> touch_calls{0};
   std::atomic<int> ack_calls{0};          // acks (not batches) asked of this queue
   std::atomic<int> calls_in_callback{0};  // Queue calls made inside a reserve callback
   std::atomic<int> faults{0};             // calls failed or whose reply was lost
+  std::atomic<int> cancels{0};            // CancelReserve calls
 
   uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override {
     Note();
@@ -49,6 +53,7 @@ class FaultyQueue final : public Queue {
     }
     return q_.ReserveAsync(req, [this, f, done = std::move(done)](Result<Deliveries> r) {
       ++depth_;
+      if (before_callback_) before_callback_();
       if (f == Fault::kLoseReply && r.ok() && !r->empty()) {
         done(Unavailable("injected: the reserve's reply was lost"));
       } else {
@@ -59,6 +64,7 @@ class FaultyQueue final : public Queue {
   }
   bool CancelReserve(uint64_t ticket) override {
     Note();
+    ++cancels;
     return q_.CancelReserve(ticket);
   }
   Status Touch(std::string_view id, std::string_view receipt) override {
@@ -151,6 +157,7 @@ class FaultyQueue final : public Queue {
 
   Queue& q_;
   Policy policy_;
+  std::function<void()> before_callback_;
 };
 
 }  // namespace delayq

@@ -394,6 +394,125 @@ TEST(Worker, ATouchAnsweredNotFoundIsNotRetried) {
   ASSERT_TRUE(Eventually([&] { return w->Stats().handled == 2; }));
 }
 
+// A job handled while the queue is out of reach keeps its outcome: the ack
+// is sent again (100 ms, 200 ms, ... later) until the queue takes it, and
+// the job is touched meanwhile so its reservation does not run out.
+TEST(Worker, AFailedAcknowledgeIsResentUntilTheQueueTakesIt) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  std::atomic<bool> acks_down{true};
+  q.set_policy([&](FaultyQueue::Op op, std::string_view) {
+    return op == FaultyQueue::Op::kAck && acks_down ? FaultyQueue::Fault::kFail
+                                                    : FaultyQueue::Fault::kNone;
+  });
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 1 && w->Stats().errors == 1; }));
+  clock->Advance(100);  // resent: refused again
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 2; }));
+  clock->Advance(4900);  // half the TTR: touched while its outcome waits
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  EXPECT_EQ(GetJob(q, "j").reserved_until_ms, t0 + 5000 + 10'000);
+  EXPECT_EQ(GetJob(q, "j").state, JobState::kReserved);
+  EXPECT_EQ(w->Stats().succeeded, 0u);
+  acks_down = false;
+  clock->Advance(6000);  // past the first TTR, and past the next resend
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  EXPECT_EQ(q.Get("j").status().code(), Code::kNotFound);
+  EXPECT_EQ(w->Stats().handled, 1u);
+}
+
+// What `delayq work` logs: the queue's answer to each outcome, once, when it
+// is final. A reply lost after the finish was applied: resent, answered
+// not_found (the job is gone), and not resent again.
+TEST(Worker, OnAcknowledgedGetsTheQueuesFinalAnswerOfEachOutcome) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  std::atomic<int> lose{1};
+  q.set_policy([&](FaultyQueue::Op op, std::string_view id) {
+    return op == FaultyQueue::Op::kAck && id == "lost-reply" && lose.fetch_sub(1) > 0
+               ? FaultyQueue::Fault::kLoseReply
+               : FaultyQueue::Fault::kNone;
+  });
+  std::mutex mu;
+  std::vector<std::string> answers;
+  WorkerOptions options;
+  options.threads = 1;
+  options.on_acknowledged = [&](const Delivery& d, Ack::Kind kind, const Status& s) {
+    std::lock_guard<std::mutex> l(mu);
+    answers.push_back(d.id + " " + std::to_string(static_cast<int>(kind)) + " " +
+                      (s.ok() ? "ok" : s.ToString()));
+  };
+  auto w = NewWorker(q, clock, options);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery& d) {
+                 return d.id == "buried" ? Outcome::Bury("no") : Outcome::Success();
+               }).ok());
+  Add(q, "t", "lost-reply");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 1; }));
+  clock->Advance(100);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().errors == 2; }));
+  Add(q, "t", "buried");
+  ASSERT_TRUE(Eventually([&] { return w->Stats().buried == 1; }));
+  clock->Advance(10'000);
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+  EXPECT_EQ(q.ack_calls.load(), 3);  // not resent after not_found
+  EXPECT_EQ(q.Get("lost-reply").status().code(), Code::kNotFound);
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].rfind("lost-reply 0 ", 0), 0u) << answers[0];
+  EXPECT_NE(answers[0].find("not_found"), std::string::npos) << answers[0];
+  EXPECT_EQ(answers[1], "buried 2 ok");
+}
+
+// Stop's drain bounds the resends: an outcome the queue has not taken by
+// the deadline is given up, counted in errors and reported to
+// on_acknowledged with the last error.
+TEST(Worker, StopResendsAcksUntilTheDrainDeadlineThenGivesUpCountingIt) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  q.set_policy([&](FaultyQueue::Op op, std::string_view) {
+    return op == FaultyQueue::Op::kAck ? FaultyQueue::Fault::kFail : FaultyQueue::Fault::kNone;
+  });
+  std::atomic<int> reported{0};
+  std::atomic<bool> unavailable{false};
+  WorkerOptions options;
+  options.on_acknowledged = [&](const Delivery&, Ack::Kind, const Status& s) {
+    unavailable = s.code() == Code::kUnavailable;
+    ++reported;
+  };
+  auto w = NewWorker(q, clock, options);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  Add(q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(1000);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 0; }));  // Stop has begun
+  clock->Advance(100);
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 2; }));  // resent in the drain
+  EXPECT_FALSE(stopped.load());
+  EXPECT_EQ(reported.load(), 0);
+  clock->Advance(900);
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  if (!stopped) clock->Advance(60'000);
+  stopper.join();
+  EXPECT_EQ(reported.load(), 1);
+  EXPECT_TRUE(unavailable.load());
+  EXPECT_GE(w->Stats().errors, 3u);
+  EXPECT_NE(w->Stats().last_error.find("unavailable"), std::string::npos) << w->Stats().last_error;
+  EXPECT_EQ(GetJob(q, "j").state, JobState::kReserved);  // back after its TTR
+}
+
 TEST(Worker, NeverRunsMoreHandlersOfATopicThanItsConcurrency) {
   auto clock = std::make_shared<ManualClock>();
   auto q = OpenMemory(clock);
