@@ -90,7 +90,8 @@
 // and a topic's `concurrency`), so a handler must be safe to run
 // concurrently with itself and the others. A handler must not call Stop nor
 // destroy the worker. The worker's own calls into the queue are made with
-// no lock of the worker held.
+// no lock of the worker held, and never inside a reserve's callback (which
+// may run on the queue's own thread: the network client's I/O thread).
 #ifndef DELAYQ_WORKER_H_
 #define DELAYQ_WORKER_H_
 

@@ -26,22 +26,28 @@
 // free slots and topics with room; it is called after every event that can
 // free a slot (a handler's outcome applied, a batch arriving, Start, a retry
 // timer). A reserve answered inside ReserveAsync itself (jobs were ready) is
-// followed by the next in the same Pump loop, not by recursion. The open
+// followed by the next in the same Pump loop, not by recursion; one
+// answered later is followed by the timer's Pump (pump_due_). The open
 // reserve names the topics that had room when it was made; when another
 // topic gains room while it waits (its handlers finished), Pump withdraws it
 // (CancelReserve) and asks again, so a topic that was full is not left out
 // until the wait runs out.
 //
 // The timer thread touches held jobs every half TTR (a failed touch sooner:
-// Touched), re-opens a reserve after a failed one and resends failed acks. It sleeps on timer_cv_ until its earliest deadline
-// (real clock) or until the manual clock moves (Clock::Subscribe), an
-// earlier deadline appears (timer_kick_), or the worker quits. So that a
-// batch of jobs does not wake it each time, it stays armed at least half a
-// TTR ahead when it holds nothing.
+// Touched), re-opens a reserve after a failed one, resends failed acks, and
+// makes the Queue calls a reserve's callback must not make: the next
+// reserve, and give-backs of jobs that arrived during Stop. It sleeps on
+// timer_cv_ until its earliest deadline (real clock) or until the manual
+// clock moves (Clock::Subscribe), an earlier deadline appears
+// (timer_kick_), or the worker quits. So that a batch of jobs does not wake
+// it each time, it stays armed at least half a TTR ahead when it holds
+// nothing.
 //
 // Lock order: the clock's lock (its Subscribe callback) may take mu_, so the
 // clock is never read with mu_ held; neither is the queue called with mu_
-// held (its callbacks take mu_).
+// held (its callbacks take mu_). OnReserved, the reserve's callback, calls
+// no Queue method: it may run on the queue's own thread (the network
+// client's I/O thread, which would stall every waiting reserve meanwhile).
 #include "delayq/worker.h"
 
 #include <algorithm>
@@ -333,9 +339,13 @@ class Worker::Impl {
   uint64_t reserve_seq_ = 0;
   uint64_t ticket_ = 0;            // its ticket once ReserveAsync returned it
   std::vector<bool> open_topics_;  // by topic index: in the open reserve
-  int in_callback_ = 0;            // OnReserved calls under way
-  size_t rotation_ = 0;            // first topic of the next reserve (> kMaxReserveTopics topics)
-  bool retry_pending_ = false;     // a reserve failed: the timer re-opens it at retry_at_
+  // Left by OnReserved (which makes no Queue call) for the timer: jobs to
+  // give back (Unreserve), and the next reserve to open.
+  std::vector<Delivery> give_back_;
+  bool pump_due_ = false;
+  bool giving_back_ = false;    // the timer is giving back jobs now
+  size_t rotation_ = 0;         // first topic of the next reserve (> kMaxReserveTopics topics)
+  bool retry_pending_ = false;  // a reserve failed: the timer re-opens it at retry_at_
   int64_t retry_at_ = 0;
   int64_t retry_ms_;
   // The timer.
@@ -516,7 +526,6 @@ void Worker::Impl::Pump(std::unique_lock<std::mutex>& l) {
 void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
   const int64_t now = clock_->MonotonicMs();
   const bool inline_answer = tls_pumping == this;
-  std::vector<Delivery> give_back;
   {
     std::lock_guard<std::mutex> l(mu_);
     now_ = std::max(now_, now);
@@ -532,7 +541,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       timer_kick_ = true;
       timer_cv_.notify_all();
     } else if (stopping_) {
-      give_back = std::move(*result);
+      for (Delivery& d : *result) give_back_.push_back(std::move(d));
     } else {
       retry_ms_ = options_.reserve_retry_ms;
       if (result->empty() && inline_answer) {
@@ -548,7 +557,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
         if (t == topic_index_.end()) {  // not asked for: a store's bug
           NoteError(Internal("reserve handed out job '" + d.id + "' of topic '" + d.topic +
                              "', which the worker did not ask for"));
-          give_back.push_back(std::move(d));
+          give_back_.push_back(std::move(d));
           continue;
         }
         Held& h = held_.emplace_back();
@@ -566,16 +575,18 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       }
       WakeLocked();
     }
-    // Answered inside Pump's own call, with nothing to give back: done here.
-    // Otherwise Stop must wait for the rest of this callback (in_callback_).
-    if (inline_answer && give_back.empty()) return;
-    ++in_callback_;
+    // No Queue call here: this may be the queue's own thread (a network
+    // client's I/O thread, which serves every waiting reserve) or a caller
+    // of the queue inside its call. Give-backs and the next reserve are
+    // left to the timer; answered inside Pump's own call, the next reserve
+    // is Pump's (its loop goes on).
+    if (!inline_answer && !stopping_) pump_due_ = true;
+    if (pump_due_ || !give_back_.empty()) {
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    }
+    if (stopping_) stop_cv_.notify_all();
   }
-  Unreserve(give_back);
-  std::unique_lock<std::mutex> l(mu_);
-  if (!inline_answer) Pump(l);
-  --in_callback_;
-  stop_cv_.notify_all();
 }
 
 void Worker::Impl::Unreserve(const std::vector<Delivery>& jobs) {
@@ -838,12 +849,14 @@ void Worker::Impl::RunTimer() {
     int64_t sent_at;
   };
   std::vector<Touch> touches;
+  std::vector<Delivery> give_back;
   for (;;) {
     const uint64_t seen = clock_moves_.load(std::memory_order_relaxed);
     const int64_t now = clock_->MonotonicMs();
     bool pump = false;
     bool flush = false;
     touches.clear();
+    give_back.clear();
     {
       std::unique_lock<std::mutex> l(mu_);
       if (quit_) return;
@@ -852,6 +865,14 @@ void Worker::Impl::RunTimer() {
       if (retry_pending_ && now >= retry_at_) {
         retry_pending_ = false;
         pump = true;
+      }
+      if (pump_due_) {
+        pump_due_ = false;
+        pump = true;
+      }
+      if (!give_back_.empty()) {
+        give_back.swap(give_back_);
+        giving_back_ = true;
       }
       int64_t next = retry_pending_ ? retry_at_ : kNever;
       for (Held& h : held_) {
@@ -881,7 +902,7 @@ void Worker::Impl::RunTimer() {
           next = std::min(next, ack_due_);
         }
       }
-      if (touches.empty() && !pump && !flush) {
+      if (touches.empty() && !pump && !flush && give_back.empty()) {
         timer_armed_ = next != kNever ? next : now + idle_interval_;
         if (clock_->IsRealTime()) {
           timer_cv_.wait_for(l, std::chrono::milliseconds(timer_armed_ - now),
@@ -902,6 +923,12 @@ void Worker::Impl::RunTimer() {
       --touching_;
       Touched(t.id, t.receipt, t.sent_at, answered, s);
       if (stopping_) stop_cv_.notify_all();
+    }
+    if (!give_back.empty()) {
+      Unreserve(give_back);
+      std::lock_guard<std::mutex> l(mu_);
+      giving_back_ = false;
+      stop_cv_.notify_all();
     }
     if (flush) {  // a handler outran the acks it left waiting
       std::unique_lock<std::mutex> l(mu_);
@@ -982,8 +1009,10 @@ void Worker::Impl::Stop(int64_t drain_ms) {
     std::lock_guard<std::mutex> l(mu_);
     reserving_ = false;
   }
-  // No reserve open, no callback or touch under way: what is held is final.
-  WaitStop([this] { return !reserving_ && in_callback_ == 0 && touching_ == 0; }, kNever);
+  // No reserve open, no touch under way, what a reserve answered during the
+  // Stop given back (by the timer): what is held is final.
+  WaitStop([this] { return !reserving_ && touching_ == 0 && give_back_.empty() && !giving_back_; },
+           kNever);
   std::vector<Delivery> unstarted;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -843,6 +843,66 @@ TEST(Worker, TouchesContinueDuringDrain) {
   EXPECT_EQ(w->Stats().errors, 0u) << w->Stats().last_error;
 }
 
+// A reserve's callback runs on the queue's thread (the network client's I/O
+// thread, or whoever made the jobs ready): the worker makes no Queue call
+// there, neither the next reserve nor a give-back, so the callback never
+// waits for a round trip.
+TEST(Worker, MakesNoQueueCallInsideAReserveCallback) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+    Add(q, "t", "j" + std::to_string(i));  // answers the waiting reserve on this thread
+    ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == uint64_t(i + 1); }));
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return Waiting(q, "t") == 1; }));  // the next reserve, made elsewhere
+  EXPECT_EQ(q.calls_in_callback.load(), 0);
+}
+
+// Stop while a reserve's answer is on its way: the jobs it brings are given
+// back, off the callback's thread, and Stop waits for that.
+TEST(Worker, JobsArrivingDuringStopAreGivenBackOffTheCallbackThread) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  Gate answer;
+  std::atomic<int> held_up{0};
+  std::atomic<bool> hold{false};
+  q.set_before_callback([&] {
+    if (!hold) return;
+    ++held_up;
+    answer.Wait();
+  });
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+  hold = true;
+  std::thread adder([&] { Add(q, "t", "j"); });  // its Add runs the held callback
+  ASSERT_TRUE(Eventually([&] { return held_up.load() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(0);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return q.cancels.load() == 1; }));  // too late: it is answered
+  answer.Open();
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  stopper.join();
+  adder.join();
+  JobInfo j = GetJob(q, "j");
+  EXPECT_EQ(j.state, JobState::kReady);
+  EXPECT_EQ(j.attempts, 0u);
+  EXPECT_EQ(w->Stats().given_back, 1u);
+  EXPECT_EQ(w->Stats().handled, 0u);
+  EXPECT_EQ(q.calls_in_callback.load(), 0);
+}
+
 TEST(Worker, ARestartedWorkerGetsEveryJobThatFellDueWhileDownAtOnce) {
   auto clock = std::make_shared<ManualClock>();
   char tmpl[] = "/tmp/delayq-worker-test-XXXXXX";
