@@ -39,7 +39,16 @@
 // job as soon as its handler returns. A fast worker's thread may also let
 // up to 16 outcomes wait while it starts the next job it holds, never
 // longer than 1 ms. Stats().succeeded and the others count outcomes the
-// queue accepted. What the handler returns decides what happens to the job:
+// queue accepted. An ack answered kUnavailable or kInternal (the queue out
+// of reach, a connection lost with the answer, a store that failed) is not
+// dropped: it is sent again after 100 ms, then 200 ms, ... (at most 5 s
+// between tries) until the queue answers otherwise, and its job is touched
+// meanwhile (it stays held), so an outage shorter than the drain or the
+// worker's life costs no run of the handler. A resend is safe: an ack
+// carries its receipt, so one the queue had applied (its answer lost) is
+// answered kNotFound or kStaleReceipt, which ends it (counted in `errors`,
+// as is each failed try). WorkerOptions::on_acknowledged hears the final
+// answer. What the handler returns decides what happens to the job:
 //
 //   Outcome::Success()          Queue::Finish
 //   Outcome::Retry(error)       Queue::Release after the topic's backoff
@@ -55,9 +64,16 @@
 // Touches. A job that has been held for half its TTR (Delivery::ttr_ms) is
 // touched (Queue::Touch with its receipt), and again every half TTR while the
 // worker holds it, so a long handler keeps its reservation while a worker
-// that died loses it after one TTR. A touch that fails (its TTR ran out
-// first, or the job was deleted) is counted in `errors`; the handler's own
-// finish will then fail as stale too, and the job's other holder wins.
+// that died loses it after one TTR. Touches go on during Stop's drain.
+// Every touch that fails is counted in `errors`. One answered
+// kStaleReceipt or kNotFound (its TTR ran out first and another worker got
+// it, or the job was deleted; kNotReserved alike) ends the job's touches:
+// the handler's own outcome will then be refused too, and the job's other
+// holder wins. Any other failure (kUnavailable: the queue out of reach) is
+// retried 100 ms later, then after 200 ms, 400 ms, ... (at most half the
+// TTR), but never later than half of what is left of the reservation,
+// counted from the last touch accepted; past the TTR the retries go on
+// until the queue answers.
 //
 // Time. Touch times and Stop's drain are measured on `options.clock`'s
 // monotonic clock. With a ManualClock, they follow it: the worker's timer
@@ -74,7 +90,8 @@
 // and a topic's `concurrency`), so a handler must be safe to run
 // concurrently with itself and the others. A handler must not call Stop nor
 // destroy the worker. The worker's own calls into the queue are made with
-// no lock of the worker held.
+// no lock of the worker held, and never inside a reserve's callback (which
+// may run on the queue's own thread: the network client's I/O thread).
 #ifndef DELAYQ_WORKER_H_
 #define DELAYQ_WORKER_H_
 
@@ -132,7 +149,8 @@ using Handler = std::function<Outcome(const Delivery&)>;
 //   d = min(cap_ms, base_ms * factor^(n-1)),
 // jittered uniformly to [d/2, d] but never below base_ms: so the first retry
 // waits base_ms exactly, the next ones between half and all of d, and no
-// retry waits less than base_ms nor more than cap_ms.
+// retry waits less than base_ms nor more than cap_ms. A base_ms of 0 waits
+// 0 at every attempt.
 struct Backoff {
   int64_t base_ms = 1000;    // >= 0. Default: 1 s.
   double factor = 2.0;       // >= 1. Default: 2.
@@ -171,6 +189,18 @@ struct WorkerOptions {
   // retry. Called from handler threads, one at a time. Default: uniform
   // random from a generator seeded per worker; tests set a constant.
   std::function<double()> random;
+  // Called once per handler outcome with the queue's final answer to its
+  // ack (see Acknowledgments above): ok; kNotFound or kStaleReceipt (the
+  // job was gone or no longer this delivery's: finished by an earlier try
+  // whose reply was lost, or its TTR ran out and another worker has it);
+  // or, when Stop's drain ended first, the last transient error. `job` is
+  // the delivery the handler got (valid for the call), `kind` what the
+  // outcome asked. Not called for jobs Stop gave back. Runs on a handler
+  // thread, the worker's timer thread or Stop's caller, with no lock of the
+  // worker held, possibly on several threads at once; it must be quick
+  // (others' acks and touches wait behind it) and must not call Stop nor
+  // destroy the worker. Default: none.
+  std::function<void(const Delivery& job, Ack::Kind kind, const Status& answer)> on_acknowledged;
 };
 
 // Figures since Create, for Stats().
@@ -187,7 +217,8 @@ struct WorkerStats {
   uint64_t ack_batches = 0;  // Acknowledge calls made (each carries 1 or more outcomes)
   uint64_t given_back = 0;   // jobs given back by Stop (Unreserve or Release)
   // Queue calls the worker made that failed (a finish, release, bury, touch
-  // with a receipt gone stale; a reserve while the store is unreachable),
+  // with a receipt gone stale; a reserve, touch or ack while the store is
+  // unreachable, each try; an ack given up at the end of Stop's drain),
   // and the last one's error.
   uint64_t errors = 0;
   std::string last_error;
@@ -218,11 +249,17 @@ class Worker {
   // Stops, in this order: no more reserves (the waiting one is cancelled);
   // jobs reserved but not started go back to ready at once, their attempt
   // not counted (Queue::Unreserve); running handlers may finish, and their
-  // outcomes are applied, for up to drain_ms on the worker's clock; the jobs
+  // outcomes are applied, for up to drain_ms on the worker's clock, their
+  // jobs touched meanwhile as before the Stop (so a drain longer than the
+  // TTR keeps them this worker's); the jobs
   // of handlers still running then are released with delay 0 and the error
   // "worker stopped while the handler ran", so the next worker gets them at
   // once (counted as an attempt: the handler did run). Such a handler's
   // eventual outcome is ignored: it returns into a job no longer its own.
+  // Acks that keep failing are sent again until the same deadline, then
+  // given up (counted in `errors`; on_acknowledged gets the last error);
+  // their jobs come back after their TTR. Every queue call that fails
+  // during the drain is counted in Stats().errors and last_error.
   // Returns once nothing is held; handlers abandoned that way may still be
   // running (the destructor waits for them). A second Stop does nothing.
   // REQUIRES: not called from a handler.

@@ -79,20 +79,35 @@ std::string Joined(const std::vector<std::string>& words, const char* sep) {
   return out;
 }
 
-// What the command's result makes of the job, logged one line per job.
+// What the command's result makes of the job, logged one line per job;
+// what became of it is logged once the server has answered (Acknowledged).
 Outcome Decide(const Delivery& job, const CommandResult& r) {
   if (r.ok()) {
-    Log(LogLevel::kInfo, "job %s (%s, attempt %u): exit 0 in %lld ms: finished", job.id.c_str(),
+    Log(LogLevel::kInfo, "job %s (%s, attempt %u): exit 0 in %lld ms", job.id.c_str(),
         job.topic.c_str(), job.attempts, static_cast<long long>(r.ms));
     return Outcome::Success();
   }
   std::string why = r.Describe();
-  Log(r.spawned ? LogLevel::kInfo : LogLevel::kWarn,
-      "job %s (%s, attempt %u): %s in %lld ms: released", job.id.c_str(), job.topic.c_str(),
-      job.attempts,
+  Log(r.spawned ? LogLevel::kInfo : LogLevel::kWarn, "job %s (%s, attempt %u): %s in %lld ms",
+      job.id.c_str(), job.topic.c_str(), job.attempts,
       r.spawned ? (r.exited ? ("exit " + std::to_string(r.code)).c_str() : "killed") : why.c_str(),
       static_cast<long long>(r.ms));
   return Outcome::Retry(std::move(why));
+}
+
+// The server's answer to a job's outcome (WorkerOptions::on_acknowledged):
+// "finished" only once the server took the finish.
+void Acknowledged(const Delivery& job, Ack::Kind kind, const Status& answer) {
+  const char* what = kind == Ack::Kind::kFinish    ? "finished"
+                     : kind == Ack::Kind::kRelease ? "released"
+                                                   : "buried";
+  if (answer.ok()) {
+    Log(LogLevel::kInfo, "job %s (%s, attempt %u): %s", job.id.c_str(), job.topic.c_str(),
+        job.attempts, what);
+  } else {
+    Log(LogLevel::kWarn, "job %s (%s, attempt %u): not %s: %s", job.id.c_str(), job.topic.c_str(),
+        job.attempts, what, answer.ToString().c_str());
+  }
 }
 
 // `delayq work --help`'s usage line as people type it (CLI11 would list the
@@ -181,6 +196,7 @@ class WorkCommandImpl final : public WorkCommand {
     }
     WorkerOptions wo;
     wo.threads = inv_.concurrency;
+    wo.on_acknowledged = Acknowledged;
     Result<std::unique_ptr<Worker>> worker = Worker::Create(**queue, wo);
     if (!worker.ok()) return usage(worker.status().message());
     TopicOptions to;

@@ -13,7 +13,11 @@
 // time sends them (FlushAcks, Queue::Acknowledge, then Pump); the others add
 // to the next batch and go on. A thread may leave its ack waiting for a
 // batch (DeferAckLocked) while it has a next job; the timer sends acks that
-// waited kAckDelayMs, and a thread sends them before it sleeps.
+// waited kAckDelayMs, and a thread sends them before it sleeps. Acks
+// answered with a transient error wait in retry_ (their jobs still held,
+// kAcking with `resend`, and touched) until the timer moves them back to
+// acks_ at ack_retry_at_; a final answer concludes a job (Conclude:
+// on_acknowledged, then it leaves held_).
 //
 // Handler threads sleep on work_cv_ and are woken one at a time
 // (WakeLocked): a thread that takes a job while more wait wakes the next.
@@ -22,22 +26,28 @@
 // free slots and topics with room; it is called after every event that can
 // free a slot (a handler's outcome applied, a batch arriving, Start, a retry
 // timer). A reserve answered inside ReserveAsync itself (jobs were ready) is
-// followed by the next in the same Pump loop, not by recursion. The open
+// followed by the next in the same Pump loop, not by recursion; one
+// answered later is followed by the timer's Pump (pump_due_). The open
 // reserve names the topics that had room when it was made; when another
 // topic gains room while it waits (its handlers finished), Pump withdraws it
 // (CancelReserve) and asks again, so a topic that was full is not left out
 // until the wait runs out.
 //
-// The timer thread touches held jobs every half TTR and re-opens a reserve
-// after a failed one. It sleeps on timer_cv_ until its earliest deadline
-// (real clock) or until the manual clock moves (Clock::Subscribe), an
-// earlier deadline appears (timer_kick_), or the worker quits. So that a
-// batch of jobs does not wake it each time, it stays armed at least half a
-// TTR ahead when it holds nothing.
+// The timer thread touches held jobs every half TTR (a failed touch sooner:
+// Touched), re-opens a reserve after a failed one, resends failed acks, and
+// makes the Queue calls a reserve's callback must not make: the next
+// reserve, and give-backs of jobs that arrived during Stop. It sleeps on
+// timer_cv_ until its earliest deadline (real clock) or until the manual
+// clock moves (Clock::Subscribe), an earlier deadline appears
+// (timer_kick_), or the worker quits. So that a batch of jobs does not wake
+// it each time, it stays armed at least half a TTR ahead when it holds
+// nothing.
 //
 // Lock order: the clock's lock (its Subscribe callback) may take mu_, so the
 // clock is never read with mu_ held; neither is the queue called with mu_
-// held (its callbacks take mu_).
+// held (its callbacks take mu_). OnReserved, the reserve's callback, calls
+// no Queue method: it may run on the queue's own thread (the network
+// client's I/O thread, which would stall every waiting reserve meanwhile).
 #include "delayq/worker.h"
 
 #include <algorithm>
@@ -58,11 +68,16 @@
 namespace delayq {
 
 int64_t BackoffDelayMs(const Backoff& backoff, uint32_t attempts, double random) {
+  // 0 * factor^n is NaN once factor^n overflows: a zero base is zero.
+  if (backoff.base_ms <= 0) return 0;
   if (attempts == 0) attempts = 1;
   if (!(random >= 0)) random = 0;  // also NaN
   random = std::min(random, 1.0);
-  double d = static_cast<double>(backoff.base_ms) *
-             std::pow(backoff.factor, static_cast<double>(attempts - 1));
+  // Any factor > 1 reaches the cap (at most 100 years, base >= 1 ms) well
+  // before 2^12 steps; the clamp only keeps pow's exponent small.
+  const uint32_t steps = std::min<uint32_t>(attempts - 1, 4096);
+  double d =
+      static_cast<double>(backoff.base_ms) * std::pow(backoff.factor, static_cast<double>(steps));
   const double cap = static_cast<double>(backoff.cap_ms);
   if (!(d <= cap)) d = cap;  // also inf and NaN
   const auto jittered = static_cast<int64_t>(d / 2 + random * (d / 2));
@@ -96,6 +111,37 @@ Status CheckBackoff(const Backoff& b) {
 }
 
 int64_t TouchInterval(const Delivery& d) { return std::max<int64_t>(1, d.ttr_ms / 2); }
+
+// A failed touch is tried again after kTouchRetryMs, doubling while it
+// keeps failing, but never later than half of what is left of the TTR.
+constexpr int64_t kTouchRetryMs = 100;
+
+// Answers that say a delivery is over for its worker: its receipt no longer
+// names the job's reservation (finished, released, given back, or its TTR
+// ran out and it was handed out again), or the job is gone. Nothing sent
+// with that receipt can succeed again. (kNotReserved is what a store says of
+// a job not reserved when no receipt is checked; read the same way.)
+bool DeliveryOver(const Status& s) {
+  return s.code() == Code::kStaleReceipt || s.code() == Code::kNotFound ||
+         s.code() == Code::kNotReserved;
+}
+
+// Answers after which an ack is sent again: they say nothing about the ack
+// itself. kUnavailable: the queue could not be reached, or the connection
+// broke before the answer came (the ack may or may not have been applied).
+// kInternal: the store failed (a log it could not write) or the answer
+// could not be read. Resending is safe because an ack carries its receipt:
+// one already applied is answered kNotFound or kStaleReceipt, never applied
+// twice. Every other answer is final (kInvalidArgument, kUnauthorized, ...
+// would be answered the same again).
+bool Transient(const Status& s) {
+  return s.code() == Code::kUnavailable || s.code() == Code::kInternal;
+}
+
+// Acks answered with a transient error are sent again after kAckRetryMs,
+// doubling up to kMaxAckRetryMs while they keep failing.
+constexpr int64_t kAckRetryMs = 100;
+constexpr int64_t kMaxAckRetryMs = 5000;
 
 // The thread that is inside Pump's ReserveAsync call, so the callback, when
 // run inline, leaves the next reserve to that loop.
@@ -140,11 +186,18 @@ class Worker::Impl {
   struct Held {
     Delivery delivery;
     size_t topic = 0;      // index in topics_
-    int64_t touch_at = 0;  // monotonic ms of its next touch
+    int64_t touch_at = 0;  // monotonic ms of its next touch (or touch retry)
+    // Monotonic ms its reservation was last known to start a full TTR: the
+    // reserve's answer, or the sending of the last touch accepted.
+    int64_t held_since = 0;
+    int64_t touch_retry_ms = 0;  // the last failed touch's retry delay; 0: none failed
     // Written under mu_, except kRunning -> kAcking by the handler's thread
     // (a compare-exchange racing Stop's kRunning -> kAbandoned).
     std::atomic<State> state{State::kWaiting};
-    bool lost = false;  // a touch failed: its reservation is gone, touch no more
+    bool lost = false;  // a touch found the delivery over: touch no more
+    // kAcking, its ack answered with a transient error: in retry_, to be
+    // sent again, and touched meanwhile. GUARDED_BY(mu_).
+    bool resend = false;
   };
   using HeldIt = std::list<Held>::iterator;
   struct Topic {
@@ -181,6 +234,23 @@ class Worker::Impl {
   // REQUIRES: l holds mu_, !flushing_. Sends acks_ (Queue::Acknowledge, one
   // batch at a time) until none is left, and applies the answers.
   void FlushAcks(std::unique_lock<std::mutex>& l);
+  // An outcome whose ack has its final answer (or was given up).
+  struct Concluded {
+    HeldIt job;
+    Ack::Kind kind;
+    Status answer;
+  };
+  // REQUIRES: l holds mu_. Applies the answers to a batch sent at `now`:
+  // counts them, keeps the transient failures in retry_ (unless the drain
+  // is over), and concludes the rest.
+  void AnsweredLocked(std::vector<Ack>& batch, const std::vector<HeldIt>& jobs,
+                      const std::vector<Status>& answers, int64_t now,
+                      std::unique_lock<std::mutex>& l);
+  // REQUIRES: l holds mu_ (released around on_acknowledged). Reports each
+  // outcome to on_acknowledged, then lets go of its job.
+  void Conclude(std::vector<Concluded>& done, std::unique_lock<std::mutex>& l);
+  // REQUIRES: mu_. Moves the acks waiting in retry_ back to acks_.
+  void ResendLocked();
   // REQUIRES: mu_. Wakes one sleeping handler thread for jobs waiting here,
   // unless one is already on its way.
   void WakeLocked();
@@ -197,6 +267,12 @@ class Worker::Impl {
   double Random();
   // REQUIRES: mu_.
   void NoteError(const Status& s);
+  // REQUIRES: mu_. Applies the queue's answer `s`, at `now`, to the touch
+  // of delivery (id, receipt) sent at `sent_at`: an accepted touch restarts
+  // the job's TTR; a transient failure is retried within what is left of
+  // it; an answer that the delivery is over ends its touches.
+  void Touched(const std::string& id, const std::string& receipt, int64_t sent_at, int64_t now,
+               const Status& s);
   // Gives jobs back with Unreserve (not started, not counted).
   void Unreserve(const std::vector<Delivery>& jobs);
   // REQUIRES: mu_ not held. Waits on stop_cv_ until pred() holds, or until
@@ -238,7 +314,18 @@ class Worker::Impl {
   std::vector<Ack> acks_;
   std::vector<HeldIt> ack_jobs_;
   bool flushing_ = false;
-  uint32_t acking_ = 0;  // held jobs in kAcking
+  // Acks answered with a transient error (their jobs kAcking, resend set),
+  // sent again by the timer at ack_retry_at_ (kNever: none waits).
+  struct Retry {
+    Ack ack;
+    HeldIt job;
+    Status last;  // the last answer
+  };
+  std::vector<Retry> retry_;
+  int64_t ack_retry_at_ = kNever;
+  int64_t ack_retry_ms_ = 0;  // the last resend's delay; 0 once an ack is taken
+  bool drain_over_ = false;   // Stop's deadline passed: acks are not resent
+  uint32_t acking_ = 0;       // held jobs in kAcking
   // Reading ahead: jobs held beyond the threads, at most. Outcomes
   // acknowledged in the last full window of kAheadWindowMs (none when the
   // last window is older), counted from pace_start_.
@@ -252,9 +339,13 @@ class Worker::Impl {
   uint64_t reserve_seq_ = 0;
   uint64_t ticket_ = 0;            // its ticket once ReserveAsync returned it
   std::vector<bool> open_topics_;  // by topic index: in the open reserve
-  int in_callback_ = 0;            // OnReserved calls under way
-  size_t rotation_ = 0;            // first topic of the next reserve (> kMaxReserveTopics topics)
-  bool retry_pending_ = false;     // a reserve failed: the timer re-opens it at retry_at_
+  // Left by OnReserved (which makes no Queue call) for the timer: jobs to
+  // give back (Unreserve), and the next reserve to open.
+  std::vector<Delivery> give_back_;
+  bool pump_due_ = false;
+  bool giving_back_ = false;    // the timer is giving back jobs now
+  size_t rotation_ = 0;         // first topic of the next reserve (> kMaxReserveTopics topics)
+  bool retry_pending_ = false;  // a reserve failed: the timer re-opens it at retry_at_
   int64_t retry_at_ = 0;
   int64_t retry_ms_;
   // The timer.
@@ -435,7 +526,6 @@ void Worker::Impl::Pump(std::unique_lock<std::mutex>& l) {
 void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
   const int64_t now = clock_->MonotonicMs();
   const bool inline_answer = tls_pumping == this;
-  std::vector<Delivery> give_back;
   {
     std::lock_guard<std::mutex> l(mu_);
     now_ = std::max(now_, now);
@@ -451,7 +541,7 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       timer_kick_ = true;
       timer_cv_.notify_all();
     } else if (stopping_) {
-      give_back = std::move(*result);
+      for (Delivery& d : *result) give_back_.push_back(std::move(d));
     } else {
       retry_ms_ = options_.reserve_retry_ms;
       if (result->empty() && inline_answer) {
@@ -467,11 +557,12 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
         if (t == topic_index_.end()) {  // not asked for: a store's bug
           NoteError(Internal("reserve handed out job '" + d.id + "' of topic '" + d.topic +
                              "', which the worker did not ask for"));
-          give_back.push_back(std::move(d));
+          give_back_.push_back(std::move(d));
           continue;
         }
         Held& h = held_.emplace_back();
         h.topic = t->second;
+        h.held_since = now;
         h.touch_at = now + TouchInterval(d);
         idle_interval_ = TouchInterval(d);
         h.delivery = std::move(d);
@@ -484,16 +575,18 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       }
       WakeLocked();
     }
-    // Answered inside Pump's own call, with nothing to give back: done here.
-    // Otherwise Stop must wait for the rest of this callback (in_callback_).
-    if (inline_answer && give_back.empty()) return;
-    ++in_callback_;
+    // No Queue call here: this may be the queue's own thread (a network
+    // client's I/O thread, which serves every waiting reserve) or a caller
+    // of the queue inside its call. Give-backs and the next reserve are
+    // left to the timer; answered inside Pump's own call, the next reserve
+    // is Pump's (its loop goes on).
+    if (!inline_answer && !stopping_) pump_due_ = true;
+    if (pump_due_ || !give_back_.empty()) {
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    }
+    if (stopping_) stop_cv_.notify_all();
   }
-  Unreserve(give_back);
-  std::unique_lock<std::mutex> l(mu_);
-  if (!inline_answer) Pump(l);
-  --in_callback_;
-  stop_cv_.notify_all();
 }
 
 void Worker::Impl::Unreserve(const std::vector<Delivery>& jobs) {
@@ -609,10 +702,10 @@ void Worker::Impl::Finished(HeldIt it, const Outcome& outcome, std::unique_lock<
   }
   ++t.acking;
   ++acking_;
-  // Under mu_, where the timer reads deliveries; nobody reads a kAcking
-  // job's id or receipt again.
-  ack.id = std::move(it->delivery.id);
-  ack.receipt = std::move(it->delivery.receipt);
+  // Copies: the timer may touch the job while its ack waits for a resend,
+  // and on_acknowledged gets the delivery.
+  ack.id = it->delivery.id;
+  ack.receipt = it->delivery.receipt;
   acks_.push_back(std::move(ack));
   ack_jobs_.push_back(it);
   if (!flushing_ && !DeferAckLocked()) FlushAcks(l);
@@ -670,49 +763,100 @@ void Worker::Impl::FlushAcks(std::unique_lock<std::mutex>& l) {
     l.lock();
     now_ = std::max(now_, now);
     PaceLocked(now, jobs.size());
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      const Status& s = k < answers.size() ? answers[k] : Internal("Acknowledge answered too few");
-      if (!s.ok()) {
-        NoteError(s);
-      } else {
-        switch (batch[k].kind) {
-          case Ack::Kind::kFinish:
-            ++stats_.succeeded;
-            break;
-          case Ack::Kind::kRelease:
-            ++stats_.retried;
-            break;
-          case Ack::Kind::kBury:
-            ++stats_.buried;
-            break;
-        }
-      }
-      Topic& t = topics_[jobs[k]->topic];
-      --t.acking;
-      --t.held;
-      --acking_;
-      held_.erase(jobs[k]);
-    }
+    answers.resize(jobs.size(), Internal("Acknowledge answered too few"));
+    AnsweredLocked(batch, jobs, answers, now, l);
     batch.clear();
     jobs.clear();
-    if (stopping_) stop_cv_.notify_all();
     // Slots freed: top up before the next batch.
     Pump(l);
   }
   flushing_ = false;
 }
 
+void Worker::Impl::AnsweredLocked(std::vector<Ack>& batch, const std::vector<HeldIt>& jobs,
+                                  const std::vector<Status>& answers, int64_t now,
+                                  std::unique_lock<std::mutex>& l) {
+  std::vector<Concluded> done;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Status& s = answers[k];
+    if (s.ok()) {
+      ack_retry_ms_ = 0;
+      switch (batch[k].kind) {
+        case Ack::Kind::kFinish:
+          ++stats_.succeeded;
+          break;
+        case Ack::Kind::kRelease:
+          ++stats_.retried;
+          break;
+        case Ack::Kind::kBury:
+          ++stats_.buried;
+          break;
+      }
+    } else {
+      NoteError(s);
+      if (Transient(s) && !drain_over_) {
+        jobs[k]->resend = true;
+        retry_.push_back({std::move(batch[k]), jobs[k], s});
+        continue;
+      }
+    }
+    done.push_back({jobs[k], batch[k].kind, s});
+  }
+  if (!retry_.empty() && ack_retry_at_ == kNever) {
+    ack_retry_ms_ = ack_retry_ms_ == 0 ? kAckRetryMs : std::min(ack_retry_ms_ * 2, kMaxAckRetryMs);
+    ack_retry_at_ = now + ack_retry_ms_;
+    if (ack_retry_at_ < timer_armed_) {
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    }
+  }
+  Conclude(done, l);
+}
+
+void Worker::Impl::Conclude(std::vector<Concluded>& done, std::unique_lock<std::mutex>& l) {
+  if (done.empty()) return;
+  if (options_.on_acknowledged) {
+    // The jobs stay held (kAcking, not in retry_: nobody else reads or
+    // erases them) until reported, so Stop returns only after.
+    l.unlock();
+    for (const Concluded& c : done) options_.on_acknowledged(c.job->delivery, c.kind, c.answer);
+    l.lock();
+  }
+  for (const Concluded& c : done) {
+    Topic& t = topics_[c.job->topic];
+    --t.acking;
+    --t.held;
+    --acking_;
+    held_.erase(c.job);
+  }
+  done.clear();
+  if (stopping_) stop_cv_.notify_all();
+}
+
+void Worker::Impl::ResendLocked() {
+  for (Retry& r : retry_) {
+    r.job->resend = false;
+    acks_.push_back(std::move(r.ack));
+    ack_jobs_.push_back(r.job);
+  }
+  retry_.clear();
+  ack_retry_at_ = kNever;
+}
+
 void Worker::Impl::RunTimer() {
   struct Touch {
     std::string id, receipt;
+    int64_t sent_at;
   };
   std::vector<Touch> touches;
+  std::vector<Delivery> give_back;
   for (;;) {
     const uint64_t seen = clock_moves_.load(std::memory_order_relaxed);
     const int64_t now = clock_->MonotonicMs();
     bool pump = false;
     bool flush = false;
     touches.clear();
+    give_back.clear();
     {
       std::unique_lock<std::mutex> l(mu_);
       if (quit_) return;
@@ -722,15 +866,34 @@ void Worker::Impl::RunTimer() {
         retry_pending_ = false;
         pump = true;
       }
+      if (pump_due_) {
+        pump_due_ = false;
+        pump = true;
+      }
+      if (!give_back_.empty()) {
+        give_back.swap(give_back_);
+        giving_back_ = true;
+      }
       int64_t next = retry_pending_ ? retry_at_ : kNever;
       for (Held& h : held_) {
         const State st = h.state.load();
-        if (stopping_ || h.lost || st == State::kAbandoned || st == State::kAcking) continue;
+        // Stop's drain included: a running job keeps its reservation until
+        // its handler returns or Stop gives it back (kAbandoned); one whose
+        // ack waits to be sent again, until the queue takes it.
+        if (h.lost || st == State::kAbandoned || (st == State::kAcking && !h.resend)) continue;
         if (h.touch_at <= now) {
-          touches.push_back({h.delivery.id, h.delivery.receipt});
+          touches.push_back({h.delivery.id, h.delivery.receipt, now});
           h.touch_at = now + TouchInterval(h.delivery);
         }
         next = std::min(next, h.touch_at);
+      }
+      if (!retry_.empty()) {
+        if (now >= ack_retry_at_) {
+          ResendLocked();  // a thread sending acks now takes them in its loop
+          flush = !flushing_;
+        } else {
+          next = std::min(next, ack_retry_at_);
+        }
       }
       if (!acks_.empty() && !flushing_) {
         if (now >= ack_due_) {
@@ -739,7 +902,7 @@ void Worker::Impl::RunTimer() {
           next = std::min(next, ack_due_);
         }
       }
-      if (touches.empty() && !pump && !flush) {
+      if (touches.empty() && !pump && !flush && give_back.empty()) {
         timer_armed_ = next != kNever ? next : now + idle_interval_;
         if (clock_->IsRealTime()) {
           timer_cv_.wait_for(l, std::chrono::milliseconds(timer_armed_ - now),
@@ -755,17 +918,17 @@ void Worker::Impl::RunTimer() {
     }
     for (const Touch& t : touches) {
       Status s = queue_.Touch(t.id, t.receipt);
+      const int64_t answered = clock_->MonotonicMs();  // not under mu_ (lock order)
       std::lock_guard<std::mutex> l(mu_);
       --touching_;
-      if (s.ok()) {
-        ++stats_.touched;
-      } else {
-        NoteError(s);
-        for (Held& h : held_) {
-          if (h.delivery.id == t.id && h.delivery.receipt == t.receipt) h.lost = true;
-        }
-      }
+      Touched(t.id, t.receipt, t.sent_at, answered, s);
       if (stopping_) stop_cv_.notify_all();
+    }
+    if (!give_back.empty()) {
+      Unreserve(give_back);
+      std::lock_guard<std::mutex> l(mu_);
+      giving_back_ = false;
+      stop_cv_.notify_all();
     }
     if (flush) {  // a handler outran the acks it left waiting
       std::unique_lock<std::mutex> l(mu_);
@@ -776,6 +939,38 @@ void Worker::Impl::RunTimer() {
       Pump(l);
     }
   }
+}
+
+void Worker::Impl::Touched(const std::string& id, const std::string& receipt, int64_t sent_at,
+                           int64_t now, const Status& s) {
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) {
+    return h.delivery.id == id && h.delivery.receipt == receipt;
+  });
+  const State st = it == held_.end() ? State::kAbandoned : it->state.load();
+  if (s.ok()) {
+    ++stats_.touched;
+    if (st == State::kAbandoned) return;
+    it->held_since = std::max(it->held_since, sent_at);
+    it->touch_retry_ms = 0;
+    return;
+  }
+  // Stop gave the job back, or its outcome was applied, while the touch
+  // was on its way: its answer is no news.
+  if (st == State::kAbandoned || (st == State::kAcking && DeliveryOver(s))) return;
+  NoteError(s);
+  Held& h = *it;
+  if (DeliveryOver(s)) {
+    h.lost = true;
+    return;
+  }
+  // Transient, as far as the worker can tell: try again soon, before the
+  // reservation runs out (and, past it, until the queue says it is over).
+  h.touch_retry_ms = h.touch_retry_ms == 0
+                         ? kTouchRetryMs
+                         : std::min(h.touch_retry_ms * 2, TouchInterval(h.delivery));
+  const int64_t left = h.held_since + h.delivery.ttr_ms - now;
+  h.touch_at = now + std::max<int64_t>(
+                         1, left > 0 ? std::min(h.touch_retry_ms, left / 2) : h.touch_retry_ms);
 }
 
 template <typename Pred>
@@ -814,8 +1009,10 @@ void Worker::Impl::Stop(int64_t drain_ms) {
     std::lock_guard<std::mutex> l(mu_);
     reserving_ = false;
   }
-  // No reserve open, no callback or touch under way: what is held is final.
-  WaitStop([this] { return !reserving_ && in_callback_ == 0 && touching_ == 0; }, kNever);
+  // No reserve open, no touch under way, what a reserve answered during the
+  // Stop given back (by the timer): what is held is final.
+  WaitStop([this] { return !reserving_ && touching_ == 0 && give_back_.empty() && !giving_back_; },
+           kNever);
   std::vector<Delivery> unstarted;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -827,16 +1024,31 @@ void Worker::Impl::Stop(int64_t drain_ms) {
     waiting_.clear();
   }
   Unreserve(unstarted);
+  // Handlers finish, acks are sent (and sent again), jobs are touched.
   WaitStop([this] { return held_.empty(); }, deadline);
-  // Past the deadline: give back the jobs of the handlers still running.
+  // Past the deadline: give back the jobs of the handlers still running,
+  // give up the acks still failing.
   std::vector<Delivery> running;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
+    drain_over_ = true;
     for (Held& h : held_) {
       State was = State::kRunning;
       if (!h.state.compare_exchange_strong(was, State::kAbandoned)) continue;
       running.push_back(h.delivery);
     }
+    std::vector<Concluded> given_up;
+    for (Retry& r : retry_) {
+      r.job->resend = false;
+      Status s(r.last.code(),
+               "the worker stopped before the queue took the outcome; the last try: " +
+                   r.last.message());
+      NoteError(s);
+      given_up.push_back({r.job, r.ack.kind, std::move(s)});
+    }
+    retry_.clear();
+    ack_retry_at_ = kNever;
+    Conclude(given_up, l);
   }
   for (const Delivery& d : running) {
     Status s = queue_.Release(d.id, d.receipt, 0, kStoppedError);

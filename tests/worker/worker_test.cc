@@ -26,6 +26,7 @@
 #include "delayq/queue.h"
 #include "redis/redis_harness.h"
 #include "testing/poll.h"
+#include "worker/faulty_queue.h"
 
 namespace delayq {
 namespace {
@@ -120,6 +121,20 @@ TEST(BackoffDelayMs, FirstRetryWaitsTheBaseThenGrowsJitteredAndCapped) {
   Backoff small{100, 3.0, 150};
   EXPECT_EQ(BackoffDelayMs(small, 2, 0.0), 100);  // d = 150 (capped), d/2 < base
   EXPECT_EQ(BackoffDelayMs(small, 2, 1.0), 150);
+}
+
+// 0 * factor^(n-1) once factor^(n-1) overflows to infinity was NaN, read
+// as "past the cap": a zero base waited the cap after ~1024 attempts.
+TEST(BackoffDelayMs, AZeroBaseWaitsNothingAtAnyAttempt) {
+  Backoff zero{0, 2.0, 600'000};
+  EXPECT_EQ(BackoffDelayMs(zero, 1, 1.0), 0);
+  EXPECT_EQ(BackoffDelayMs(zero, 1024, 1.0), 0);
+  EXPECT_EQ(BackoffDelayMs(zero, 1025, 0.5), 0);
+  EXPECT_EQ(BackoffDelayMs(zero, 4'000'000'000U, 1.0), 0);
+  Backoff slow{1, 1.0, 10};  // factor 1: never grows, however many attempts
+  EXPECT_EQ(BackoffDelayMs(slow, 4'000'000'000U, 1.0), 1);
+  Backoff huge{1, 1000.0, kMaxDelayMs};  // overflows at the 104th attempt: capped
+  EXPECT_EQ(BackoffDelayMs(huge, 200, 1.0), kMaxDelayMs);
 }
 
 TEST(Worker, RefusesBadOptionsAndHandlersNamingWhatIsWrong) {
@@ -307,6 +322,196 @@ TEST(Worker, ALongHandlerIsTouchedEveryHalfTtrAndKeepsItsReservation) {
   ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
   EXPECT_EQ(q->Get("j").status().code(), Code::kNotFound);
   EXPECT_EQ(w->Stats().errors, 0u) << w->Stats().last_error;
+}
+
+// A touch that fails on a transient error (kUnavailable: the queue was out
+// of reach) is tried again 100 ms later, then 200 ms, ..., not half a TTR
+// later, when the reservation would be gone.
+TEST(Worker, AFailedTouchIsRetriedPromptlyWithinTheTtr) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  std::atomic<int> fail_touches{2};
+  q.set_policy([&](FaultyQueue::Op op, std::string_view) {
+    if (op == FaultyQueue::Op::kTouch && fail_touches.fetch_sub(1) > 0) {
+      return FaultyQueue::Fault::kFail;
+    }
+    return FaultyQueue::Fault::kNone;
+  });
+  auto w = NewWorker(q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1; }));
+  clock->Advance(5000);
+  ASSERT_TRUE(Eventually([&] { return q.touch_calls.load() == 1 && w->Stats().errors == 1; }));
+  clock->Advance(100);  // the first retry: fails again
+  ASSERT_TRUE(Eventually([&] { return q.touch_calls.load() == 2 && w->Stats().errors == 2; }));
+  clock->Advance(200);  // the second, 200 ms later: accepted
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  EXPECT_EQ(q.touch_calls.load(), 3);
+  EXPECT_EQ(GetJob(q, "j").reserved_until_ms, t0 + 5300 + 10'000);
+  clock->Advance(5000);  // every half TTR again from the touch that held
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 2; }));
+  EXPECT_EQ(GetJob(q, "j").reserved_until_ms, t0 + 10'300 + 10'000);
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  EXPECT_EQ(q.Get("j").status().code(), Code::kNotFound);
+}
+
+// Only an answer that the delivery is over (not_found here: the job was
+// deleted; stale_receipt) ends a job's touches: no retry follows it.
+TEST(Worker, ATouchAnsweredNotFoundIsNotRetried) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  WorkerOptions options;
+  options.threads = 2;
+  auto w = NewWorker(q, clock, options);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  Add(q, "t", "gone", 0, /*ttr_ms=*/10'000);
+  Add(q, "t", "kept", 0, /*ttr_ms=*/10'600);  // touched at 5300: after any retry of "gone"
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 2; }));
+  ASSERT_TRUE(q.Delete("gone").ok());
+  clock->Advance(5000);
+  ASSERT_TRUE(Eventually([&] { return q.touch_calls.load() == 1 && w->Stats().errors == 1; }));
+  EXPECT_NE(w->Stats().last_error.find("not_found"), std::string::npos) << w->Stats().last_error;
+  clock->Advance(100);
+  clock->Advance(200);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));  // "kept", at 5300
+  EXPECT_EQ(q.touch_calls.load(), 2);
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return w->Stats().handled == 2; }));
+}
+
+// A job handled while the queue is out of reach keeps its outcome: the ack
+// is sent again (100 ms, 200 ms, ... later) until the queue takes it, and
+// the job is touched meanwhile so its reservation does not run out.
+TEST(Worker, AFailedAcknowledgeIsResentUntilTheQueueTakesIt) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  std::atomic<bool> acks_down{true};
+  q.set_policy([&](FaultyQueue::Op op, std::string_view) {
+    return op == FaultyQueue::Op::kAck && acks_down ? FaultyQueue::Fault::kFail
+                                                    : FaultyQueue::Fault::kNone;
+  });
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 1 && w->Stats().errors == 1; }));
+  clock->Advance(100);  // resent: refused again
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 2 && w->Stats().errors == 2; }));
+  clock->Advance(4900);  // half the TTR: touched while its outcome waits
+  ASSERT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  EXPECT_EQ(GetJob(q, "j").reserved_until_ms, t0 + 5000 + 10'000);
+  EXPECT_EQ(GetJob(q, "j").state, JobState::kReserved);
+  EXPECT_EQ(w->Stats().succeeded, 0u);
+  acks_down = false;
+  clock->Advance(6000);  // past the first TTR, and past the next resend
+  ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  EXPECT_EQ(q.Get("j").status().code(), Code::kNotFound);
+  EXPECT_EQ(w->Stats().handled, 1u);
+}
+
+// What `delayq work` logs: the queue's answer to each outcome, once, when it
+// is final. A reply lost after the finish was applied: resent, answered
+// not_found (the job is gone), and not resent again.
+TEST(Worker, OnAcknowledgedGetsTheQueuesFinalAnswerOfEachOutcome) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  std::atomic<int> lose{1};
+  q.set_policy([&](FaultyQueue::Op op, std::string_view id) {
+    return op == FaultyQueue::Op::kAck && id == "lost-reply" && lose.fetch_sub(1) > 0
+               ? FaultyQueue::Fault::kLoseReply
+               : FaultyQueue::Fault::kNone;
+  });
+  std::mutex mu;
+  std::vector<std::string> answers;
+  WorkerOptions options;
+  options.threads = 1;
+  options.on_acknowledged = [&](const Delivery& d, Ack::Kind kind, const Status& s) {
+    std::lock_guard<std::mutex> l(mu);
+    answers.push_back(d.id + " " + std::to_string(static_cast<int>(kind)) + " " +
+                      (s.ok() ? "ok" : s.ToString()));
+  };
+  auto w = NewWorker(q, clock, options);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery& d) {
+                 return d.id == "buried" ? Outcome::Bury("no") : Outcome::Success();
+               }).ok());
+  Add(q, "t", "lost-reply");
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 1 && w->Stats().errors == 1; }));
+  clock->Advance(100);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().errors == 2; }));
+  Add(q, "t", "buried");
+  ASSERT_TRUE(Eventually([&] { return w->Stats().buried == 1; }));
+  clock->Advance(10'000);
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+  EXPECT_EQ(q.ack_calls.load(), 3);  // not resent after not_found
+  EXPECT_EQ(q.Get("lost-reply").status().code(), Code::kNotFound);
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].rfind("lost-reply 0 ", 0), 0u) << answers[0];
+  EXPECT_NE(answers[0].find("not_found"), std::string::npos) << answers[0];
+  EXPECT_EQ(answers[1], "buried 2 ok");
+}
+
+// Stop's drain bounds the resends: an outcome the queue has not taken by
+// the deadline is given up, counted in errors and reported to
+// on_acknowledged with the last error.
+TEST(Worker, StopResendsAcksUntilTheDrainDeadlineThenGivesUpCountingIt) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  q.set_policy([&](FaultyQueue::Op op, std::string_view) {
+    return op == FaultyQueue::Op::kAck ? FaultyQueue::Fault::kFail : FaultyQueue::Fault::kNone;
+  });
+  std::atomic<int> reported{0};
+  std::atomic<bool> unavailable{false};
+  WorkerOptions options;
+  options.on_acknowledged = [&](const Delivery&, Ack::Kind, const Status& s) {
+    unavailable = s.code() == Code::kUnavailable;
+    ++reported;
+  };
+  auto w = NewWorker(q, clock, options);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  Add(q, "t", "j", 0, /*ttr_ms=*/10'000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 1 && w->Stats().errors == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(1000);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 0; }));  // Stop has begun
+  clock->Advance(100);
+  // Resent in the drain, and refused again.
+  ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 2 && w->Stats().errors == 2; }));
+  EXPECT_FALSE(stopped.load());
+  EXPECT_EQ(reported.load(), 0);
+  clock->Advance(900);
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  if (!stopped) clock->Advance(60'000);
+  stopper.join();
+  EXPECT_EQ(reported.load(), 1);
+  EXPECT_TRUE(unavailable.load());
+  EXPECT_GE(w->Stats().errors, 3u);  // and given up
+  EXPECT_NE(w->Stats().last_error.find("unavailable"), std::string::npos) << w->Stats().last_error;
+  EXPECT_EQ(GetJob(q, "j").state, JobState::kReserved);  // back after its TTR
 }
 
 TEST(Worker, NeverRunsMoreHandlersOfATopicThanItsConcurrency) {
@@ -598,6 +803,104 @@ TEST(Worker, StopsDrainEndsWhenTheWorkersClockReachesIt) {
   stopper.join();
   EXPECT_EQ(GetJob(*q, "j").state, JobState::kReady);
   gate.Open();
+}
+
+// A drain longer than half the TTR: the running job is still touched, so
+// its reservation outlives the TTR and no other worker can start it.
+TEST(Worker, TouchesContinueDuringDrain) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  auto w = NewWorker(*q, clock);
+  Gate gate;
+  ASSERT_TRUE(w->Handle("t", [&](const Delivery&) {
+                 gate.Wait();
+                 return Outcome::Success();
+               }).ok());
+  const int64_t t0 = clock->NowMs();
+  Add(*q, "t", "j", 0, /*ttr_ms=*/2000);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().running == 1 && Waiting(*q, "t") == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(10'000);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return Waiting(*q, "t") == 0; }));  // Stop has begun
+  clock->Advance(1000);
+  EXPECT_TRUE(Eventually([&] { return w->Stats().touched == 1; }));
+  EXPECT_EQ(GetJob(*q, "j").reserved_until_ms, t0 + 1000 + 2000);
+  clock->Advance(1000);  // the first TTR is over; the touch kept the job
+  EXPECT_TRUE(Eventually([&] { return w->Stats().touched == 2; }));
+  JobInfo info = GetJob(*q, "j");
+  EXPECT_EQ(info.state, JobState::kReserved);
+  EXPECT_EQ(info.reserved_until_ms, t0 + 2000 + 2000);
+  gate.Open();
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  if (!stopped) clock->Advance(60'000);  // so the join below ends even if the test failed
+  stopper.join();
+  EXPECT_EQ(q->Get("j").status().code(), Code::kNotFound);  // finished by its one holder
+  EXPECT_EQ(w->Stats().succeeded, 1u);
+  EXPECT_EQ(w->Stats().errors, 0u) << w->Stats().last_error;
+}
+
+// A reserve's callback runs on the queue's thread (the network client's I/O
+// thread, or whoever made the jobs ready): the worker makes no Queue call
+// there, neither the next reserve nor a give-back, so the callback never
+// waits for a round trip.
+TEST(Worker, MakesNoQueueCallInsideAReserveCallback) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+    Add(q, "t", "j" + std::to_string(i));  // answers the waiting reserve on this thread
+    ASSERT_TRUE(Eventually([&] { return w->Stats().succeeded == uint64_t(i + 1); }));
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return Waiting(q, "t") == 1; }));  // the next reserve, made elsewhere
+  EXPECT_EQ(q.calls_in_callback.load(), 0);
+}
+
+// Stop while a reserve's answer is on its way: the jobs it brings are given
+// back, off the callback's thread, and Stop waits for that.
+TEST(Worker, JobsArrivingDuringStopAreGivenBackOffTheCallbackThread) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  FaultyQueue q(*real);
+  Gate answer;
+  std::atomic<int> held_up{0};
+  std::atomic<bool> hold{false};
+  q.set_before_callback([&] {
+    if (!hold) return;
+    ++held_up;
+    answer.Wait();
+  });
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return Waiting(q, "t") == 1; }));
+  hold = true;
+  std::thread adder([&] { Add(q, "t", "j"); });  // its Add runs the held callback
+  ASSERT_TRUE(Eventually([&] { return held_up.load() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    w->Stop(0);
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return q.cancels.load() == 1; }));  // too late: it is answered
+  answer.Open();
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  stopper.join();
+  adder.join();
+  JobInfo j = GetJob(q, "j");
+  EXPECT_EQ(j.state, JobState::kReady);
+  EXPECT_EQ(j.attempts, 0u);
+  EXPECT_EQ(w->Stats().given_back, 1u);
+  EXPECT_EQ(w->Stats().handled, 0u);
+  EXPECT_EQ(q.calls_in_callback.load(), 0);
 }
 
 TEST(Worker, ARestartedWorkerGetsEveryJobThatFellDueWhileDownAtOnce) {
