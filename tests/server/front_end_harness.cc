@@ -212,6 +212,9 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
   qo.store = options_.store;
   qo.fsync = options_.fsync;
   qo.clock = clock_;
+  qo.redis_url = options_.redis_url;
+  qo.redis_prefix = options_.redis_prefix;
+  qo.redis_buckets = options_.redis_buckets;
   if (options_.store == StoreKind::kEmbedded) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "delayq-frontend-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
@@ -297,7 +300,9 @@ void FrontEndHarness::AdvanceMs(int64_t ms) {
   clock_->Advance(ms);
   // The queue's fd is readable now; run what fell due here rather than
   // racing the loop's own turn, then let the answers it posted run.
-  RunOnLoop([this] { queue_->driver()->RunDue(); });
+  RunOnLoop([this] {
+    if (QueueDriver* d = queue_->driver()) d->RunDue();
+  });
   RunOnLoop([] {});
 }
 

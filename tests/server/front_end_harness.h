@@ -93,7 +93,14 @@ std::string HttpRequest(std::string_view method, std::string_view target,
 size_t ParseHttpReply(std::string_view buf, HttpReply* out, bool head = false);
 
 struct FrontEndHarnessOptions {
-  StoreKind store = StoreKind::kMemory;  // or kEmbedded, in a temporary directory
+  StoreKind store = StoreKind::kMemory;  // or kEmbedded, in a temporary directory,
+                                         // or kRedis (the three redis_* below)
+  // kRedis: QueueOptions' fields of the same names (a test's redis-server, a
+  // fresh prefix). The Redis store runs its own timer thread, so AdvanceMs
+  // moves the clock and returns without waiting for it.
+  std::string redis_url{};
+  std::string redis_prefix{};
+  uint32_t redis_buckets = 0;
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
   std::string auth_token{};  // both front ends
   // Given to both front ends' TcpServerOptions.
