@@ -82,16 +82,19 @@ Status ParseInfo(const std::vector<Reply>& f, size_t at, JobInfo* info, int64_t*
   return Status::Ok();
 }
 
-// A reserve reply's job: its id and its record as stored after the reserve
+constexpr size_t kDeliveryFields = 3;  // fields per job of a reserve reply
+
+// A reserve reply's job: its id, its record as stored after the reserve
 // (docs/redis-store.md, "The record": state, attempts, priority, ttr_ms,
 // max_attempts, run_at_ms (6 bytes), seq (7), topic (1-byte length),
-// last_error (2-byte length), body; big-endian). now_ms: the round's, which
-// the script used for the TTR deadline.
+// last_error (2-byte length), body; big-endian) and its deliveries given
+// back. now_ms: the round's, which the script used for the TTR deadline.
 Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery* d, int64_t* seq) {
   const std::string* id = AsText(f[at]);
   const std::string* rec = AsText(f[at + 1]);
+  const std::optional<int64_t> given = AsInt(f[at + 2]);
   constexpr size_t kHead = 31;  // through the topic's length
-  if (id == nullptr || rec == nullptr || rec->size() < kHead + 2) {
+  if (id == nullptr || rec == nullptr || !given || rec->size() < kHead + 2) {
     return Internal("redis store: malformed delivery");
   }
   auto u = [&](size_t from, size_t bytes) {
@@ -114,9 +117,11 @@ Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery
   d->reserved_until_ms = now_ms + d->ttr_ms;
   d->topic.assign(*rec, kHead, topic_len);
   d->body.assign(*rec, body_at);
+  // The delivery number: attempts never lowered by a give-back (unreserve).
+  const auto delivery = static_cast<uint32_t>(d->attempts + static_cast<uint64_t>(*given));
   char receipt[25];
   std::snprintf(receipt, sizeof receipt, "%016llx%08x", static_cast<unsigned long long>(*seq),
-                d->attempts);
+                delivery);
   d->receipt.assign(receipt, 24);
   d->id = std::move(f[at].str());
   return Status::Ok();
@@ -374,9 +379,9 @@ size_t Batch::PromoteBefore(GroupSlot slot) const { return shared_[slot.call].pr
 
 void Batch::IndexReply(SharedCall& call, const Reply& reply) {
   // heads: next_due_ms, then per group n and n keys of 3 integers;
-  // reserve: per group n and n deliveries of 2 fields (id, record).
+  // reserve: per group n and n deliveries of 3 fields (id, record, given).
   const bool heads = call.lua == Lua::kHeads;
-  const size_t width = heads ? 3 : 2;
+  const size_t width = heads ? 3 : kDeliveryFields;
   const std::string_view what = heads ? "heads" : "reserve";
   if (!reply.is_array() || (heads && (reply.elements().empty() || !AsInt(reply.elements()[0])))) {
     call.shape = Malformed(what, reply);
@@ -1163,7 +1168,8 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
     for (size_t i = 0; i < n; ++i) {
       Got g;
       int64_t seq = 0;
-      if (Status s = DecodeDelivery(f, part->first + i * 2, b.now(), &g.d, &seq); !s.ok()) {
+      if (Status s = DecodeDelivery(f, part->first + i * kDeliveryFields, b.now(), &g.d, &seq);
+          !s.ok()) {
         error = s;
         break;
       }

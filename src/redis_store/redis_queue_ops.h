@@ -173,10 +173,10 @@ class Batch {
   // A job's element of a shared command's array reply.
   Result<const redis::Reply*> Element(Slot slot) const;
   // A group's part of a shared heads or reserve call's reply: its
-  // `entries` keys (heads: 3 integers each) or deliveries (reserve: 9
-  // fields each, which the caller may move out) from fields[first]. An
-  // error reply, or a reply that does not match its groups, fails every
-  // group of the call.
+  // `entries` keys (heads: 3 integers each) or deliveries (reserve: 3
+  // fields each, id, record and given back, which the caller may move out)
+  // from fields[first]. An error reply, or a reply that does not match its
+  // groups, fails every group of the call.
   struct GroupPart {
     std::vector<redis::Reply>* fields = nullptr;  // the call's whole reply
     size_t first = 0;

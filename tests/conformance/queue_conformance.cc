@@ -564,6 +564,47 @@ TEST_P(QueueConformance, UnreserveGivesADeliveryBackWithoutCountingIt) {
   EXPECT_EQ(s1.released - s0.released, 1u);
 }
 
+// A receipt names one delivery and is never reused: the delivery after an
+// UNRESERVE gets a new one, so the worker that gave the job back (or its
+// UNRESERVE sent again) cannot finish, release, touch, bury or give back the
+// next holder's delivery. Embedded, the reopening variant restarts the store
+// between every two calls: the receipts stay unique across restarts too.
+TEST_P(QueueConformance, AReceiptGivenBackByUnreserveIsNeverTheNextDeliverysReceipt) {
+  Queue& q = queue();
+  MustAdd(q, Spec("unres.r", "j"));
+  Delivery first = ReserveOne(q, "unres.r");
+  ASSERT_TRUE(IsOk(q.Unreserve("j", first.receipt)));
+  Delivery second = ReserveOne(q, "unres.r");
+  ASSERT_EQ(second.id, "j");
+  EXPECT_EQ(second.attempts, 1u);
+  EXPECT_NE(second.receipt, first.receipt);
+  EXPECT_TRUE(HasCode(q.Finish("j", first.receipt), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Release("j", first.receipt, 0, ""), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Touch("j", first.receipt), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Bury("j", first.receipt, ""), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Unreserve("j", first.receipt), Code::kStaleReceipt));
+  JobInfo info = MustGet(q, "j");
+  EXPECT_EQ(StateName(info.state), "reserved");
+  EXPECT_EQ(info.receipt, second.receipt);
+  EXPECT_TRUE(IsOk(q.Touch("j", second.receipt)));
+
+  // Given back, released and given back again: every delivery its own.
+  std::vector<std::string> receipts = {first.receipt, second.receipt};
+  ASSERT_TRUE(IsOk(q.Unreserve("j", second.receipt)));
+  Delivery third = ReserveOne(q, "unres.r");
+  receipts.push_back(third.receipt);
+  ASSERT_TRUE(IsOk(q.Release("j", third.receipt, 0, "")));
+  Delivery fourth = ReserveOne(q, "unres.r");
+  receipts.push_back(fourth.receipt);
+  EXPECT_EQ(fourth.attempts, 2u);
+  EXPECT_EQ(std::set<std::string>(receipts.begin(), receipts.end()).size(), receipts.size())
+      << "a receipt was reused";
+  for (size_t i = 0; i + 1 < receipts.size(); ++i) {
+    EXPECT_TRUE(HasCode(q.Finish("j", receipts[i]), Code::kStaleReceipt)) << i;
+  }
+  EXPECT_TRUE(IsOk(q.Finish("j", fourth.receipt)));
+}
+
 // --- finish, receipts and TTR ------------------------------------------------------
 
 TEST_P(QueueConformance, FinishRemovesTheJobWithOrWithoutItsReceipt) {

@@ -482,6 +482,25 @@ class Receipts(ScriptTest):
         self.assertEqual(b.finish(T0, *[('j', r) for r in receipts[:3]]), ['stale_receipt'] * 3)
         self.assertEqual(b.finish(T0, ('j', last['receipt'])), ['ok'])
 
+    def test_a_delivery_given_back_is_never_the_next_ones_receipt(self):
+        b = self.b
+        b.add_one(T0, 'j', 'given')
+        first = b.reserve(T0, ['given'])[0]
+        self.assertEqual(b.unreserve(T0, 'j', first['receipt']), 'ready')
+        second = b.reserve(T0, ['given'])[0]
+        self.assertEqual(second['attempts'], 1)
+        self.assertNotEqual(second['receipt'], first['receipt'])
+        self.assertEqual(b.get(T0, 'j')['receipt'], second['receipt'])
+        self.assertEqual(b.finish(T0, ('j', first['receipt'])), ['stale_receipt'])
+        self.assertEqual(b.touch(T0, ('j', first['receipt'])), ['stale_receipt'])
+        self.assertCode('stale_receipt', b.release, T0, 'j', first['receipt'])
+        self.assertCode('stale_receipt', b.bury, T0, 'j', first['receipt'])
+        self.assertCode('stale_receipt', b.unreserve, T0, 'j', first['receipt'])
+        self.assertEqual(b.touch(T0, ('j', second['receipt'])), ['ok'])
+        self.assertEqual(b.finish(T0, ('j', second['receipt'])), ['ok'])
+        # Gone with the job: a new one of that id starts from nothing.
+        self.assertEqual(b.r.exists(b.tag + ':given'), 0)
+
     def test_operations_needing_a_reservation_fail_on_other_states(self):
         b = self.b
         b.add_one(T0, 'ready', 'nr')

@@ -12,9 +12,8 @@
 -- Errors   not_found, not_reserved, stale_receipt (as finish).
 --
 -- No counter changes: the job was handed out (reserves) and is not
--- released. The job's next delivery gets the same receipt again (seq and
--- attempts are as they were), which is harmless only because nobody got
--- this one.
+-- released. The delivery is counted as given back (the `given` entry), so
+-- the job's next delivery gets a new receipt: this one stays stale for good.
 --!include lib.lua
 
 local function main()
@@ -30,6 +29,7 @@ local function main()
     abort(code, msg)
   end
   detach(j)
+  set_given(j, given_of(j) + 1)
   if j.attempts > 0 then j.attempts = j.attempts - 1 end
   attach_ready(j)
   save(j)
