@@ -706,7 +706,8 @@ class PeekOp final : public Op {
 
 // Up to n buried jobs of a topic, oldest first across buckets: `heads buried`
 // everywhere, the n smallest seqs, `kick_topic` with each bucket's share;
-// rounds of at most 1000 until n are kicked or none are left.
+// rounds of at most 1000 until n are kicked or none are left. On one bucket
+// there is nothing to merge: `kick_topic` alone, one round for n <= 1000.
 class KickTopicOp final : public Op {
  public:
   KickTopicOp(std::string_view topic, uint64_t n, CountDone done)
@@ -714,6 +715,11 @@ class KickTopicOp final : public Op {
   void Plan(Batch& b) override {
     cmds_.clear();
     const uint32_t m = static_cast<uint32_t>(std::min<uint64_t>(left_, kMaxBatch));
+    if (!kicking_ && b.ctx().buckets == 1) {
+      share_ = {{0, m}};
+      full_ = true;  // as if heads had found m: a full kick_topic asks for more
+      kicking_ = true;
+    }
     if (!kicking_) {
       for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
         // One group: m seqs of the topic.
@@ -762,6 +768,8 @@ class KickTopicOp final : public Op {
       if (!n) return Done(Malformed("kick_topic", **r));
       kicked += static_cast<uint64_t>(*n);
     }
+    // One bucket: no heads said how many there are; a full kick may leave more.
+    if (b.ctx().buckets == 1) full_ = kicked >= share_.begin()->second;
     kicked_ += kicked;
     left_ -= std::min(left_, kicked);
     if (kicked > 0) b.NoteReady(topic_, kAllBuckets);
@@ -779,6 +787,9 @@ class KickTopicOp final : public Op {
     }
   }
   Lua kind() const override { return Lua::kKickTopic; }
+  bool MayTakeRounds(const Context& ctx) const override {
+    return ctx.buckets > 1 || left_ > kMaxBatch;
+  }
 
  private:
   bool Done(Status s) {

@@ -267,6 +267,12 @@ class Op {
   // Roughly the bytes it sends, to bound a round.
   virtual size_t bytes() const { return 64; }
   virtual ReserveGroup* AsGroup() { return nullptr; }
+  // Whether it may need more than one round. The dispatcher then starts no
+  // op submitted after it until it completes (nor in its first round), so
+  // calls made one after the other act one after the other (a connection's
+  // pipeline: docs/api.md). Reserve groups are not held to it: waits are
+  // ordered by the front end (a reserve holds back what follows it).
+  virtual bool MayTakeRounds(const Context&) const { return false; }
 };
 
 using AddDone = std::function<void(Result<AddResult>)>;
