@@ -522,7 +522,8 @@ void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
           [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
     } else {
       // The jobs past the budget are given back before the waiter hears of
-      // its batch, so what the caller does next finds them ready.
+      // its batch, so what the caller does next finds them ready; as
+      // surplus, so that reserves counts only the jobs handed out.
       callbacks->push_back([this, surplus = std::move(surplus), done = std::move(w.done),
                             r = std::move(r)]() mutable {
         struct Pending {
@@ -535,9 +536,13 @@ void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
         p->done = std::move(done);
         p->r.emplace(std::move(r));
         for (const Delivery& d : surplus) {
-          UnreserveAsync(d.id, d.receipt, [p](const Status&) {
-            if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
-          });
+          Submit(rq::MakeUnreserve(
+                     d.id, d.receipt,
+                     [p](const Status&) {
+                       if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
+                     },
+                     /*surplus=*/true),
+                 /*wait=*/false);
         }
       });
     }

@@ -131,7 +131,10 @@ Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery
 Status JobStatus(const std::string& s, std::string_view id) {
   if (s == "ok") return Status::Ok();
   if (s == "not_found") return NotFound(QuoteId(id) + " does not exist");
-  if (s == "not_reserved") return NotReserved(QuoteId(id) + " is not reserved");
+  // "not_reserved <state>": named as the engine names it.
+  if (s.rfind("not_reserved ", 0) == 0) {
+    return NotReserved(QuoteId(id) + " is " + s.substr(13, 20) + ", not reserved");
+  }
   if (s == "stale_receipt") {
     return StaleReceipt("receipt does not match the current reservation of " + QuoteId(id) +
                         " (its TTR may have run out and it was handed out again)");
@@ -991,9 +994,11 @@ std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, i
       std::vector<std::string>{ReceiptArg(receipt), Str(delay_ms), std::string(error)}, delay_ms,
       std::move(done));
 }
-std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done) {
-  return std::make_unique<SingleIdOp>(
-      Lua::kUnreserve, id, std::vector<std::string>{ReceiptArg(receipt)}, 0, std::move(done));
+std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done,
+                                  bool surplus) {
+  std::vector<std::string> args = {ReceiptArg(receipt)};
+  if (surplus) args.emplace_back("surplus");
+  return std::make_unique<SingleIdOp>(Lua::kUnreserve, id, std::move(args), 0, std::move(done));
 }
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done) {

@@ -301,8 +301,11 @@ std::unique_ptr<Op> MakeTouch(std::string_view id, std::string_view receipt, Sta
 std::unique_ptr<Op> MakeDelete(std::string_view id, StatusDone done);
 std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, int64_t delay_ms,
                                 std::string_view error, StatusDone done);
-// Gives back a delivery without counting it (unreserve.lua).
-std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done);
+// Gives back a delivery without counting it (unreserve.lua). `surplus`: the
+// delivery never left this queue (past a batch's byte budget), so it is not
+// counted in reserves either.
+std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done,
+                                  bool surplus = false);
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done);
 std::unique_ptr<Op> MakeKick(std::string_view id, StatusDone done);

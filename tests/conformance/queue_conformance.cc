@@ -536,6 +536,29 @@ TEST_P(QueueConformance, ReserveWithMaxBytesStopsBeforeTheJobThatWouldExceedIt) 
   EXPECT_EQ(Ids(ReserveNow(q, {"mb"}, 5)), (std::vector<std::string>{"m3", "m4"}));
 }
 
+// STATS reserves counts the jobs handed out: a batch cut short by its byte
+// budget counts only those it hands out (the Redis store took the whole
+// count and gave the rest back still counted: `RESERVE COUNT 2 MAXBYTES 15`
+// handed out one job and counted two).
+TEST_P(QueueConformance, ReservesCountsOnlyTheJobsABatchCutToItsBytesHandsOut) {
+  Queue& q = queue();
+  for (int i = 0; i < 2; ++i) {
+    JobSpec spec = Spec("mbc", Name("c", i));
+    spec.body = std::string(10, 'x');
+    MustAdd(q, spec);
+  }
+  QueueStats s0 = MustStats(q);
+  ReserveRequest req = Request({"mbc"}, 0, 2);
+  req.max_bytes = 15;  // one 10-byte body fits, not two
+  auto got = q.Reserve(req);
+  ASSERT_TRUE(IsOk(got.status()));
+  EXPECT_EQ(Ids(*got), (std::vector<std::string>{"c0"}));
+  EXPECT_EQ(MustStats(q).reserves - s0.reserves, 1u);
+  EXPECT_EQ(MustGet(q, "c1").attempts, 0u);
+  EXPECT_EQ(Ids(ReserveNow(q, {"mbc"}, 2)), (std::vector<std::string>{"c1"}));
+  EXPECT_EQ(MustStats(q).reserves - s0.reserves, 2u);
+}
+
 TEST_P(QueueConformance, UnreserveGivesADeliveryBackWithoutCountingIt) {
   Queue& q = queue();
   QueueStats s0 = MustStats(q);
@@ -741,6 +764,33 @@ TEST_P(QueueConformance, OperationsNeedingAReservationFailOnOtherStates) {
     EXPECT_TRUE(HasCode(q.Bury("reserved", w, ""), Code::kStaleReceipt));
   }
   EXPECT_EQ(State(q, "reserved"), "reserved");
+}
+
+// Acting by id alone (no receipt: force) on a job that is not reserved is
+// not_reserved with a message naming the job's state, the same on every
+// store ("job 'ready' is ready, not reserved"; the Redis store's finish and
+// touch said only "is not reserved").
+TEST_P(QueueConformance, ForceOnAJobThatIsNotReservedNamesItsState) {
+  Queue& q = queue();
+  MustAdd(q, Spec("nrs", "ready"));
+  MustAdd(q, Delayed("nrs", "delayed", kLongMs));
+  MustAdd(q, Spec("nrs.b", "buried"));
+  BuryNext(q, "nrs.b");
+  for (const std::string id : {"ready", "delayed", "buried"}) {
+    SCOPED_TRACE(id);
+    const std::string want = "job '" + id + "' is " + id + ", not reserved";
+    EXPECT_TRUE(Rejects(q.Finish(id, ""), want, Code::kNotReserved));
+    EXPECT_TRUE(Rejects(q.Touch(id, ""), want, Code::kNotReserved));
+    EXPECT_TRUE(Rejects(q.Release(id, "", 0, ""), want, Code::kNotReserved));
+    EXPECT_TRUE(Rejects(q.Bury(id, "", ""), want, Code::kNotReserved));
+    std::vector<Ack> acks(2);
+    acks[0].id = acks[1].id = id;
+    acks[0].kind = Ack::Kind::kFinish;
+    acks[1].kind = Ack::Kind::kRelease;
+    for (const Status& s : q.Acknowledge(acks)) {
+      EXPECT_TRUE(Rejects(s, want, Code::kNotReserved));
+    }
+  }
 }
 
 TEST_P(QueueConformance, OperationsOnAnUnknownIdFailWithNotFound) {

@@ -336,8 +336,9 @@ class Bucket:
     def bury(self, now, id, receipt='', reason=''):
         return _s(self.call('bury', now, id, receipt_arg(receipt), reason))
 
-    def unreserve(self, now, id, receipt):
-        return _s(self.call('unreserve', now, id, receipt_arg(receipt)))
+    def unreserve(self, now, id, receipt, surplus=False):
+        extra = ('surplus',) if surplus else ()
+        return _s(self.call('unreserve', now, id, receipt_arg(receipt), *extra))
 
     def kick(self, now, id):
         return _s(self.call('kick', now, id))

@@ -6,8 +6,8 @@
 -- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt ("" skips the check; else
 --          11 bytes: seq (7) and delivery number (4), big-endian, decoded
 --          from the receipt's hex digits by the caller)
--- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved"
---          (no receipt and the job is not reserved) | "stale_receipt" (a
+-- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved
+--          <state>" (no receipt and the job is in that state, not reserved) | "stale_receipt" (a
 --          receipt that is not the job's current reservation's, also when
 --          the job is no longer reserved)
 -- Errors   invalid_argument for a malformed batch (nothing changed). An id
@@ -104,9 +104,9 @@ local function main()
         end
         if changed then save(j) end
         met[id] = SEEN
-        local code = check_reservation(j, receipts[k])
+        local code, _, status = check_reservation(j, receipts[k])
         if code then
-          out[k] = code
+          out[k] = status
         else
           finished(k, id, j.topic)
         end

@@ -497,15 +497,18 @@ local function settle_job(j)
 end
 
 -- Without a receipt the job must be reserved (not_reserved); with one, it
--- must be the current reservation's (stale_receipt). Returns code, message.
+-- must be the current reservation's (stale_receipt). Returns code, message,
+-- and the status a batch script answers for the job ("not_reserved <state>":
+-- the caller's message names the state, as the engine's does).
 local function check_reservation(j, receipt)
   if receipt == '' then
     if j.state == RESERVED then return nil end
-    return 'not_reserved', quote(j.id) .. ' is ' .. STATE_NAMES[j.state] .. ', not reserved'
+    return 'not_reserved', quote(j.id) .. ' is ' .. STATE_NAMES[j.state] .. ', not reserved',
+      'not_reserved ' .. STATE_NAMES[j.state]
   end
   if j.state == RESERVED and receipt_arg_of(j) == receipt then return nil end
   return 'stale_receipt', 'receipt does not match the current reservation of ' .. quote(j.id)
-    .. ' (its TTR may have run out and it was handed out again)'
+    .. ' (its TTR may have run out and it was handed out again)', 'stale_receipt'
 end
 
 -- Makes the jobs `ids` of `topic` ready, each at its place in line (ids no
