@@ -138,9 +138,10 @@ class Queue {
   // its place in line (run_at kept), and the delivery is not counted, so
   // attempts and max_attempts are as before it. last_error is unchanged. The
   // receipt is required: only the delivery that went astray is undone. The
-  // next delivery of the job gets the same receipt again (a receipt names
-  // the add and the attempt), which is harmless only because nobody got
-  // this one. Errors: kInvalidArgument without a receipt (no force here);
+  // next delivery of the job gets a new receipt (a receipt names one
+  // delivery, never reused, on every store and across restarts), so this
+  // one stays stale: sent again, it cannot touch the next holder's delivery.
+  // Errors: kInvalidArgument without a receipt (no force here);
   // otherwise as Finish.
   virtual Status Unreserve(std::string_view id, std::string_view receipt) = 0;
 

@@ -274,12 +274,29 @@ uint64_t Engine::NextSeq() {
   return seq;
 }
 
-std::string_view Engine::Receipt(const JobRecord* r, char (&buf)[kReceiptBytes]) {
-  // Unique per delivery of a job: the add (seq) and the attempt number. A
+std::string_view Engine::Receipt(uint32_t h, char (&buf)[kReceiptBytes]) const {
+  // Unique per delivery of a job: the add (seq) and the delivery number. A
   // re-added (replaced) job has a new seq, so old receipts go stale.
+  const JobRecord* r = Rec(h);
   WriteHex(r->seq, 16, buf);
-  WriteHex(r->attempts, 8, buf + 16);
+  WriteHex(static_cast<uint32_t>(r->attempts + GiveBacks(h)), 8, buf + 16);
   return {buf, kReceiptBytes};
+}
+
+uint32_t Engine::GiveBacks(uint32_t h) const {
+  if (!(Rec(h)->flags & JobRecord::kFlagGivenBack)) return 0;
+  return give_backs_.at(h);
+}
+
+void Engine::SetGiveBacks(uint32_t h, uint32_t n) {
+  JobRecord* r = Rec(h);
+  if (n == 0) {
+    if (r->flags & JobRecord::kFlagGivenBack) give_backs_.erase(h);
+    r->flags &= ~JobRecord::kFlagGivenBack;
+    return;
+  }
+  give_backs_[h] = n;
+  r->flags |= JobRecord::kFlagGivenBack;
 }
 
 Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const {
@@ -290,7 +307,7 @@ Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_vie
     return NotReserved(Quote(id) + " is " + std::string(StateName(StateOf(h))) + ", not reserved");
   }
   char buf[kReceiptBytes];
-  if (reserved && Receipt(r, buf) == receipt) return Status::Ok();
+  if (reserved && Receipt(h, buf) == receipt) return Status::Ok();
   return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
                       " (its TTR may have run out and it was handed out again)");
 }
@@ -336,6 +353,7 @@ void Engine::DestroyRecord(uint32_t h) {
   JobRecord* r = Rec(h);
   if (r->id_len != 0) ids_.erase(h);
   ClearLastError(h);
+  SetGiveBacks(h, 0);
   if (r->body_out_of_line()) {
     delete[] r->body_ptr();
     big_bodies_.erase(h);
@@ -484,7 +502,7 @@ Delivery Engine::Deliver(uint32_t h) {
   d.topic = topics_[r->topic]->name;
   d.body = std::string(r->body());
   char receipt[kReceiptBytes];
-  d.receipt = std::string(Receipt(r, receipt));
+  d.receipt = std::string(Receipt(h, receipt));
   d.attempts = r->attempts;
   d.ttr_ms = r->ttr_ms;
   d.priority = r->priority;
@@ -725,7 +743,10 @@ Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
   Detach(h);
   // As if never handed out: the attempt is not counted, and the job is due
   // already (it was ready when reserved), so it takes its old place in line.
+  // The delivery number stays: the next delivery's receipt is a new one,
+  // so this receipt (a retried unreserve, say) never touches that delivery.
   --r->attempts;
+  SetGiveBacks(h, GiveBacks(h) + 1);
   AttachReady(h);
   JournalUpdate(h);
   ServePending();
@@ -813,7 +834,7 @@ JobInfo Engine::Info(uint32_t h) const {
   if (info.state == JobState::kReserved) {
     info.reserved_until_ms = now_wall_ + (reservations_.At(r->pos).until_mono - now_mono_);
     char receipt[kReceiptBytes];
-    info.receipt = std::string(Receipt(r, receipt));
+    info.receipt = std::string(Receipt(h, receipt));
   }
   if (r->flags & JobRecord::kFlagHasLastError) info.last_error = last_errors_.at(h);
   return info;
@@ -950,6 +971,7 @@ JobImage Engine::ImageOf(uint32_t h) const {
   img.priority = r->priority;
   img.max_attempts = r->max_attempts;
   img.attempts = r->attempts;
+  img.give_backs = GiveBacks(h);
   if (r->flags & JobRecord::kFlagHasLastError) img.last_error = last_errors_.at(h);
   img.body = r->body();
   return img;
@@ -995,6 +1017,7 @@ Status Engine::RestorePut(const JobImage& job, bool* replaced) {
   ++live_jobs_;
   JobRecord* r = Rec(h);
   r->attempts = job.attempts;
+  SetGiveBacks(h, job.give_backs);
   if (!job.last_error.empty()) SetLastError(h, job.last_error);
   AttachRestored(h, job);
   return Status::Ok();
@@ -1026,6 +1049,7 @@ void Engine::RestoreUpdate(const JobImage& job) {
   Detach(h);
   JobRecord* r = Rec(h);
   r->attempts = job.attempts;
+  SetGiveBacks(h, job.give_backs);
   r->run_at_ms = job.run_at_ms;
   SetLastError(h, job.last_error);
   AttachRestored(h, job);

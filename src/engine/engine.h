@@ -279,9 +279,16 @@ class Engine {
   const TopicState* FindTopic(std::string_view name) const;
   uint64_t NextSeq();
   // The receipt of the job's current delivery, written into `buf`: 16 hex
-  // digits of seq, 8 of attempts. Compared without allocating on finish.
+  // digits of seq, 8 of the delivery number (attempts + give-backs, mod
+  // 2^32). Each delivery of an add gets a number no earlier one had: a
+  // reserve raises it, and nothing lowers it (Unreserve takes an attempt
+  // back but counts a give-back), so a receipt is never handed out twice.
+  // Compared without allocating on finish.
   static constexpr size_t kReceiptBytes = delayq::kReceiptBytes;
-  static std::string_view Receipt(const JobRecord* r, char (&buf)[kReceiptBytes]);
+  std::string_view Receipt(uint32_t h, char (&buf)[kReceiptBytes]) const;
+  // Deliveries of the job given back by Unreserve.
+  uint32_t GiveBacks(uint32_t h) const;
+  void SetGiveBacks(uint32_t h, uint32_t n);
   // Whether `receipt` (its shape already checked: ValidateReceipt) is the
   // job's current reservation; an empty one only asks that it be reserved.
   Status CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const;
@@ -345,6 +352,9 @@ class Engine {
   IndexedHeap<uint32_t, TimerLess, TimerPos> timers_;
   IndexedHeap<Reservation, ReservationLess, ReservationPos> reservations_;
   absl::flat_hash_map<uint32_t, std::string> last_errors_;  // by handle
+  // Give-backs by handle, for jobs with JobRecord::kFlagGivenBack: rare, so
+  // kept beside the records, which stay 48 bytes.
+  absl::flat_hash_map<uint32_t, uint32_t> give_backs_;
   absl::flat_hash_set<uint32_t> paused_topics_;
   std::vector<uint32_t> serve_queue_;  // topics with new ready jobs
 

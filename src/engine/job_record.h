@@ -29,7 +29,7 @@ struct JobRecord {
   uint32_t priority;  // lower first
   uint32_t ttr_ms;
   uint32_t max_attempts;  // 0 = unlimited
-  uint32_t attempts;      // deliveries so far
+  uint32_t attempts;      // deliveries so far, less those given back (unreserve)
   uint32_t topic;         // index into Engine::topics_
   uint32_t body_len;
   uint16_t id_len;  // 0: generated id (derived, not stored; see FormatGeneratedId)
@@ -38,6 +38,8 @@ struct JobRecord {
 
   static constexpr uint8_t kFlagBodyOutOfLine = 1;
   static constexpr uint8_t kFlagHasLastError = 2;
+  // Some delivery was given back (Engine::give_backs_ holds how many).
+  static constexpr uint8_t kFlagGivenBack = 4;
   static constexpr int kSeqCounterBits = 20;
 
   char* data() { return reinterpret_cast<char*>(this + 1); }

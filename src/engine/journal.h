@@ -38,6 +38,10 @@ struct JobImage {
   uint32_t priority = 0;
   uint32_t max_attempts = 0;
   uint32_t attempts = 0;
+  // Deliveries given back by Unreserve (not counted in attempts). A
+  // receipt names delivery number attempts + give_backs, which never goes
+  // down, so the count must survive a restart for receipts to stay unique.
+  uint32_t give_backs = 0;
   std::string_view last_error;
   std::string_view body;
 };

@@ -163,9 +163,12 @@ Log::~Log() {
   if (notify_fd_ >= 0) close(notify_fd_);
 }
 
-// Writing continues in the newest segment if it has room, else in a new one.
+// Writing continues in the newest segment if it has room and this format
+// version, else in a new one (a segment of an older version would hold
+// records its header does not announce).
 Status Log::OpenHead() {
-  if (!segments_.empty() && segments_.back().bytes < options_.segment_bytes) {
+  if (!segments_.empty() && segments_.back().bytes < options_.segment_bytes &&
+      segments_.back().version == kFormatVersion) {
     auto file = fs_->Open(segments_.back().path, /*create=*/false);
     if (!file.ok()) return file.status();
     segments_.back().file = std::move(file).value();
@@ -281,6 +284,7 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay, Recov
     if (newest) return cut(0, "header of another segment");
     return damage(0, "header names segment " + std::to_string(h.number));
   }
+  seg.version = h.version;
   last_seq_ = std::max(last_seq_, h.last_seq);
   accounts_.push_back(Account{seg.number, h.last_seq + 1});
 

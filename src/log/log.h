@@ -263,7 +263,8 @@ class Log {
     uint64_t number = 0;
     std::string path;
     uint64_t bytes = 0;
-    std::shared_ptr<File> file;  // open while it is the one being written
+    uint32_t version = kFormatVersion;  // of its header
+    std::shared_ptr<File> file;         // open while it is the one being written
   };
 
   // What each segment holds that matters to compaction; one per segment, in

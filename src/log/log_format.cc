@@ -13,6 +13,7 @@ constexpr uint8_t kFlagGenerated = 1;  // the engine made the id up
 constexpr uint8_t kFlagError = 2;      // a last_error follows
 constexpr uint8_t kFlagIdHandle = 4;   // the id is in the generated form of this seq: only
                                        // its handle part is stored
+constexpr uint8_t kFlagGiveBacks = 8;  // (version 2) give_backs follows attempts
 
 // The job's creation time, which run_at and deadlines are stored relative to
 // (most are a delay away from it: a few bytes instead of six).
@@ -117,6 +118,11 @@ bool DecodeJobState(Reader& r, engine::JobImage* job, uint8_t* flags) {
   return true;
 }
 
+// give_backs, present only when flagged (never in version 1).
+bool GiveBacks(Reader& r, uint8_t flags, engine::JobImage* job) {
+  return !(flags & kFlagGiveBacks) || r.U32(&job->give_backs);
+}
+
 // The id: text, or (kFlagIdHandle) the handle part of the generated form,
 // whose text is then written into `buf`.
 bool DecodeId(Reader& r, uint8_t flags, uint64_t seq, char (&buf)[engine::kGeneratedIdBytes],
@@ -145,10 +151,11 @@ Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h) {
     return Internal("not a delayq log segment (wrong magic bytes)");
   }
   uint32_t version = GetU32(bytes.data() + 8);
-  if (version != kFormatVersion) {
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
     return Internal("log format version " + std::to_string(version) + ", this delayq reads " +
-                    std::to_string(kFormatVersion));
+                    std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion));
   }
+  h->version = version;
   h->number = GetU64(bytes.data() + 16);
   h->last_seq = GetU64(bytes.data() + 24);
   return Status::Ok();
@@ -216,6 +223,12 @@ uint8_t IdFlag(const engine::JobImage& job) {
   return job.handle != 0 || IdIsHandle(job.id, job.seq, &handle) ? kFlagIdHandle : 0;
 }
 
+// The flags every job record but REMOVE shares.
+uint8_t JobFlags(const engine::JobImage& job) {
+  return (job.last_error.empty() ? 0 : kFlagError) | (job.give_backs == 0 ? 0 : kFlagGiveBacks) |
+         IdFlag(job);
+}
+
 }  // namespace
 
 void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) {
@@ -223,8 +236,7 @@ void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) 
                RecordWriter::StringMax(job.topic) + RecordWriter::StringMax(job.last_error) +
                RecordWriter::StringMax(job.body);
   RecordWriter w(RecordType::kPut, max, segment, out);
-  w.Byte((job.generated_id ? kFlagGenerated : 0) | (job.last_error.empty() ? 0 : kFlagError) |
-         IdFlag(job));
+  w.Byte((job.generated_id ? kFlagGenerated : 0) | JobFlags(job));
   w.Byte(static_cast<uint8_t>(job.state));
   w.Varint(job.seq);
   w.Signed(job.run_at_ms - Base(job.seq));
@@ -233,6 +245,7 @@ void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) 
   w.Varint(job.priority);
   w.Varint(job.max_attempts);
   w.Varint(job.attempts);
+  if (job.give_backs != 0) w.Varint(job.give_backs);
   w.Id(job);
   w.String(job.topic);
   if (!job.last_error.empty()) w.String(job.last_error);
@@ -241,15 +254,16 @@ void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) 
 }
 
 void EncodeUpdate(const engine::JobImage& job, uint64_t segment, std::string* out) {
-  size_t max = 2 + 4 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
+  size_t max = 2 + 5 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
                RecordWriter::StringMax(job.last_error);
   RecordWriter w(RecordType::kUpdate, max, segment, out);
-  w.Byte((job.last_error.empty() ? 0 : kFlagError) | IdFlag(job));
+  w.Byte(JobFlags(job));
   w.Byte(static_cast<uint8_t>(job.state));
   w.Varint(job.seq);
   w.Signed(job.run_at_ms - Base(job.seq));
   if (job.state == JobState::kReserved) w.Signed(job.reserved_until_ms - job.run_at_ms);
   w.Varint(job.attempts);
+  if (job.give_backs != 0) w.Varint(job.give_backs);
   w.Id(job);
   if (!job.last_error.empty()) w.String(job.last_error);
   w.Finish();
@@ -311,14 +325,14 @@ ReadOutcome DecodeRecord(std::string_view bytes, uint32_t length, Record* record
     case static_cast<uint8_t>(RecordType::kPut):
       record->type = RecordType::kPut;
       ok = DecodeJobState(r, &job, &flags) && r.U32(&job.ttr_ms) && r.U32(&job.priority) &&
-           r.U32(&job.max_attempts) && r.U32(&job.attempts) &&
+           r.U32(&job.max_attempts) && r.U32(&job.attempts) && GiveBacks(r, flags, &job) &&
            DecodeId(r, flags, job.seq, record->id_buf, &job.id) && r.String(&job.topic) &&
            (!(flags & kFlagError) || r.String(&job.last_error)) && r.String(&job.body);
       job.generated_id = flags & kFlagGenerated;
       break;
     case static_cast<uint8_t>(RecordType::kUpdate):
       record->type = RecordType::kUpdate;
-      ok = DecodeJobState(r, &job, &flags) && r.U32(&job.attempts) &&
+      ok = DecodeJobState(r, &job, &flags) && r.U32(&job.attempts) && GiveBacks(r, flags, &job) &&
            DecodeId(r, flags, job.seq, record->id_buf, &job.id) &&
            (!(flags & kFlagError) || r.String(&job.last_error));
       break;

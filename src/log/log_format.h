@@ -1,4 +1,4 @@
-// The embedded store's on-disk format, version 1 (docs/log-format.md is the
+// The embedded store's on-disk format, version 2 (docs/log-format.md is the
 // description for humans; this file and log_format.cc are the definition).
 //
 // A segment file starts with a 32-byte header:
@@ -24,7 +24,10 @@
 namespace delayq::store {
 
 inline constexpr std::string_view kSegmentMagic{"DQLOG\r\n\x1a", 8};
-inline constexpr uint32_t kFormatVersion = 1;
+// The version new segments get. Version 1 is read too: its records are
+// version 2's without give-backs (flag 8), so they decode the same.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kSegmentHeaderBytes = 32;
 inline constexpr size_t kRecordHeaderBytes = 9;  // checksum, length, type
 // Larger lengths are damage, not records (a body is at most 1 GiB).
@@ -32,18 +35,20 @@ inline constexpr uint32_t kMaxRecordLength = (1u << 30) + (1u << 20);
 
 enum class RecordType : uint8_t {
   kPut = 1,     // a job in full: added, replaced, or rewritten by compaction
-  kUpdate = 2,  // a job's state, attempts, run_at, deadline and last_error
+  kUpdate = 2,  // a job's state, attempts, give-backs, run_at, deadline and last_error
   kRemove = 3,  // a job finished or deleted (or replaced)
   kPause = 4,   // a topic paused or resumed (the last: IsRecordType knows)
 };
 
 struct SegmentHeader {
   uint64_t number = 0;
-  uint64_t last_seq = 0;  // every job seq in earlier segments is <= this
+  uint64_t last_seq = 0;              // every job seq in earlier segments is <= this
+  uint32_t version = kFormatVersion;  // decoded; EncodeSegmentHeader writes kFormatVersion
 };
 
 void EncodeSegmentHeader(const SegmentHeader& h, std::string* out);
-// Errors: kInternal naming what is wrong (magic, version).
+// Errors: kInternal naming what is wrong (magic, a version outside
+// kOldestFormatVersion..kFormatVersion).
 Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h);
 
 // Each appends one whole record (header included) to `out`, for the segment

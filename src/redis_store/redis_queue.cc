@@ -331,12 +331,15 @@ void RedisQueue::RunDispatcher() {
         leftover_ = std::move(active);
         return;
       }
+      bool held = false;  // an op of the last round needs another: later ones wait
       for (auto& op : active) {
-        if (rq::ReserveGroup* g = op->AsGroup(); g != nullptr && !PrepareGroup(*g)) continue;
+        rq::ReserveGroup* g = op->AsGroup();
+        if (g != nullptr && !PrepareGroup(*g)) continue;
+        held = held || g == nullptr;
         round.push_back(std::move(op));
       }
       active.clear();
-      TakePending(&round);
+      TakePending(&round, held);
     }
     if (round.empty()) continue;
     rq::Batch b(*ctx_, clock_->NowMs());
@@ -373,8 +376,8 @@ void RedisQueue::RunDispatcher() {
   }
 }
 
-void RedisQueue::TakePending(std::vector<std::unique_ptr<rq::Op>>* round) {
-  TakeOps(round);
+void RedisQueue::TakePending(std::vector<std::unique_ptr<rq::Op>>* round, bool held) {
+  if (!held) TakeOps(round);
   TakeAttempts(round);
 }
 
@@ -395,6 +398,9 @@ void RedisQueue::TakeOps(std::vector<std::unique_ptr<rq::Op>>* round) {
     ++taken;
     round->push_back(std::move(pending_.front()));
     pending_.pop_front();
+    // What follows an op that may need more rounds waits until it is done:
+    // sharing its first round, it would run before the op's later rounds.
+    if (op.MayTakeRounds(*ctx_)) break;
   }
 }
 
@@ -516,7 +522,8 @@ void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
           [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
     } else {
       // The jobs past the budget are given back before the waiter hears of
-      // its batch, so what the caller does next finds them ready.
+      // its batch, so what the caller does next finds them ready; as
+      // surplus, so that reserves counts only the jobs handed out.
       callbacks->push_back([this, surplus = std::move(surplus), done = std::move(w.done),
                             r = std::move(r)]() mutable {
         struct Pending {
@@ -529,9 +536,13 @@ void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
         p->done = std::move(done);
         p->r.emplace(std::move(r));
         for (const Delivery& d : surplus) {
-          UnreserveAsync(d.id, d.receipt, [p](const Status&) {
-            if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
-          });
+          Submit(rq::MakeUnreserve(
+                     d.id, d.receipt,
+                     [p](const Status&) {
+                       if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
+                     },
+                     /*surplus=*/true),
+                 /*wait=*/false);
         }
       });
     }

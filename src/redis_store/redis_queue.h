@@ -16,7 +16,11 @@
 // blocking methods are the asynchronous path plus a wait; called on one of
 // the queue's own threads (a callback), they run their ops on that thread
 // instead, so a callback may call them without deadlock. Ops on one job id keep their order: ops of
-// different kinds on one id never share a round.
+// different kinds on one id never share a round. An op that may take more than one round (a
+// KickTopic over several buckets or 1000 jobs) holds back every op submitted after it until
+// it completes, so calls made one after the other act one after the other
+// (rq::Op::MayTakeRounds); an add whose generated id collided holds back only what was not
+// yet sent when it learned so. Reserves are ordered by their callers instead.
 //
 // Reserve. Best first across topics and buckets: `heads` (read-only) on
 // every bucket, the keys merged, then `reserve` on the chosen buckets for
@@ -198,8 +202,9 @@ class RedisQueue final : public ServingQueue {
 
   void RunDispatcher();
   // Takes pending ops, then pending attempts (grouped by topics), into a
-  // round. REQUIRE: mu_ held.
-  void TakePending(std::vector<std::unique_ptr<rq::Op>>* round);
+  // round. `held`: an op taken earlier needs another round, so no pending
+  // op may start yet (rq::Op::MayTakeRounds). REQUIRE: mu_ held.
+  void TakePending(std::vector<std::unique_ptr<rq::Op>>* round, bool held);
   void TakeOps(std::vector<std::unique_ptr<rq::Op>>* round);
   void TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round);
   // Marks a continuing group's attempts as running again; false when none is

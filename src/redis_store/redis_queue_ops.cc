@@ -82,16 +82,19 @@ Status ParseInfo(const std::vector<Reply>& f, size_t at, JobInfo* info, int64_t*
   return Status::Ok();
 }
 
-// A reserve reply's job: its id and its record as stored after the reserve
+constexpr size_t kDeliveryFields = 3;  // fields per job of a reserve reply
+
+// A reserve reply's job: its id, its record as stored after the reserve
 // (docs/redis-store.md, "The record": state, attempts, priority, ttr_ms,
 // max_attempts, run_at_ms (6 bytes), seq (7), topic (1-byte length),
-// last_error (2-byte length), body; big-endian). now_ms: the round's, which
-// the script used for the TTR deadline.
+// last_error (2-byte length), body; big-endian) and its deliveries given
+// back. now_ms: the round's, which the script used for the TTR deadline.
 Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery* d, int64_t* seq) {
   const std::string* id = AsText(f[at]);
   const std::string* rec = AsText(f[at + 1]);
+  const std::optional<int64_t> given = AsInt(f[at + 2]);
   constexpr size_t kHead = 31;  // through the topic's length
-  if (id == nullptr || rec == nullptr || rec->size() < kHead + 2) {
+  if (id == nullptr || rec == nullptr || !given || rec->size() < kHead + 2) {
     return Internal("redis store: malformed delivery");
   }
   auto u = [&](size_t from, size_t bytes) {
@@ -114,9 +117,11 @@ Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery
   d->reserved_until_ms = now_ms + d->ttr_ms;
   d->topic.assign(*rec, kHead, topic_len);
   d->body.assign(*rec, body_at);
+  // The delivery number: attempts never lowered by a give-back (unreserve).
+  const auto delivery = static_cast<uint32_t>(d->attempts + static_cast<uint64_t>(*given));
   char receipt[25];
   std::snprintf(receipt, sizeof receipt, "%016llx%08x", static_cast<unsigned long long>(*seq),
-                d->attempts);
+                delivery);
   d->receipt.assign(receipt, 24);
   d->id = std::move(f[at].str());
   return Status::Ok();
@@ -126,7 +131,10 @@ Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery
 Status JobStatus(const std::string& s, std::string_view id) {
   if (s == "ok") return Status::Ok();
   if (s == "not_found") return NotFound(QuoteId(id) + " does not exist");
-  if (s == "not_reserved") return NotReserved(QuoteId(id) + " is not reserved");
+  // "not_reserved <state>": named as the engine names it.
+  if (s.rfind("not_reserved ", 0) == 0) {
+    return NotReserved(QuoteId(id) + " is " + s.substr(13, 20) + ", not reserved");
+  }
   if (s == "stale_receipt") {
     return StaleReceipt("receipt does not match the current reservation of " + QuoteId(id) +
                         " (its TTR may have run out and it was handed out again)");
@@ -374,9 +382,9 @@ size_t Batch::PromoteBefore(GroupSlot slot) const { return shared_[slot.call].pr
 
 void Batch::IndexReply(SharedCall& call, const Reply& reply) {
   // heads: next_due_ms, then per group n and n keys of 3 integers;
-  // reserve: per group n and n deliveries of 2 fields (id, record).
+  // reserve: per group n and n deliveries of 3 fields (id, record, given).
   const bool heads = call.lua == Lua::kHeads;
-  const size_t width = heads ? 3 : 2;
+  const size_t width = heads ? 3 : kDeliveryFields;
   const std::string_view what = heads ? "heads" : "reserve";
   if (!reply.is_array() || (heads && (reply.elements().empty() || !AsInt(reply.elements()[0])))) {
     call.shape = Malformed(what, reply);
@@ -701,7 +709,8 @@ class PeekOp final : public Op {
 
 // Up to n buried jobs of a topic, oldest first across buckets: `heads buried`
 // everywhere, the n smallest seqs, `kick_topic` with each bucket's share;
-// rounds of at most 1000 until n are kicked or none are left.
+// rounds of at most 1000 until n are kicked or none are left. On one bucket
+// there is nothing to merge: `kick_topic` alone, one round for n <= 1000.
 class KickTopicOp final : public Op {
  public:
   KickTopicOp(std::string_view topic, uint64_t n, CountDone done)
@@ -709,6 +718,11 @@ class KickTopicOp final : public Op {
   void Plan(Batch& b) override {
     cmds_.clear();
     const uint32_t m = static_cast<uint32_t>(std::min<uint64_t>(left_, kMaxBatch));
+    if (!kicking_ && b.ctx().buckets == 1) {
+      share_ = {{0, m}};
+      full_ = true;  // as if heads had found m: a full kick_topic asks for more
+      kicking_ = true;
+    }
     if (!kicking_) {
       for (uint32_t i = 0; i < b.ctx().buckets; ++i) {
         // One group: m seqs of the topic.
@@ -757,6 +771,8 @@ class KickTopicOp final : public Op {
       if (!n) return Done(Malformed("kick_topic", **r));
       kicked += static_cast<uint64_t>(*n);
     }
+    // One bucket: no heads said how many there are; a full kick may leave more.
+    if (b.ctx().buckets == 1) full_ = kicked >= share_.begin()->second;
     kicked_ += kicked;
     left_ -= std::min(left_, kicked);
     if (kicked > 0) b.NoteReady(topic_, kAllBuckets);
@@ -774,6 +790,9 @@ class KickTopicOp final : public Op {
     }
   }
   Lua kind() const override { return Lua::kKickTopic; }
+  bool MayTakeRounds(const Context& ctx) const override {
+    return ctx.buckets > 1 || left_ > kMaxBatch;
+  }
 
  private:
   bool Done(Status s) {
@@ -975,9 +994,11 @@ std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, i
       std::vector<std::string>{ReceiptArg(receipt), Str(delay_ms), std::string(error)}, delay_ms,
       std::move(done));
 }
-std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done) {
-  return std::make_unique<SingleIdOp>(
-      Lua::kUnreserve, id, std::vector<std::string>{ReceiptArg(receipt)}, 0, std::move(done));
+std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done,
+                                  bool surplus) {
+  std::vector<std::string> args = {ReceiptArg(receipt)};
+  if (surplus) args.emplace_back("surplus");
+  return std::make_unique<SingleIdOp>(Lua::kUnreserve, id, std::move(args), 0, std::move(done));
 }
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done) {
@@ -1163,7 +1184,8 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
     for (size_t i = 0; i < n; ++i) {
       Got g;
       int64_t seq = 0;
-      if (Status s = DecodeDelivery(f, part->first + i * 2, b.now(), &g.d, &seq); !s.ok()) {
+      if (Status s = DecodeDelivery(f, part->first + i * kDeliveryFields, b.now(), &g.d, &seq);
+          !s.ok()) {
         error = s;
         break;
       }

@@ -173,10 +173,10 @@ class Batch {
   // A job's element of a shared command's array reply.
   Result<const redis::Reply*> Element(Slot slot) const;
   // A group's part of a shared heads or reserve call's reply: its
-  // `entries` keys (heads: 3 integers each) or deliveries (reserve: 9
-  // fields each, which the caller may move out) from fields[first]. An
-  // error reply, or a reply that does not match its groups, fails every
-  // group of the call.
+  // `entries` keys (heads: 3 integers each) or deliveries (reserve: 3
+  // fields each, id, record and given back, which the caller may move out)
+  // from fields[first]. An error reply, or a reply that does not match its
+  // groups, fails every group of the call.
   struct GroupPart {
     std::vector<redis::Reply>* fields = nullptr;  // the call's whole reply
     size_t first = 0;
@@ -267,6 +267,12 @@ class Op {
   // Roughly the bytes it sends, to bound a round.
   virtual size_t bytes() const { return 64; }
   virtual ReserveGroup* AsGroup() { return nullptr; }
+  // Whether it may need more than one round. The dispatcher then starts no
+  // op submitted after it until it completes (nor in its first round), so
+  // calls made one after the other act one after the other (a connection's
+  // pipeline: docs/api.md). Reserve groups are not held to it: waits are
+  // ordered by the front end (a reserve holds back what follows it).
+  virtual bool MayTakeRounds(const Context&) const { return false; }
 };
 
 using AddDone = std::function<void(Result<AddResult>)>;
@@ -295,8 +301,11 @@ std::unique_ptr<Op> MakeTouch(std::string_view id, std::string_view receipt, Sta
 std::unique_ptr<Op> MakeDelete(std::string_view id, StatusDone done);
 std::unique_ptr<Op> MakeRelease(std::string_view id, std::string_view receipt, int64_t delay_ms,
                                 std::string_view error, StatusDone done);
-// Gives back a delivery without counting it (unreserve.lua).
-std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done);
+// Gives back a delivery without counting it (unreserve.lua). `surplus`: the
+// delivery never left this queue (past a batch's byte budget), so it is not
+// counted in reserves either.
+std::unique_ptr<Op> MakeUnreserve(std::string_view id, std::string_view receipt, StatusDone done,
+                                  bool surplus = false);
 std::unique_ptr<Op> MakeBury(std::string_view id, std::string_view receipt, std::string_view reason,
                              StatusDone done);
 std::unique_ptr<Op> MakeKick(std::string_view id, StatusDone done);

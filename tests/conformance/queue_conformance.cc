@@ -536,6 +536,29 @@ TEST_P(QueueConformance, ReserveWithMaxBytesStopsBeforeTheJobThatWouldExceedIt) 
   EXPECT_EQ(Ids(ReserveNow(q, {"mb"}, 5)), (std::vector<std::string>{"m3", "m4"}));
 }
 
+// STATS reserves counts the jobs handed out: a batch cut short by its byte
+// budget counts only those it hands out (the Redis store took the whole
+// count and gave the rest back still counted: `RESERVE COUNT 2 MAXBYTES 15`
+// handed out one job and counted two).
+TEST_P(QueueConformance, ReservesCountsOnlyTheJobsABatchCutToItsBytesHandsOut) {
+  Queue& q = queue();
+  for (int i = 0; i < 2; ++i) {
+    JobSpec spec = Spec("mbc", Name("c", i));
+    spec.body = std::string(10, 'x');
+    MustAdd(q, spec);
+  }
+  QueueStats s0 = MustStats(q);
+  ReserveRequest req = Request({"mbc"}, 0, 2);
+  req.max_bytes = 15;  // one 10-byte body fits, not two
+  auto got = q.Reserve(req);
+  ASSERT_TRUE(IsOk(got.status()));
+  EXPECT_EQ(Ids(*got), (std::vector<std::string>{"c0"}));
+  EXPECT_EQ(MustStats(q).reserves - s0.reserves, 1u);
+  EXPECT_EQ(MustGet(q, "c1").attempts, 0u);
+  EXPECT_EQ(Ids(ReserveNow(q, {"mbc"}, 2)), (std::vector<std::string>{"c1"}));
+  EXPECT_EQ(MustStats(q).reserves - s0.reserves, 2u);
+}
+
 TEST_P(QueueConformance, UnreserveGivesADeliveryBackWithoutCountingIt) {
   Queue& q = queue();
   QueueStats s0 = MustStats(q);
@@ -562,6 +585,47 @@ TEST_P(QueueConformance, UnreserveGivesADeliveryBackWithoutCountingIt) {
   EXPECT_EQ(State(q, "u1"), "buried");
   QueueStats s1 = MustStats(q);
   EXPECT_EQ(s1.released - s0.released, 1u);
+}
+
+// A receipt names one delivery and is never reused: the delivery after an
+// UNRESERVE gets a new one, so the worker that gave the job back (or its
+// UNRESERVE sent again) cannot finish, release, touch, bury or give back the
+// next holder's delivery. Embedded, the reopening variant restarts the store
+// between every two calls: the receipts stay unique across restarts too.
+TEST_P(QueueConformance, AReceiptGivenBackByUnreserveIsNeverTheNextDeliverysReceipt) {
+  Queue& q = queue();
+  MustAdd(q, Spec("unres.r", "j"));
+  Delivery first = ReserveOne(q, "unres.r");
+  ASSERT_TRUE(IsOk(q.Unreserve("j", first.receipt)));
+  Delivery second = ReserveOne(q, "unres.r");
+  ASSERT_EQ(second.id, "j");
+  EXPECT_EQ(second.attempts, 1u);
+  EXPECT_NE(second.receipt, first.receipt);
+  EXPECT_TRUE(HasCode(q.Finish("j", first.receipt), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Release("j", first.receipt, 0, ""), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Touch("j", first.receipt), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Bury("j", first.receipt, ""), Code::kStaleReceipt));
+  EXPECT_TRUE(HasCode(q.Unreserve("j", first.receipt), Code::kStaleReceipt));
+  JobInfo info = MustGet(q, "j");
+  EXPECT_EQ(StateName(info.state), "reserved");
+  EXPECT_EQ(info.receipt, second.receipt);
+  EXPECT_TRUE(IsOk(q.Touch("j", second.receipt)));
+
+  // Given back, released and given back again: every delivery its own.
+  std::vector<std::string> receipts = {first.receipt, second.receipt};
+  ASSERT_TRUE(IsOk(q.Unreserve("j", second.receipt)));
+  Delivery third = ReserveOne(q, "unres.r");
+  receipts.push_back(third.receipt);
+  ASSERT_TRUE(IsOk(q.Release("j", third.receipt, 0, "")));
+  Delivery fourth = ReserveOne(q, "unres.r");
+  receipts.push_back(fourth.receipt);
+  EXPECT_EQ(fourth.attempts, 2u);
+  EXPECT_EQ(std::set<std::string>(receipts.begin(), receipts.end()).size(), receipts.size())
+      << "a receipt was reused";
+  for (size_t i = 0; i + 1 < receipts.size(); ++i) {
+    EXPECT_TRUE(HasCode(q.Finish("j", receipts[i]), Code::kStaleReceipt)) << i;
+  }
+  EXPECT_TRUE(IsOk(q.Finish("j", fourth.receipt)));
 }
 
 // --- finish, receipts and TTR ------------------------------------------------------
@@ -700,6 +764,33 @@ TEST_P(QueueConformance, OperationsNeedingAReservationFailOnOtherStates) {
     EXPECT_TRUE(HasCode(q.Bury("reserved", w, ""), Code::kStaleReceipt));
   }
   EXPECT_EQ(State(q, "reserved"), "reserved");
+}
+
+// Acting by id alone (no receipt: force) on a job that is not reserved is
+// not_reserved with a message naming the job's state, the same on every
+// store ("job 'ready' is ready, not reserved"; the Redis store's finish and
+// touch said only "is not reserved").
+TEST_P(QueueConformance, ForceOnAJobThatIsNotReservedNamesItsState) {
+  Queue& q = queue();
+  MustAdd(q, Spec("nrs", "ready"));
+  MustAdd(q, Delayed("nrs", "delayed", kLongMs));
+  MustAdd(q, Spec("nrs.b", "buried"));
+  BuryNext(q, "nrs.b");
+  for (const std::string id : {"ready", "delayed", "buried"}) {
+    SCOPED_TRACE(id);
+    const std::string want = "job '" + id + "' is " + id + ", not reserved";
+    EXPECT_TRUE(Rejects(q.Finish(id, ""), want, Code::kNotReserved));
+    EXPECT_TRUE(Rejects(q.Touch(id, ""), want, Code::kNotReserved));
+    EXPECT_TRUE(Rejects(q.Release(id, "", 0, ""), want, Code::kNotReserved));
+    EXPECT_TRUE(Rejects(q.Bury(id, "", ""), want, Code::kNotReserved));
+    std::vector<Ack> acks(2);
+    acks[0].id = acks[1].id = id;
+    acks[0].kind = Ack::Kind::kFinish;
+    acks[1].kind = Ack::Kind::kRelease;
+    for (const Status& s : q.Acknowledge(acks)) {
+      EXPECT_TRUE(Rejects(s, want, Code::kNotReserved));
+    }
+  }
 }
 
 TEST_P(QueueConformance, OperationsOnAnUnknownIdFailWithNotFound) {

@@ -2077,6 +2077,25 @@ TEST_F(EngineTest, UnreserveWithoutMatchingReceiptChangesNothing) {
   EXPECT_EQ(MustGet("a").attempts, 1u);
 }
 
+// A receipt names one delivery: the delivery after a give-back gets a new
+// one (the delivery number counts give-backs, attempts do not), the journal
+// is told the count, and it goes with the job (a job made later in its
+// record's slot starts from none).
+TEST_F(EngineTest, UnreserveNeverLetsTheNextDeliveryReuseItsReceipt) {
+  AddReady("t", "a");
+  Delivery d = TakeOne("t", "a");
+  ASSERT_TRUE(engine_->Unreserve("a", d.receipt).ok());
+  Delivery again = TakeOne("t", "a");
+  EXPECT_EQ(again.attempts, 1u);
+  EXPECT_NE(again.receipt, d.receipt);
+  EXPECT_EQ(again.receipt.substr(16), "00000002");  // the second delivery
+  EXPECT_EQ(engine_->Finish("a", d.receipt).code(), Code::kStaleReceipt);
+  EXPECT_EQ(engine_->Unreserve("a", d.receipt).code(), Code::kStaleReceipt);
+  ASSERT_TRUE(engine_->Finish("a", again.receipt).ok());
+  AddReady("t", "b");
+  EXPECT_EQ(TakeOne("t", "b").receipt.substr(16), "00000001");
+}
+
 TEST_F(EngineTest, UnreservedJobGoesToAWaitingReserve) {
   AddReady("t", "a");
   Delivery d = TakeOne("t", "a");

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -114,6 +115,7 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   job.priority = 7;
   job.max_attempts = 3;
   job.attempts = 2;
+  job.give_backs = 3;
   job.last_error = "timeout";
   const std::string body("\0binary\xff", 8);
   job.body = body;
@@ -139,12 +141,14 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   EXPECT_EQ(r.job.priority, job.priority);
   EXPECT_EQ(r.job.max_attempts, job.max_attempts);
   EXPECT_EQ(r.job.attempts, job.attempts);
+  EXPECT_EQ(r.job.give_backs, job.give_backs);
   EXPECT_EQ(r.job.last_error, job.last_error);
   EXPECT_EQ(r.job.body, job.body);
   rest.remove_prefix(size);
   ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kUpdate);
   EXPECT_EQ(r.job.attempts, 2u);
+  EXPECT_EQ(r.job.give_backs, 3u);
   EXPECT_EQ(r.job.reserved_until_ms, job.reserved_until_ms);
   EXPECT_EQ(r.job.last_error, "timeout");
   rest.remove_prefix(size);
@@ -180,7 +184,8 @@ TEST(LogFormat, AGeneratedIdTravelsAsItsHandleAndComesBackAsText) {
   ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.job.id, want);
   EXPECT_TRUE(r.job.generated_id);
-  EXPECT_LT(size, 40u);  // 24 hex digits would not fit with the rest
+  EXPECT_EQ(r.job.give_backs, 0u);  // none given back: not even a byte for it
+  EXPECT_LT(size, 40u);             // 24 hex digits would not fit with the rest
   rest.remove_prefix(size);
   ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
   EXPECT_EQ(r.type, RecordType::kRemove);
@@ -225,9 +230,15 @@ TEST(LogFormat, SegmentHeaderChecksMagicAndVersion) {
   std::string bad = h;
   bad[0] = 'X';
   EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("magic"), std::string::npos);
+  EXPECT_EQ(got.version, kFormatVersion);
   bad = h;
-  bad[8] = 2;
-  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 2"), std::string::npos);
+  bad[8] = 3;
+  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 3"), std::string::npos);
+  // Version 1 (before give-backs) is still read.
+  bad = h;
+  bad[8] = 1;
+  ASSERT_TRUE(DecodeSegmentHeader(bad, &got).ok());
+  EXPECT_EQ(got.version, 1u);
 }
 
 // --- reopening -------------------------------------------------------------------
@@ -290,6 +301,78 @@ TEST(EmbeddedStore, EveryJobStateAndPauseComesBackAfterReopen) {
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->id, generated);
   EXPECT_GT(again->id, generated);
+}
+
+// A receipt names one delivery, across restarts too: the deliveries given
+// back by unreserve are logged, so the delivery after a restart does not get
+// a receipt handed out before it (nor does a restored reservation lose its
+// receipt).
+TEST(EmbeddedStore, AReceiptIssuedBeforeARestartIsNotIssuedAgainAfterIt) {
+  TempDir tmp;
+  std::vector<std::string> before;
+  {
+    auto q = MustOpen(Embedded(tmp.data()));
+    ASSERT_TRUE(q);
+    ASSERT_TRUE(q->Add(Spec("u", "given", "x")).ok());
+    ASSERT_TRUE(q->Add(Spec("u.held", "held", "y")).ok());
+    for (int i = 0; i < 2; ++i) {
+      before.push_back(ReserveOne(*q, "u").receipt);
+      ASSERT_TRUE(q->Unreserve("given", before.back()).ok());
+    }
+    before.push_back(ReserveOne(*q, "u.held").receipt);
+    ASSERT_TRUE(q->Unreserve("held", before.back()).ok());
+    before.push_back(ReserveOne(*q, "u.held").receipt);  // held across the restart
+  }
+  auto q = MustOpen(Embedded(tmp.data()));
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->Get("held")->receipt, before.back()) << "a restored reservation lost its receipt";
+  Delivery after = ReserveOne(*q, "u");
+  EXPECT_EQ(after.attempts, 1u);
+  EXPECT_EQ(std::count(before.begin(), before.end(), after.receipt), 0)
+      << "receipt " << after.receipt << " was handed out before the restart";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(q->Finish("given", before[i]).code(), Code::kStaleReceipt) << i;
+  }
+  EXPECT_EQ(q->Finish("held", before[2]).code(), Code::kStaleReceipt);
+  EXPECT_TRUE(q->Finish("held", before.back()).ok());
+  EXPECT_TRUE(q->Finish("given", after.receipt).ok());
+}
+
+// A log written by a delayq of format version 1 is read, and written on in
+// a new segment of the current version (an older delayq refuses that one by
+// name instead of finding records it cannot read in a segment it can).
+TEST(EmbeddedStore, AVersion1LogIsReadAndContinuedInANewSegment) {
+  TempDir tmp;
+  {
+    auto q = MustOpen(Embedded(tmp.data()));
+    ASSERT_TRUE(q);
+    ASSERT_TRUE(q->Add(Spec("v", "old", "x")).ok());
+  }
+  std::vector<std::string> segs = Segments(tmp.data());
+  ASSERT_EQ(segs.size(), 1u);
+  {
+    std::fstream f(segs[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.put(1);  // version 1: records without give-backs are the same bytes
+  }
+  {
+    auto q = MustOpen(Embedded(tmp.data()));
+    ASSERT_TRUE(q);
+    EXPECT_EQ(q->Get("old")->body, "x");
+    Delivery d = ReserveOne(*q, "v");
+    ASSERT_TRUE(q->Unreserve("old", d.receipt).ok());
+  }
+  segs = Segments(tmp.data());
+  ASSERT_EQ(segs.size(), 2u);
+  std::ifstream f(segs[1], std::ios::binary);
+  std::string header(kSegmentHeaderBytes, '\0');
+  f.read(header.data(), header.size());
+  SegmentHeader h;
+  ASSERT_TRUE(DecodeSegmentHeader(header, &h).ok());
+  EXPECT_EQ(h.version, kFormatVersion);
+  auto q = MustOpen(Embedded(tmp.data()));
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->Get("old")->state, JobState::kReady);
 }
 
 TEST(EmbeddedStore, JobsThatFellDueWhileClosedAreReadyAtOnce) {

@@ -660,5 +660,52 @@ TEST(RedisQueueKickTopic, KicksMoreThanOneCallTakesOldestFirstAcrossBuckets) {
   EXPECT_EQ(*rest, 400u);
 }
 
+// Calls made one after the other act one after the other, also when the
+// first takes more than one round (a KickTopic over several buckets: heads,
+// then kick_topic): a Kick submitted behind it in the same round waited for
+// nothing, ran first and made the KickTopic find nothing (a pipelined
+// `KICKTOPIC t 100 ; KICK w` answered `0 ; +OK`; the memory store `1 ;
+// -INVALID ... is ready`). One bucket, where a KickTopic takes one round,
+// and the default 16.
+TEST(RedisQueueOrder, AKickTopicIsNotOvertakenByTheCallsSubmittedBehindIt) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (uint32_t buckets : {16u, 1u}) {
+    SCOPED_TRACE(buckets);
+    auto q = Open(RedisOptions(server->url(), "order" + std::to_string(buckets), buckets));
+    ASSERT_NE(q, nullptr);
+    ASSERT_TRUE(q->Add(Job("kto", "w")).ok());
+    auto got = q->Reserve(Request({"kto"}, 0));
+    ASSERT_TRUE(got.ok() && got->size() == 1);
+    ASSERT_TRUE(q->Bury("w", (*got)[0].receipt, "").ok());
+
+    std::promise<Result<uint64_t>> kicked;
+    std::promise<Status> kick;
+    std::promise<Result<JobInfo>> get;
+    // Submitted from a callback, on the dispatcher's thread: all three are
+    // pending when it plans its next round, as a pipeline's calls are.
+    q->GetAsync("w", [&](Result<JobInfo>) {
+      q->KickTopicAsync("kto", 100, [&](Result<uint64_t> r) { kicked.set_value(std::move(r)); });
+      q->KickAsync("w", [&](Status s) { kick.set_value(std::move(s)); });
+      q->GetAsync("w", [&](Result<JobInfo> r) { get.set_value(std::move(r)); });
+    });
+    auto k = kicked.get_future();
+    auto w = kick.get_future();
+    auto g = get.get_future();
+    ASSERT_EQ(k.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ASSERT_EQ(w.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ASSERT_EQ(g.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    Result<uint64_t> kicked_n = k.get();
+    ASSERT_TRUE(kicked_n.ok()) << kicked_n.status().ToString();
+    EXPECT_EQ(*kicked_n, 1u) << "the kick behind it ran first";
+    Status s = w.get();
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("is ready"), std::string::npos) << s.ToString();
+    Result<JobInfo> info = g.get();
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->state, JobState::kReady);
+  }
+}
+
 }  // namespace
 }  // namespace delayq

@@ -27,7 +27,7 @@ DEADLINE_S = 10.0
 
 SCRIPT_NAMES = ('init', 'add', 'reserve', 'finish', 'delete', 'release', 'touch', 'bury',
                 'kick', 'kick_topic', 'get', 'peek', 'promote', 'pause', 'topics', 'stats',
-                'heads')
+                'heads', 'unreserve')
 
 
 def assemble(name):
@@ -159,9 +159,10 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def delivery(now, job_id, rec):
-    """A reserve reply's job (its id and its record as stored after the
-    reserve, docs/redis-store.md "The record") as DELIVERY_FIELDS."""
+def delivery(now, job_id, rec, given=0):
+    """A reserve reply's job (its id, its record as stored after the
+    reserve, docs/redis-store.md "The record", and its deliveries given
+    back) as DELIVERY_FIELDS."""
     state, attempts, priority, ttr, _max_attempts = struct.unpack('>BIIII', rec[:17])
     if state != 2:
         raise AssertionError('a delivered record that is not reserved: %r' % (rec,))
@@ -171,7 +172,8 @@ def delivery(now, job_id, rec):
     topic = rec[31:31 + topic_len]
     err_len = int.from_bytes(rec[31 + topic_len:33 + topic_len], 'big')
     body = rec[33 + topic_len + err_len:]
-    return _record(DELIVERY_FIELDS, (job_id, topic, body, '%016x%08x' % (seq, attempts),
+    number = (attempts + given) % 2**32  # the delivery number: never lowered
+    return _record(DELIVERY_FIELDS, (job_id, topic, body, '%016x%08x' % (seq, number),
                                      attempts, ttr, priority, run_at, now + ttr))
 
 
@@ -299,8 +301,8 @@ class Bucket:
         """groups: [(count, topics)]; returns one list of deliveries per group
         (dicts of DELIVERY_FIELDS, read from each job's id and record)."""
         flat = self.call('reserve', now, *flat_groups(groups))
-        return [[delivery(now, job_id, rec) for job_id, rec in part]
-                for part in split_groups(flat, len(groups), 2)]
+        return [[delivery(now, job_id, rec, given) for job_id, rec, given in part]
+                for part in split_groups(flat, len(groups), 3)]
 
     def reserve(self, now, topics, count=1):
         return self.reserve_groups(now, [(count, topics)])[0]
@@ -333,6 +335,10 @@ class Bucket:
 
     def bury(self, now, id, receipt='', reason=''):
         return _s(self.call('bury', now, id, receipt_arg(receipt), reason))
+
+    def unreserve(self, now, id, receipt, surplus=False):
+        extra = ('surplus',) if surplus else ()
+        return _s(self.call('unreserve', now, id, receipt_arg(receipt), *extra))
 
     def kick(self, now, id):
         return _s(self.call('kick', now, id))

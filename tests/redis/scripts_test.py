@@ -455,7 +455,7 @@ class Receipts(ScriptTest):
         b.add(T0, b.job('t', 'ttr2', T0, ttr=10))
         d = b.reserve(T0, ['ttr2'])[0]
         self.assertEqual(b.finish(T0 + 10, ('t', d['receipt'])), ['stale_receipt'])
-        self.assertEqual(b.finish(T0 + 10, ('t', '')), ['not_reserved'])
+        self.assertEqual(b.finish(T0 + 10, ('t', '')), ['not_reserved ready'])
         s = b.stats(T0 + 10)
         self.assertEqual((s['timed_out'], s['ready'], s['reserved']), (1, 1, 0))
 
@@ -482,6 +482,39 @@ class Receipts(ScriptTest):
         self.assertEqual(b.finish(T0, *[('j', r) for r in receipts[:3]]), ['stale_receipt'] * 3)
         self.assertEqual(b.finish(T0, ('j', last['receipt'])), ['ok'])
 
+    def test_a_delivery_given_back_is_never_the_next_ones_receipt(self):
+        b = self.b
+        b.add_one(T0, 'j', 'given')
+        first = b.reserve(T0, ['given'])[0]
+        self.assertEqual(b.unreserve(T0, 'j', first['receipt']), 'ready')
+        second = b.reserve(T0, ['given'])[0]
+        self.assertEqual(second['attempts'], 1)
+        self.assertNotEqual(second['receipt'], first['receipt'])
+        self.assertEqual(b.get(T0, 'j')['receipt'], second['receipt'])
+        self.assertEqual(b.finish(T0, ('j', first['receipt'])), ['stale_receipt'])
+        self.assertEqual(b.touch(T0, ('j', first['receipt'])), ['stale_receipt'])
+        self.assertCode('stale_receipt', b.release, T0, 'j', first['receipt'])
+        self.assertCode('stale_receipt', b.bury, T0, 'j', first['receipt'])
+        self.assertCode('stale_receipt', b.unreserve, T0, 'j', first['receipt'])
+        self.assertEqual(b.touch(T0, ('j', second['receipt'])), ['ok'])
+        self.assertEqual(b.finish(T0, ('j', second['receipt'])), ['ok'])
+        # Gone with the job: a new one of that id starts from nothing.
+        self.assertEqual(b.r.exists(b.tag + ':given'), 0)
+
+    def test_a_surplus_given_back_is_not_counted_in_reserves(self):
+        # The caller cuts a batch to its byte budget and gives the rest back
+        # as "surplus": reserves counts the jobs handed out, so not those.
+        b = self.b
+        b.add_one(T0, 'a', 'surplus')
+        b.add_one(T0, 'b', 'surplus')
+        got = b.reserve(T0, ['surplus'], 2)
+        self.assertEqual(b.stats(T0)['reserves'], 2)
+        self.assertEqual(b.unreserve(T0, 'b', got[1]['receipt'], surplus=True), 'ready')
+        self.assertEqual(b.stats(T0)['reserves'], 1)
+        # Any other give-back was handed out: still counted.
+        self.assertEqual(b.unreserve(T0, 'a', got[0]['receipt']), 'ready')
+        self.assertEqual(b.stats(T0)['reserves'], 1)
+
     def test_operations_needing_a_reservation_fail_on_other_states(self):
         b = self.b
         b.add_one(T0, 'ready', 'nr')
@@ -490,8 +523,9 @@ class Receipts(ScriptTest):
         b.bury(T0, 'buried', b.reserve(T0, ['nr.b'])[0]['receipt'])
         for id_ in ('ready', 'delayed', 'buried'):
             with self.subTest(id=id_):
-                self.assertEqual(b.finish(T0, (id_, '')), ['not_reserved'])
-                self.assertEqual(b.touch(T0, (id_, '')), ['not_reserved'])
+                # The id names its state here.
+                self.assertEqual(b.finish(T0, (id_, '')), ['not_reserved ' + id_])
+                self.assertEqual(b.touch(T0, (id_, '')), ['not_reserved ' + id_])
                 e = self.assertCode('not_reserved', b.release, T0, id_)
                 self.assertIn('is %s, not reserved' % id_, e.message)
                 self.assertCode('not_reserved', b.bury, T0, id_)

@@ -25,6 +25,7 @@ local function main()
       settle_job(j)
       detach(j)
       redis.call('HDEL', K_JOBS, j.id)
+      forget_given({ j.id })
       hincr(K_TOPICS, j.topic, -1)
       count('deleted')
       out[k] = 'ok'

@@ -4,10 +4,10 @@
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
 -- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt ("" skips the check; else
---          11 bytes: seq (7) and attempts (4), big-endian, decoded from the
---          receipt's hex digits by the caller)
--- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved"
---          (no receipt and the job is not reserved) | "stale_receipt" (a
+--          11 bytes: seq (7) and delivery number (4), big-endian, decoded
+--          from the receipt's hex digits by the caller)
+-- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved
+--          <state>" (no receipt and the job is in that state, not reserved) | "stale_receipt" (a
 --          receipt that is not the job's current reservation's, also when
 --          the job is no longer reserved)
 -- Errors   invalid_argument for a malformed batch (nothing changed). An id
@@ -37,6 +37,13 @@ local function main()
   local first = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
   if first[2] and tonumber(first[2]) <= NOW then
     deadlines = redis.call('ZMSCORE', K_RESERVED, unpack(ids))
+  end
+  -- Deliveries given back, read only when some job of the bucket has any.
+  local givens
+  if has_given() then givens = redis.call('HMGET', K_GIVEN, unpack(ids)) end
+  -- Job k's delivery number, its record's fields given.
+  local function delivery_at(k, seq, attempts)
+    return delivery_number(attempts, givens and given_in(givens[k], seq) or 0)
   end
   -- Whether job k's reservation has run out (only asked of a reserved job).
   local function ran_out(k)
@@ -68,7 +75,8 @@ local function main()
       state, attempts, _, _, _, _, seq, topic = struct.unpack(HEAD_TOPIC, v)
     end
     if state == RESERVED and not ran_out(k)
-        and (receipts[k] == '' or receipts[k] == struct.pack(RECEIPT_ARG, seq, attempts)) then
+        and (receipts[k] == ''
+             or receipts[k] == struct.pack(RECEIPT_ARG, seq, delivery_at(k, seq, attempts))) then
       finished(k, id, topic)
     else
       local j
@@ -96,9 +104,9 @@ local function main()
         end
         if changed then save(j) end
         met[id] = SEEN
-        local code = check_reservation(j, receipts[k])
+        local code, _, status = check_reservation(j, receipts[k])
         if code then
-          out[k] = code
+          out[k] = status
         else
           finished(k, id, j.topic)
         end
@@ -108,6 +116,7 @@ local function main()
   if #gone_ids > 0 then
     redis.call('HDEL', K_JOBS, unpack(gone_ids))
     redis.call('ZREM', K_RESERVED, unpack(gone_ids))
+    forget_given(gone_ids)
     for _, t in ipairs(topic_order) do
       hincr(K_TOPICS, t, -per_topic[t])
       hincr(K_RESERVING, t, -per_topic[t])

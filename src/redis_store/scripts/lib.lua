@@ -24,6 +24,7 @@ local K_RESERVED = B .. ':reserved'    -- zset: id -> TTR deadline (ms)
 local K_TOPICS = B .. ':topics'        -- hash: topic -> live jobs in this bucket
 local K_RESERVING = B .. ':reserving'  -- hash: topic -> reserved jobs in this bucket
 local K_PAUSED = B .. ':paused'        -- hash: topic -> pause end (ms; -1 until resumed)
+local K_GIVEN = B .. ':given'          -- hash: id -> deliveries given back: seq (7), n (4)
 local CHANNEL = PREFIX .. ':wake'
 local function kd(topic) return B .. ':d:' .. topic end  -- delayed of a topic
 local function kr(topic) return B .. ':r:' .. topic end  -- ready of a topic
@@ -223,15 +224,55 @@ local function delayed_member(j) return struct.pack('>I7c0', j.seq, j.id) end
 local function id_of_ready(m) return string.sub(m, 14) end
 local function id_of_delayed(m) return string.sub(m, 8) end
 
--- 16 hex digits of seq, 8 of attempts: unique per delivery of a job (a
--- replaced or re-added job has a new seq), as the engine's.
+-- Deliveries given back by unreserve, which takes the attempt back (attempts
+-- goes down) but not the delivery: a receipt names delivery number attempts
+-- + given, which nothing lowers, so no receipt is handed out twice. Rare, so
+-- kept beside the record (whose layout stays): `given` entries, each for the
+-- incarnation (seq) it names; one of an older incarnation counts 0.
+local GIVEN = '>I7I4'
+local any_given  -- whether the bucket has any entry: asked once per call
+local function has_given()
+  if any_given == nil then any_given = redis.call('EXISTS', K_GIVEN) == 1 end
+  return any_given
+end
+-- The count in entry `v` (a reply value: false for none) if it is seq's.
+local function given_in(v, seq)
+  if not v then return 0 end
+  local s, n = struct.unpack(GIVEN, v)
+  if s ~= seq then return 0 end
+  return n
+end
+local function given_of(j)
+  if j.given == nil then
+    j.given = has_given() and given_in(redis.call('HGET', K_GIVEN, j.id), j.seq) or 0
+  end
+  return j.given
+end
+local function set_given(j, n)
+  j.given = n
+  any_given = true
+  redis.call('HSET', K_GIVEN, j.id, struct.pack(GIVEN, j.seq, n))
+end
+-- Drops the entries of jobs that are gone.
+local function forget_given(ids)
+  if #ids > 0 and has_given() then redis.call('HDEL', K_GIVEN, unpack(ids)) end
+end
+-- The delivery number of a job whose entry holds `given` (mod 2^32: 8 hex digits).
+local function delivery_number(attempts, given) return (attempts + given) % 4294967296 end
+
+-- 16 hex digits of seq, 8 of the delivery number: unique per delivery of a
+-- job (a replaced or re-added job has a new seq), as the engine's.
 local RECEIPT = '%016x%08x'
-local function receipt_of(j) return string.format(RECEIPT, j.seq, j.attempts) end
+local function receipt_of(j)
+  return string.format(RECEIPT, j.seq, delivery_number(j.attempts, given_of(j)))
+end
 -- The receipt as finish, touch, release and bury take it: seq (7 bytes) and
--- attempts (4), big-endian; the caller decodes the hex digits. Packing two
--- numbers costs a fraction of formatting them.
+-- delivery number (4), big-endian; the caller decodes the hex digits. Packing
+-- two numbers costs a fraction of formatting them.
 local RECEIPT_ARG = '>I7I4'
-local function receipt_arg_of(j) return struct.pack(RECEIPT_ARG, j.seq, j.attempts) end
+local function receipt_arg_of(j)
+  return struct.pack(RECEIPT_ARG, j.seq, delivery_number(j.attempts, given_of(j)))
+end
 
 local function created_at(j) return math.floor(j.seq / SEQ_PER_MS) end
 
@@ -456,15 +497,18 @@ local function settle_job(j)
 end
 
 -- Without a receipt the job must be reserved (not_reserved); with one, it
--- must be the current reservation's (stale_receipt). Returns code, message.
+-- must be the current reservation's (stale_receipt). Returns code, message,
+-- and the status a batch script answers for the job ("not_reserved <state>":
+-- the caller's message names the state, as the engine's does).
 local function check_reservation(j, receipt)
   if receipt == '' then
     if j.state == RESERVED then return nil end
-    return 'not_reserved', quote(j.id) .. ' is ' .. STATE_NAMES[j.state] .. ', not reserved'
+    return 'not_reserved', quote(j.id) .. ' is ' .. STATE_NAMES[j.state] .. ', not reserved',
+      'not_reserved ' .. STATE_NAMES[j.state]
   end
   if j.state == RESERVED and receipt_arg_of(j) == receipt then return nil end
   return 'stale_receipt', 'receipt does not match the current reservation of ' .. quote(j.id)
-    .. ' (its TTR may have run out and it was handed out again)'
+    .. ' (its TTR may have run out and it was handed out again)', 'stale_receipt'
 end
 
 -- Makes the jobs `ids` of `topic` ready, each at its place in line (ids no

@@ -19,11 +19,13 @@
 --          k topics (repeats are ignored)
 --          The counts of all groups sum to at most 1000, the k to at most 1000.
 -- Reply    per group in the order given: n, the number of jobs it got
---          (0..count), then 2 fields per job, best first: id and the job's
+--          (0..count), then 3 fields per job, best first: id, the job's
 --          record as now stored (state reserved, attempts counted; see
---          docs/redis-store.md "The record"). The caller reads the rest from
---          the record: topic, body, attempts, ttr, priority, run_at; the
---          receipt from seq and attempts; reserved_until_ms = now_ms + ttr_ms.
+--          docs/redis-store.md "The record") and its deliveries given back
+--          (an integer, almost always 0). The caller reads the rest from the
+--          record: topic, body, attempts, ttr, priority, run_at; the receipt
+--          from seq and the delivery number, attempts + given back;
+--          reserved_until_ms = now_ms + ttr_ms.
 --          (The record is the string this script writes anyway: no field is
 --          cut out or formatted per job.)
 -- Errors   invalid_argument naming groups, count or topics (nothing changed).
@@ -31,7 +33,7 @@
 -- First settles the bucket, once for all groups (up to 100 due jobs and 100
 -- expired reservations), so a reserve never misses a job that is due,
 -- whatever the promoters did. Each delivery counts an attempt; its receipt is
--- 16 hex digits of seq and 8 of attempts. Counter: reserves.
+-- 16 hex digits of seq and 8 of the delivery number. Counter: reserves.
 --!include lib.lua
 
 -- Takes up to `want` of the best ready members of the open topics `open` out
@@ -116,6 +118,7 @@ local function main()
   end
 
   local vals = redis.call('HMGET', K_JOBS, unpack(ids))
+  local givens = has_given() and redis.call('HMGET', K_GIVEN, unpack(ids))
   local hset, zadd = {}, {}
   local deadlines = {}  -- ttr -> now_ms + ttr as text, formatted once per ttr (Redis
                         -- would format each number score it is given as a double)
@@ -147,7 +150,9 @@ local function main()
         zadd[h + 2] = id
         out[o + 1] = id
         out[o + 2] = rec
-        o = o + 2
+        local given = givens and givens[i]
+        out[o + 3] = given and given_in(given, (struct.unpack('>I7', v, 24))) or 0
+        o = o + 3
         got = got + 1
         tally(per_topic, topic_order, tops[i])
         handed = handed + 1

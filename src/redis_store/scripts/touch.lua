@@ -4,7 +4,7 @@
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
 -- ARGV[2..] 2 per job, 1..1000 jobs: id, receipt (as finish takes it)
--- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved"
+-- Reply    one status per job, in order: "ok" | "not_found" | "not_reserved <state>"
 --          | "stale_receipt" (as finish)
 -- Errors   invalid_argument for a malformed batch (nothing changed).
 --
@@ -26,9 +26,9 @@ local function main()
       out[k] = 'not_found'
     else
       if settle_job(j) then save(j) end
-      local code = check_reservation(j, ARGV[2 * k + 1])
+      local code, _, status = check_reservation(j, ARGV[2 * k + 1])
       if code then
-        out[k] = code
+        out[k] = status
       else
         redis.call('ZADD', K_RESERVED, 'XX', NOW + j.ttr, j.id)
         out[k] = 'ok'
