@@ -69,18 +69,18 @@ using server::testing::RespReply;
 // commands behind it (KickTopicOp takes two rounds): `KICKTOPIC c 1 ;
 // KICKTOPIC c 1` with two buried jobs answers 1 ; 0 (memory: 1 ; 1). While
 // false, KICKTOPIC is sent only in steps of its own, never in a pipeline.
-constexpr bool kItem13Fixed = false;
+constexpr bool kItem13Fixed = true;
 // Item 14: STATS `reserves` counts, on the Redis store, the jobs a batch cut
 // to its MAXBYTES budget gave back. While false, `reserves` is not compared.
-constexpr bool kItem14ReservesFixed = false;
+constexpr bool kItem14ReservesFixed = true;
 // Item 14, wording: FINISH/TOUCH (FORCE or not) of a job that is not
 // reserved says "is not reserved" on Redis, "is <state>, not reserved" in
 // memory. While false, both are compared as "is not reserved".
-constexpr bool kItem14WordingFixed = false;
+constexpr bool kItem14WordingFixed = true;
 // Item 5: a receipt must name one delivery, never reused; after UNRESERVE
 // both stores hand out the same receipt again. While false, the check that
 // no RESERVE hands out a receipt seen before is off.
-constexpr bool kItem5Fixed = false;
+constexpr bool kItem5Fixed = true;
 
 // Not in the issue (found by this test): on the Redis store, a RESERVE
 // pipelined behind a RESERVE whose batch was cut to its MAXBYTES budget
