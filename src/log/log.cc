@@ -153,7 +153,10 @@ Log::~Log() {
 
 // Writing continues in the newest segment if it has room, else in a new one.
 Status Log::OpenHead() {
-  if (!segments_.empty() && segments_.back().bytes < options_.segment_bytes) {
+  // A segment of an older format version is not appended to: its header
+  // promises only that version's records.
+  if (!segments_.empty() && segments_.back().bytes < options_.segment_bytes &&
+      segments_.back().version == kFormatVersion) {
     auto file = fs_->Open(segments_.back().path, /*create=*/false);
     if (!file.ok()) return file.status();
     segments_.back().file = std::move(file).value();
@@ -270,6 +273,7 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay, Recov
     return damage(0, "header names segment " + std::to_string(h.number));
   }
   last_seq_ = std::max(last_seq_, h.last_seq);
+  seg.version = h.version;
   accounts_.push_back(Account{seg.number, h.last_seq + 1});
 
   // Reading and checking records (I/O, checksums, decoding) runs on a
@@ -300,6 +304,10 @@ Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay, Recov
           break;
         case RecordType::kPause:
           accounts_.back().has_pauses = true;
+          break;
+        case RecordType::kDedup:
+          accounts_.back().dedup_until_ms =
+              std::max(accounts_.back().dedup_until_ms, rec->dedup.expires_ms);
           break;
         case RecordType::kUpdate:
           break;
@@ -488,6 +496,12 @@ bool Log::HasPauses(uint64_t number) {
   return a != nullptr && a->has_pauses;
 }
 
+int64_t Log::DedupUntil(uint64_t number) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  Account* a = AccountOf(number);
+  return a == nullptr ? 0 : a->dedup_until_ms;
+}
+
 // --- writing -----------------------------------------------------------------------
 
 Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
@@ -574,6 +588,15 @@ void Log::AppendPause(std::string_view topic, int64_t paused_until_ms) {
   size_t before = buf_.size();
   EncodePause(topic, paused_until_ms, accounts_.back().number, &buf_);
   accounts_.back().has_pauses = true;
+  end_.fetch_add(buf_.size() - before, std::memory_order_release);
+}
+
+void Log::AppendDedup(const engine::DedupImage& add) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  size_t before = buf_.size();
+  EncodeDedup(add, accounts_.back().number, &buf_);
+  Account& a = accounts_.back();
+  a.dedup_until_ms = std::max(a.dedup_until_ms, add.expires_ms);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 

@@ -1,4 +1,4 @@
-// The embedded store's on-disk format, version 1 (docs/log-format.md is the
+// The embedded store's on-disk format, version 2 (docs/log-format.md is the
 // description for humans; this file and log_format.cc are the definition).
 //
 // A segment file starts with a 32-byte header:
@@ -24,7 +24,10 @@
 namespace delayq::store {
 
 inline constexpr std::string_view kSegmentMagic{"DQLOG\r\n\x1a", 8};
-inline constexpr uint32_t kFormatVersion = 1;
+// Written: 2. Read: 1 and 2 (version 1 lacks kDedup records only, so one
+// decoder reads both).
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr size_t kSegmentHeaderBytes = 32;
 inline constexpr size_t kRecordHeaderBytes = 9;  // checksum, length, type
 // Larger lengths are damage, not records (a body is at most 1 GiB).
@@ -35,14 +38,17 @@ enum class RecordType : uint8_t {
   kUpdate = 2,  // a job's state, attempts, run_at, deadline and last_error
   kRemove = 3,  // a job finished or deleted (or replaced)
   kPause = 4,   // a topic paused or resumed
+  kDedup = 5,   // an add with an idempotency key (version 2)
 };
 
 struct SegmentHeader {
   uint64_t number = 0;
-  uint64_t last_seq = 0;  // every job seq in earlier segments is <= this
+  uint64_t last_seq = 0;              // every job seq in earlier segments is <= this
+  uint32_t version = kFormatVersion;  // decoded: the segment's own; encoded: always kFormatVersion
 };
 
 void EncodeSegmentHeader(const SegmentHeader& h, std::string* out);
+// Accepts every version from kOldestReadableVersion to kFormatVersion.
 // Errors: kInternal naming what is wrong (magic, version).
 Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h);
 
@@ -54,6 +60,7 @@ void EncodeRemove(const engine::JobImage& job, uint64_t segment,
                   std::string* out);  // id (or handle) and seq
 void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segment,
                  std::string* out);
+void EncodeDedup(const engine::DedupImage& add, uint64_t segment, std::string* out);
 
 // Upper bounds of one record's size, header included, from the lengths of
 // its strings: what a change asks Log::Room for before it is made.
@@ -64,6 +71,7 @@ constexpr size_t PutBound(size_t id, size_t topic, size_t last_error, size_t bod
 constexpr size_t UpdateBound(size_t id, size_t last_error) {
   return kRecordBoundFixed + id + last_error;
 }
+constexpr size_t DedupBound(size_t id, size_t key) { return kRecordBoundFixed + id + key; }
 
 // One decoded record; string views point into the bytes it was read from,
 // or into the record itself (a generated id's text): not copyable.
@@ -76,6 +84,7 @@ struct Record {
   engine::JobImage job;         // kPut, kUpdate, kRemove (id and seq)
   std::string_view topic;       // kPause
   int64_t paused_until_ms = 0;  // kPause
+  engine::DedupImage dedup;     // kDedup
   char id_buf[engine::kGeneratedIdBytes];
 };
 
