@@ -24,6 +24,8 @@ inline constexpr int64_t kMaxRunAtMs = 253'402'300'799'999;             // 9999-
 // The earliest run_at_ms accepted: 10^12 ms, 2001-09-09. Anything earlier
 // is almost certainly a time in seconds, which would fire at once.
 inline constexpr int64_t kMinRunAtMs = 1'000'000'000'000;
+// An add's idempotency key: 1–64 bytes of [A-Za-z0-9_-] (JobSpec::idempotency_key).
+inline constexpr size_t kMaxIdempotencyKeyBytes = 64;
 
 enum class JobState : unsigned char {
   kDelayed = 0,   // waiting for run_at
@@ -56,6 +58,16 @@ struct JobSpec {
   // ones, attempts restart at 0, it goes to the back of its line, and the
   // receipt of any reservation it had goes stale.
   bool replace = false;
+  // Makes the add idempotent: 1–64 bytes of [A-Za-z0-9_-], unique per add
+  // request (a client makes one up per call and sends it on every attempt).
+  // Empty: none, and the add behaves as without it. An add whose (id, key)
+  // pair — (none, key) for a generated id — was already applied within the
+  // store's dedup window (QueueOptions::dedup_window_ms, from that first
+  // add) changes nothing and answers what the first one answered: the same
+  // id, state and run_at, even if the job has been finished, deleted or
+  // replaced since; `replace` is not applied again. See docs/api.md,
+  // "Idempotent adds".
+  std::string idempotency_key;
 };
 
 // Limits that validation enforces; the server sets them from its options.
@@ -70,6 +82,8 @@ Status ValidateJobSpec(const JobSpec& spec, const Limits& limits);
 Status ValidateTopic(std::string_view topic);
 // Checks a job id alone (1–256 bytes, no control characters).
 Status ValidateId(std::string_view id);
+// Checks an idempotency key alone (1–64 bytes of [A-Za-z0-9_-]).
+Status ValidateIdempotencyKey(std::string_view key);
 
 // How many hex digits a receipt has (Delivery::receipt).
 inline constexpr size_t kReceiptBytes = 24;

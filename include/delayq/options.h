@@ -37,6 +37,10 @@ enum class FsyncPolicy {
 std::optional<FsyncPolicy> ParseFsyncPolicy(std::string_view name);
 std::string_view FsyncPolicyName(FsyncPolicy policy);
 
+inline constexpr int64_t kDefaultDedupWindowMs = 300'000;
+// The most adds with an idempotency key an in-process queue remembers.
+inline constexpr size_t kMaxRememberedAdds = 1'000'000;
+
 struct QueueOptions {
   // Where jobs live. kEmbedded: in-process, kept in a durable log in
   // data_dir (SPEC §2). kRedis: kept in Redis or Redis Cluster (redis_url),
@@ -83,6 +87,13 @@ struct QueueOptions {
   // kRemote: bound on each request's reply; a waiting reserve gets its wait
   // on top of it. Default: 5000.
   int request_timeout_ms = 5000;
+  // kMemory, kEmbedded, kRedis: how long an add made with an idempotency
+  // key (JobSpec::idempotency_key) is remembered, from that add: a repeat
+  // of it within this time changes nothing (docs/api.md, "Idempotent
+  // adds"). kMemory and kEmbedded also remember at most
+  // kMaxRememberedAdds such adds, dropping the oldest first. Default: 5
+  // minutes (as SQS FIFO's deduplication interval). 0: not remembered.
+  int64_t dedup_window_ms = kDefaultDedupWindowMs;
   // Default: SystemClock(). kRemote: time is the servers'; the clock only
   // orders the ids the client generates.
   std::shared_ptr<Clock> clock;

@@ -112,6 +112,11 @@ class Queue {
 
   // Adds a job (SPEC §3). Errors: kInvalidArgument naming the field,
   // kTooLarge for the body, kExists for a live id without spec.replace.
+  // With spec.idempotency_key, a repeat of an add applied within the dedup
+  // window (QueueOptions::dedup_window_ms, from that add) changes nothing
+  // and returns what the first returned, whatever became of the job since
+  // (JobSpec::idempotency_key; docs/api.md, "Idempotent adds"). Without
+  // one, re-adding the id of a finished or deleted job adds it again.
   virtual Result<AddResult> Add(const JobSpec& spec) = 0;
 
   // Hands out up to req.count ready jobs of req.topics, best first (priority,
@@ -226,10 +231,14 @@ class Queue {
 // StoreKind::kRemote (the network client) connects to nothing here: a server
 // that cannot be reached shows on the first call, as kUnavailable naming
 // every server tried. Its calls are retried on the next server only where a
-// repeat cannot duplicate work (adds keep their id, which the client
-// generates when the spec has none; changes that carry a receipt; reads);
-// a reserve whose reply was lost is not retried, and the jobs it may have
-// taken come back after their TTR. Its reserve callbacks run on a thread
+// repeat cannot duplicate work: adds (each Add call sends one idempotency
+// key on every attempt, and the id the client generates when the spec has
+// none, so a retry whose first attempt ran changes nothing — even if the
+// job was finished, deleted or reserved meanwhile — as long as it arrives
+// within the servers' dedup window, QueueOptions::dedup_window_ms, 5
+// minutes by default), changes that carry a receipt, and reads. A reserve
+// whose reply was lost is not retried, and the jobs it may have taken come
+// back after their TTR. Its reserve callbacks run on a thread
 // of its own.
 Result<std::unique_ptr<Queue>> OpenQueue(const QueueOptions& options);
 

@@ -128,6 +128,13 @@ std::string RemoteQueue::NewId() {
   return std::string(head) + id_tag_;
 }
 
+std::string RemoteQueue::NewIdempotencyKey() {
+  char n[17];
+  snprintf(n, sizeof n, "%016llx",
+           static_cast<unsigned long long>(adds_.fetch_add(1, std::memory_order_relaxed)));
+  return id_tag_ + n;
+}
+
 template <typename T, typename Parse>
 Result<T> RemoteQueue::RunParsed(const redis::Argv& cmd, Retry retry, Parse parse) {
   std::optional<Result<T>> out;
@@ -151,7 +158,14 @@ Result<AddResult> RemoteQueue::Add(const JobSpec& spec) {
     return InvalidArgument("id: '*' asks a server for a generated id; leave the id empty instead");
   }
   JobSpec sent = spec;
-  if (sent.id.empty()) sent.id = NewId();
+  // One key for every attempt of this call: the server answers a retry
+  // whose first attempt ran as that attempt was answered (see the header).
+  // A caller's own key with no id is sent as such ("*"): the server then
+  // names the job by the key alone, so repeating the call is safe too.
+  if (sent.idempotency_key.empty()) {
+    sent.idempotency_key = NewIdempotencyKey();
+    if (sent.id.empty()) sent.id = NewId();
+  }
   const redis::Argv cmd = AddCommand(sent);
   std::optional<Result<AddResult>> out;
   Status st = servers_->Run({&cmd, 1}, Retry::kAlways, [&](auto& replies, bool repeated) {

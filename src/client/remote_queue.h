@@ -18,12 +18,19 @@
 //
 // Which calls are retried on the next server after their reply was lost
 // (the request written, the connection then broken), and why that is safe:
-//  - Add: always under the same id. The client fills in an id when the
-//    spec has none (32 hex digits: the wall-clock ms, a counter and 64
-//    random bits per RemoteQueue: unique, and time-ordered for one client),
-//    so a retry can never add the job twice; a retry answered `exists` is
-//    our own first attempt when the live job has our topic and body, and
-//    counts as success (answered from GET).
+//  - Add: always, under the same id and the same idempotency key. The
+//    client fills in an id when the spec has none (32 hex digits: the
+//    wall-clock ms, a counter and 64 random bits per RemoteQueue: unique,
+//    and time-ordered for one client) and a key when the spec has none (this
+//    queue's random tag and a counter: one per Add call, the same on every
+//    attempt of it). The server remembers an applied (id, key) for its dedup
+//    window (QueueOptions::dedup_window_ms, 5 minutes by default), so a
+//    retry whose first attempt ran is answered as that attempt was — even
+//    when a worker finished or deleted the job meanwhile, and a `replace`
+//    is not applied twice: the job is added at most once. A retry that
+//    still meets `exists` (the first attempt did not run, and another add
+//    of that id is live) counts as success when the live job has our topic
+//    and body (answered from GET), as the caller asked for exactly that.
 //  - Finish, Release, Touch, Bury, Unreserve with a receipt: a receipt names
 //    one delivery, so a repeat acts on that delivery or fails; it never
 //    touches another worker's. A repeated Finish answered not_found means
@@ -110,6 +117,8 @@ class RemoteQueue final : public Queue {
   // A generated id: 12 hex digits of wall-clock ms, 4 of a counter within
   // the ms, 16 of this queue's random tag. Strictly increasing per queue.
   std::string NewId();
+  // An idempotency key, one per Add call: this queue's tag and a counter.
+  std::string NewIdempotencyKey();
   // One command answered +OK.
   Status RunOk(const redis::Argv& cmd, Retry retry, Repeat repeat);
   // FINISH, RELEASE or BURY alone.
@@ -124,9 +133,10 @@ class RemoteQueue final : public Queue {
   std::unique_ptr<WaitingReserves> waiting_;  // destroyed first
 
   std::mutex id_mu_;
-  int64_t id_ms_ = 0;    // GUARDED_BY(id_mu_): ms of the last generated id
-  uint32_t id_seq_ = 0;  // GUARDED_BY(id_mu_): its counter
-  std::string id_tag_;   // 16 hex digits, fixed at Open
+  int64_t id_ms_ = 0;              // GUARDED_BY(id_mu_): ms of the last generated id
+  uint32_t id_seq_ = 0;            // GUARDED_BY(id_mu_): its counter
+  std::string id_tag_;             // 16 hex digits, fixed at Open
+  std::atomic<uint64_t> adds_{0};  // NewIdempotencyKey's counter
 };
 
 }  // namespace delayq::client

@@ -115,7 +115,7 @@ Status ParseOk(std::string_view command, const Reply& reply) {
 redis::Argv AddCommand(const JobSpec& spec) {
   redis::Argv argv{"ADD",
                    spec.topic,
-                   spec.id,
+                   spec.id.empty() ? std::string("*") : spec.id,
                    std::to_string(spec.delay_ms.value_or(0)),
                    std::to_string(spec.ttr_ms),
                    spec.body,
@@ -128,6 +128,10 @@ redis::Argv AddCommand(const JobSpec& spec) {
     argv.push_back(std::to_string(*spec.run_at_ms));
   }
   if (spec.replace) argv.emplace_back("REPLACE");
+  if (!spec.idempotency_key.empty()) {
+    argv.emplace_back("IDEMPOTENCY");
+    argv.push_back(spec.idempotency_key);
+  }
   argv.emplace_back("WITHSTATE");
   return argv;
 }

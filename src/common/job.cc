@@ -101,6 +101,18 @@ Status ValidateReserveRequest(const ReserveRequest& req) {
   return Status::Ok();
 }
 
+Status ValidateIdempotencyKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxIdempotencyKeyBytes) {
+    return InvalidArgument("idempotency_key: 1-64 bytes, got " + std::to_string(key.size()));
+  }
+  for (char c : key) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
+    if (!ok) return InvalidArgument("idempotency_key: only [A-Za-z0-9_-] allowed");
+  }
+  return Status::Ok();
+}
+
 Status ValidateJobSpec(const JobSpec& spec, const Limits& limits) {
   if (Status s = ValidateTopic(spec.topic); !s.ok()) return s;
   if (!spec.id.empty()) {
@@ -129,6 +141,9 @@ Status ValidateJobSpec(const JobSpec& spec, const Limits& limits) {
                            std::to_string(*spec.run_at_ms));
   }
   if (spec.ttr_ms == 0) return InvalidArgument("ttr_ms: must be > 0");
+  if (!spec.idempotency_key.empty()) {
+    if (Status s = ValidateIdempotencyKey(spec.idempotency_key); !s.ok()) return s;
+  }
   if (spec.body.size() > limits.max_body_bytes) {
     return TooLarge("body: " + std::to_string(spec.body.size()) + " bytes, at most " +
                     std::to_string(limits.max_body_bytes) + " allowed");

@@ -111,6 +111,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(EngineOptions options) {
 Engine::Engine(EngineOptions options, std::unique_ptr<JobArena> arena)
     : clock_(std::move(options.clock)),
       limits_(options.limits),
+      dedup_window_ms_(std::max<int64_t>(0, options.dedup_window_ms)),
+      max_remembered_adds_(options.max_remembered_adds),
       arena_(std::move(arena)),
       ids_(0, IdHash{this}, IdEq{this}),
       timers_(TimerLess{this}, TimerPos{this}),
@@ -635,6 +637,13 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   // keys, see DelayKey.)
   if (!id.empty()) ids_.prefetch(id);
   if (Status s = ValidateJobSpec(spec, limits_); !s.ok()) return s;
+  bool remember = !spec.idempotency_key.empty() && dedup_window_ms_ > 0;
+  if (remember) {
+    // A repeat of an add already applied (its reply was lost): answered as
+    // the first was, whatever became of the job since.
+    ForgetExpired();
+    if (const Remembered* r = FindRemembered(id, spec.idempotency_key)) return r->result;
+  }
   int64_t run_at = now_wall_;  // delay_ms is bounded by validation: no overflow
   if (spec.delay_ms) run_at = now_wall_ + *spec.delay_ms;
   if (spec.run_at_ms) run_at = *spec.run_at_ms;
@@ -674,8 +683,74 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   result.id = std::string(IdOf(Rec(h), h, buf));
   result.state = StateOf(h);
   result.run_at_ms = run_at;
+  if (remember) Remember(spec, result, now_wall_ + dedup_window_ms_);
   ServePending();
   return result;
+}
+
+// --- idempotent adds -----------------------------------------------------------------
+//
+// Remembered from the add itself, not from a finish or delete: a repeat is
+// told apart from a new add by its key, whatever the job's state, so no
+// tombstone is needed when the job goes. Remembered adds are kept in the
+// order they were made: with one window for all, that is the order they
+// expire in, so forgetting looks at the front only.
+
+std::string Engine::DedupKey(std::string_view add_id, std::string_view key) {
+  std::string k;
+  k.reserve(add_id.size() + 1 + key.size());
+  k.append(add_id);
+  k.push_back('\0');  // ids hold no control characters: the split is unambiguous
+  k.append(key);
+  return k;
+}
+
+const Engine::Remembered* Engine::FindRemembered(std::string_view add_id, std::string_view key) {
+  if (dedup_.empty()) return nullptr;
+  auto it = dedup_.find(std::string_view(DedupKey(add_id, key)));
+  if (it == dedup_.end() || it->second->expires_ms <= now_wall_) return nullptr;
+  return &*it->second;
+}
+
+void Engine::Insert(std::string key, const AddResult& result, int64_t expires_ms) {
+  if (auto old = dedup_.find(std::string_view(key)); old != dedup_.end()) {
+    auto node = old->second;
+    dedup_.erase(old);
+    remembered_.erase(node);
+  }
+  remembered_.push_back(Remembered{std::move(key), result, expires_ms});
+  auto node = std::prev(remembered_.end());
+  dedup_.emplace(std::string_view(node->key), node);
+  while (dedup_.size() > max_remembered_adds_) {
+    dedup_.erase(std::string_view(remembered_.front().key));
+    remembered_.pop_front();
+  }
+}
+
+void Engine::Remember(const JobSpec& spec, const AddResult& result, int64_t expires_ms) {
+  Insert(DedupKey(spec.id, spec.idempotency_key), result, expires_ms);
+  if (journal_ == nullptr) return;
+  DedupImage image;
+  image.add_id = spec.id;
+  image.key = spec.idempotency_key;
+  image.id = result.id;
+  image.state = result.state;
+  image.run_at_ms = result.run_at_ms;
+  image.expires_ms = expires_ms;
+  journal_->Dedup(image);
+}
+
+void Engine::ForgetExpired() {
+  while (!remembered_.empty() && remembered_.front().expires_ms <= now_wall_) {
+    dedup_.erase(std::string_view(remembered_.front().key));
+    remembered_.pop_front();
+  }
+}
+
+void Engine::RestoreDedup(const DedupImage& add) {
+  if (dedup_window_ms_ == 0 || add.expires_ms <= now_wall_) return;
+  AddResult result{std::string(add.id), add.state, add.run_at_ms};
+  Insert(DedupKey(add.add_id, add.key), result, add.expires_ms);
 }
 
 Status Engine::Finish(std::string_view id, std::string_view receipt) {

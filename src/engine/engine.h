@@ -10,6 +10,9 @@
 //                 buried:  ordered set by order of adding
 //   timers_       heap of topics by their earliest delayed job
 //   reservations_ heap of reserved jobs by TTR deadline (monotonic)
+// and, apart from the jobs, the adds made with an idempotency key within the
+// dedup window (dedup_, by the add's id and key; remembered_, oldest first):
+// what a repeat of one is answered (see Remembered).
 //
 // Timing is event driven: NextDeadlines() tells the owner when something
 // falls due; the owner sleeps until then (or until woken by an earlier
@@ -64,6 +67,11 @@ struct EngineOptions {
   // Address space reserved for job records. Default: 32 GiB (the most 32-bit
   // handles reach); only touched pages use memory.
   size_t arena_reserve_bytes = JobArena::kMaxReserveBytes;
+  // Idempotent adds (JobSpec::idempotency_key): how long one is remembered
+  // from the add (0: not at all), and how many at most (the oldest go
+  // first). Defaults: QueueOptions's.
+  int64_t dedup_window_ms = kDefaultDedupWindowMs;
+  size_t max_remembered_adds = kMaxRememberedAdds;
 };
 
 class Engine {
@@ -142,6 +150,8 @@ class Engine {
   void RestoreUpdate(const JobImage& job);
   void RestoreRemove(std::string_view id, uint64_t seq);
   void RestorePause(std::string_view topic, int64_t paused_until_ms);
+  // An add with an idempotency key, remembered again (unless it expired).
+  void RestoreDedup(const DedupImage& add);
   // Generated ids and seqs continue after `seq`.
   void RestoreSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   uint64_t last_seq() const { return last_seq_; }
@@ -331,8 +341,31 @@ class Engine {
   TopicInfo InfoOf(const TopicState& t) const;
   bool Paused(const TopicState& t) const { return t.paused_until_mono > now_mono_; }
 
+  // --- idempotent adds -------------------------------------------------------
+  // An add with an idempotency key, as a repeat of it is answered.
+  struct Remembered {
+    std::string key;  // the add's id (empty: generated), '\0', its idempotency key
+    AddResult result;
+    int64_t expires_ms = 0;  // wall clock
+  };
+  static std::string DedupKey(std::string_view add_id, std::string_view key);
+  // The add remembered under (add_id, key) and not expired, or nullptr.
+  const Remembered* FindRemembered(std::string_view add_id, std::string_view key);
+  // Remembers an applied add (replacing an older one of the same key),
+  // forgetting the oldest beyond max_remembered_adds_; tells the journal.
+  void Remember(const JobSpec& spec, const AddResult& result, int64_t expires_ms);
+  void Insert(std::string key, const AddResult& result, int64_t expires_ms);
+  // Forgets the expired adds at the front (the oldest).
+  void ForgetExpired();
+
   std::shared_ptr<Clock> clock_;
   Limits limits_;
+  int64_t dedup_window_ms_;
+  size_t max_remembered_adds_;
+  // Remembered adds, oldest first; dedup_ indexes them by key (views into
+  // the list's nodes, which never move).
+  std::list<Remembered> remembered_;
+  absl::flat_hash_map<std::string_view, std::list<Remembered>::iterator, NameHash, NameEq> dedup_;
   std::unique_ptr<JobArena> arena_;
 
   int64_t now_wall_ = 0;    // as read by the last Advance()

@@ -10,6 +10,7 @@
 //   JobUpdate   reserved, released, touched, buried, kicked, TTR ran out
 //   JobRemoved  finished, deleted, replaced
 //   TopicPause  paused or resumed
+//   Dedup       an add with an idempotency key was applied (after its JobPut)
 // Not told: delayed -> ready (run_at says when), a pause that ran out
 // (its end time says when), waits of reserves (they do not survive a restart).
 #ifndef DELAYQ_ENGINE_JOURNAL_H_
@@ -46,6 +47,17 @@ struct JobImage {
   std::string_view body;
 };
 
+// An add made with an idempotency key, remembered for the dedup window: what
+// a repeat of it is answered (Engine::Add, docs/api.md "Idempotent adds").
+struct DedupImage {
+  std::string_view add_id;              // the id the add named; empty for a generated one
+  std::string_view key;                 // JobSpec::idempotency_key
+  std::string_view id;                  // the id it answered (the generated one's text)
+  JobState state = JobState::kDelayed;  // what it answered: kDelayed or kReady
+  int64_t run_at_ms = 0;                // what it answered
+  int64_t expires_ms = 0;               // wall clock: forgotten from then on
+};
+
 class Journal {
  public:
   virtual ~Journal() = default;
@@ -55,6 +67,9 @@ class Journal {
   virtual void JobRemoved(const JobImage& job) = 0;
   // paused_until_ms: wall clock; 0 = not paused, -1 = until resumed.
   virtual void TopicPause(std::string_view topic, int64_t paused_until_ms) = 0;
+  // An add with an idempotency key; nothing by default (a journal that does
+  // not keep them forgets them at a restart).
+  virtual void Dedup(const DedupImage& /*add*/) {}
 };
 
 }  // namespace delayq::engine

@@ -62,6 +62,7 @@ class LocalQueue::LogJournal final : public engine::Journal {
   void TopicPause(std::string_view topic, int64_t paused_until_ms) override {
     log_->AppendPause(topic, paused_until_ms);
   }
+  void Dedup(const engine::DedupImage& add) override { log_->AppendDedup(add); }
 
  private:
   store::Log* log_;
@@ -101,6 +102,9 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
       case store::RecordType::kPause:
         engine.RestorePause(rec.topic, rec.paused_until_ms);
         break;
+      case store::RecordType::kDedup:
+        engine.RestoreDedup(rec.dedup);
+        break;
     }
     return Status::Ok();
   };
@@ -121,6 +125,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   engine::EngineOptions eo;
   eo.clock = options.clock ? options.clock : SystemClock();
   eo.limits = options.limits;
+  eo.dedup_window_ms = options.dedup_window_ms;
   auto engine = engine::Engine::Create(eo);
   if (!engine.ok()) return engine.status();
   std::unique_ptr<store::Log> log;
@@ -342,6 +347,9 @@ void LocalQueue::MaybeCompact() {
 bool LocalQueue::ShouldCompact() const {
   uint64_t oldest = log_->OldestClosed();
   if (oldest == 0) return false;
+  // Remembered adds still in their window keep their segment: a restart
+  // must still know them (deleting it waits at most one window).
+  if (log_->DedupUntil(oldest) > clock_->NowMs()) return false;
   // Nothing live in it: deleting it costs no reading.
   if (log_->LivePuts(oldest) <= 0) return true;
   // Dead bytes beyond both the live ones and two segments: then copying the
@@ -513,6 +521,10 @@ Result<AddResult> LocalQueue::Add(const JobSpec& spec) {
   // An add may replace a job: its removal is an update's size.
   uint64_t bytes = store::PutBound(kMaxIdBytes, spec.topic.size(), 0, spec.body.size()) +
                    store::UpdateBound(kMaxIdBytes, 0);
+  // An add with an idempotency key is remembered in a record of its own.
+  if (!spec.idempotency_key.empty()) {
+    bytes += store::DedupBound(kMaxIdBytes, spec.idempotency_key.size());
+  }
   return Change(bytes, Need::kGrow, [&](engine::Engine& e) { return e.Add(spec); });
 }
 

@@ -370,6 +370,10 @@ void Log::Count(const Record& rec, uint64_t number) {
     case RecordType::kPause:
       accounts_.back().has_pauses = true;
       break;
+    case RecordType::kDedup:
+      accounts_.back().dedup_until_ms =
+          std::max(accounts_.back().dedup_until_ms, rec.dedup.expires_ms);
+      break;
     case RecordType::kUpdate:
       break;
   }
@@ -631,6 +635,12 @@ bool Log::HasPauses(uint64_t number) {
   return a != nullptr && a->has_pauses;
 }
 
+int64_t Log::DedupUntil(uint64_t number) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  Account* a = AccountOf(number);
+  return a == nullptr ? 0 : a->dedup_until_ms;
+}
+
 // --- writing -----------------------------------------------------------------------
 
 Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
@@ -717,6 +727,15 @@ void Log::AppendPause(std::string_view topic, int64_t paused_until_ms) {
   size_t before = buf_.size();
   EncodePause(topic, paused_until_ms, accounts_.back().number, &buf_);
   accounts_.back().has_pauses = true;
+  end_.fetch_add(buf_.size() - before, std::memory_order_release);
+}
+
+void Log::AppendDedup(const engine::DedupImage& add) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  size_t before = buf_.size();
+  EncodeDedup(add, accounts_.back().number, &buf_);
+  Account& a = accounts_.back();
+  a.dedup_until_ms = std::max(a.dedup_until_ms, add.expires_ms);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 

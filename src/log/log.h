@@ -177,6 +177,7 @@ class Log {
   void AppendUpdate(const engine::JobImage& job);
   void AppendRemove(const engine::JobImage& job);
   void AppendPause(std::string_view topic, int64_t paused_until_ms);
+  void AppendDedup(const engine::DedupImage& add);
   // Every later segment header says no seq above this was issued before it.
   void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   // The highest job seq the log has seen (replay included).
@@ -248,6 +249,10 @@ class Log {
   // nothing a replay needs but its pauses, so compaction need not read it.
   int64_t LivePuts(uint64_t number);
   bool HasPauses(uint64_t number);
+  // The latest wall-clock expiry of the remembered adds (kDedup records) in
+  // the segment, 0 for none: compaction keeps the segment until then, so a
+  // restart within an add's dedup window still remembers it.
+  int64_t DedupUntil(uint64_t number);
   // When nothing was written for half a second and no live job's PUT is in the
   // segment being written, and it holds at least `min_bytes`: closes it, so
   // that compaction can delete it (an idle log shrinks to its live set).
@@ -274,6 +279,7 @@ class Log {
     uint64_t first_seq = 0;  // adds written here have seq >= this (and < the next's)
     int64_t live_puts = 0;
     bool has_pauses = false;
+    int64_t dedup_until_ms = 0;  // DedupUntil
   };
 
   explicit Log(const LogOptions& options);

@@ -287,7 +287,36 @@ void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segme
   w.Finish();
 }
 
+// flags (1: the add named no id) · state · expires_ms · run_at_ms -
+// expires_ms · key · id
+void EncodeDedup(const engine::DedupImage& add, uint64_t segment, std::string* out) {
+  size_t max = 2 + 2 * RecordWriter::kVarint + RecordWriter::StringMax(add.key) +
+               RecordWriter::StringMax(add.id);
+  RecordWriter w(RecordType::kDedup, max, segment, out);
+  w.Byte(add.add_id.empty() ? kFlagGenerated : 0);
+  w.Byte(static_cast<uint8_t>(add.state));
+  w.Signed(add.expires_ms);
+  w.Signed(add.run_at_ms - add.expires_ms);
+  w.String(add.key);
+  w.String(add.id);
+  w.Finish();
+}
+
 namespace {
+
+bool DecodeDedup(Reader& r, engine::DedupImage* add) {
+  uint8_t flags = 0;
+  uint8_t state = 0;
+  int64_t run_at = 0;
+  if (!r.Byte(&flags) || !r.Byte(&state) || !ValidState(state) || !r.Signed(&add->expires_ms) ||
+      !r.Signed(&run_at) || !r.String(&add->key) || !r.String(&add->id)) {
+    return false;
+  }
+  add->state = static_cast<JobState>(state);
+  add->run_at_ms = add->expires_ms + run_at;
+  add->add_id = (flags & kFlagGenerated) ? std::string_view() : add->id;
+  return true;
+}
 
 // The length of the record at the front of `bytes`, once its header is there
 // and the length is possible. `error`: may be null.
@@ -318,6 +347,7 @@ ReadOutcome DecodeRecord(std::string_view bytes, uint32_t length, Record* record
   record->job = engine::JobImage{};
   record->topic = {};
   record->paused_until_ms = 0;
+  record->dedup = engine::DedupImage{};
   engine::JobImage& job = record->job;
   bool ok = false;
   uint8_t flags = 0;
@@ -344,6 +374,10 @@ ReadOutcome DecodeRecord(std::string_view bytes, uint32_t length, Record* record
     case static_cast<uint8_t>(RecordType::kPause):
       record->type = RecordType::kPause;
       ok = r.Signed(&record->paused_until_ms) && r.String(&record->topic);
+      break;
+    case static_cast<uint8_t>(RecordType::kDedup):
+      record->type = RecordType::kDedup;
+      ok = DecodeDedup(r, &record->dedup);
       break;
     default:
       if (error != nullptr) *error = "unknown record type " + std::to_string(type);

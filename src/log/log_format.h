@@ -25,7 +25,8 @@ namespace delayq::store {
 
 inline constexpr std::string_view kSegmentMagic{"DQLOG\r\n\x1a", 8};
 // The version new segments get. Version 1 is read too: its records are
-// version 2's without give-backs (flag 8), so they decode the same.
+// version 2's without give-backs (flag 8) and kDedup records, so one decoder
+// reads both.
 inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kSegmentHeaderBytes = 32;
@@ -37,13 +38,14 @@ enum class RecordType : uint8_t {
   kPut = 1,     // a job in full: added, replaced, or rewritten by compaction
   kUpdate = 2,  // a job's state, attempts, give-backs, run_at, deadline and last_error
   kRemove = 3,  // a job finished or deleted (or replaced)
-  kPause = 4,   // a topic paused or resumed (the last: IsRecordType knows)
+  kPause = 4,   // a topic paused or resumed
+  kDedup = 5,   // an add with an idempotency key (version 2; the last: IsRecordType knows)
 };
 
 struct SegmentHeader {
   uint64_t number = 0;
   uint64_t last_seq = 0;              // every job seq in earlier segments is <= this
-  uint32_t version = kFormatVersion;  // decoded; EncodeSegmentHeader writes kFormatVersion
+  uint32_t version = kFormatVersion;  // decoded: the segment's own; encoded: always kFormatVersion
 };
 
 void EncodeSegmentHeader(const SegmentHeader& h, std::string* out);
@@ -59,6 +61,7 @@ void EncodeRemove(const engine::JobImage& job, uint64_t segment,
                   std::string* out);  // id (or handle) and seq
 void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segment,
                  std::string* out);
+void EncodeDedup(const engine::DedupImage& add, uint64_t segment, std::string* out);
 
 // Upper bounds of one record's size, header included, from the lengths of
 // its strings: what a change asks Log::Room for before it is made.
@@ -69,6 +72,7 @@ constexpr size_t PutBound(size_t id, size_t topic, size_t last_error, size_t bod
 constexpr size_t UpdateBound(size_t id, size_t last_error) {
   return kRecordBoundFixed + id + last_error;
 }
+constexpr size_t DedupBound(size_t id, size_t key) { return kRecordBoundFixed + id + key; }
 
 // One decoded record; string views point into the bytes it was read from,
 // or into the record itself (a generated id's text): not copyable.
@@ -81,6 +85,7 @@ struct Record {
   engine::JobImage job;         // kPut, kUpdate, kRemove (id and seq)
   std::string_view topic;       // kPause
   int64_t paused_until_ms = 0;  // kPause
+  engine::DedupImage dedup;     // kDedup
   char id_buf[engine::kGeneratedIdBytes];
 };
 
@@ -99,7 +104,7 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
 // cheapest test, which turns away nearly every position.
 inline bool IsRecordType(uint8_t byte) {
   return byte >= static_cast<uint8_t>(RecordType::kPut) &&
-         byte <= static_cast<uint8_t>(RecordType::kPause);
+         byte <= static_cast<uint8_t>(RecordType::kDedup);
 }
 // What recovery looks for after a bad record (store::Log), in two steps so
 // that a scan can bound what it spends: the size of the record that starts

@@ -113,6 +113,7 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   auto ctx = std::make_unique<rq::Context>();
   ctx->clock = options.clock ? options.clock : SystemClock();
   ctx->limits = options.limits;
+  ctx->dedup_window_ms = std::max<int64_t>(0, options.dedup_window_ms);
   ctx->prefix = prefix;
   ctx->buckets = options.redis_buckets;
   if (ctx->buckets == 0) {

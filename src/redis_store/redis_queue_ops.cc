@@ -468,9 +468,16 @@ class AddOp final : public Op {
 
   void Plan(Batch& b) override {
     Context& c = b.ctx();
+    const bool keyed = !spec_.idempotency_key.empty() && c.dedup_window_ms > 0;
     if (spec_.id.empty() || generated_) {
       generated_ = true;
       spec_.id = GenerateId(b.now());
+      // A keyed add names its job by the key alone: every attempt must
+      // reach the bucket that remembers it, the key's.
+      if (keyed) {
+        const uint32_t home = c.BucketOf(spec_.idempotency_key);
+        while (c.BucketOf(spec_.id) != home) spec_.id = GenerateId(b.now());
+      }
     }
     run_at_ = spec_.run_at_ms ? *spec_.run_at_ms : b.now() + spec_.delay_ms.value_or(0);
     bucket_ = c.BucketOf(spec_.id);
@@ -480,7 +487,12 @@ class AddOp final : public Op {
     std::vector<std::string> fields;
     fields.reserve(3);
     fields.push_back(spec_.id);
-    fields.emplace_back(spec_.replace ? "r" : "");
+    std::string flags = spec_.replace ? "r" : "";
+    if (keyed) {
+      if (generated_) flags += 'g';
+      flags += 'k' + std::to_string(c.dedup_window_ms) + ':' + spec_.idempotency_key;
+    }
+    fields.push_back(std::move(flags));
     fields.push_back(NewRecord(spec_, b.now(), run_at_, c.NextSeqFloor(b.now())));
     slot_ = b.Append(Lua::kAdd, bucket_, std::move(fields));
   }
@@ -495,6 +507,8 @@ class AddOp final : public Op {
     if (s && *s == "exists") {
       if (generated_) return false;  // another server's id: make a new one
       result_ = Exists(QuoteId(spec_.id) + " already exists (add with replace to update it)");
+    } else if (s && s->starts_with("dedup ")) {
+      result_ = ParseRemembered(**e, *s);
     } else if (s && (*s == "ready" || *s == "delayed")) {
       AddResult r;
       r.id = spec_.id;
@@ -516,6 +530,22 @@ class AddOp final : public Op {
   void Complete() override { done_(std::move(result_)); }
   std::string_view id() const override { return generated_ ? std::string_view() : spec_.id; }
   Lua kind() const override { return Lua::kAdd; }
+
+  // "dedup <state> <run_at_ms> <id>": what the first add with this key
+  // answered (add.lua). Nothing changed, so nothing is noted.
+  static Result<AddResult> ParseRemembered(const redis::Reply& reply, const std::string& s) {
+    const size_t a = s.find(' ', 6);
+    const size_t b = a == std::string::npos ? a : s.find(' ', a + 1);
+    if (b == std::string::npos) return Malformed("add", reply);
+    AddResult r;
+    auto state = ParseState(std::string_view(s).substr(6, a - 6));
+    char* end = nullptr;
+    r.run_at_ms = std::strtoll(s.c_str() + a + 1, &end, 10);
+    r.id = s.substr(b + 1);
+    if (!state || end != s.c_str() + b || r.id.empty()) return Malformed("add", reply);
+    r.state = *state;
+    return r;
+  }
   size_t bytes() const override { return spec_.body.size() + spec_.id.size() + 128; }
 
  private:

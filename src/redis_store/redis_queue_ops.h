@@ -87,6 +87,7 @@ class DueTimes {
 struct Context {
   std::shared_ptr<Clock> clock;
   Limits limits;
+  int64_t dedup_window_ms = 0;  // QueueOptions::dedup_window_ms (add.lua's k flag)
   std::string prefix;
   uint32_t buckets = 0;
   std::vector<std::string> tags;  // "{<prefix>:<bucket>}" per bucket

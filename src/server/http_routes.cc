@@ -213,15 +213,16 @@ void HttpServer::Api::Healthz(Connection& c, const RouteCall&) {
 }
 
 // POST /v1/jobs {"topic","id"?,"delay_ms"?|"delay"?,"run_at_ms"?,"ttr_ms"?|"ttr"?,
-//                "priority"?,"max_attempts"?,"body"?|"body_base64"?,"replace"?}
+//                "priority"?,"max_attempts"?,"body"?|"body_base64"?,"replace"?,
+//                "idempotency_key"?}
 // ("delay", "ttr": a duration with a unit, "5s")
 void HttpServer::Api::AddJob(Connection& c, const RouteCall& call) {
   JsonFields f;
   Status st = f.Parse(parser_, call.req.body,
                       {"topic", "id", "delay_ms", "delay", "run_at_ms", "ttr_ms", "ttr", "priority",
-                       "max_attempts", "body", "body_base64", "replace"});
+                       "max_attempts", "body", "body_base64", "replace", "idempotency_key"});
   JobSpec spec;
-  std::optional<std::string> topic, id;
+  std::optional<std::string> topic, id, idempotency_key;
   std::optional<int64_t> ttr, priority, max_attempts;
   if (st.ok()) st = f.String("topic", &topic);
   if (st.ok()) st = f.String("id", &id);
@@ -232,10 +233,12 @@ void HttpServer::Api::AddJob(Connection& c, const RouteCall& call) {
   if (st.ok()) st = f.Int("max_attempts", 0, UINT32_MAX, &max_attempts);
   if (st.ok()) st = f.Body(&spec.body);
   if (st.ok()) st = f.Bool("replace", &spec.replace);
+  if (st.ok()) st = f.String("idempotency_key", &idempotency_key);
   if (st.ok() && !topic) st = InvalidArgument("topic: required");
   if (!st.ok()) return Error(c, st);
   spec.topic = std::move(*topic);
   if (id) spec.id = std::move(*id);
+  if (idempotency_key) spec.idempotency_key = std::move(*idempotency_key);
   if (ttr) spec.ttr_ms = static_cast<uint32_t>(*ttr);
   if (priority) spec.priority = static_cast<uint32_t>(*priority);
   if (max_attempts) spec.max_attempts = static_cast<uint32_t>(*max_attempts);

@@ -42,6 +42,7 @@ struct ServeOptions {
   std::string fsync = "everysec";
   uint64_t segment_bytes = 64 << 20;
   bool repair = false;
+  int64_t dedup_window_ms = delayq::kDefaultDedupWindowMs;
   std::string redis_url = "redis://127.0.0.1:6379";
   std::string redis_prefix = "delayq";
   uint32_t redis_buckets = 0;
@@ -169,6 +170,7 @@ int Serve(ServeOptions o) {
   qo.fsync = fsync;
   qo.segment_bytes = o.segment_bytes;
   qo.repair_log = o.repair;
+  qo.dedup_window_ms = o.dedup_window_ms;
   qo.redis_url = o.redis_url;
   qo.redis_prefix = o.redis_prefix;
   qo.redis_buckets = o.redis_buckets;
@@ -332,6 +334,11 @@ int main(int argc, char** argv) {
                   "embedded store: start on a log damaged amid its records by dropping the "
                   "damaged bytes and keeping every record that verifies (the log says what was "
                   "dropped); without it such a log stops the start");
+  AddOption(serve, "--dedup-window-ms", o.dedup_window_ms,
+            "how long an add with an idempotency key is remembered: a repeat within it changes "
+            "nothing (0: not remembered)",
+            "DELAYQ_DEDUP_WINDOW_MS")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db]; a cluster is "
             "detected",

@@ -206,10 +206,12 @@ const RespServer::CommandSpec RespServer::kCommands[] = {
      "The server's figures as Redis's INFO text: server, clients, stats, delayq, keyspace."},
     {"COMMAND", 1, -1, true, &RespServer::CmdCommand, "server", "",
      "Describes every command, as Redis's COMMAND does.", kCommandCommands},
-    {"ADD", 6, 15, true, &RespServer::CmdAdd, "queue",
-     "topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE] [WITHSTATE]",
+    {"ADD", 6, 17, true, &RespServer::CmdAdd, "queue",
+     "topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE] "
+     "[IDEMPOTENCY key] [WITHSTATE]",
      "Adds a job that becomes ready after delay (ms, or 5s, 30m); answers its id (WITHSTATE: "
-     "[id, state, run_at_ms])."},
+     "[id, state, run_at_ms]). IDEMPOTENCY: a repeat with that key within the dedup window "
+     "changes nothing and answers as the first did."},
     {"RESERVE", 3, -1, true, &RespServer::CmdReserve, "queue",
      "[TIMEOUT timeout] [COUNT n] [MAXBYTES bytes] FROM topic [topic ...]",
      "Takes ready jobs, waiting up to TIMEOUT (ms, or 5s) for one."},
@@ -399,6 +401,7 @@ void RespServer::CmdQuit(Connection& c, const Args&) {
 }
 
 // ADD topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] [AT unix_ms] [REPLACE]
+//     [IDEMPOTENCY key] [WITHSTATE]
 // (delay and ttr: milliseconds, or a duration with a unit: 5s, 30m)
 void RespServer::CmdAdd(Connection& c, const Args& a) {
   JobSpec spec;
@@ -432,6 +435,8 @@ void RespServer::CmdAdd(Connection& c, const Args& a) {
       if (!at) return ReplyInvalid(&c.out, "AT: expected a Unix time in ms");
       spec.delay_ms.reset();
       spec.run_at_ms = *at;
+    } else if (EqualsUpper(a[i], "IDEMPOTENCY") && has_value) {
+      spec.idempotency_key = std::string(a[++i]);  // checked with the spec
     } else {
       return ReplyInvalid(
           &c.out, "ADD: unknown or incomplete option '" + std::string(a[i].substr(0, 32)) + "'");

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -39,13 +40,16 @@ using testing_client::DelayqServer;
 class FakeServer {
  public:
   enum class Mode {
-    kGarbage,     // bytes that are not RESP, then keeps the connection open
-    kWrongShape,  // well-formed RESP of the wrong kind (":1") to everything
-    kSwallow,     // reads the request, closes without answering (a lost reply)
-    kSilent,      // reads everything, answers nothing, keeps the connection open
+    kGarbage,         // bytes that are not RESP, then keeps the connection open
+    kWrongShape,      // well-formed RESP of the wrong kind (":1") to everything
+    kSwallow,         // reads the request, closes without answering (a lost reply)
+    kSilent,          // reads everything, answers nothing, keeps the connection open
+    kRunThenSwallow,  // hands the request to a real server, runs `after`, then
+                      // closes without answering (it ran; its reply was lost)
   };
 
-  explicit FakeServer(Mode mode) : mode_(mode) {
+  explicit FakeServer(Mode mode, int forward_port = 0, std::function<void()> after = nullptr)
+      : mode_(mode), forward_port_(forward_port), after_(std::move(after)) {
     listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -87,7 +91,8 @@ class FakeServer {
           std::lock_guard lock(mu_);
           requests_.emplace_back(buf, static_cast<size_t>(n));
         }
-        if (n <= 0 || mode_ == Mode::kSwallow) {
+        if (n > 0 && mode_ == Mode::kRunThenSwallow) RunElsewhere(buf, static_cast<size_t>(n));
+        if (n <= 0 || mode_ == Mode::kSwallow || mode_ == Mode::kRunThenSwallow) {
           close(fds[i].fd);
           std::erase(conns, fds[i].fd);
           continue;
@@ -100,7 +105,24 @@ class FakeServer {
     for (int fd : conns) close(fd);
   }
 
+  // Sends the request to the real server, keeps that connection open while
+  // `after` runs (so the request is served whatever its timing), then
+  // drops it unread.
+  void RunElsewhere(const char* request, size_t n) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(forward_port_));
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(write(fd, request, n), static_cast<ssize_t>(n));
+    if (after_) after_();
+    close(fd);
+  }
+
   const Mode mode_;
+  const int forward_port_;
+  const std::function<void()> after_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -275,6 +297,62 @@ TEST(RemoteQueue, ExistsAnsweringTheRetryOfOurOwnAddCountsAsSuccess) {
   EXPECT_EQ(theirs.status().code(), Code::kExists) << theirs.status().ToString();
   // Without a lost reply, exists is exists.
   EXPECT_EQ(direct->Add(Job("retry", "mine", "same")).status().code(), Code::kExists);
+}
+
+// Issue 23, item 4: the first attempt ran, its reply was lost, and a worker
+// finished the job before the retry reached the next server. Ids are
+// unique among live jobs only, so the retry used to add the job again
+// ("added: 2"); the idempotency key the client sends on every attempt makes
+// the server answer it as the first attempt was.
+TEST(RemoteQueue, ARetriedAddWhoseFirstAttemptRanAndWasFinishedAddsNothing) {
+  auto real = StartServer({"--store", "memory"});
+  ASSERT_NE(real, nullptr);
+  auto worker = OpenRemote(real->address());
+  FakeServer lost(FakeServer::Mode::kRunThenSwallow, real->port(), [&] {
+    ASSERT_TRUE(
+        PollUntil([&] { return worker->Get("pay-invoice-42").ok(); }, std::chrono::seconds(5)));
+    auto got = worker->Reserve(From("pay", 0));
+    ASSERT_TRUE(got.ok() && got->size() == 1u) << got.status().ToString();
+    ASSERT_TRUE(worker->Finish("pay-invoice-42", (*got)[0].receipt).ok());
+  });
+  auto q = OpenRemote(lost.address() + "," + real->address());
+  auto added = q->Add(Job("pay", "pay-invoice-42", "charge"));
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_EQ(added->id, "pay-invoice-42");
+  EXPECT_EQ(added->state, JobState::kReady);
+  ASSERT_EQ(lost.requests().size(), 1u);
+  EXPECT_EQ(worker->Get("pay-invoice-42").status().code(), Code::kNotFound) << "added twice";
+  EXPECT_EQ(worker->Stats()->added, 1u);
+}
+
+// The same with replace: the retry must not re-create the job a worker
+// holds (its receipt would go stale and the job run twice).
+TEST(RemoteQueue, ARetriedReplaceWhoseFirstAttemptRanDoesNotResetAHeldJob) {
+  auto real = StartServer({"--store", "memory"});
+  ASSERT_NE(real, nullptr);
+  auto worker = OpenRemote(real->address());
+  ASSERT_TRUE(worker->Add(Job("repl", "r", "v1")).ok());
+  std::string receipt;
+  FakeServer lost(FakeServer::Mode::kRunThenSwallow, real->port(), [&] {
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          auto j = worker->Get("r");
+          return j.ok() && j->body == "v2";
+        },
+        std::chrono::seconds(5)));
+    auto got = worker->Reserve(From("repl", 0));
+    ASSERT_TRUE(got.ok() && got->size() == 1u) << got.status().ToString();
+    receipt = (*got)[0].receipt;
+  });
+  auto q = OpenRemote(lost.address() + "," + real->address());
+  JobSpec replace = Job("repl", "r", "v2");
+  replace.replace = true;
+  auto added = q->Add(replace);
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  auto job = worker->Get("r");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->state, JobState::kReserved) << "the retry re-created a held job";
+  EXPECT_TRUE(worker->Finish("r", receipt).ok());
 }
 
 // Acks carry receipts: a pipeline of them whose replies were lost goes to

@@ -349,6 +349,114 @@ TEST_P(QueueConformance, ReplacingAReservedJobMakesItsReceiptStale) {
   EXPECT_TRUE(IsOk(q.Finish("j", now.receipt)));
 }
 
+// --- idempotent adds (JobSpec::idempotency_key) ---------------------------------
+//
+// A retried add whose first attempt ran (its reply lost) carries the same
+// key: it changes nothing and answers as the first did, whatever became of
+// the job since (issue 23, item 4: "added: 2" after a worker finished it).
+
+static JobSpec Keyed(std::string topic, std::string id, std::string key) {
+  JobSpec spec = Spec(std::move(topic), std::move(id));
+  spec.idempotency_key = std::move(key);
+  return spec;
+}
+
+TEST_P(QueueConformance, ARetriedAddAfterItsJobWasFinishedOrDeletedAddsNothing) {
+  Queue& q = queue();
+  const uint64_t added_before = MustStats(q).added;
+  AddResult first = MustAdd(q, Keyed("idem", "pay-invoice-42", "k-1"));
+  Delivery d = ReserveOne(q, "idem");
+  ASSERT_TRUE(IsOk(q.Finish("pay-invoice-42", d.receipt)));
+  auto retry = q.Add(Keyed("idem", "pay-invoice-42", "k-1"));
+  ASSERT_TRUE(IsOk(retry.status()));
+  EXPECT_EQ(retry->id, "pay-invoice-42");
+  EXPECT_EQ(retry->state, first.state);
+  EXPECT_EQ(retry->run_at_ms, first.run_at_ms);
+  EXPECT_EQ(State(q, "pay-invoice-42"), "gone") << "the retry added the job again";
+  EXPECT_EQ(MustStats(q).added - added_before, 1u);
+
+  MustAdd(q, Keyed("idem", "deleted", "k-2"));
+  ASSERT_TRUE(IsOk(q.Delete("deleted")));
+  EXPECT_TRUE(IsOk(q.Add(Keyed("idem", "deleted", "k-2")).status()));
+  EXPECT_EQ(State(q, "deleted"), "gone");
+
+  // Another key, or none, is another add: the id is free again.
+  MustAdd(q, Keyed("idem", "pay-invoice-42", "k-3"));
+  EXPECT_EQ(State(q, "pay-invoice-42"), "ready");
+  ASSERT_TRUE(IsOk(q.Delete("pay-invoice-42")));
+  MustAdd(q, Spec("idem", "pay-invoice-42"));
+  EXPECT_EQ(State(q, "pay-invoice-42"), "ready");
+}
+
+TEST_P(QueueConformance, ARetriedAddWhileItsJobIsLiveIsAnsweredOkNotExists) {
+  Queue& q = queue();
+  JobSpec spec = Keyed("idem.live", "j", "k-live");
+  spec.delay_ms = kLongMs;
+  spec.body = "one";
+  AddResult first = MustAdd(q, spec);
+  auto again = q.Add(spec);
+  ASSERT_TRUE(IsOk(again.status()));
+  EXPECT_EQ(again->id, "j");
+  EXPECT_EQ(StateName(again->state), "delayed");
+  EXPECT_EQ(again->run_at_ms, first.run_at_ms);
+  EXPECT_EQ(MustStats(q).jobs, 1u);
+  // Another add of the live id is still refused.
+  EXPECT_TRUE(HasCode(q.Add(Keyed("idem.live", "j", "k-other")).status(), Code::kExists));
+  JobSpec plain = Spec("idem.live", "j");
+  EXPECT_TRUE(HasCode(q.Add(plain).status(), Code::kExists));
+  EXPECT_EQ(MustGet(q, "j").body, "one");
+}
+
+TEST_P(QueueConformance, ARetriedReplaceDoesNotResetTheJobAWorkerHolds) {
+  Queue& q = queue();
+  MustAdd(q, Spec("idem.repl", "r"));
+  JobSpec replace = Keyed("idem.repl", "r", "k-repl");
+  replace.replace = true;
+  replace.body = "v2";
+  AddResult first = MustAdd(q, replace);
+  Delivery d = ReserveOne(q, "idem.repl");
+  EXPECT_EQ(d.body, "v2");
+  auto retry = q.Add(replace);
+  ASSERT_TRUE(IsOk(retry.status()));
+  EXPECT_EQ(retry->run_at_ms, first.run_at_ms);
+  EXPECT_EQ(State(q, "r"), "reserved") << "the retried replace reset a held job";
+  EXPECT_EQ(MustGet(q, "r").attempts, 1u);
+  EXPECT_TRUE(IsOk(q.Finish("r", d.receipt)));
+}
+
+TEST_P(QueueConformance, AKeyedAddWithAGeneratedIdIsNamedByItsKeyAlone) {
+  Queue& q = queue();
+  AddResult first = MustAdd(q, Keyed("idem.gen", "", "k-gen"));
+  auto again = q.Add(Keyed("idem.gen", "", "k-gen"));
+  ASSERT_TRUE(IsOk(again.status()));
+  EXPECT_EQ(again->id, first.id);
+  EXPECT_EQ(MustTopic(q, "idem.gen").ready, 1u);
+  AddResult other = MustAdd(q, Keyed("idem.gen", "", "k-gen-2"));
+  EXPECT_NE(other.id, first.id);
+  EXPECT_EQ(MustTopic(q, "idem.gen").ready, 2u);
+}
+
+TEST_P(QueueConformance, AnAddIsRememberedForTheDedupWindowOnly) {
+  if (!harness().exact_time()) GTEST_SKIP() << "the window is minutes of real time";
+  Queue& q = queue();
+  MustAdd(q, Keyed("idem.win", "w", "k-win"));
+  ASSERT_TRUE(IsOk(q.Delete("w")));
+  harness().AdvanceMs(kDefaultDedupWindowMs - 1);
+  EXPECT_TRUE(IsOk(q.Add(Keyed("idem.win", "w", "k-win")).status()));
+  EXPECT_EQ(State(q, "w"), "gone");
+  harness().AdvanceMs(1);
+  MustAdd(q, Keyed("idem.win", "w", "k-win"));
+  EXPECT_EQ(State(q, "w"), "ready") << "remembered past the window";
+}
+
+TEST_P(QueueConformance, ABadIdempotencyKeyIsRejectedByName) {
+  Queue& q = queue();
+  for (std::string bad : {std::string("has space"), std::string("a:b"), std::string(65, 'k')}) {
+    EXPECT_TRUE(Rejects(q.Add(Keyed("idem.bad", "b", bad)).status(), "idempotency_key")) << bad;
+  }
+  EXPECT_EQ(State(q, "b"), "gone");
+}
+
 // --- timing ----------------------------------------------------------------------
 
 TEST_P(QueueConformance, DelayedJobIsNeverHandedOutEarly) {

@@ -130,7 +130,7 @@ class RedisToolsTest(unittest.TestCase):
         self.assertEqual(err, "")
         self.assertIn("PONG", out)
         self.assertIn("ADD topic id|* delay ttr body [PRIORITY p] [MAXATTEMPTS n] "
-                      "[AT unix_ms] [REPLACE] [WITHSTATE]", out)
+                      "[AT unix_ms] [REPLACE] [IDEMPOTENCY key] [WITHSTATE]", out)
         self.assertIn("summary: Adds a job", out)
         self.assertIn("group: queue", out)
         self.assertIn("RESERVE [TIMEOUT timeout] [COUNT n] [MAXBYTES bytes] FROM topic [topic ...]",

@@ -234,11 +234,37 @@ TEST(LogFormat, SegmentHeaderChecksMagicAndVersion) {
   bad = h;
   bad[8] = 3;
   EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 3"), std::string::npos);
-  // Version 1 (before give-backs) is still read.
-  bad = h;
-  bad[8] = 1;
+  bad[8] = 0;
+  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 0"), std::string::npos);
+  bad[8] = 1;  // the version before kDedup records: still read
   ASSERT_TRUE(DecodeSegmentHeader(bad, &got).ok());
   EXPECT_EQ(got.version, 1u);
+}
+
+TEST(LogFormat, ADedupRecordReadsBackAsWritten) {
+  for (bool generated : {false, true}) {
+    engine::DedupImage add;
+    add.add_id = generated ? "" : "pay-invoice-42";
+    add.id = generated ? "0123456789abcdef01234567" : "pay-invoice-42";
+    add.key = "k-0123456789abcdef";
+    add.state = JobState::kDelayed;
+    add.run_at_ms = 1'800'000'000'000;
+    add.expires_ms = 1'700'000'300'000;
+    std::string bytes;
+    EncodeDedup(add, 3, &bytes);
+    Record r;
+    size_t size = 0;
+    std::string error;
+    ASSERT_EQ(ReadRecord(bytes, 3, &r, &size, &error), ReadOutcome::kRecord) << error;
+    EXPECT_EQ(size, bytes.size());
+    EXPECT_EQ(r.type, RecordType::kDedup);
+    EXPECT_EQ(r.dedup.add_id, add.add_id);
+    EXPECT_EQ(r.dedup.id, add.id);
+    EXPECT_EQ(r.dedup.key, add.key);
+    EXPECT_EQ(r.dedup.state, add.state);
+    EXPECT_EQ(r.dedup.run_at_ms, add.run_at_ms);
+    EXPECT_EQ(r.dedup.expires_ms, add.expires_ms);
+  }
 }
 
 // --- reopening -------------------------------------------------------------------
@@ -990,6 +1016,125 @@ TEST(EmbeddedStoreCompaction, ReleaseWithDelayForeverRunsInBoundedDisk) {
   EXPECT_EQ(reopened->Stats()->jobs, 10u);
   EXPECT_EQ(reopened->Get("retry3")->body, std::string(200, 'r'));
   EXPECT_EQ(reopened->Get("retry3")->last_error, "try later");
+}
+
+// --- idempotent adds across restarts ----------------------------------------------
+
+JobSpec Keyed(std::string topic, std::string id, std::string key) {
+  JobSpec s = Spec(std::move(topic), std::move(id), "body");
+  s.idempotency_key = std::move(key);
+  return s;
+}
+
+// A retry that reaches a restarted server (the first attempt ran, its reply
+// was lost, a worker finished the job) is still recognised.
+TEST(EmbeddedStore, ARememberedAddComesBackAfterReopenUntilItsWindowEnds) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Embedded(tmp.data());
+  o.clock = clock;
+  std::string generated;
+  {
+    auto q = MustOpen(o);
+    ASSERT_TRUE(q->Add(Keyed("t", "pay-invoice-42", "k1")).ok());
+    Delivery d = ReserveOne(*q, "t");
+    ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    auto gen = q->Add(Keyed("g", "", "k2"));
+    ASSERT_TRUE(gen.ok());
+    generated = gen->id;
+  }
+  clock->Advance(kDefaultDedupWindowMs - 1);
+  {
+    auto q = MustOpen(o);
+    auto retry = q->Add(Keyed("t", "pay-invoice-42", "k1"));
+    ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+    EXPECT_EQ(q->Get("pay-invoice-42").status().code(), Code::kNotFound) << "added twice";
+    auto gen = q->Add(Keyed("g", "", "k2"));
+    ASSERT_TRUE(gen.ok());
+    EXPECT_EQ(gen->id, generated);
+    EXPECT_EQ(q->Stats()->jobs, 1u);
+  }
+  clock->Advance(1);
+  {
+    auto q = MustOpen(o);
+    ASSERT_TRUE(q->Add(Keyed("t", "pay-invoice-42", "k1")).ok());
+    EXPECT_EQ(q->Get("pay-invoice-42")->state, JobState::kReady) << "remembered past the window";
+  }
+}
+
+// Compaction keeps a segment whose remembered adds are still in their
+// window (a restart must find them), and deletes it once they have ended.
+TEST(EmbeddedStoreCompaction, ASegmentWithRememberedAddsIsKeptUntilTheirWindowEnds) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Embedded(tmp.data(), "never");
+  o.segment_bytes = 16 << 10;
+  o.clock = clock;
+  auto q = MustOpen(o);
+  for (int i = 0; i < 500; ++i) {
+    std::string id = "job" + std::to_string(i);
+    ASSERT_TRUE(q->Add(Keyed("t", id, "k" + std::to_string(i))).ok());
+    Delivery d = ReserveOne(*q, "t");
+    ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+  }
+  // (A first segment closed idle before any add holds no DEDUP and may go.)
+  ASSERT_GT(Segments(tmp.data()).size(), 3u);
+  q.reset();
+  q = MustOpen(o);
+  ASSERT_TRUE(q->Add(Keyed("t", "job0", "k0")).ok());
+  EXPECT_EQ(q->Get("job0").status().code(), Code::kNotFound) << "forgotten by compaction";
+  clock->Advance(kDefaultDedupWindowMs);
+  ASSERT_TRUE(q->Add(Spec("t", "", "after the window")).ok());
+  EXPECT_TRUE(Eventually([&] { return Segments(tmp.data()).size() <= 2; }))
+      << Segments(tmp.data()).size() << " segments";
+}
+
+// A data directory of an earlier delayq (format version 1) is read, and
+// written on in a segment of the current version.
+TEST(EmbeddedStore, AVersion1LogIsReadAndAKeyedAddGoesToANewSegment) {
+  TempDir tmp;
+  ASSERT_EQ(mkdir(tmp.data().c_str(), 0755), 0);
+  std::string bytes;
+  EncodeSegmentHeader(SegmentHeader{1, 0}, &bytes);
+  bytes[8] = 1;
+  engine::JobImage job;
+  job.id = "old-job";
+  job.seq = uint64_t{1'600'000'000'000} << 20;
+  job.topic = "t";
+  job.state = JobState::kReady;
+  job.run_at_ms = 1'600'000'000'000;
+  job.ttr_ms = 60000;
+  job.priority = 1024;
+  job.body = "from version 1";
+  EncodePut(job, 1, &bytes);
+  const std::string first = tmp.data() + "/log-0000000000000001.dq";
+  std::ofstream(first, std::ios::binary) << bytes;
+  {
+    auto q = MustOpen(Embedded(tmp.data()));
+    ASSERT_TRUE(q);
+    EXPECT_EQ(q->Get("old-job")->body, "from version 1");
+    ASSERT_TRUE(q->Add(Keyed("t", "new-job", "k")).ok());
+  }
+  // The version-1 file is never appended to (compaction may have copied
+  // its job forward and deleted it since); every other segment is of the
+  // current version.
+  if (access(first.c_str(), F_OK) == 0) {
+    EXPECT_EQ(FileSize(first), bytes.size()) << "appended to a version-1 segment";
+  }
+  auto segments = Segments(tmp.data());
+  ASSERT_FALSE(segments.empty());
+  for (const std::string& path : segments) {
+    if (path == first) continue;
+    std::ifstream in(path, std::ios::binary);
+    std::string header(kSegmentHeaderBytes, '\0');
+    in.read(header.data(), header.size());
+    SegmentHeader h;
+    ASSERT_TRUE(DecodeSegmentHeader(header, &h).ok()) << path;
+    EXPECT_EQ(h.version, kFormatVersion) << path;
+  }
+  auto q = MustOpen(Embedded(tmp.data()));
+  EXPECT_EQ(q->Stats()->jobs, 2u);
+  EXPECT_TRUE(q->Add(Keyed("t", "new-job", "k")).ok());
 }
 
 // --- the data directory ----------------------------------------------------------

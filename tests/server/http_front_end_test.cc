@@ -91,6 +91,23 @@ TEST_P(HttpFrontEnd, AddReserveFinish) {
   EXPECT_EQ(ErrorOf(gone).rfind("not_found", 0), 0u) << ErrorOf(gone);
 }
 
+// POST /v1/jobs takes "idempotency_key": a repeat after the job finished
+// is answered 201 as the first add was, and adds nothing.
+TEST_P(HttpFrontEnd, ARepeatedAddWithItsIdempotencyKeyAddsNothing) {
+  const std::string add = R"({"topic":"idem","id":"pay-1","idempotency_key":"k-1"})";
+  HttpReply first = h.Http("POST", "/v1/jobs", add);
+  ASSERT_EQ(first.status, 201) << first.body;
+  ASSERT_EQ(h.Http("DELETE", "/v1/jobs/pay-1").status, 200);
+  HttpReply again = h.Http("POST", "/v1/jobs", add);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(h.Http("GET", "/v1/jobs/pay-1").status, 404);
+  HttpReply bad =
+      h.Http("POST", "/v1/jobs", R"({"topic":"idem","id":"pay-2","idempotency_key":"a b"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(ErrorOf(bad).find("idempotency_key"), std::string::npos) << ErrorOf(bad);
+}
+
 TEST_P(HttpFrontEnd, UnknownPathsAndWrongMethods) {
   HttpReply r = h.Http("GET", "/v2/nothing");
   EXPECT_EQ(r.status, 404);

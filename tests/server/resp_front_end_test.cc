@@ -66,6 +66,19 @@ TEST_P(RespFrontEnd, ErrorsForArityUnknownCommandsAndBadArguments) {
 
 // FINISH, TOUCH, BURY and RELEASE need the receipt of the reserve that
 // handed the job out, or FORCE in its place to act by id alone.
+// ADD ... IDEMPOTENCY key: a repeat after the job was deleted answers as
+// the first add did, and adds nothing.
+TEST_P(RespFrontEnd, ARepeatedAddWithItsIdempotencyKeyAddsNothing) {
+  auto first = h.Resp({"ADD", "idem", "pay-1", "0", "60000", "x", "IDEMPOTENCY", "k-1"});
+  EXPECT_EQ(first.str, "pay-1");
+  h.Resp({"DELETE", "pay-1"});
+  EXPECT_EQ(h.Resp({"ADD", "idem", "pay-1", "0", "60000", "x", "IDEMPOTENCY", "k-1"}).str, "pay-1");
+  EXPECT_EQ(h.Resp({"GET", "pay-1"}), NilArray()) << "added again";
+  EXPECT_EQ(h.Resp({"ADD", "idem", "pay-2", "0", "60000", "x", "IDEMPOTENCY", "a:b"})
+                .str.rfind("INVALID idempotency_key", 0),
+            0u);
+}
+
 TEST_P(RespFrontEnd, AReceiptOrForceIsRequiredAndForceSaysSo) {
   h.Resp({"ADD", "rc", "rc-1", "0", "60000", "x"});
   RespReply jobs = h.Resp({"RESERVE", "FROM", "rc"});

@@ -4,7 +4,11 @@
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
 -- ARGV[2..] 3 per job, 1..1000 jobs: id, flags, record
---          flags: "" or "r" (replace a live job)
+--          flags: [r][g][k<window_ms>:<key>]: r replaces a live job; k
+--          makes the add idempotent under <key> (1-64 of [A-Za-z0-9_-]) for
+--          window_ms; g says the caller generated the id (the key alone
+--          then names the add, and the caller keeps a keyed add with a
+--          generated id in the key's bucket)
 --          record: the job's record as it is to be stored (docs/redis-store.md,
 --          "The record"), built by the caller: state 1 (ready) if run_at_ms
 --          <= now_ms, else 0 (delayed); attempts 0; priority, ttr_ms (>= 1),
@@ -19,7 +23,9 @@
 --          rewritten. A record is thus passed and stored without being built
 --          again here, the body with it.
 -- Reply    one status per job, in order: "ready" | "delayed" | "exists"
---          ("exists": a live id without replace; that job is unchanged).
+--          ("exists": a live id without replace; that job is unchanged) |
+--          "dedup <state> <run_at_ms> <id>" (a keyed add already applied
+--          within its window: nothing changed; what the first one answered).
 -- Errors   invalid_argument naming the field and the job's index (nothing
 --          is added then, not even the valid jobs).
 --
@@ -28,6 +34,14 @@
 -- the back of its line and an outstanding receipt goes stale), attempts 0,
 -- last_error cleared. Counters: added (every job added, replacing or not),
 -- replaced.
+--
+-- Idempotent adds: an add with a key is remembered in the string
+-- <bucket>:k:<key>:<id> (<bucket>:k:<key> when g), "<expires_ms> <state>
+-- <run_at_ms> <id>", expires_ms = now_ms + window_ms. Until then (by the
+-- callers' clock, as every time here) an add with that key and id changes
+-- nothing and is answered from it, whatever became of the job (finished,
+-- deleted, replaced): no tombstone is written when a job goes. PX window_ms
+-- removes the string about when it no longer counts.
 --!include lib.lua
 
 local FIELDS = 3
@@ -42,16 +56,23 @@ local function main()
   -- Check everything before the first write. The fields go into one array
   -- each (a table per job would cost more than the rest of the loop).
   local ids, topics, run_ats, prios, seqs, recs, reps = {}, {}, {}, {}, {}, {}, {}
+  local dkeys, dwins = {}, {}
   local any_delayed, dup, seen = false, false, {}
   for k = 1, n do
     local a = 1 + (k - 1) * FIELDS
     local id = check_id(ARGV[a + 1], 'id', k)
     ids[k] = id
-    local flags = ARGV[a + 2]
-    if flags == 'r' then
-      reps[k] = true
-    elseif flags ~= '' then
-      abort('invalid_argument', field_name('flags', k) .. ': "" or "r"')
+    local rep, gen, idem = string.match(ARGV[a + 2], '^(r?)(g?)(.*)$')
+    reps[k] = rep == 'r'
+    if idem ~= '' then
+      local win, key = string.match(idem, '^k(%d+):([%w_%-]+)$')
+      if not win or #key > 64 or tonumber(win) < 1 then
+        abort('invalid_argument', field_name('flags', k) .. ': [r][g][k<window_ms>:<key>]')
+      end
+      dkeys[k] = B .. ':k:' .. key .. (gen == 'g' and '' or (':' .. id))
+      dwins[k] = tonumber(win)
+    elseif gen ~= '' then
+      abort('invalid_argument', field_name('flags', k) .. ': g without a key')
     end
     local rec = ARGV[a + 3]
     -- 33 bytes and the topic's and last_error's (both lengths are read first:
@@ -113,7 +134,7 @@ local function main()
   end
 
   local out, done, added = {}, {}, 0
-  for k = 1, n do
+  local function add_one(k)
     local id, topic = ids[k], topics[k]
     local old
     if dup and done[id] then
@@ -125,46 +146,62 @@ local function main()
     if dup then done[id] = true end
     if old and not reps[k] then
       out[k] = 'exists'
+      return
+    end
+    if old then
+      settle_job(old)  -- as the engine, time acts first (a TTR may run out)
+      detach(old)
+      hincr(K_TOPICS, old.topic, -1)
+      count('replaced')
+    end
+    local run_at, priority = run_ats[k], prios[k]
+    local seq = next_seq(seqs[k])
+    local rec = recs[k]
+    if seq ~= seqs[k] then rec = with_seq(rec, seq) end
+    local key, score, member
+    if run_at <= NOW then
+      key, score = kr(topic), priority
+      member = struct.pack('>I6I7c0', run_at, seq, id)  -- ready_member
+      will_add_ready(topic)
+      out[k] = 'ready'
     else
-      if old then
-        settle_job(old)  -- as the engine, time acts first (a TTR may run out)
-        detach(old)
-        hincr(K_TOPICS, old.topic, -1)
-        count('replaced')
-      end
-      local run_at, priority = run_ats[k], prios[k]
-      local seq = next_seq(seqs[k])
-      local rec = recs[k]
-      if seq ~= seqs[k] then rec = with_seq(rec, seq) end
-      local key, score, member
-      if run_at <= NOW then
-        key, score = kr(topic), priority
-        member = struct.pack('>I6I7c0', run_at, seq, id)  -- ready_member
-        will_add_ready(topic)
-        out[k] = 'ready'
-      else
-        key, score = kd(topic), run_at
-        member = struct.pack('>I7c0', seq, id)  -- delayed_member
-        local t = timers[topic]
-        if t == nil then tkeys[#tkeys + 1] = topic end
-        if t == nil or run_at < t then timers[topic] = run_at end
-        added_due(run_at)
-        out[k] = 'delayed'
-      end
-      local l = zadd[key]
-      if not l then
-        l = {}
-        zadd[key] = l
-        zkeys[#zkeys + 1] = key
-      end
-      local m = #l
-      l[m + 1] = text(score)
-      l[m + 2] = member
-      local h = #hset
-      hset[h + 1] = id
-      hset[h + 2] = rec
-      tally(per_topic, topkeys, topic)
-      added = added + 1
+      key, score = kd(topic), run_at
+      member = struct.pack('>I7c0', seq, id)  -- delayed_member
+      local t = timers[topic]
+      if t == nil then tkeys[#tkeys + 1] = topic end
+      if t == nil or run_at < t then timers[topic] = run_at end
+      added_due(run_at)
+      out[k] = 'delayed'
+    end
+    local l = zadd[key]
+    if not l then
+      l = {}
+      zadd[key] = l
+      zkeys[#zkeys + 1] = key
+    end
+    local m = #l
+    l[m + 1] = text(score)
+    l[m + 2] = member
+    local h = #hset
+    hset[h + 1] = id
+    hset[h + 2] = rec
+    tally(per_topic, topkeys, topic)
+    added = added + 1
+    if dkeys[k] then
+      redis.call('SET', dkeys[k], fmt(NOW + dwins[k]) .. ' ' .. out[k] .. ' ' .. fmt(run_at) .. ' '
+        .. id, 'PX', dwins[k])
+    end
+  end
+
+  for k = 1, n do
+    -- A keyed add already applied: answered as it was, nothing changed.
+    local first = dkeys[k] and redis.call('GET', dkeys[k])
+    local expires, answer
+    if first then expires, answer = string.match(first, '^(%d+) (.*)$') end
+    if answer and tonumber(expires) > NOW then
+      out[k] = 'dedup ' .. answer
+    else
+      add_one(k)
     end
   end
   flush()
