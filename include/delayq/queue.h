@@ -12,6 +12,23 @@
 // returns at once, so a server can hold thousands of long-polls. Reserve() is
 // the blocking convenience built on it.
 //
+// Guarantees (SPEC §4; docs/api.md says the same per call):
+//  - At least once: an added job is handed out until it is finished or
+//    deleted, across restarts (within the fsync policy) and across workers
+//    that die (its reservation expires after its TTR).
+//  - A receipt names one delivery and is never issued again (not after a
+//    release, an Unreserve or a restart), so Finish, Release, Touch and Bury
+//    with an older delivery's receipt fail with kStaleReceipt.
+//  - Never twice at once while held: a second delivery happens only once a
+//    reservation truly expired. Keeping it alive is the holder's part
+//    (Touch; delayq::Worker touches at half the TTR, retries failed touches
+//    and resends failed acknowledgments, during Stop's drain too).
+//  - A repeated add with the same JobSpec::idempotency_key within the dedup
+//    window changes nothing, even if the job was finished meanwhile (the
+//    network client sends one key per Add call on every attempt).
+//  - Embedded store, FsyncPolicy::kAlways: a call that changed something
+//    returns once the change is on disk (a server's reply leaves then too).
+//
 // This header is the application's API. What a server needs beyond it (the
 // asynchronous forms of every call, a driver for its event loop, the store's
 // own figures) is the internal ServingQueue (src/serving), which every store

@@ -230,6 +230,7 @@ CommandResult CommandRunner::Run(const Delivery& job) {
   CloseFd(&in[0]);
   CloseFd(&err[1]);
   if (stopped || rc != 0) {
+    result.stopping = stopped;
     result.error = stopped ? "not started: delayq work is stopping"
                            : "cannot run '" + argv_[0] + "': " + std::strerror(rc);
     CloseFd(&in[1]);

@@ -42,6 +42,7 @@ struct CommandResult {
   int signal = 0;           // the signal that killed it, when !exited
   std::string stderr_tail;  // the last kStderrTailBytes of its stderr
   std::string error;        // why it never started
+  bool stopping = false;    // it never started because the stop had begun
   int64_t ms = 0;           // how long it ran
 
   bool ok() const { return spawned && exited && code == 0; }

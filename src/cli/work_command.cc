@@ -92,6 +92,9 @@ Outcome Decide(const Delivery& job, const CommandResult& r) {
       job.id.c_str(), job.topic.c_str(), job.attempts,
       r.spawned ? (r.exited ? ("exit " + std::to_string(r.code)).c_str() : "killed") : why.c_str(),
       static_cast<long long>(r.ms));
+  // Stopped before it started: back at once, for another worker (the
+  // attempt counts, as a release does; there is no outcome "give back").
+  if (r.stopping) return Outcome::RetryIn(0, std::move(why));
   return Outcome::Retry(std::move(why));
 }
 

@@ -53,6 +53,7 @@ TEST(CommandRunner, ARunNotYetSpawnedWhenTheStopBeginsStartsNothing) {
   run.join();
   EXPECT_FALSE(result.spawned);
   EXPECT_EQ(result.error, "not started: delayq work is stopping");
+  EXPECT_TRUE(result.stopping);  // delayq work releases it at once, no backoff
   EXPECT_FALSE(Exists(marker));
   EXPECT_TRUE((*runner)->WaitIdle(0));
   unlink(marker.c_str());
