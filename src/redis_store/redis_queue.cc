@@ -400,7 +400,9 @@ void RedisQueue::TakeOps(std::vector<std::unique_ptr<rq::Op>>* round) {
     pending_.pop_front();
     // What follows an op that may need more rounds waits until it is done:
     // sharing its first round, it would run before the op's later rounds.
-    if (op.MayTakeRounds(*ctx_)) break;
+    // What follows a read or change of more than one job waits for the next
+    // round: it might join a command that runs before it (rq::Op::Barrier).
+    if (op.MayTakeRounds(*ctx_) || op.Barrier()) break;
   }
 }
 

@@ -20,7 +20,10 @@
 // KickTopic over several buckets or 1000 jobs) holds back every op submitted after it until
 // it completes, so calls made one after the other act one after the other
 // (rq::Op::MayTakeRounds); an add whose generated id collided holds back only what was not
-// yet sent when it learned so. Reserves are ordered by their callers instead.
+// yet sent when it learned so. An op over more than one job (peek, topics, stats, pause,
+// kick_topic) is a barrier: no op submitted after it shares its round
+// (rq::Op::Barrier), so it sees the ops submitted before it and none after.
+// Reserves are ordered by their callers instead.
 //
 // Reserve. Best first across topics and buckets: `heads` (read-only) on
 // every bucket, the keys merged, then `reserve` on the chosen buckets for

@@ -698,6 +698,7 @@ class PeekOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kPeek; }
+  bool Barrier() const override { return true; }
 
  private:
   const std::string topic_;
@@ -790,6 +791,7 @@ class KickTopicOp final : public Op {
     }
   }
   Lua kind() const override { return Lua::kKickTopic; }
+  bool Barrier() const override { return true; }
   bool MayTakeRounds(const Context& ctx) const override {
     return ctx.buckets > 1 || left_ > kMaxBatch;
   }
@@ -835,6 +837,7 @@ class PauseOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kPause; }
+  bool Barrier() const override { return true; }
 
  private:
   const std::string topic_;
@@ -911,6 +914,7 @@ class TopicsOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kTopics; }
+  bool Barrier() const override { return true; }
 
  private:
   const std::optional<std::string> topic_;
@@ -962,6 +966,7 @@ class StatsOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kStats; }
+  bool Barrier() const override { return true; }
 
  private:
   bool Done(Status s) {

@@ -273,6 +273,14 @@ class Op {
   // pipeline: docs/api.md). Reserve groups are not held to it: waits are
   // ordered by the front end (a reserve holds back what follows it).
   virtual bool MayTakeRounds(const Context&) const { return false; }
+  // Whether what it reads or changes is more than one job: a topic or the
+  // whole queue (peek, topics, stats, pause, kick_topic). The dispatcher then
+  // starts no op submitted after it in its round: an op behind it could join
+  // a shared command opened before it (an `add` call of its bucket), which
+  // runs first, and so be seen by a read made before it. The ops before it
+  // in its round are planned, and run, before it. Ops on one job id need no
+  // barrier: their order is kept per id (RedisQueue::TakeOps).
+  virtual bool Barrier() const { return false; }
 };
 
 using AddDone = std::function<void(Result<AddResult>)>;

@@ -91,13 +91,13 @@ constexpr bool kItem5Fixed = true;
 constexpr bool kReserveBehindBudgetCutFixed = false;
 
 // Not in the issue (found by this test): on the Redis store, a PEEK, STATS
-// or TOPICS pipelined before a change (an ADD, say) may see that change:
-// RedisQueue orders the ops of one round only per job id, so a read over a
-// topic or the whole queue and a change behind it on the same connection can
-// share a round and run in either order (timing decides). In memory every
-// command runs in turn. While false, those reads are sent only in steps of
-// their own.
-constexpr bool kPipelinedReadsInOrderFixed = false;
+// or TOPICS pipelined before a change (an ADD, say) could see that change:
+// RedisQueue ordered the ops of one round only per job id, so a change
+// behind the read joined a shared command opened before it (`ADD c j0 ;
+// STATS b ; ADD b j4 REPLACE` answered ready 1 for b; memory 0). Fixed: such
+// ops are barriers (rq::Op::Barrier). While false, those reads are sent
+// only in steps of their own.
+constexpr bool kPipelinedReadsInOrderFixed = true;
 
 // Not in the issue (found by this test): on the Redis store, RESERVEs
 // pipelined together on different topic lists that share a topic are not

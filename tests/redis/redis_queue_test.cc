@@ -707,5 +707,48 @@ TEST(RedisQueueOrder, AKickTopicIsNotOvertakenByTheCallsSubmittedBehindIt) {
   }
 }
 
+// A read over a topic or the whole queue (Topic, Peek, Stats) sees the calls
+// submitted before it and none submitted after it, also when they share a
+// round: an add behind it joined the `add` call that an add before it had
+// opened, which runs before the read (a pipelined `ADD c x0 ; STATS b ; ADD
+// b x1` answered ready 1 for b; the memory store 0). One bucket, so that both
+// adds go to the same call.
+TEST(RedisQueueOrder, AReadOverATopicDoesNotSeeTheCallsSubmittedBehindIt) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto q = Open(RedisOptions(server->url(), "reads", 1));
+  ASSERT_NE(q, nullptr);
+  std::promise<Result<TopicInfo>> topic;
+  std::promise<Result<JobInfo>> peek;
+  std::promise<Result<QueueStats>> stats;
+  std::promise<Result<AddResult>> added;
+  // Submitted from a callback, on the dispatcher's thread: all are pending
+  // when it plans its next round, as a pipeline's calls are.
+  q->GetAsync("none", [&](Result<JobInfo>) {
+    q->AddAsync(Job("rc", "x0"), [](Result<AddResult>) {});
+    q->TopicAsync("rb", [&](Result<TopicInfo> r) { topic.set_value(std::move(r)); });
+    q->PeekAsync("rb", JobState::kReady, [&](Result<JobInfo> r) { peek.set_value(std::move(r)); });
+    q->StatsAsync([&](Result<QueueStats> r) { stats.set_value(std::move(r)); });
+    q->AddAsync(Job("rb", "x1"), [&](Result<AddResult> r) { added.set_value(std::move(r)); });
+  });
+  auto t = topic.get_future();
+  auto p = peek.get_future();
+  auto s = stats.get_future();
+  auto a = added.get_future();
+  for (auto ready : {t.wait_for(Ms(10000)), p.wait_for(Ms(10000)), s.wait_for(Ms(10000)),
+                     a.wait_for(Ms(10000))}) {
+    ASSERT_EQ(ready, std::future_status::ready);
+  }
+  ASSERT_TRUE(a.get().ok());
+  Result<TopicInfo> ti = t.get();
+  ASSERT_TRUE(ti.ok()) << ti.status().ToString();
+  EXPECT_EQ(ti->ready, 0u) << "Topic saw the add submitted after it";
+  Result<JobInfo> pi = p.get();
+  EXPECT_EQ(pi.status().code(), Code::kNotFound) << "Peek saw the add submitted after it";
+  Result<QueueStats> st = s.get();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->ready, 1u) << "Stats must see the add before it, and not the one after it";
+}
+
 }  // namespace
 }  // namespace delayq
