@@ -410,7 +410,21 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
   // Attempts with the same topics form one group, up to kMaxReserveCount
   // jobs. Groups with other topics do not cost calls of their own: all the
   // groups of a round share each bucket's heads and reserve (rq::Batch).
+  // Groups that share a topic are never in flight together: their heads
+  // would show both the same jobs, and the later could get the next best of
+  // a bucket instead of the next best overall, or nothing. So an attempt
+  // joins the group of its topics only if no attempt on other topics that
+  // share one came in between; otherwise it, and every later attempt that
+  // shares a topic with it, waits for a later round, in order.
   std::unordered_map<std::string, std::pair<rq::ReserveGroup*, uint32_t>> groups;
+  std::unordered_map<std::string, const std::string*> owner;  // topic -> key of its group
+  for (const auto& op : *round) {
+    if (rq::ReserveGroup* g = op->AsGroup()) {
+      for (const std::string& t : g->topics()) owner.emplace(t, nullptr);  // continuing: busy
+    }
+  }
+  std::set<std::string> deferred_topics;
+  std::deque<std::pair<uint64_t, uint64_t>> deferred;
   const int64_t now_ms = pending_attempts_.empty() ? 0 : clock_->NowMs();
   while (!pending_attempts_.empty()) {
     auto [ticket, serial] = pending_attempts_.front();
@@ -421,6 +435,19 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
       continue;  // withdrawn, or answered
     }
     Waiter& w = it->second;
+    auto group_it = groups.find(w.key);
+    const bool joins =
+        group_it != groups.end() && group_it->second.second + w.count <= kMaxReserveCount;
+    const bool blocked = std::any_of(w.topics.begin(), w.topics.end(), [&](const std::string& t) {
+      if (deferred_topics.count(t) != 0) return true;
+      auto o = owner.find(t);
+      return o != owner.end() && !(joins && o->second == &group_it->first);
+    });
+    if (blocked) {
+      deferred.emplace_back(ticket, serial);
+      deferred_topics.insert(w.topics.begin(), w.topics.end());
+      continue;
+    }
     rq::Attempt a;
     a.ticket = ticket;
     a.serial = serial;
@@ -438,18 +465,19 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
         a.buckets = std::move(scope);
       }
     }
-    auto& [group, total] = groups[w.key];
-    if (group == nullptr || total + w.count > kMaxReserveCount) {
+    if (!joins) {
       auto g = std::make_unique<rq::ReserveGroup>(w.topics);
-      group = g.get();
-      total = 0;
+      group_it = groups.insert_or_assign(w.key, std::make_pair(g.get(), 0u)).first;
       round->push_back(std::move(g));
+      for (const std::string& t : w.topics) owner[t] = &group_it->first;
     }
+    auto& [group, total] = group_it->second;
     group->attempts.push_back(std::move(a));
     total += w.count;
     w.state = Waiter::State::kRunning;
     w.executing = true;
   }
+  pending_attempts_ = std::move(deferred);
 }
 
 bool RedisQueue::PrepareGroup(rq::ReserveGroup& group) {

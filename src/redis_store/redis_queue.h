@@ -23,7 +23,9 @@
 // yet sent when it learned so. An op over more than one job (peek, topics, stats, pause,
 // kick_topic) is a barrier: no op submitted after it shares its round
 // (rq::Op::Barrier), so it sees the ops submitted before it and none after.
-// Reserves are ordered by their callers instead.
+// Reserves are ordered against other calls by their callers (the front end); among
+// themselves, groups that share a topic are never in flight together, so reserves on
+// overlapping topics are served in the order submitted (TakeAttempts).
 //
 // Reserve. Best first across topics and buckets: `heads` (read-only) on
 // every bucket, the keys merged, then `reserve` on the chosen buckets for

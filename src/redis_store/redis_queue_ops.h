@@ -347,10 +347,10 @@ struct Attempt {
 // run_at, seq) and handed to the attempts in order. The groups of one round
 // share their calls (Batch::AddHeads, AddReserve): one heads and one reserve
 // per bucket serve them all, so the cost of a round does not grow with the
-// number of topic lists waiting. A bucket that hands out fewer than its
-// heads promised (another server was faster, or a group before this one in
-// the shared reserve call took a job of a topic they both name) costs
-// another round for the attempts that got nothing, at most twice. When the
+// number of topic lists waiting; the groups of a round share no topic
+// (RedisQueue::TakeAttempts). A bucket that hands out fewer than its heads
+// promised (another server was faster) costs another round for the
+// attempts that got nothing, at most twice. When the
 // attempts look at one bucket only there is nothing to merge: `reserve`
 // alone.
 class ReserveGroup final : public Op {

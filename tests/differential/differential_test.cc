@@ -100,15 +100,16 @@ constexpr bool kReserveBehindBudgetCutFixed = false;
 constexpr bool kPipelinedReadsInOrderFixed = true;
 
 // Not in the issue (found by this test): on the Redis store, RESERVEs
-// pipelined together on different topic lists that share a topic are not
-// served as one after the other: they join one round as groups whose heads
-// pick the same best jobs, so a later group gets the next best of a bucket
-// instead of the next best overall, or nothing while a RESERVE behind it
-// gets the job (`RESERVE COUNT 1 FROM b a c ; RESERVE FROM c a ; RESERVE
-// COUNT 3 FROM b a c` with two jobs in c: memory j3 ; j1 ; nil, Redis
-// j3 ; nil ; j1). While false, the RESERVEs of one pipeline all name the
-// same topics (one group).
-constexpr bool kPipelinedReservesInOrderFixed = false;
+// pipelined together on different topic lists that share a topic were not
+// served as one after the other: they joined one round as groups whose heads
+// picked the same best jobs, so a later group got the next best of a bucket
+// instead of the next best overall, or nothing while a RESERVE behind it got
+// the job (`RESERVE COUNT 1 FROM b a c ; RESERVE FROM c a ; RESERVE COUNT 3
+// FROM b a c` with two jobs in c: memory j3 ; j1 ; nil, Redis j3 ; nil ; j1).
+// Fixed: groups that share a topic are never in flight together
+// (RedisQueue::TakeAttempts). While false, the RESERVEs of one pipeline all
+// name the same topics (one group).
+constexpr bool kPipelinedReservesInOrderFixed = true;
 
 struct Checks {
   bool item13 = kItem13Fixed;

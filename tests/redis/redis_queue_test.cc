@@ -750,5 +750,44 @@ TEST(RedisQueueOrder, AReadOverATopicDoesNotSeeTheCallsSubmittedBehindIt) {
   EXPECT_EQ(st->ready, 1u) << "Stats must see the add before it, and not the one after it";
 }
 
+// Reserves submitted one after the other are served one after the other,
+// also on different topic lists that share a topic: the later ones with the
+// same topics as the first joined its group, ahead of one in between (a
+// pipelined `RESERVE COUNT 1 FROM b a c ; RESERVE FROM c a ; RESERVE COUNT 3
+// FROM b a c` with two jobs in c answered j1 ; nil ; j2, the memory store
+// j1 ; j2 ; nil). One bucket (a reserve without heads) and 16.
+TEST(RedisQueueOrder, ReservesOnOverlappingTopicsAreServedInTheOrderSubmitted) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (uint32_t buckets : {1u, 16u}) {
+    SCOPED_TRACE(buckets);
+    auto q = Open(RedisOptions(server->url(), "overlap" + std::to_string(buckets), buckets));
+    ASSERT_NE(q, nullptr);
+    ASSERT_TRUE(q->Add(Job("oc", "x1")).ok());
+    ASSERT_TRUE(q->Add(Job("oc", "x2")).ok());
+    std::vector<std::unique_ptr<AsyncReserve>> reserves;
+    std::promise<void> started;
+    // Submitted from a callback, on the dispatcher's thread: all three are
+    // pending when it plans its next round, as a pipeline's reserves are.
+    q->GetAsync("none", [&](Result<JobInfo>) {
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"ob", "oa", "oc"}, 0, 1)));
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"oc", "oa"}, 0, 1)));
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"ob", "oa", "oc"}, 0, 3)));
+      started.set_value();
+    });
+    ASSERT_EQ(started.get_future().wait_for(Ms(10000)), std::future_status::ready);
+    std::vector<std::string> got;
+    for (auto& r : reserves) {
+      ASSERT_TRUE(r->Answered(Ms(10000)));
+      Result<Deliveries> d = r->future.get();
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      std::string ids;
+      for (const Delivery& j : *d) ids += (ids.empty() ? "" : ",") + j.id;
+      got.push_back(ids.empty() ? "nil" : ids);
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"x1", "x2", "nil"}));
+  }
+}
+
 }  // namespace
 }  // namespace delayq
