@@ -65,12 +65,13 @@ struct RedisQueue::Waiter {
   std::vector<std::string> topics;  // deduplicated, in the order given
   std::string key;                  // the topics joined: attempts with one key share a group
   uint32_t count = 1;
-  // ReserveRequest::max_bytes. Applied to what an attempt got, not inside
-  // the scripts: one reserve call serves several waiters' summed counts
-  // across buckets, so a bucket cannot know a waiter's share of the bytes.
-  // The jobs past it are given back with unreserve (no attempt counted);
-  // the cost, a script per job given back, falls only on batches larger
-  // than a server can write.
+  // ReserveRequest::max_bytes. Applied when a group hands its deliveries
+  // to its attempts, not inside the scripts: one reserve call serves several
+  // waiters' summed counts across buckets, so a bucket cannot know a
+  // waiter's share of the bytes. What an attempt leaves goes to the next
+  // attempt of its group, and what none takes is given back (unreserve, no
+  // attempt counted) before any is answered; the cost, a script per job
+  // given back, falls only on batches larger than a server can write.
   uint64_t max_bytes = 0;
   bool once = false;  // wait_ms == 0: answered after its first attempt
   int64_t deadline_mono = kNever;
@@ -452,6 +453,7 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
     a.ticket = ticket;
     a.serial = serial;
     a.count = w.count;
+    a.max_bytes = w.max_bytes;
     if (!w.once) {
       // A waiting reserve looks only where jobs may be ready (see
       // known_), and if that is nowhere, waits for news at once.
@@ -494,6 +496,9 @@ bool RedisQueue::PrepareGroup(rq::ReserveGroup& group) {
 
 void RedisQueue::SettleGroup(rq::ReserveGroup& group,
                              std::vector<std::function<void()>>* callbacks) {
+  // Its attempts have their jobs, but are answered once the jobs past their
+  // budgets are back (the group's next round).
+  if (group.GivingBack()) return;
   std::vector<rq::Attempt> keep;
   for (rq::Attempt& a : group.attempts) {
     auto it = waiters_.find(a.ticket);
@@ -518,64 +523,21 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
   group.attempts = std::move(keep);
 }
 
-Deliveries RedisQueue::CutToBudget(uint64_t max_bytes, Deliveries* got) {
-  if (max_bytes == 0) return {};
-  size_t keep = 0;
-  uint64_t bytes = 0;
-  for (; keep < got->size(); ++keep) {
-    uint64_t body = (*got)[keep].body.size();
-    if (keep > 0 && bytes + body > max_bytes) break;
-    bytes += body;
-  }
-  if (keep == got->size()) return {};
-  Deliveries surplus(std::make_move_iterator(got->begin() + keep),
-                     std::make_move_iterator(got->end()));
-  got->resize(keep);
-  return surplus;
-}
-
 void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                             std::vector<std::function<void()>>* callbacks) {
   if (!a.error.ok() || !a.got.empty() || w.once || w.expired || w.abandoned || stopping_) {
+    // The jobs are within the byte budget: the group cut them, and gave
+    // back what no attempt took before this (rq::ReserveGroup).
     Result<Deliveries> r = Deliveries{};
-    Deliveries surplus;
     if (!a.error.ok()) {
       r = a.error;
     } else if (!a.got.empty()) {
-      surplus = CutToBudget(w.max_bytes, &a.got);
       r = std::move(a.got);
     } else if (stopping_) {
       r = Unavailable("queue closed");
     }
-    if (surplus.empty()) {
-      callbacks->push_back(
-          [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
-    } else {
-      // The jobs past the budget are given back before the waiter hears of
-      // its batch, so what the caller does next finds them ready; as
-      // surplus, so that reserves counts only the jobs handed out.
-      callbacks->push_back([this, surplus = std::move(surplus), done = std::move(w.done),
-                            r = std::move(r)]() mutable {
-        struct Pending {
-          std::atomic<size_t> left;
-          ReserveCallback done;
-          std::optional<Result<Deliveries>> r;
-        };
-        auto p = std::make_shared<Pending>();
-        p->left = surplus.size();
-        p->done = std::move(done);
-        p->r.emplace(std::move(r));
-        for (const Delivery& d : surplus) {
-          Submit(rq::MakeUnreserve(
-                     d.id, d.receipt,
-                     [p](const Status&) {
-                       if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
-                     },
-                     /*surplus=*/true),
-                 /*wait=*/false);
-        }
-      });
-    }
+    callbacks->push_back(
+        [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
     EraseWaiter(ticket);
   } else if (w.recheck) {
     QueueAttempt(ticket, w);

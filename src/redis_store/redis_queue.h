@@ -233,10 +233,6 @@ class RedisQueue final : public ServingQueue {
   void QueueAttempt(uint64_t ticket, Waiter& w);
   void EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                   std::vector<std::function<void()>>* callbacks);
-  // Cuts `got` to a waiter's byte budget (always one job at least) and
-  // returns the jobs cut, which EndAttempt gives back (unreserve) before it
-  // answers the waiter.
-  static Deliveries CutToBudget(uint64_t max_bytes, Deliveries* got);
   // Jobs of `topic` became ready: its waiters try again.
   void WakeTopic(const std::string& topic);
   void WakeAll();

@@ -331,6 +331,9 @@ struct Attempt {
   uint64_t ticket = 0;
   uint64_t serial = 0;  // which attempt of the waiter this is
   uint32_t count = 0;
+  // ReserveRequest::max_bytes (0: none): the group hands it jobs while their
+  // bodies fit (one at least), and the next attempt gets the rest.
+  uint64_t max_bytes = 0;
   // Where to look: every bucket (a first attempt), or only those where jobs
   // of its topics became ready since its last attempt found none.
   bool all_buckets = true;
@@ -367,9 +370,12 @@ class ReserveGroup final : public Op {
   void Complete() override {}
   Lua kind() const override { return Lua::kReserve; }
   ReserveGroup* AsGroup() override { return this; }
+  // Whether its attempts have their jobs but wait for the surplus to be
+  // given back (the queue answers them, and ends them, only after that).
+  bool GivingBack() const { return stage_ == Stage::kGiveBack; }
 
  private:
-  enum class Stage { kHeads, kPromote, kReserve };
+  enum class Stage { kHeads, kPromote, kReserve, kGiveBack };
   struct Key {
     int64_t priority;
     int64_t run_at;
@@ -389,11 +395,19 @@ class ReserveGroup final : public Op {
   // Reads the heads round; false (and the attempts failed) on an error.
   bool AbsorbHeads(Batch& b);
   bool AbsorbReserve(Batch& b);
+  // The round that gives surplus_ back (unreserve.lua with `surplus`).
+  void PlanGiveBack(Batch& b);
+  bool AbsorbGiveBack(Batch& b);
   void FailAll(const Status& s);
 
   const std::vector<std::string> topics_;
   Stage stage_ = Stage::kHeads;
   int retries_ = 0;
+  // Deliveries past every attempt's count or byte budget, given back
+  // (unreserve, as surplus) in a round of their own before any attempt is
+  // answered, so that a reserve after them finds them ready.
+  Deliveries surplus_;
+  std::vector<std::pair<size_t, const Delivery*>> give_back_cmds_;
   // This round's parts of the shared calls.
   struct HeadsCmd {
     uint32_t bucket;

@@ -789,5 +789,52 @@ TEST(RedisQueueOrder, ReservesOnOverlappingTopicsAreServedInTheOrderSubmitted) {
   }
 }
 
+// A reserve submitted behind one whose batch was cut to its byte budget gets
+// the jobs the cut left, as it would one after the other: they shared a
+// round, the first took them and gave them back only after the second had
+// its answer (`RESERVE COUNT 4 MAXBYTES 10 FROM c ; RESERVE FROM c` answered
+// j1 ; nil, the memory store j1 ; j2). The jobs past every budget are ready
+// again once the reserves are answered. One bucket and 16.
+TEST(RedisQueueOrder, AReserveBehindABatchCutToItsBudgetGetsTheJobsTheCutLeft) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (uint32_t buckets : {1u, 16u}) {
+    SCOPED_TRACE(buckets);
+    auto q = Open(RedisOptions(server->url(), "cut" + std::to_string(buckets), buckets));
+    ASSERT_NE(q, nullptr);
+    for (const char* id : {"y1", "y2", "y3"}) {
+      JobSpec s = Job("cc", id);
+      s.body = "0123456789ab";  // 12 bytes: one per budget of 20
+      ASSERT_TRUE(q->Add(s).ok());
+    }
+    ReserveRequest cut = Request({"cc"}, 0, 4);
+    cut.max_bytes = 20;
+    std::vector<std::unique_ptr<AsyncReserve>> reserves;
+    std::promise<void> started;
+    // Submitted from a callback, on the dispatcher's thread: both are
+    // pending when it plans its next round, as a pipeline's reserves are.
+    q->GetAsync("none", [&](Result<JobInfo>) {
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, cut));
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"cc"}, 0, 1)));
+      started.set_value();
+    });
+    ASSERT_EQ(started.get_future().wait_for(Ms(10000)), std::future_status::ready);
+    std::vector<std::string> got;
+    for (auto& r : reserves) {
+      ASSERT_TRUE(r->Answered(Ms(10000)));
+      Result<Deliveries> d = r->future.get();
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      std::string ids;
+      for (const Delivery& j : *d) ids += (ids.empty() ? "" : ",") + j.id;
+      got.push_back(ids.empty() ? "nil" : ids);
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"y1", "y2"}));
+    auto topic = q->Topic("cc");
+    ASSERT_TRUE(topic.ok());
+    EXPECT_EQ(topic->ready, 1u) << "the job past every budget was not given back first";
+    EXPECT_EQ(topic->reserved, 2u);
+  }
+}
+
 }  // namespace
 }  // namespace delayq
