@@ -65,12 +65,13 @@ struct RedisQueue::Waiter {
   std::vector<std::string> topics;  // deduplicated, in the order given
   std::string key;                  // the topics joined: attempts with one key share a group
   uint32_t count = 1;
-  // ReserveRequest::max_bytes. Applied to what an attempt got, not inside
-  // the scripts: one reserve call serves several waiters' summed counts
-  // across buckets, so a bucket cannot know a waiter's share of the bytes.
-  // The jobs past it are given back with unreserve (no attempt counted);
-  // the cost, a script per job given back, falls only on batches larger
-  // than a server can write.
+  // ReserveRequest::max_bytes. Applied when a group hands its deliveries
+  // to its attempts, not inside the scripts: one reserve call serves several
+  // waiters' summed counts across buckets, so a bucket cannot know a
+  // waiter's share of the bytes. What an attempt leaves goes to the next
+  // attempt of its group, and what none takes is given back (unreserve, no
+  // attempt counted) before any is answered; the cost, a script per job
+  // given back, falls only on batches larger than a server can write.
   uint64_t max_bytes = 0;
   bool once = false;  // wait_ms == 0: answered after its first attempt
   int64_t deadline_mono = kNever;
@@ -401,7 +402,9 @@ void RedisQueue::TakeOps(std::vector<std::unique_ptr<rq::Op>>* round) {
     pending_.pop_front();
     // What follows an op that may need more rounds waits until it is done:
     // sharing its first round, it would run before the op's later rounds.
-    if (op.MayTakeRounds(*ctx_)) break;
+    // What follows a read or change of more than one job waits for the next
+    // round: it might join a command that runs before it (rq::Op::Barrier).
+    if (op.MayTakeRounds(*ctx_) || op.Barrier()) break;
   }
 }
 
@@ -409,7 +412,21 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
   // Attempts with the same topics form one group, up to kMaxReserveCount
   // jobs. Groups with other topics do not cost calls of their own: all the
   // groups of a round share each bucket's heads and reserve (rq::Batch).
+  // Groups that share a topic are never in flight together: their heads
+  // would show both the same jobs, and the later could get the next best of
+  // a bucket instead of the next best overall, or nothing. So an attempt
+  // joins the group of its topics only if no attempt on other topics that
+  // share one came in between; otherwise it, and every later attempt that
+  // shares a topic with it, waits for a later round, in order.
   std::unordered_map<std::string, std::pair<rq::ReserveGroup*, uint32_t>> groups;
+  std::unordered_map<std::string, const std::string*> owner;  // topic -> key of its group
+  for (const auto& op : *round) {
+    if (rq::ReserveGroup* g = op->AsGroup()) {
+      for (const std::string& t : g->topics()) owner.emplace(t, nullptr);  // continuing: busy
+    }
+  }
+  std::set<std::string> deferred_topics;
+  std::deque<std::pair<uint64_t, uint64_t>> deferred;
   const int64_t now_ms = pending_attempts_.empty() ? 0 : clock_->NowMs();
   while (!pending_attempts_.empty()) {
     auto [ticket, serial] = pending_attempts_.front();
@@ -420,10 +437,24 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
       continue;  // withdrawn, or answered
     }
     Waiter& w = it->second;
+    auto group_it = groups.find(w.key);
+    const bool joins =
+        group_it != groups.end() && group_it->second.second + w.count <= kMaxReserveCount;
+    const bool blocked = std::any_of(w.topics.begin(), w.topics.end(), [&](const std::string& t) {
+      if (deferred_topics.count(t) != 0) return true;
+      auto o = owner.find(t);
+      return o != owner.end() && !(joins && o->second == &group_it->first);
+    });
+    if (blocked) {
+      deferred.emplace_back(ticket, serial);
+      deferred_topics.insert(w.topics.begin(), w.topics.end());
+      continue;
+    }
     rq::Attempt a;
     a.ticket = ticket;
     a.serial = serial;
     a.count = w.count;
+    a.max_bytes = w.max_bytes;
     if (!w.once) {
       // A waiting reserve looks only where jobs may be ready (see
       // known_), and if that is nowhere, waits for news at once.
@@ -437,18 +468,19 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
         a.buckets = std::move(scope);
       }
     }
-    auto& [group, total] = groups[w.key];
-    if (group == nullptr || total + w.count > kMaxReserveCount) {
+    if (!joins) {
       auto g = std::make_unique<rq::ReserveGroup>(w.topics);
-      group = g.get();
-      total = 0;
+      group_it = groups.insert_or_assign(w.key, std::make_pair(g.get(), 0u)).first;
       round->push_back(std::move(g));
+      for (const std::string& t : w.topics) owner[t] = &group_it->first;
     }
+    auto& [group, total] = group_it->second;
     group->attempts.push_back(std::move(a));
     total += w.count;
     w.state = Waiter::State::kRunning;
     w.executing = true;
   }
+  pending_attempts_ = std::move(deferred);
 }
 
 bool RedisQueue::PrepareGroup(rq::ReserveGroup& group) {
@@ -465,6 +497,9 @@ bool RedisQueue::PrepareGroup(rq::ReserveGroup& group) {
 
 void RedisQueue::SettleGroup(rq::ReserveGroup& group,
                              std::vector<std::function<void()>>* callbacks) {
+  // Its attempts have their jobs, but are answered once the jobs past their
+  // budgets are back (the group's next round).
+  if (group.GivingBack()) return;
   std::vector<rq::Attempt> keep;
   for (rq::Attempt& a : group.attempts) {
     auto it = waiters_.find(a.ticket);
@@ -489,64 +524,21 @@ void RedisQueue::SettleGroup(rq::ReserveGroup& group,
   group.attempts = std::move(keep);
 }
 
-Deliveries RedisQueue::CutToBudget(uint64_t max_bytes, Deliveries* got) {
-  if (max_bytes == 0) return {};
-  size_t keep = 0;
-  uint64_t bytes = 0;
-  for (; keep < got->size(); ++keep) {
-    uint64_t body = (*got)[keep].body.size();
-    if (keep > 0 && bytes + body > max_bytes) break;
-    bytes += body;
-  }
-  if (keep == got->size()) return {};
-  Deliveries surplus(std::make_move_iterator(got->begin() + keep),
-                     std::make_move_iterator(got->end()));
-  got->resize(keep);
-  return surplus;
-}
-
 void RedisQueue::EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                             std::vector<std::function<void()>>* callbacks) {
   if (!a.error.ok() || !a.got.empty() || w.once || w.expired || w.abandoned || stopping_) {
+    // The jobs are within the byte budget: the group cut them, and gave
+    // back what no attempt took before this (rq::ReserveGroup).
     Result<Deliveries> r = Deliveries{};
-    Deliveries surplus;
     if (!a.error.ok()) {
       r = a.error;
     } else if (!a.got.empty()) {
-      surplus = CutToBudget(w.max_bytes, &a.got);
       r = std::move(a.got);
     } else if (stopping_) {
       r = Unavailable("queue closed");
     }
-    if (surplus.empty()) {
-      callbacks->push_back(
-          [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
-    } else {
-      // The jobs past the budget are given back before the waiter hears of
-      // its batch, so what the caller does next finds them ready; as
-      // surplus, so that reserves counts only the jobs handed out.
-      callbacks->push_back([this, surplus = std::move(surplus), done = std::move(w.done),
-                            r = std::move(r)]() mutable {
-        struct Pending {
-          std::atomic<size_t> left;
-          ReserveCallback done;
-          std::optional<Result<Deliveries>> r;
-        };
-        auto p = std::make_shared<Pending>();
-        p->left = surplus.size();
-        p->done = std::move(done);
-        p->r.emplace(std::move(r));
-        for (const Delivery& d : surplus) {
-          Submit(rq::MakeUnreserve(
-                     d.id, d.receipt,
-                     [p](const Status&) {
-                       if (p->left.fetch_sub(1) == 1) p->done(std::move(*p->r));
-                     },
-                     /*surplus=*/true),
-                 /*wait=*/false);
-        }
-      });
-    }
+    callbacks->push_back(
+        [done = std::move(w.done), r = std::move(r)]() mutable { done(std::move(r)); });
     EraseWaiter(ticket);
   } else if (w.recheck) {
     QueueAttempt(ticket, w);

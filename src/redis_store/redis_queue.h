@@ -20,7 +20,12 @@
 // KickTopic over several buckets or 1000 jobs) holds back every op submitted after it until
 // it completes, so calls made one after the other act one after the other
 // (rq::Op::MayTakeRounds); an add whose generated id collided holds back only what was not
-// yet sent when it learned so. Reserves are ordered by their callers instead.
+// yet sent when it learned so. An op over more than one job (peek, topics, stats, pause,
+// kick_topic) is a barrier: no op submitted after it shares its round
+// (rq::Op::Barrier), so it sees the ops submitted before it and none after.
+// Reserves are ordered against other calls by their callers (the front end); among
+// themselves, groups that share a topic are never in flight together, so reserves on
+// overlapping topics are served in the order submitted (TakeAttempts).
 //
 // Reserve. Best first across topics and buckets: `heads` (read-only) on
 // every bucket, the keys merged, then `reserve` on the chosen buckets for
@@ -228,10 +233,6 @@ class RedisQueue final : public ServingQueue {
   void QueueAttempt(uint64_t ticket, Waiter& w);
   void EndAttempt(uint64_t ticket, Waiter& w, rq::Attempt& a,
                   std::vector<std::function<void()>>* callbacks);
-  // Cuts `got` to a waiter's byte budget (always one job at least) and
-  // returns the jobs cut, which EndAttempt gives back (unreserve) before it
-  // answers the waiter.
-  static Deliveries CutToBudget(uint64_t max_bytes, Deliveries* got);
   // Jobs of `topic` became ready: its waiters try again.
   void WakeTopic(const std::string& topic);
   void WakeAll();

@@ -728,6 +728,7 @@ class PeekOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kPeek; }
+  bool Barrier() const override { return true; }
 
  private:
   const std::string topic_;
@@ -820,6 +821,7 @@ class KickTopicOp final : public Op {
     }
   }
   Lua kind() const override { return Lua::kKickTopic; }
+  bool Barrier() const override { return true; }
   bool MayTakeRounds(const Context& ctx) const override {
     return ctx.buckets > 1 || left_ > kMaxBatch;
   }
@@ -865,6 +867,7 @@ class PauseOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kPause; }
+  bool Barrier() const override { return true; }
 
  private:
   const std::string topic_;
@@ -941,6 +944,7 @@ class TopicsOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kTopics; }
+  bool Barrier() const override { return true; }
 
  private:
   const std::optional<std::string> topic_;
@@ -992,6 +996,7 @@ class StatsOp final : public Op {
   void Fail(Status s) override { result_ = std::move(s); }
   void Complete() override { done_(std::move(result_)); }
   Lua kind() const override { return Lua::kStats; }
+  bool Barrier() const override { return true; }
 
  private:
   bool Done(Status s) {
@@ -1110,6 +1115,7 @@ void ReserveGroup::PlanHeads(Batch& b, const std::vector<uint32_t>& buckets,
 void ReserveGroup::Plan(Batch& b) {
   heads_cmds_.clear();
   reserve_cmds_.clear();
+  if (stage_ == Stage::kGiveBack) return PlanGiveBack(b);
   if (stage_ == Stage::kHeads) {
     std::vector<uint32_t> scope = Scope(b.ctx().buckets);
     direct_ = scope.size() == 1;
@@ -1231,7 +1237,14 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
   bool waiting = false;
   for (Attempt& a : attempts) {
     if (a.finished) continue;
-    while (next < got.size() && a.got.size() < a.count) a.got.push_back(std::move(got[next++].d));
+    // As the engine cuts a batch: stop at the first job past the budget.
+    uint64_t bytes = 0;
+    while (next < got.size() && a.got.size() < a.count) {
+      const uint64_t body = got[next].d.body.size();
+      if (a.max_bytes != 0 && !a.got.empty() && bytes + body > a.max_bytes) break;
+      bytes += body;
+      a.got.push_back(std::move(got[next++].d));
+    }
     if (a.got.empty() && error.ok() && short_bucket && retries_ < kMaxReserveRetries) {
       waiting = true;  // another server took what heads showed: look again
       continue;
@@ -1239,23 +1252,41 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
     a.finished = true;
     if (a.got.empty()) a.error = error;  // ok when the attempt simply found none
   }
-  // Extra deliveries cannot happen (the counts were planned for the
-  // attempts), but a job must never be dropped silently: hand any to the
-  // last attempt.
-  for (; next < got.size(); ++next) {
-    for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
-      if (it->error.ok()) {
-        it->got.push_back(std::move(got[next].d));
-        it->finished = true;
-        break;
-      }
-    }
-  }
+  // What no attempt took (past the byte budgets) goes back before any
+  // attempt is answered. An attempt that waits to look again cannot meet
+  // it: it took what the attempts before it left, and there was none.
+  for (; next < got.size(); ++next) surplus_.push_back(std::move(got[next].d));
   if (waiting) {
     ++retries_;
     stage_ = Stage::kHeads;
+    return false;
   }
-  return !waiting;
+  if (!surplus_.empty()) {
+    stage_ = Stage::kGiveBack;
+    return false;
+  }
+  return true;
+}
+
+void ReserveGroup::PlanGiveBack(Batch& b) {
+  give_back_cmds_.clear();
+  for (const Delivery& d : surplus_) {
+    const uint32_t bucket = b.ctx().BucketOf(d.id);
+    give_back_cmds_.emplace_back(
+        b.Single(Lua::kUnreserve, bucket, {d.id, ReceiptArg(d.receipt), "surplus"}), &d);
+  }
+}
+
+bool ReserveGroup::AbsorbGiveBack(Batch& b) {
+  // A job that could not be given back (Redis away) times out at its TTR,
+  // as a delivery nobody acknowledges does.
+  for (const auto& [cmd, d] : give_back_cmds_) {
+    if (b.ReplyOf(cmd).ok()) b.NoteReady(d->topic, b.ctx().BucketOf(d->id));
+  }
+  give_back_cmds_.clear();
+  surplus_.clear();
+  stage_ = Stage::kReserve;  // done: the queue answers the attempts now
+  return true;
 }
 
 bool ReserveGroup::Absorb(Batch& b) {
@@ -1279,6 +1310,8 @@ bool ReserveGroup::Absorb(Batch& b) {
     }
     case Stage::kReserve:
       return AbsorbReserve(b);
+    case Stage::kGiveBack:
+      return AbsorbGiveBack(b);
   }
   return true;
 }

@@ -274,6 +274,14 @@ class Op {
   // pipeline: docs/api.md). Reserve groups are not held to it: waits are
   // ordered by the front end (a reserve holds back what follows it).
   virtual bool MayTakeRounds(const Context&) const { return false; }
+  // Whether what it reads or changes is more than one job: a topic or the
+  // whole queue (peek, topics, stats, pause, kick_topic). The dispatcher then
+  // starts no op submitted after it in its round: an op behind it could join
+  // a shared command opened before it (an `add` call of its bucket), which
+  // runs first, and so be seen by a read made before it. The ops before it
+  // in its round are planned, and run, before it. Ops on one job id need no
+  // barrier: their order is kept per id (RedisQueue::TakeOps).
+  virtual bool Barrier() const { return false; }
 };
 
 using AddDone = std::function<void(Result<AddResult>)>;
@@ -324,6 +332,9 @@ struct Attempt {
   uint64_t ticket = 0;
   uint64_t serial = 0;  // which attempt of the waiter this is
   uint32_t count = 0;
+  // ReserveRequest::max_bytes (0: none): the group hands it jobs while their
+  // bodies fit (one at least), and the next attempt gets the rest.
+  uint64_t max_bytes = 0;
   // Where to look: every bucket (a first attempt), or only those where jobs
   // of its topics became ready since its last attempt found none.
   bool all_buckets = true;
@@ -340,10 +351,10 @@ struct Attempt {
 // run_at, seq) and handed to the attempts in order. The groups of one round
 // share their calls (Batch::AddHeads, AddReserve): one heads and one reserve
 // per bucket serve them all, so the cost of a round does not grow with the
-// number of topic lists waiting. A bucket that hands out fewer than its
-// heads promised (another server was faster, or a group before this one in
-// the shared reserve call took a job of a topic they both name) costs
-// another round for the attempts that got nothing, at most twice. When the
+// number of topic lists waiting; the groups of a round share no topic
+// (RedisQueue::TakeAttempts). A bucket that hands out fewer than its heads
+// promised (another server was faster) costs another round for the
+// attempts that got nothing, at most twice. When the
 // attempts look at one bucket only there is nothing to merge: `reserve`
 // alone.
 class ReserveGroup final : public Op {
@@ -360,9 +371,12 @@ class ReserveGroup final : public Op {
   void Complete() override {}
   Lua kind() const override { return Lua::kReserve; }
   ReserveGroup* AsGroup() override { return this; }
+  // Whether its attempts have their jobs but wait for the surplus to be
+  // given back (the queue answers them, and ends them, only after that).
+  bool GivingBack() const { return stage_ == Stage::kGiveBack; }
 
  private:
-  enum class Stage { kHeads, kPromote, kReserve };
+  enum class Stage { kHeads, kPromote, kReserve, kGiveBack };
   struct Key {
     int64_t priority;
     int64_t run_at;
@@ -382,11 +396,19 @@ class ReserveGroup final : public Op {
   // Reads the heads round; false (and the attempts failed) on an error.
   bool AbsorbHeads(Batch& b);
   bool AbsorbReserve(Batch& b);
+  // The round that gives surplus_ back (unreserve.lua with `surplus`).
+  void PlanGiveBack(Batch& b);
+  bool AbsorbGiveBack(Batch& b);
   void FailAll(const Status& s);
 
   const std::vector<std::string> topics_;
   Stage stage_ = Stage::kHeads;
   int retries_ = 0;
+  // Deliveries past every attempt's count or byte budget, given back
+  // (unreserve, as surplus) in a round of their own before any attempt is
+  // answered, so that a reserve after them finds them ready.
+  Deliveries surplus_;
+  std::vector<std::pair<size_t, const Delivery*>> give_back_cmds_;
   // This round's parts of the shared calls.
   struct HeadsCmd {
     uint32_t bucket;

@@ -84,31 +84,35 @@ constexpr bool kItem5Fixed = true;
 
 // Not in the issue (found by this test): on the Redis store, a RESERVE
 // pipelined behind a RESERVE whose batch was cut to its MAXBYTES budget
-// misses the jobs the cut gave back — both ran in one round, the first took
-// them, and they were unreserved only after the second had its answer. In
-// memory the second gets them. While false, a pipelined RESERVE carries no
-// MAXBYTES.
-constexpr bool kReserveBehindBudgetCutFixed = false;
+// missed the jobs the cut gave back — both ran in one round, the first took
+// them, and they were unreserved only after the second had its answer
+// (`RESERVE COUNT 4 MAXBYTES 10 FROM c ; RESERVE COUNT 1 FROM c`: memory
+// j2 ; j1, Redis j2 ; nil). In memory the second gets them. Fixed: a
+// reserve group hands what one attempt's budget leaves to the next, and
+// gives back the rest before any is answered (rq::ReserveGroup). While
+// false, a pipelined RESERVE carries no MAXBYTES.
+constexpr bool kReserveBehindBudgetCutFixed = true;
 
 // Not in the issue (found by this test): on the Redis store, a PEEK, STATS
-// or TOPICS pipelined before a change (an ADD, say) may see that change:
-// RedisQueue orders the ops of one round only per job id, so a read over a
-// topic or the whole queue and a change behind it on the same connection can
-// share a round and run in either order (timing decides). In memory every
-// command runs in turn. While false, those reads are sent only in steps of
-// their own.
-constexpr bool kPipelinedReadsInOrderFixed = false;
+// or TOPICS pipelined before a change (an ADD, say) could see that change:
+// RedisQueue ordered the ops of one round only per job id, so a change
+// behind the read joined a shared command opened before it (`ADD c j0 ;
+// STATS b ; ADD b j4 REPLACE` answered ready 1 for b; memory 0). Fixed: such
+// ops are barriers (rq::Op::Barrier). While false, those reads are sent
+// only in steps of their own.
+constexpr bool kPipelinedReadsInOrderFixed = true;
 
 // Not in the issue (found by this test): on the Redis store, RESERVEs
-// pipelined together on different topic lists that share a topic are not
-// served as one after the other: they join one round as groups whose heads
-// pick the same best jobs, so a later group gets the next best of a bucket
-// instead of the next best overall, or nothing while a RESERVE behind it
-// gets the job (`RESERVE COUNT 1 FROM b a c ; RESERVE FROM c a ; RESERVE
-// COUNT 3 FROM b a c` with two jobs in c: memory j3 ; j1 ; nil, Redis
-// j3 ; nil ; j1). While false, the RESERVEs of one pipeline all name the
-// same topics (one group).
-constexpr bool kPipelinedReservesInOrderFixed = false;
+// pipelined together on different topic lists that share a topic were not
+// served as one after the other: they joined one round as groups whose heads
+// picked the same best jobs, so a later group got the next best of a bucket
+// instead of the next best overall, or nothing while a RESERVE behind it got
+// the job (`RESERVE COUNT 1 FROM b a c ; RESERVE FROM c a ; RESERVE COUNT 3
+// FROM b a c` with two jobs in c: memory j3 ; j1 ; nil, Redis j3 ; nil ; j1).
+// Fixed: groups that share a topic are never in flight together
+// (RedisQueue::TakeAttempts). While false, the RESERVEs of one pipeline all
+// name the same topics (one group).
+constexpr bool kPipelinedReservesInOrderFixed = true;
 
 struct Checks {
   bool item13 = kItem13Fixed;

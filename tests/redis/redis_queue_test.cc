@@ -707,5 +707,134 @@ TEST(RedisQueueOrder, AKickTopicIsNotOvertakenByTheCallsSubmittedBehindIt) {
   }
 }
 
+// A read over a topic or the whole queue (Topic, Peek, Stats) sees the calls
+// submitted before it and none submitted after it, also when they share a
+// round: an add behind it joined the `add` call that an add before it had
+// opened, which runs before the read (a pipelined `ADD c x0 ; STATS b ; ADD
+// b x1` answered ready 1 for b; the memory store 0). One bucket, so that both
+// adds go to the same call.
+TEST(RedisQueueOrder, AReadOverATopicDoesNotSeeTheCallsSubmittedBehindIt) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto q = Open(RedisOptions(server->url(), "reads", 1));
+  ASSERT_NE(q, nullptr);
+  std::promise<Result<TopicInfo>> topic;
+  std::promise<Result<JobInfo>> peek;
+  std::promise<Result<QueueStats>> stats;
+  std::promise<Result<AddResult>> added;
+  // Submitted from a callback, on the dispatcher's thread: all are pending
+  // when it plans its next round, as a pipeline's calls are.
+  q->GetAsync("none", [&](Result<JobInfo>) {
+    q->AddAsync(Job("rc", "x0"), [](Result<AddResult>) {});
+    q->TopicAsync("rb", [&](Result<TopicInfo> r) { topic.set_value(std::move(r)); });
+    q->PeekAsync("rb", JobState::kReady, [&](Result<JobInfo> r) { peek.set_value(std::move(r)); });
+    q->StatsAsync([&](Result<QueueStats> r) { stats.set_value(std::move(r)); });
+    q->AddAsync(Job("rb", "x1"), [&](Result<AddResult> r) { added.set_value(std::move(r)); });
+  });
+  auto t = topic.get_future();
+  auto p = peek.get_future();
+  auto s = stats.get_future();
+  auto a = added.get_future();
+  for (auto ready : {t.wait_for(Ms(10000)), p.wait_for(Ms(10000)), s.wait_for(Ms(10000)),
+                     a.wait_for(Ms(10000))}) {
+    ASSERT_EQ(ready, std::future_status::ready);
+  }
+  ASSERT_TRUE(a.get().ok());
+  Result<TopicInfo> ti = t.get();
+  ASSERT_TRUE(ti.ok()) << ti.status().ToString();
+  EXPECT_EQ(ti->ready, 0u) << "Topic saw the add submitted after it";
+  Result<JobInfo> pi = p.get();
+  EXPECT_EQ(pi.status().code(), Code::kNotFound) << "Peek saw the add submitted after it";
+  Result<QueueStats> st = s.get();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->ready, 1u) << "Stats must see the add before it, and not the one after it";
+}
+
+// Reserves submitted one after the other are served one after the other,
+// also on different topic lists that share a topic: the later ones with the
+// same topics as the first joined its group, ahead of one in between (a
+// pipelined `RESERVE COUNT 1 FROM b a c ; RESERVE FROM c a ; RESERVE COUNT 3
+// FROM b a c` with two jobs in c answered j1 ; nil ; j2, the memory store
+// j1 ; j2 ; nil). One bucket (a reserve without heads) and 16.
+TEST(RedisQueueOrder, ReservesOnOverlappingTopicsAreServedInTheOrderSubmitted) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (uint32_t buckets : {1u, 16u}) {
+    SCOPED_TRACE(buckets);
+    auto q = Open(RedisOptions(server->url(), "overlap" + std::to_string(buckets), buckets));
+    ASSERT_NE(q, nullptr);
+    ASSERT_TRUE(q->Add(Job("oc", "x1")).ok());
+    ASSERT_TRUE(q->Add(Job("oc", "x2")).ok());
+    std::vector<std::unique_ptr<AsyncReserve>> reserves;
+    std::promise<void> started;
+    // Submitted from a callback, on the dispatcher's thread: all three are
+    // pending when it plans its next round, as a pipeline's reserves are.
+    q->GetAsync("none", [&](Result<JobInfo>) {
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"ob", "oa", "oc"}, 0, 1)));
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"oc", "oa"}, 0, 1)));
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"ob", "oa", "oc"}, 0, 3)));
+      started.set_value();
+    });
+    ASSERT_EQ(started.get_future().wait_for(Ms(10000)), std::future_status::ready);
+    std::vector<std::string> got;
+    for (auto& r : reserves) {
+      ASSERT_TRUE(r->Answered(Ms(10000)));
+      Result<Deliveries> d = r->future.get();
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      std::string ids;
+      for (const Delivery& j : *d) ids += (ids.empty() ? "" : ",") + j.id;
+      got.push_back(ids.empty() ? "nil" : ids);
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"x1", "x2", "nil"}));
+  }
+}
+
+// A reserve submitted behind one whose batch was cut to its byte budget gets
+// the jobs the cut left, as it would one after the other: they shared a
+// round, the first took them and gave them back only after the second had
+// its answer (`RESERVE COUNT 4 MAXBYTES 10 FROM c ; RESERVE FROM c` answered
+// j1 ; nil, the memory store j1 ; j2). The jobs past every budget are ready
+// again once the reserves are answered. One bucket and 16.
+TEST(RedisQueueOrder, AReserveBehindABatchCutToItsBudgetGetsTheJobsTheCutLeft) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (uint32_t buckets : {1u, 16u}) {
+    SCOPED_TRACE(buckets);
+    auto q = Open(RedisOptions(server->url(), "cut" + std::to_string(buckets), buckets));
+    ASSERT_NE(q, nullptr);
+    for (const char* id : {"y1", "y2", "y3"}) {
+      JobSpec s = Job("cc", id);
+      s.body = "0123456789ab";  // 12 bytes: one per budget of 20
+      ASSERT_TRUE(q->Add(s).ok());
+    }
+    ReserveRequest cut = Request({"cc"}, 0, 4);
+    cut.max_bytes = 20;
+    std::vector<std::unique_ptr<AsyncReserve>> reserves;
+    std::promise<void> started;
+    // Submitted from a callback, on the dispatcher's thread: both are
+    // pending when it plans its next round, as a pipeline's reserves are.
+    q->GetAsync("none", [&](Result<JobInfo>) {
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, cut));
+      reserves.push_back(std::make_unique<AsyncReserve>(*q, Request({"cc"}, 0, 1)));
+      started.set_value();
+    });
+    ASSERT_EQ(started.get_future().wait_for(Ms(10000)), std::future_status::ready);
+    std::vector<std::string> got;
+    for (auto& r : reserves) {
+      ASSERT_TRUE(r->Answered(Ms(10000)));
+      Result<Deliveries> d = r->future.get();
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      std::string ids;
+      for (const Delivery& j : *d) ids += (ids.empty() ? "" : ",") + j.id;
+      got.push_back(ids.empty() ? "nil" : ids);
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"y1", "y2"}));
+    auto topic = q->Topic("cc");
+    ASSERT_TRUE(topic.ok());
+    EXPECT_EQ(topic->ready, 1u) << "the job past every budget was not given back first";
+    EXPECT_EQ(topic->reserved, 2u);
+  }
+}
+
 }  // namespace
 }  // namespace delayq
