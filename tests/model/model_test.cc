@@ -932,7 +932,7 @@ void Harness::ApplyAdd(const Op& op) {
                std::nullopt,    std::nullopt,
                op.ttr_ms,       op.priority,
                op.max_attempts, op.text,
-               op.replace};
+               op.replace,      {}};
   if (op.timing == Timing::kDelay || op.timing == Timing::kBoth) spec.delay_ms = op.ms;
   if (op.timing == Timing::kRunAt || op.timing == Timing::kBoth) {
     spec.run_at_ms = model_.wall() + op.ms;
