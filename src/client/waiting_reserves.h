@@ -63,13 +63,13 @@ class WaitingReserves {
   // and the cap of the in-process stores: a day.
   static constexpr int64_t kMaxWaitMs = 86'400'000;
 
-  // Sends `req` (validated, wait_ms > 0) to a server. A wait over
+  // Sends `asked` (validated, wait_ms > 0) to a server. A wait over
   // kMaxWaitMs waits kMaxWaitMs, as on every store (then answers no jobs).
   // Returns its ticket; or 0 after running `done` inside this call, with
   // kUnavailable, when no server took it or this is closed. Called on the
   // I/O thread (inside a callback), it returns the ticket at once, and a
   // send that fails reaches `done` later, on the I/O thread.
-  uint64_t Start(const ReserveRequest& req, ReserveCallback done);
+  uint64_t Start(const ReserveRequest& asked, ReserveCallback done);
   // Queue::CancelReserve: true when `done` will never run (the server has
   // withdrawn the reserve, or its jobs were given back).
   bool Cancel(uint64_t ticket);
