@@ -20,10 +20,11 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "testing/forwarding_queue.h"
 
 namespace delayq {
 
-class FaultyQueue final : public Queue {
+class FaultyQueue final : public ForwardingQueue {
  public:
   enum class Op { kReserve, kTouch, kAck, kUnreserve };
   enum class Fault { kNone, kFail, kLoseReply };
@@ -32,7 +33,7 @@ class FaultyQueue final : public Queue {
   // called from several threads at once.
   using Policy = std::function<Fault(Op op, std::string_view id)>;
 
-  explicit FaultyQueue(Queue& q) : q_(q) {}
+  explicit FaultyQueue(Queue& q) : ForwardingQueue(q) {}
   void set_policy(Policy p) { policy_ = std::move(p); }
   // Runs inside every reserve callback before the worker's own (on the
   // queue's thread); a test may block in it. Set before the worker starts.
@@ -51,7 +52,7 @@ class FaultyQueue final : public Queue {
       done(Unavailable("injected: the reserve did not reach the queue"));
       return 0;
     }
-    return q_.ReserveAsync(req, [this, f, done = std::move(done)](Result<Deliveries> r) {
+    return target().ReserveAsync(req, [this, f, done = std::move(done)](Result<Deliveries> r) {
       ++depth_;
       if (before_callback_) before_callback_();
       if (f == Fault::kLoseReply && r.ok() && !r->empty()) {
@@ -65,16 +66,16 @@ class FaultyQueue final : public Queue {
   bool CancelReserve(uint64_t ticket) override {
     Note();
     ++cancels;
-    return q_.CancelReserve(ticket);
+    return target().CancelReserve(ticket);
   }
   Status Touch(std::string_view id, std::string_view receipt) override {
     Note();
     ++touch_calls;
-    return Apply(Op::kTouch, id, [&] { return q_.Touch(id, receipt); });
+    return Apply(Op::kTouch, id, [&] { return target().Touch(id, receipt); });
   }
   Status Unreserve(std::string_view id, std::string_view receipt) override {
     Note();
-    return Apply(Op::kUnreserve, id, [&] { return q_.Unreserve(id, receipt); });
+    return Apply(Op::kUnreserve, id, [&] { return target().Unreserve(id, receipt); });
   }
   std::vector<Status> Acknowledge(std::span<const Ack> acks) override {
     Note();
@@ -92,7 +93,7 @@ class FaultyQueue final : public Queue {
       sent.push_back(acks[i]);
       at.push_back(i);
     }
-    std::vector<Status> answers = q_.Acknowledge(sent);
+    std::vector<Status> answers = target().Acknowledge(sent);
     for (size_t k = 0; k < at.size(); ++k) {
       out[at[k]] = how[at[k]] == Fault::kLoseReply
                        ? Unavailable("injected: the ack's reply was lost")
@@ -113,25 +114,6 @@ class FaultyQueue final : public Queue {
     Ack a{Ack::Kind::kBury, std::string(id), std::string(receipt), 0, std::string(reason)};
     return Acknowledge({&a, 1})[0];
   }
-
-  // Not faulted: the test's own calls.
-  Result<AddResult> Add(const JobSpec& spec) override { return q_.Add(spec); }
-  Status Delete(std::string_view id) override { return q_.Delete(id); }
-  Status Kick(std::string_view id) override { return q_.Kick(id); }
-  Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) override {
-    return q_.KickTopic(topic, n);
-  }
-  Result<JobInfo> Get(std::string_view id) override { return q_.Get(id); }
-  Result<JobInfo> Peek(std::string_view topic, JobState state) override {
-    return q_.Peek(topic, state);
-  }
-  Status Pause(std::string_view topic, int64_t duration_ms) override {
-    return q_.Pause(topic, duration_ms);
-  }
-  Status Resume(std::string_view topic) override { return q_.Resume(topic); }
-  Result<std::vector<TopicInfo>> Topics() override { return q_.Topics(); }
-  Result<TopicInfo> Topic(std::string_view topic) override { return q_.Topic(topic); }
-  Result<QueueStats> Stats() override { return q_.Stats(); }
 
  private:
   // Reserve callbacks this thread is inside (they may nest: an in-process
@@ -155,7 +137,6 @@ class FaultyQueue final : public Queue {
     return s;
   }
 
-  Queue& q_;
   Policy policy_;
   std::function<void()> before_callback_;
 };

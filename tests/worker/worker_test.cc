@@ -25,6 +25,7 @@
 #include "delayq/clock.h"
 #include "delayq/queue.h"
 #include "redis/redis_harness.h"
+#include "testing/forwarding_queue.h"
 #include "testing/poll.h"
 #include "worker/faulty_queue.h"
 
@@ -553,9 +554,9 @@ TEST(Worker, NeverRunsMoreHandlersOfATopicThanItsConcurrency) {
 
 // A Queue that counts the reserves made through it; everything else goes
 // straight to the real queue it wraps.
-class CountingQueue final : public Queue {
+class CountingQueue final : public ForwardingQueue {
  public:
-  explicit CountingQueue(Queue& q) : q_(q) {}
+  explicit CountingQueue(Queue& q) : ForwardingQueue(q) {}
   std::atomic<int> reserves{0};
   std::atomic<uint32_t> last_count{0};
   // Acknowledge: the size of each batch, in order; while ack_gate is set,
@@ -574,51 +575,16 @@ class CountingQueue final : public Queue {
     }
     ++acks_in;
     if (ack_gate != nullptr) ack_gate->Wait();
-    return q_.Acknowledge(acks);
+    return target().Acknowledge(acks);
   }
 
   uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override {
     ++reserves;
     last_count = req.count;
-    return q_.ReserveAsync(req, std::move(done));
+    return target().ReserveAsync(req, std::move(done));
   }
-  Result<AddResult> Add(const JobSpec& spec) override { return q_.Add(spec); }
-  bool CancelReserve(uint64_t ticket) override { return q_.CancelReserve(ticket); }
-  Status Unreserve(std::string_view id, std::string_view receipt) override {
-    return q_.Unreserve(id, receipt);
-  }
-  Status Finish(std::string_view id, std::string_view receipt) override {
-    return q_.Finish(id, receipt);
-  }
-  Status Delete(std::string_view id) override { return q_.Delete(id); }
-  Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
-                 std::string_view error) override {
-    return q_.Release(id, receipt, delay_ms, error);
-  }
-  Status Touch(std::string_view id, std::string_view receipt) override {
-    return q_.Touch(id, receipt);
-  }
-  Status Bury(std::string_view id, std::string_view receipt, std::string_view reason) override {
-    return q_.Bury(id, receipt, reason);
-  }
-  Status Kick(std::string_view id) override { return q_.Kick(id); }
-  Result<uint64_t> KickTopic(std::string_view topic, uint64_t n) override {
-    return q_.KickTopic(topic, n);
-  }
-  Result<JobInfo> Get(std::string_view id) override { return q_.Get(id); }
-  Result<JobInfo> Peek(std::string_view topic, JobState state) override {
-    return q_.Peek(topic, state);
-  }
-  Status Pause(std::string_view topic, int64_t duration_ms) override {
-    return q_.Pause(topic, duration_ms);
-  }
-  Status Resume(std::string_view topic) override { return q_.Resume(topic); }
-  Result<std::vector<TopicInfo>> Topics() override { return q_.Topics(); }
-  Result<TopicInfo> Topic(std::string_view topic) override { return q_.Topic(topic); }
-  Result<QueueStats> Stats() override { return q_.Stats(); }
 
  private:
-  Queue& q_;
   std::mutex mu_;
   std::vector<size_t> batches_;  // GUARDED_BY(mu_)
 };
