@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "cli/suggest.h"
+#include "common/suggest.h"
 
 namespace delayq::cli {
 namespace {

@@ -1,9 +1,10 @@
 // "Did you mean": the nearest of a list of words to one the user mistyped,
-// for unknown subcommands and options of the `delayq` command line.
+// for unknown subcommands and options of the `delayq` command line and unknown
+// fields of a request.
 //
 // Thread-safety: pure functions.
-#ifndef DELAYQ_CLI_SUGGEST_H_
-#define DELAYQ_CLI_SUGGEST_H_
+#ifndef DELAYQ_COMMON_SUGGEST_H_
+#define DELAYQ_COMMON_SUGGEST_H_
 
 #include <cstddef>
 #include <optional>
@@ -11,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace delayq::cli {
+namespace delayq {
 
 // The Damerau-Levenshtein distance (optimal string alignment): how many
 // single-character insertions, deletions, substitutions and swaps of two
@@ -26,6 +27,6 @@ size_t EditDistance(std::string_view a, std::string_view b);
 std::optional<std::string> Nearest(std::string_view word,
                                    const std::vector<std::string>& candidates);
 
-}  // namespace delayq::cli
+}  // namespace delayq
 
-#endif  // DELAYQ_CLI_SUGGEST_H_
+#endif  // DELAYQ_COMMON_SUGGEST_H_

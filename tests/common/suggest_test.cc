@@ -1,8 +1,8 @@
-#include "cli/suggest.h"
+#include "common/suggest.h"
 
 #include <gtest/gtest.h>
 
-namespace delayq::cli {
+namespace delayq {
 namespace {
 
 TEST(EditDistance, CountsInsertionsDeletionsSubstitutionsAndSwaps) {
@@ -37,4 +37,4 @@ TEST(Nearest, SuggestsNothingWhenNothingIsClose) {
 }
 
 }  // namespace
-}  // namespace delayq::cli
+}  // namespace delayq

@@ -1,8 +1,8 @@
-#include "cli/suggest.h"
+#include "common/suggest.h"
 
 #include <algorithm>
 
-namespace delayq::cli {
+namespace delayq {
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   // d[i][j]: the distance between the first i letters of a and the first j
@@ -40,4 +40,4 @@ std::optional<std::string> Nearest(std::string_view word,
   return best;
 }
 
-}  // namespace delayq::cli
+}  // namespace delayq
