@@ -48,7 +48,7 @@ class ExampleInReadmeTest(unittest.TestCase):
 
     def test_the_readme_names_the_binary_and_its_data_directory(self):
         text = readme()
-        section = text[text.index("## Use it from C++"):text.index("## Source layout")]
+        section = text[text.index("## Use it from C++"):text.index("## Documentation")]
         self.assertIn("build/bin/delayq-example-embedded", section)
         self.assertIn("example-data", section)
 

@@ -165,7 +165,8 @@ class NewcomerWordsTest(unittest.TestCase):
     JARGON = re.compile(r"SPEC §|\bthe seed's\b|\bseed's protocol\b|\bissue \d+", re.I)
 
     def test_the_docs_and_help_a_newcomer_reads_have_no_jargon(self):
-        paths = ["README.md", "docs/api.md", "docs/architecture.md", "scripts/bootstrap.sh"]
+        paths = ["README.md", "CONTRIBUTING.md", "docs/api.md", "docs/architecture.md",
+                 "scripts/bootstrap.sh"]
         src = os.path.join(ROOT, "src")
         paths += [os.path.join("src", d, "README.md") for d in sorted(os.listdir(src))
                   if os.path.exists(os.path.join(src, d, "README.md"))]
@@ -180,6 +181,22 @@ class NewcomerWordsTest(unittest.TestCase):
         for name, text in texts.items():
             for n, line in enumerate(text.splitlines(), 1):
                 self.assertIsNone(self.JARGON.search(line), f"{name}:{n}: {line}")
+
+    def test_the_readme_has_one_reader_and_its_status_is_plain_words(self):
+        """README.md is for someone deciding whether to use delayq and getting
+        it running: read in ten minutes, its Status in plain words (the figures
+        and the contributor's material live in docs/ and CONTRIBUTING.md)."""
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        self.assertLess(len(readme.splitlines()), 400)
+        status = readme[readme.index("## Status"):readme.index("\n## ", readme.index("## Status") + 1)]
+        for word in ("RESP", "TTR", "Youzan", "-f0", "p99", "LINT_BASE", "gtest", "ctest"):
+            self.assertNotIn(word, status)
+        self.assertIn("(docs/benchmarks.md)", status)
+        for contributor in ("LINT_BASE", "delayq_test(", "Anatomy of a request", "## Source layout"):
+            self.assertNotIn(contributor, readme)
+            with open(os.path.join(ROOT, "CONTRIBUTING.md"), encoding="utf-8") as f:
+                self.assertIn(contributor, f.read())
 
     def test_the_license_is_there_and_the_readme_says_which(self):
         with open(os.path.join(ROOT, "LICENSE"), encoding="utf-8") as f:

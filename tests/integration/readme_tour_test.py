@@ -4,38 +4,36 @@ drift apart.
 
 The commands are read from README.md itself: every ```sh block of the sections
 "A tour" and "Many servers on one Redis" (but a block under an HTML comment
-saying "not run by the tour test"), in order, typed into one bash — as into
-one terminal, so `cmd &` and `kill %1 %2` mean what they say — in a scratch
+saying "not run by the tour test"), in order. Each block is pasted whole, as a
+newcomer pastes it: written at once into one bash whose stdin, stdout and
+stderr are a terminal (a pty, so `redis-cli` prints as it does on a screen and
+raw into a pipe, and `cmd &` and `kill %1 %2` mean what they say), in a scratch
 directory, with a `delayq serve` already running there the way `make run`
-starts it (the default embedded store in ./data). Each command must exit 0,
-and its output must match the "# " lines right under it in the README (a
-blank line or the next command ends them): "..." stands for anything (a line
-of its own: any number of lines), a run of spaces for any run of spaces.
-Output with a Redis error (`(error) ...`) fails a step that does not expect it.
+starts it (the default embedded store in ./data). Nothing is waited for or
+filled in between the commands of a block: a block that needs a server to be
+up, or a receipt from an earlier reply, must say so itself (`delayq ping
+--wait`, `$(jq ...)`). Each command must exit 0, and its output must match the
+"# " lines right under it in the README (a blank line or the next command ends
+them): "..." stands for anything (a line of its own: any number of lines), a
+run of spaces for any run of spaces. Output with a Redis error (`(error) ...`)
+fails a step that does not expect it.
 
-The commands run exactly as written but for these substitutions, and only
-these:
+The blocks run exactly as written but for these substitutions, and only these:
   - `build/bin/delayq`           -> the binary under test;
   - a port (after `localhost:`, `127.0.0.1:`, `-p `, `--port `, `--http-port `,
     `--resp-port `)              -> a free port, the same one for every
     mention: 7700 and 7701 are the running server's, the others (Redis on
     6390, servers on 7710/7711, ...) free ones the test picks;
-  - `/tmp/`                      -> a scratch directory's tmp/;
-  - `<receipt...>` (`<receipt>`, `<receipt from above>`) -> the receipt in the
-    output of the latest step that printed one;
-  - `redis-cli`                  -> `redis-cli --no-raw`, which prints replies as
-    it does in a terminal (as the README shows them), not raw as into a pipe.
+  - `/tmp/`                      -> a scratch directory's tmp/.
 The CLI's default server, 127.0.0.1:7701, is the running server's RESP port
-(DELAYQ_SERVER in bash's environment); no other DELAYQ_* is set. After a
-command that starts a server (one with --port/--http-port/--resp-port), the
-test waits until those ports accept connections, as a person typing the next
-command would without noticing. Nothing sleeps: each reserve long-polls until
-its job is due.
+(DELAYQ_SERVER in bash's environment); no other DELAYQ_* is set. Nothing
+sleeps: each reserve long-polls until its job is due.
 
     /usr/bin/python3 tests/integration/readme_tour_test.py --binary build/bin/delayq \
         [--readme README.md]
 """
 import os
+import pty
 import re
 import shutil
 import signal
@@ -58,11 +56,8 @@ MAKE_RUN_HTTP, MAKE_RUN_RESP = 7700, 7701
 PORT_RE = re.compile(r"(?:(?<=localhost:)|(?<=127\.0\.0\.1:)|(?<=-p )|(?<=--port )"
                      r"|(?<=--http-port )|(?<=--resp-port ))(\d{2,5})\b")
 LISTEN_RE = re.compile(r"--(?:http-|resp-)?port (\d{2,5})\b")
-RECEIPT_RES = [
-    re.compile(r'"receipt":\s*"([^"]+)"'),              # JSON: HTTP, the CLI's --json
-    re.compile(r'^\s*(?:\d+\)\s+)*?4\) "([^"]*)"$', re.M),  # redis-cli: a job's 4th field
-    re.compile(r"^receipt:\s+(\S+)$", re.M),            # the CLI's text
-]
+# What a person would have to fill in by hand: a block with one cannot be pasted.
+PLACEHOLDER_RE = re.compile(r"<[a-z][a-z ]*>")
 STEP_TIMEOUT = 30.0
 
 
@@ -85,9 +80,9 @@ def sections(text):
     return out
 
 
-def tour_steps(text):
-    """The steps of the tour, in README order."""
-    steps = []
+def tour_blocks(text):
+    """The tour's blocks, in README order: each a list of steps."""
+    blocks = []
     by_title = sections(text)
     for title in SECTIONS:
         if title not in by_title:
@@ -97,8 +92,13 @@ def tour_steps(text):
             before = body[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
             if SKIP_MARK in before:
                 continue
-            steps.extend(block_steps(m.group(1), title))
-    return steps
+            blocks.append(block_steps(m.group(1), title))
+    return blocks
+
+
+def tour_steps(text):
+    """The steps of the tour, in README order."""
+    return [step for block in tour_blocks(text) for step in block]
 
 
 def block_steps(block, section):
@@ -152,19 +152,23 @@ def output_matches(expected, output):
 
 
 class Shell:
-    """One bash, fed a command at a time on fd 3 (its stdin is /dev/null, so a
-    command reading stdin cannot eat the next ones); a command's output is
-    what bash's stdout gets until a marker the test prints after it. Its own
-    session, so what it leaves running is ended with it."""
+    """One bash on a terminal: its stdin, stdout and stderr are a pty, as in a
+    terminal window, and it reads its commands from a pipe on fd 3, so a block
+    written there at once is a paste. After each command the test appends a
+    marker line (`printf`) carrying the command's exit status, which splits the
+    terminal's output by command. Its own session, so what it leaves running
+    is ended with it."""
 
-    def __init__(self, cwd, env, stderr):
+    def __init__(self, cwd, env):
         self._marker = "tour-step-done-%d" % os.getpid()
         read_end, self._write_end = os.pipe()
+        self._master, slave = pty.openpty()
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc", "/dev/fd/%d" % read_end],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, cwd=cwd, env=env,
+            stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
             pass_fds=(read_end,), start_new_session=True)
         os.close(read_end)
+        os.close(slave)
         self._out = b""
         self._eof = False
         self._cond = threading.Condition()
@@ -173,21 +177,28 @@ class Shell:
 
     def _read(self):
         while True:
-            chunk = self.proc.stdout.read1(65536)
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # EIO: every process holding the terminal has gone
+                chunk = b""
             with self._cond:
                 if not chunk:
                     self._eof = True
                 else:
-                    self._out += chunk
+                    self._out += chunk.replace(b"\r\n", b"\n")
                 self._cond.notify_all()
             if not chunk:
                 return
 
-    def run(self, command, timeout=STEP_TIMEOUT):
-        """(exit status, output) of one command line."""
-        os.write(self._write_end, (command + "\n" + 'printf "\\n%s %d\\n" ' + self._marker +
-                                   " $?\n").encode())
-        pattern = re.compile(rb"\n" + self._marker.encode() + rb" (\d+)\n")
+    def paste(self, commands):
+        """Writes the commands at once, each followed by its marker."""
+        script = "".join(f"{c}\nprintf '\\n%s %d %d\\n' {self._marker} {i} $?\n"
+                         for i, c in enumerate(commands))
+        os.write(self._write_end, script.encode())
+
+    def result(self, index, command, timeout=STEP_TIMEOUT):
+        """(exit status, output) of the index-th command of the latest paste."""
+        pattern = re.compile(rb"\n" + self._marker.encode() + rb" %d (\d+)\n" % index)
         with self._cond:
             found = self._cond.wait_for(lambda: self._eof or pattern.search(self._out),
                                         timeout=timeout)
@@ -210,7 +221,7 @@ class Shell:
             pass
         self.proc.wait()
         self._reader.join(timeout=10)
-        self.proc.stdout.close()
+        os.close(self._master)
 
 
 def accepts(port):
@@ -226,7 +237,7 @@ class ReadmeTourTest(unittest.TestCase):
 
     def setUp(self):
         with open(self.readme, encoding="utf-8") as f:
-            self.steps = tour_steps(f.read())
+            self.blocks = tour_blocks(f.read())
         self.scratch = tempfile.mkdtemp(prefix="delayq-tour-")
         self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
         self.cwd = os.path.join(self.scratch, "clone")
@@ -237,7 +248,6 @@ class ReadmeTourTest(unittest.TestCase):
         self.addCleanup(self.server.stop)
         self.ports = {MAKE_RUN_HTTP: self.server.http_port, MAKE_RUN_RESP: self.server.port}
         self.redis_ports = []
-        self.receipt = None
 
     def port(self, readme_port):
         if readme_port not in self.ports:
@@ -252,10 +262,6 @@ class ReadmeTourTest(unittest.TestCase):
         c = PORT_RE.sub(lambda m: str(self.port(int(m.group(1)))), c)
         c = c.replace("\0TMP\0", os.path.join(self.scratch, "tmp") + "/")
         c = c.replace("\0BINARY\0", harness.BINARY)
-        if re.search(r"<receipt[^>]*>", c):
-            self.assertIsNotNone(self.receipt, f"`{command}`: no step before printed a receipt")
-            c = re.sub(r"<receipt[^>]*>", self.receipt, c)
-        c = re.sub(r"\bredis-cli\b", "redis-cli --no-raw", c)
         return c
 
     def stop_leftover_redis(self):
@@ -268,49 +274,48 @@ class ReadmeTourTest(unittest.TestCase):
             if m:
                 os.kill(int(m.group(1)), signal.SIGKILL)
 
-    def test_the_tour_runs_as_written(self):
-        self.assertGreater(len(self.steps), 10, self.steps)
+    def test_the_tour_runs_pasted_whole(self):
+        self.assertGreater(sum(len(b) for b in self.blocks), 10, self.blocks)
         env = harness.server_env({"DELAYQ_SERVER": "127.0.0.1:%d" % self.server.port})
-        stderr = open(os.path.join(self.scratch, "shell.stderr"), "w+")
-        self.addCleanup(stderr.close)
-        shell = Shell(self.cwd, env, stderr)
+        shell = Shell(self.cwd, env)
         self.addCleanup(self.stop_leftover_redis)
         self.addCleanup(shell.close)
-        for step in self.steps:
-            command = self.substitute(step.command)
-            if step.command.lstrip().startswith("redis-server"):
-                self.redis_ports += [self.port(int(p)) for p in LISTEN_RE.findall(step.command)]
-            status, output = shell.run(command)
-            lines = output.rstrip("\n").split("\n") if output.strip() else []
-            where = (f"\nstep: {step}\nran: {command}\nexit status: {status}\noutput:\n"
-                     f"{output}\nexpected:\n" + "\n".join(step.expected))
-            self.assertEqual(status, 0, where + self.stderr_tail(stderr))
-            if not any(e.startswith("(error)") for e in step.expected):
-                self.assertNotIn("(error)", output, where)
-            if step.expected:
-                self.assertTrue(output_matches(step.expected, lines), where)
-            for receipt_re in RECEIPT_RES:
-                m = receipt_re.search(output)
-                if m:
-                    self.receipt = m.group(1)
-                    break
-            for p in LISTEN_RE.findall(step.command):
-                port = self.port(int(p))
-                wait_until(lambda: accepts(port), timeout=10,
-                           what=f"port {port} of `{step.command}`")
+        for block in self.blocks:
+            commands = [self.substitute(step.command) for step in block]
+            for step in block:
+                if step.command.lstrip().startswith("redis-server"):
+                    self.redis_ports += [self.port(int(p))
+                                         for p in LISTEN_RE.findall(step.command)]
+            shell.paste(commands)
+            for i, (step, command) in enumerate(zip(block, commands)):
+                status, output = shell.result(i, command)
+                lines = output.rstrip("\n").split("\n") if output.strip() else []
+                where = (f"\nstep: {step}\nran: {command}\nexit status: {status}\noutput:\n"
+                         f"{output}\nexpected:\n" + "\n".join(step.expected))
+                self.assertEqual(status, 0, where + self.logs())
+                if not any(e.startswith("(error)") for e in step.expected):
+                    self.assertNotIn("(error)", output, where)
+                if step.expected:
+                    self.assertTrue(output_matches(step.expected, lines), where + self.logs())
         # The README's own stop commands stopped what the tour started.
         for readme_port, port in self.ports.items():
             if readme_port not in (MAKE_RUN_HTTP, MAKE_RUN_RESP):
                 wait_until(lambda: not accepts(port), timeout=10,
                            what=f"README port {readme_port} ({port}) to close")
-        # Nothing but ./data is left in the clone (Redis kept its files in tmp/).
+        # Nothing but ./data is left in the clone (the rest went to tmp/).
         self.assertEqual(os.listdir(self.cwd), ["data"])
         self.assertEqual(self.server.proc.poll(), None, self.server.text)
 
-    def stderr_tail(self, stderr):
-        stderr.flush()
-        stderr.seek(0)
-        return "\nshell's stderr (servers' logs):\n" + stderr.read()[-3000:]
+    def logs(self):
+        """The ends of the logs the tour's servers wrote into tmp/."""
+        out = ""
+        tmp = os.path.join(self.scratch, "tmp")
+        for name in sorted(os.listdir(tmp)):
+            path = os.path.join(tmp, name)
+            if name.endswith(".log") and os.path.isfile(path):
+                with open(path, errors="replace") as f:
+                    out += f"\n{name}:\n" + f.read()[-2000:]
+        return out
 
 
 class TourParsingTest(unittest.TestCase):
@@ -339,9 +344,12 @@ class TourParsingTest(unittest.TestCase):
         steps = tour_steps(text)
         commands = "\n".join(s.command for s in steps)
         for needle in ("/v1/jobs", "/v1/reserve", "/finish", "redis-cli -p 7701 ADD",
-                       "build/bin/delayq reserve", "/command", "/healthz", "/metrics",
-                       "redis-server", "redis-cli -p 6390 shutdown", "kill %1 %2"):
+                       "build/bin/delayq reserve", "/healthz", "/metrics", "redis-server",
+                       "delayq ping", "--wait", "redis-cli -p 6390 shutdown", "kill %1 %2"):
             self.assertIn(needle, commands)
+        # Every block can be pasted as it is: nothing for a person to fill in.
+        for s in steps:
+            self.assertIsNone(PLACEHOLDER_RE.search(s.command), s)
         # Redis beside `make run`: other ports, loopback only, its files out of the tree.
         redis = [s.command for s in steps if s.command.startswith("redis-server")]
         self.assertEqual(len(redis), 1)
@@ -354,7 +362,7 @@ class TourParsingTest(unittest.TestCase):
         # Every step but those that start or stop something says what it prints.
         for s in steps:
             quiet = (s.command.endswith("&") or "shutdown" in s.command
-                     or s.command.startswith(("kill ", "mkdir ", "redis-server"))
+                     or s.command.startswith(("kill ", "mkdir ", "redis-server", "receipt="))
                      or " finish " in s.command)
             if not quiet:
                 self.assertTrue(s.expected, f"{s}: no expected output under it")
