@@ -126,7 +126,8 @@ class HttpApiTest(unittest.TestCase):
             ({"topic": "err", "ttr_ms": 0}, 400, "invalid_argument", "ttr_ms"),
             ({"topic": "err", "priority": 4294967296}, 400, "invalid_argument", "priority"),
             ({"topic": "err", "delay": 5}, 400, "invalid_argument", "use delay_ms"),
-            ({"topic": "err", "dealy_ms": 5}, 400, "invalid_argument", "unknown field 'dealy_ms'"),
+            ({"topic": "err", "dealy_ms": 5}, 400, "invalid_argument",
+             "unknown field 'dealy_ms' (did you mean 'delay_ms'?)"),
             ({"topic": "err", "replace": "yes"}, 400, "invalid_argument", "replace"),
             ({"topic": "err", "body": "x" * 5000}, 413, "too_large", "body"),
             ({"topic": 7}, 400, "invalid_argument", "topic"),
@@ -134,10 +135,21 @@ class HttpApiTest(unittest.TestCase):
         for body, status, code, part in cases:
             with self.subTest(body=str(body)[:60]):
                 self.assertError(self.call("POST", "/v1/jobs", body), status, code, part)
-        for raw in ['{"topic":', '[1,2]', '"str"', 'nul', '{"topic":"a"}}', '\x00\xff']:
+        # "request", not "body" (a job's field), and where parsing stopped.
+        any_value = "expected a value (an object, array, string, number, true, false or null)"
+        for raw, message in [
+                ('{"topic":', "request: not valid JSON at byte 9: expected a value, but the "
+                              "request ended there"),
+                ('[1,2]', "request: expected a JSON object, got an array"),
+                ('"str"', "request: expected a JSON object, got a string"),
+                ('nul', f"request: not valid JSON at byte 0: {any_value}, found 'n'"),
+                ('{"topic":"a"}}', "request: not valid JSON at byte 13: text after the JSON "
+                                   "value, found '}'"),
+                ('\x00\xff', f"request: not valid JSON at byte 0: {any_value}, found byte 0x00")]:
             with self.subTest(raw=raw):
-                self.assertError(self.call("POST", "/v1/jobs", raw=raw.encode("latin-1")),
-                                 400, "invalid_argument", "body")
+                st, got = self.call("POST", "/v1/jobs", raw=raw.encode("latin-1"))
+                self.assertEqual((st, got["error"]["code"], got["error"]["message"]),
+                                 (400, "invalid_argument", message))
         info = self.call("GET", "/v1/jobs/e1")[1]
         self.assertEqual((info["state"], info["body"], info["attempts"]), ("ready", "orig", 0))
 
