@@ -231,7 +231,7 @@ int Serve(ServeOptions o) {
   }
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves
-  // are answered empty, owed replies are written) for at most
+  // are answered "shutting down", owed replies are written) for at most
   // shutdown_timeout_ms; a second signal stops at once.
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) return Fail(delayq::Internal("signalfd failed: SIGTERM could not stop the server"));

@@ -550,22 +550,52 @@ class AuthTest(unittest.TestCase):
 
 
 class ShutdownTest(unittest.TestCase):
-    def test_sigterm_answers_a_waiting_reserve_then_exits(self):
+    SHUTTING_DOWN = ("shutting down: the server is stopping; reserve again on another server, "
+                     "or on this one once it is back")
+
+    def test_sigterm_answers_waiting_reserves_shutting_down_not_no_job(self):
+        """A reserve that SIGTERM cuts short must not read as "no job" (200
+        {"jobs":[]}, a nil array), or a worker polls a server going away: HTTP
+        503 with Retry-After and Connection: close, RESP -UNAVAILABLE, the
+        seed's pop success false; each message begins "shutting down"."""
         server = Server()
-        waiter = Client(server.http_port)
-        got = {}
-
-        def wait():
-            got["r"] = waiter.call("POST", "/v1/reserve", {"topics": ["never"], "wait_ms": 30000})
-
-        t = threading.Thread(target=wait)
-        t.start()
+        requests = {
+            "http": b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n"
+                    b'{"topics":["never"],"wait_ms":30000}    ',
+            "pop": b"POST /command HTTP/1.1\r\nHost: x\r\nContent-Length: 49\r\n\r\n"
+                   b'{"command":"pop","topic":"never","timeout":30}   ',
+        }
+        socks = {}
+        for name, request in requests.items():
+            socks[name] = socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
+            socks[name].sendall(request)
+        socks["resp"] = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        socks["resp"].sendall(b"RESERVE TIMEOUT 30000 FROM never\r\n")
         probe = Client(server.http_port)
-        wait_until(lambda: probe.call("GET", "/v1/stats")[1]["waiting"] == 1,
-                   what="the reserve to park")
+        wait_until(lambda: probe.call("GET", "/v1/stats")[1]["waiting"] == 3,
+                   what="the three reserves to park")
+        probe.close()
         self.assertEqual(server.stop(), 0)
-        t.join(timeout=10)
-        self.assertEqual(got["r"], (200, {"jobs": []}))
+        got = {name: recv_all(s) for name, s in socks.items()}
+        for s in socks.values():
+            s.close()
+
+        head, _, body = got["http"].partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        self.assertEqual(lines[0], "HTTP/1.1 503 Service Unavailable")
+        self.assertIn("Retry-After: 1", lines)
+        self.assertIn("Connection: close", lines)
+        self.assertEqual(json.loads(body),
+                         {"error": {"code": "unavailable", "message": self.SHUTTING_DOWN}})
+
+        head, _, body = got["pop"].partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200 OK"), head)
+        self.assertIn(b"Connection: close", head)
+        self.assertEqual(json.loads(body), {"success": False,
+                                            "error": "unavailable: " + self.SHUTTING_DOWN,
+                                            "id": None, "value": None})
+
+        self.assertEqual(got["resp"], b"-UNAVAILABLE " + self.SHUTTING_DOWN.encode() + b"\r\n")
 
 
 def _versions(args):

@@ -462,24 +462,40 @@ TEST_P(HttpFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
   EXPECT_EQ(Int((*info)["attempts"]), 0);
 }
 
-// Shutdown: the parked long-poll is answered with no jobs, then the requests
-// pipelined behind it are served; the last response closes the connection.
-TEST_P(HttpFrontEnd, ADrainServesWhatWasPipelinedBehindALongPoll) {
+constexpr std::string_view kShuttingDown =
+    "unavailable: shutting down: the server is stopping; reserve again on another server, or on "
+    "this one once it is back";
+
+// Shutdown: the parked long-poll is answered 503 "shutting down", never 200
+// {"jobs":[]} (which reads as "no job", and a worker would poll a server
+// going away), with Retry-After and Connection: close; what was pipelined
+// behind it is not served, as that header says.
+TEST_P(HttpFrontEnd, ADrainAnswersALongPoll503ShuttingDownAndCloses) {
   auto c = h.Connect(Protocol::kHttp);
   c->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["dr"],"wait_ms":60000})") +
-          HttpRequest("POST", "/v1/jobs", R"({"topic":"dr","id":"dr-1"})") +
-          HttpRequest("GET", "/healthz"));
+          HttpRequest("POST", "/v1/jobs", R"({"topic":"dr","id":"dr-1"})"));
   EXPECT_EQ(c->Unread(), "");
   h.RunOnLoop([&] { h.http().BeginDrain(); });
   HttpReply polled = c->ReadHttp();
-  EXPECT_EQ(polled.status, 200);
-  EXPECT_EQ(Text((*Json(polled.body))["jobs"]), "[]");
-  EXPECT_NE(polled.Header("Connection"), "close");  // more follows
-  HttpReply added = c->ReadHttp();
-  EXPECT_EQ(added.status, 201);
-  HttpReply health = c->ReadHttp();
-  EXPECT_EQ(health.status, 200);
-  EXPECT_EQ(health.Header("Connection"), "close");  // the last one says so
+  EXPECT_EQ(polled.status, 503);
+  EXPECT_EQ(ErrorOf(polled), kShuttingDown);
+  EXPECT_EQ(polled.Header("Retry-After"), "1");
+  EXPECT_EQ(polled.Header("Connection"), "close");
+  EXPECT_EQ(c->ReadToClose(), "");
+  EXPECT_EQ(h.Resp({"GET", "dr-1"}), NilArray());  // not added (no such job)
+}
+
+// /command's pop answers in the seed's shape: success false and the error.
+TEST_P(HttpFrontEnd, ADrainAnswersAWaitingSeedPopShuttingDown) {
+  auto c = h.Connect(Protocol::kHttp);
+  c->Send(HttpRequest("POST", "/command", R"({"command":"pop","topic":"dp","timeout":60})"));
+  EXPECT_EQ(c->Unread(), "");
+  h.RunOnLoop([&] { h.http().BeginDrain(); });
+  HttpReply popped = c->ReadHttp();
+  EXPECT_EQ(popped.status, 200);
+  EXPECT_EQ(Seed(popped), "false null null");
+  EXPECT_EQ(Str((*Json(popped.body))["error"]), kShuttingDown);
+  EXPECT_EQ(popped.Header("Connection"), "close");
   EXPECT_EQ(c->ReadToClose(), "");
 }
 
