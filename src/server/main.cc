@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -338,6 +339,9 @@ bool OnCommandLine(int argc, char** argv, std::string_view flag) {
 // syntax of every duration delayq takes) and "--request-timeout-ms 30000"
 // (whole milliseconds, the older form), each also read from DELAYQ_<NAME>.
 struct DurationFlag {
+  DurationFlag(std::string n, int64_t* field, int64_t max_ms, std::string h)
+      : name(std::move(n)), ms(field), most(max_ms), help(std::move(h)) {}
+
   std::string name;  // "--request-timeout"; the ms form is name + "-ms"
   int64_t* ms;       // ServeOptions' field, holding the default
   int64_t most;
@@ -374,9 +378,15 @@ Status ReadDurationFlags(std::vector<DurationFlag>& flags, int argc, char** argv
     const std::string text_src = text_flag ? d.name : EnvName(d.name);
     const std::string ms_src = ms_flag ? ms_name : EnvName(ms_name);
     if (text_given && ms_given && text_flag == ms_flag) {
-      return delayq::InvalidArgument(text_src + " and " + ms_src + ": give one, not both (" +
-                                     text_src + " takes a duration such as 30s, " + ms_src +
-                                     " whole milliseconds)");
+      std::string both = text_src;
+      both += " and ";
+      both += ms_src;
+      both += ": give one, not both (";
+      both += text_src;
+      both += " takes a duration such as 30s, ";
+      both += ms_src;
+      both += " whole milliseconds)";
+      return delayq::InvalidArgument(std::move(both));
     }
     if (!text_given || (ms_given && ms_flag)) continue;  // the ms form (or the default) stands
     delayq::Result<int64_t> ms = delayq::ParseDurationMs(d.text, text_src);
