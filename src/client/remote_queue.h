@@ -44,6 +44,16 @@
 // receipt ("force"): by id alone, a repeat could act on another delivery
 // or another job.
 //
+// A server that shuts down while a reserve waits on it answers kUnavailable
+// "shutting down: ..." (never "no job"): that server is going away. The
+// client closes its connections to it and marks it down; with a list, the
+// reserve goes to the next server at once, for what is left of its wait
+// (it took nothing on the first: nothing can be delivered twice), and the
+// caller sees only its answer there; with one server — or none of the
+// others taking it — the caller gets kUnavailable, its message beginning
+// "shutting down" (client::kShuttingDown) and naming the server, so a
+// worker reconnects rather than polling.
+//
 // Waiting reserves hold no thread each: one I/O thread of this queue
 // polls them all (client/waiting_reserves.h), and reserve callbacks run on
 // it. Connections are pooled per server; every connect is bounded by

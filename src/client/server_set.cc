@@ -113,6 +113,18 @@ void ServerSet::Broken(size_t server, std::unique_ptr<redis::Connection> conn,
   servers_[server]->backoff->Failed(reason);
 }
 
+void ServerSet::GoingAway(size_t server, std::unique_ptr<redis::Connection> conn) {
+  conn.reset();
+  Server& s = *servers_[server];
+  std::vector<std::unique_ptr<redis::Connection>> idle;
+  {
+    std::lock_guard lock(s.mu);
+    idle.swap(s.idle);
+  }
+  idle.clear();  // closed outside the lock
+  s.backoff->Failed("shutting down");
+}
+
 Status ServerSet::Run(std::span<const redis::Argv> cmds, Retry retry, const Take& take) {
   std::string tried;
   bool unauthorized = false;

@@ -13,7 +13,9 @@
 //    when the caller said it may (Retry::kAlways); otherwise the call fails
 //    with kUnavailable saying so (Retry::kUntilSent).
 //  - an -UNAVAILABLE reply (that server's store is unreachable, or it is
-//    shutting down) moves a Retry::kAlways request on as well.
+//    shutting down) moves a Retry::kAlways request on as well. A waiting
+//    reserve cut short by a server's shutdown ("shutting down: ...") marks
+//    it down and moves on (GoingAway; client/waiting_reserves.h).
 // When no server takes it: kUnavailable "no delayq server answered:
 // 127.0.0.1:7701 (Connection refused), 127.0.0.1:7702 (...)", or
 // kUnauthorized when a server refused the AUTH token.
@@ -56,6 +58,12 @@ enum class Retry {
 inline constexpr std::string_view kNoServerAnswered = "no delayq server answered: ";
 inline constexpr std::string_view kNoServerAccepted = "no delayq server accepted: ";
 
+// How a server's answer to a reserve that its shutdown cut short begins
+// (kUnavailable; src/server/errors.h kShuttingDown, the same text): that
+// server is going away (WaitingReserves fails over on it, the command line
+// and the Worker read it).
+inline constexpr std::string_view kShuttingDown = "shutting down: ";
+
 // The default RESP port of `delayq serve`.
 inline constexpr int kDefaultPort = 7701;
 
@@ -97,6 +105,11 @@ class ServerSet {
   void Release(size_t server, std::unique_ptr<redis::Connection> conn);
   // The connection broke: closed, and its server marked down.
   void Broken(size_t server, std::unique_ptr<redis::Connection> conn, const std::string& reason);
+  // The server answered that it is shutting down (kShuttingDown): `conn`
+  // and its idle connections (which it is closing) are closed, and it is
+  // marked down, so the next request goes to the next server at once.
+  void GoingAway(size_t server, std::unique_ptr<redis::Connection> conn);
+  size_t size() const { return servers_.size(); }
 
   // "127.0.0.1:7701", for messages.
   std::string Name(size_t server) const;

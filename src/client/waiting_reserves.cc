@@ -39,8 +39,11 @@ struct WaitingReserves::Pending {
   std::unique_ptr<redis::Connection> conn;
   int64_t deadline_ms = 0;  // steady clock: the wait plus the request timeout
   int64_t wait_ms = 0;
-  redis::Argv cmd;  // kSending: the RESERVE the sender thread is to send
-  Status failure;   // kFailed: why it could not be sent
+  ReserveRequest req;       // as asked, its wait capped (sent again on failover)
+  int64_t wait_end_ms = 0;  // steady clock: when the wait asked for ends
+  redis::Argv cmd;          // kSending: the RESERVE the sender thread is to send
+  Status failure;           // kFailed: why it could not be sent
+  Status going_away;        // failing over: the answer of the server shutting down
   enum class State {
     kSending,  // queued for (or in) the sender thread's Send
     kFailed,   // the send failed: the I/O thread runs `done` with `failure`
@@ -89,6 +92,8 @@ uint64_t WaitingReserves::Start(const ReserveRequest& asked, ReserveCallback don
       auto p = std::make_shared<Pending>();
       p->done = std::move(done);
       p->wait_ms = req.wait_ms;
+      p->req = req;
+      p->wait_end_ms = SaturatingAdd(redis::SteadyMs(), req.wait_ms);
       p->cmd = ReserveCommand(req);
       p->state = Pending::State::kSending;
       p->ticket = next_ticket_++;
@@ -108,6 +113,8 @@ uint64_t WaitingReserves::Start(const ReserveRequest& asked, ReserveCallback don
   p->server = sent->server;
   p->conn = std::move(sent->conn);
   p->wait_ms = req.wait_ms;
+  p->req = req;
+  p->wait_end_ms = SaturatingAdd(redis::SteadyMs(), req.wait_ms);
   p->deadline_ms =
       SaturatingAdd(SaturatingAdd(redis::SteadyMs(), req.wait_ms), servers_->request_timeout_ms());
   {
@@ -187,6 +194,13 @@ void WaitingReserves::SendLoop() {
       if (!cancelled && !closed_) {
         p->state = sent.ok() ? Pending::State::kWaiting : Pending::State::kFailed;
         if (!sent.ok()) p->failure = sent.status();
+        // Failing over from a server shutting down: its answer first, so
+        // the message still begins with kShuttingDown.
+        if (!sent.ok() && !p->going_away.ok()) {
+          p->failure =
+              Unavailable(p->going_away.message() +
+                          "; no other server took the reserve: " + sent.status().message());
+        }
       }
     }
     if (cancelled && p->conn) Withdraw(*p);
@@ -283,13 +297,44 @@ void WaitingReserves::Serve(const std::shared_ptr<Pending>& p, bool readable, in
                                      std::to_string(servers_->request_timeout_ms()) +
                                      " ms (its wait and the request timeout)");
   const bool whole = !st.ok() || !got.empty();
+  // The server's shutdown cut the wait short: it is going away. With
+  // another server, the reserve goes there at once for what is left of its
+  // wait (sent by the sender thread: a connect never holds this thread);
+  // else the caller gets the answer, naming the server.
+  Status going_away;
+  if (st.ok() && got.size() == 1) {
+    Result<Deliveries> said = ParseDeliveries(got[0]);
+    if (!said.ok() && said.status().code() == Code::kUnavailable &&
+        said.status().message().starts_with(kShuttingDown)) {
+      going_away = Unavailable(said.status().message() + " (delayq server " +
+                               servers_->Name(p->server) + ")");
+      servers_->GoingAway(p->server, std::move(p->conn));
+    }
+  }
+  const int64_t left = p->wait_end_ms - redis::SteadyMs();
+  bool failing_over = false;
   {
     std::lock_guard lock(mu_);
-    p->state = whole ? Pending::State::kGone : Pending::State::kWaiting;
-    if (whole) waiting_.erase(p->ticket);
+    if (!going_away.ok() && servers_->size() > 1 && left > 0 && !closed_) {
+      failing_over = true;
+      p->state = Pending::State::kSending;
+      p->going_away = going_away;
+      p->wait_ms = left;
+      p->req.wait_ms = left;
+      p->cmd = ReserveCommand(p->req);
+      to_send_.push_back(p);
+      send_cv_.notify_one();
+    } else {
+      p->state = whole ? Pending::State::kGone : Pending::State::kWaiting;
+      if (whole) waiting_.erase(p->ticket);
+    }
   }
   read_done_.notify_all();
-  if (!whole) return;
+  if (failing_over || !whole) return;
+  if (!going_away.ok()) {
+    p->done(std::move(going_away));
+    return;
+  }
   if (!st.ok()) {
     std::string why = st.message();
     const std::string prefix = p->conn->name() + ": ";

@@ -497,7 +497,8 @@ void TcpServer::BeginDrain() {
   for (uint64_t id : ids) {
     Connection* c = Find(id);
     if (c == nullptr) continue;
-    // Answers what waits (empty); the requests received behind it are then
+    // Answers what waits (the handler says what: the front ends answer
+    // "shutting down"); the requests received behind it are then
     // served, as the handler resumes the connection. Not `closing`: that
     // would drop them. Flush closes each connection once it owes nothing
     // and has nothing received left to serve.

@@ -205,7 +205,9 @@ Status Client::Connect() {
     }
     return Refresh(/*force=*/true);
   }
-  return Unavailable("redis: no seed of " + url_.ToString() + " answered: " + errors);
+  // "Seed" is this file's word for an address of the URL, not the user's.
+  return Unavailable("redis: none of the Redis addresses given (" + url_.ToString() +
+                     ") answered: " + errors);
 }
 
 std::shared_ptr<const Client::SlotMap> Client::slot_map() const {

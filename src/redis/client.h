@@ -124,8 +124,10 @@ struct ClientOptions {
 class Client {
  public:
   // Parses `url` (url.h) and connects. InvalidArgument for a bad URL, or a
-  // non-zero db on a cluster; kUnavailable (naming each seed and why) when
-  // no seed answers, AUTH is refused, or the cluster's slot map cannot be read.
+  // non-zero db on a cluster; kUnavailable when no address of the URL
+  // answers ("redis: none of the Redis addresses given (redis://a:1,b:2)
+  // answered: " and each one's error; the password shown as ***), AUTH is
+  // refused, or the cluster's slot map cannot be read.
   static Result<std::unique_ptr<Client>> Open(std::string_view url, ClientOptions options = {});
   static Result<std::unique_ptr<Client>> Open(const RedisUrl& url, ClientOptions options = {});
   ~Client();

@@ -118,7 +118,7 @@ class RedisQueue final : public ServingQueue {
   // driver() is null. Errors: kInvalidArgument naming the option
   // (redis_url, redis_prefix: 1-256 bytes without '{' or '}', redis_buckets:
   // 1..16384, or a prefix first used with another bucket count);
-  // kUnavailable when no seed answers; kInternal when the prefix holds
+  // kUnavailable when none of the URL's addresses answers; kInternal when the prefix holds
   // another format.
   static Result<std::unique_ptr<RedisQueue>> Open(const QueueOptions& options);
   // Stops the threads (a round in flight ends first), then answers every op

@@ -3,6 +3,7 @@
 #define DELAYQ_SERVER_ERRORS_H_
 
 #include <iterator>
+#include <string>
 #include <string_view>
 
 #include "delayq/status.h"
@@ -33,6 +34,24 @@ inline const ErrorMapping& MappingFor(Code code) {
     if (m.code == code) return m;
   }
   return kErrorMappings[std::size(kErrorMappings) - 1];  // kInternal
+}
+
+// How the answer of a reserve that the server's shutdown cut short begins:
+// kUnavailable, never "no job", so that a worker goes to another server (or
+// waits for this one to come back) at once instead of polling one that is
+// going away. Clients rely on the prefix (the network client fails over on
+// it, the command line words it, and src/client keeps the same constant).
+// HTTP adds Retry-After and Connection: close to it (HttpServer).
+inline constexpr std::string_view kShuttingDown = "shutting down: ";
+
+inline Status ShuttingDown() {
+  return Unavailable(std::string(kShuttingDown) +
+                     "the server is stopping; reserve again on another server, or on this one "
+                     "once it is back");
+}
+
+inline bool IsShuttingDown(const Status& s) {
+  return s.code() == Code::kUnavailable && s.message().starts_with(kShuttingDown);
 }
 
 }  // namespace delayq::server

@@ -6,8 +6,17 @@
 #include <optional>
 #include <utility>
 
+#include "server/errors.h"
+
 namespace delayq::server {
 namespace {
+
+// A reserve that asked to wait, cut short by the drain: no jobs is not "no
+// job" but the server going away.
+Result<Deliveries> CutShort(Result<Deliveries> r, bool cut_short) {
+  if (cut_short && r.ok() && r->empty()) return ShuttingDown();
+  return r;
+}
 
 int64_t WallNowUs() {
   timespec ts{};
@@ -121,6 +130,7 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
     c.closing = true;
     return;
   }
+  const bool cut_short = tcp_->draining() && req.wait_ms > 0;
   if (tcp_->draining()) req.wait_ms = 0;
   // The client's own bound (RESP's MAXBYTES), if tighter than the server's.
   const uint64_t budget = ReserveByteBudget();
@@ -149,18 +159,19 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   }
   NoteChange(c, mark_before);  // the reservations made, if any
   if (now) {
-    AnswerTracked(c, std::move(*now));
+    AnswerTracked(c, CutShort(std::move(*now), cut_short));
     return;
   }
   auto& s = static_cast<State&>(*c.state);
   int64_t now_ms = WallNowUs() / 1000;
   if (serial != 0) {
     c.OpenHole();
-    s.reserves.emplace(serial, State::InFlightReserve{ticket, now_ms});
+    s.reserves.emplace(serial, State::InFlightReserve{ticket, now_ms, cut_short});
     return;
   }
   s.reserve_ticket = ticket;
   s.parked_at_ms = now_ms;
+  s.reserve_cut_short = cut_short;
   c.waiting = true;
 }
 
@@ -190,6 +201,7 @@ void FrontEnd::FinishReserve(uint64_t conn_id, Result<Deliveries> r) {
   }
   auto& s = static_cast<State&>(*c->state);
   s.reserve_ticket = 0;
+  r = CutShort(std::move(r), std::exchange(s.reserve_cut_short, false));
   c->waiting = false;
   // Its reservations were logged before this ran: the answer waits for them.
   if (r.ok() && !r->empty()) NoteChange(*c, 0);
@@ -211,6 +223,7 @@ void FrontEnd::FinishInFlightReserve(uint64_t conn_id, uint64_t serial, Result<D
     return;
   }
   RecordLateness(r, it->second.started_ms);
+  r = CutShort(std::move(r), it->second.cut_short);
   s.reserves.erase(it);
   // Its reservations were logged before this ran: the answer waits for
   // them, as FinishReserve's does (Connection::FillHole holds the bytes
@@ -242,10 +255,12 @@ bool FrontEnd::AwaitsWork(const net::Connection& c) const {
 
 void FrontEnd::OnDrain(net::Connection& c) {
   auto& s = static_cast<State&>(*c.state);
-  // If the cancel loses the race, the answer is already on its way to the
-  // loop and FinishReserve writes it.
+  // Withdrawn before any job came: the server going away, never "no job"
+  // (ShuttingDown()). If the cancel loses the race, the answer — jobs, or
+  // none because the wait ran out — is already on its way to the loop and
+  // FinishReserve writes it.
   if (s.reserve_ticket != 0 && queue_->CancelReserve(s.reserve_ticket)) {
-    FinishReserve(c.id, Deliveries{});
+    FinishReserve(c.id, ShuttingDown());
     return;
   }
   bool answered = false;
@@ -253,7 +268,7 @@ void FrontEnd::OnDrain(net::Connection& c) {
     if (queue_->CancelReserve(it->second.ticket)) {
       uint64_t serial = it->first;
       it = s.reserves.erase(it);
-      FillHole(c, serial, [&] { AnswerReserve(c, Deliveries{}); });
+      FillHole(c, serial, [&] { AnswerReserve(c, ShuttingDown()); });
       answered = true;
     } else {
       ++it;

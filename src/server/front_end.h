@@ -71,10 +71,12 @@ class FrontEnd : public net::TcpHandler {
 
   int port() const { return tcp_->port(); }
   size_t connections() const { return tcp_->connections(); }
-  // Shutdown: stop accepting, answer waiting reserves (empty), serve the
-  // requests received before the drain (pipelined behind them too), write
-  // what is owed, close (net::TcpServer::BeginDrain). Drained() once every
-  // connection is gone.
+  // Shutdown: stop accepting, answer waiting reserves kUnavailable
+  // "shutting down: ..." (ShuttingDown(), errors.h; a reserve that already
+  // took jobs is answered with them), serve the requests received before
+  // the drain (pipelined behind them too; HTTP closes after its 503
+  // instead), write what is owed, close (net::TcpServer::BeginDrain).
+  // Drained() once every connection is gone.
   void BeginDrain() { tcp_->BeginDrain(); }
   bool Drained() const { return tcp_->Drained(); }
   net::TcpServer* tcp() { return tcp_.get(); }
@@ -99,10 +101,14 @@ class FrontEnd : public net::TcpHandler {
   struct State : net::ConnectionState {
     uint64_t reserve_ticket = 0;  // non-zero while a reserve waits
     int64_t parked_at_ms = 0;     // wall clock, when it began to wait
+    // The reserve asked to wait but started during the drain, which waits
+    // for nothing: no jobs is then ShuttingDown(), not "no job".
+    bool reserve_cut_short = false;
     // Pipelining: requests whose replies are still to come.
     struct InFlightReserve {
       uint64_t ticket;
       int64_t started_ms;  // wall clock
+      bool cut_short;      // as reserve_cut_short
     };
     std::map<uint64_t, InFlightReserve> reserves;  // by hole serial
     uint32_t changes = 0;                          // Await calls in flight
@@ -138,7 +144,8 @@ class FrontEnd : public net::TcpHandler {
 
   // Starts a reserve for c. AnswerReserve(c, result) writes the answer:
   // inside this call if the queue answers at once, otherwise later with c
-  // parked meanwhile. While draining, reserves do not wait. req.max_bytes
+  // parked meanwhile. While draining, reserves do not wait: one that asked
+  // to and finds no job is answered ShuttingDown(). req.max_bytes
   // is the client's own bound (0: none), cut to ReserveByteBudget(). After
   // the client's FIN (c.peer_closed) no reserve starts: c is closing, with
   // no answer, and no job is taken.

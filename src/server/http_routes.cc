@@ -293,6 +293,9 @@ void HttpServer::Api::AnswerReserve(Connection& c, const Result<Deliveries>& r) 
   PendingReply kind = std::exchange(StateOf(c).pending, PendingReply::kNone);
   Unpark(c);
   if (kind == PendingReply::kPop) {
+    // The seed's protocol answers errors 200 {"success":false}; a pop the
+    // shutdown cut short says so there, and the connection closes.
+    if (IsShuttingDown(r.status())) keep_alive_ = false;
     if (!r.ok()) return SeedReply(c, r.status());
     if (r->empty()) return SeedReply(c, Status::Ok());
     return SeedReply(c, Status::Ok(), r->front().id, r->front().body);

@@ -186,6 +186,17 @@ void HttpServer::Api::Respond(Connection& c, int status, std::string_view conten
 }
 
 void HttpServer::Api::Error(Connection& c, const Status& st, std::string_view headers) {
+  if (IsShuttingDown(st)) {
+    // A reserve the shutdown cut short: this server is going away, so the
+    // client is told to leave it (Connection: close; what was pipelined
+    // behind is not served, as the header promises) and when to try again.
+    // One second: time for a restart to be listening again, or for a
+    // client of several servers to try the next one; a client that would
+    // rather not wait reconnects at once, elsewhere.
+    keep_alive_ = false;
+    return Json(c, MappingFor(st.code()).http_status, ErrorJson(CodeName(st.code()), st.message()),
+                std::string(headers) + "Retry-After: 1\r\n");
+  }
   Json(c, MappingFor(st.code()).http_status, ErrorJson(CodeName(st.code()), st.message()), headers);
 }
 

@@ -1,13 +1,231 @@
 #include "server/json_fields.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "codec/base64.h"
+#include "codec/utf8.h"
 #include "common/duration.h"
+#include "common/suggest.h"
 #include "delayq/job.h"
 
 namespace delayq::server {
+namespace {
+
+// Where a text that simdjson refused stops being JSON (RFC 8259), and why.
+// simdjson's DOM parser checks a whole document at SIMD speed but says
+// neither where nor, in words a user can act on, what; this runs only on a
+// body already refused, so its byte-at-a-time pace costs nothing otherwise.
+class SyntaxScanner {
+ public:
+  explicit SyntaxScanner(std::string_view text) : t_(text) {}
+
+  // The first error, or nullopt when the text is JSON to this scanner
+  // (simdjson refused it for a reason of its own).
+  std::optional<std::pair<size_t, std::string>> FirstError() {
+    if (Value(0) && (SkipSpace(), i_ == t_.size())) return std::nullopt;
+    if (error_.empty()) error_ = "text after the JSON value, " + Found();
+    return std::make_pair(i_, error_);
+  }
+
+ private:
+  // simdjson's own limit.
+  static constexpr int kMaxDepth = 1024;
+
+  void SkipSpace() {
+    while (i_ < t_.size() &&
+           (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) {
+      ++i_;
+    }
+  }
+  // "found 'x'", "found byte 0x01", "the body ended there".
+  std::string Found() const {
+    if (i_ >= t_.size()) return "but the request ended there";
+    unsigned char ch = static_cast<unsigned char>(t_[i_]);
+    char buf[24];
+    if (ch >= 0x20 && ch < 0x7f) {
+      std::snprintf(buf, sizeof buf, "found '%c'", ch);
+    } else {
+      std::snprintf(buf, sizeof buf, "found byte 0x%02X", ch);
+    }
+    return buf;
+  }
+  bool Fail(std::string why) {
+    error_ = std::move(why);
+    return false;
+  }
+  bool Expect(char ch, std::string_view what) {
+    SkipSpace();
+    if (i_ < t_.size() && t_[i_] == ch) {
+      ++i_;
+      return true;
+    }
+    return Fail("expected " + std::string(what) + ", " + Found());
+  }
+
+  bool Value(int depth) {
+    SkipSpace();
+    if (i_ >= t_.size()) return Fail("expected a value, " + Found());
+    switch (t_[i_]) {
+      case '{':
+        return Container(depth, '}');
+      case '[':
+        return Container(depth, ']');
+      case '"':
+        return String();
+      case 't':
+        return Literal("true");
+      case 'f':
+        return Literal("false");
+      case 'n':
+        return Literal("null");
+      default:
+        if (t_[i_] == '-' || (t_[i_] >= '0' && t_[i_] <= '9')) return Number();
+        return Fail("expected a value (an object, array, string, number, true, false or null), " +
+                    Found());
+    }
+  }
+
+  bool Container(int depth, char close) {
+    if (depth + 1 > kMaxDepth) {
+      return Fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    const bool object = close == '}';
+    ++i_;  // '{' or '['
+    SkipSpace();
+    if (i_ < t_.size() && t_[i_] == close) {
+      ++i_;
+      return true;
+    }
+    for (;;) {
+      if (object) {
+        SkipSpace();
+        if (i_ >= t_.size() || t_[i_] != '"') {
+          return Fail("expected a field name in double quotes, " + Found());
+        }
+        if (!String() || !Expect(':', "':' after the field name")) return false;
+      }
+      if (!Value(depth + 1)) return false;
+      SkipSpace();
+      if (i_ < t_.size() && t_[i_] == ',') {
+        ++i_;
+        continue;
+      }
+      if (i_ < t_.size() && t_[i_] == close) {
+        ++i_;
+        return true;
+      }
+      return Fail(object ? "expected ',' or '}' after a field, " + Found()
+                         : "expected ',' or ']' after an element, " + Found());
+    }
+  }
+
+  bool String() {
+    const size_t open = i_++;
+    while (i_ < t_.size()) {
+      unsigned char ch = static_cast<unsigned char>(t_[i_]);
+      if (ch == '"') {
+        ++i_;
+        return true;
+      }
+      if (ch < 0x20)
+        return Fail("a control character in a string (write it as an escape: \\n, \\u0001)");
+      if (ch == '\\') {
+        if (i_ + 1 >= t_.size()) break;
+        char e = t_[i_ + 1];
+        if (e == 'u') {
+          for (size_t k = 2; k < 6; ++k) {
+            if (i_ + k >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[i_ + k]))) {
+              return Fail("\\u must be followed by 4 hex digits");
+            }
+          }
+          i_ += 6;
+          continue;
+        }
+        if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
+          return Fail(
+              "unknown escape in a string (use \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX)");
+        }
+        i_ += 2;
+        continue;
+      }
+      if (ch >= 0x80) {
+        size_t len = codec::Utf8SequenceLength(t_, i_);
+        if (len == 0) return Fail("bytes that are not UTF-8 in a string");
+        i_ += len;
+        continue;
+      }
+      ++i_;
+    }
+    i_ = open;
+    return Fail("a string that is never closed (no ending '\"')");
+  }
+
+  bool Literal(std::string_view word) {
+    if (t_.substr(i_, word.size()) != word) {
+      return Fail("expected a value (an object, array, string, number, true, false or null), " +
+                  Found());
+    }
+    i_ += word.size();
+    return true;
+  }
+
+  bool Number() {
+    const size_t start = i_;
+    auto digits = [&] {
+      size_t from = i_;
+      while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') ++i_;
+      return i_ > from;
+    };
+    if (t_[i_] == '-') ++i_;
+    if (i_ < t_.size() && t_[i_] == '0') {
+      ++i_;
+    } else if (!digits()) {
+      return Fail("a number needs a digit after '-', " + Found());
+    }
+    bool integer = true;
+    if (i_ < t_.size() && t_[i_] == '.') {
+      ++i_;
+      integer = false;
+      if (!digits()) return Fail("a number needs a digit after '.', " + Found());
+    }
+    if (i_ < t_.size() && (t_[i_] == 'e' || t_[i_] == 'E')) {
+      ++i_;
+      integer = false;
+      if (i_ < t_.size() && (t_[i_] == '+' || t_[i_] == '-')) ++i_;
+      if (!digits()) return Fail("a number needs a digit in its exponent, " + Found());
+    }
+    // What simdjson refuses of a well-formed number: integers beyond 64
+    // bits, and numbers beyond a double.
+    std::string text(t_.substr(start, i_ - start));
+    errno = 0;
+    if (integer) {
+      if (text[0] == '-') {
+        (void)std::strtoll(text.c_str(), nullptr, 10);
+      } else {
+        (void)std::strtoull(text.c_str(), nullptr, 10);
+      }
+    } else {
+      (void)std::strtod(text.c_str(), nullptr);
+    }
+    if (errno == ERANGE) {
+      i_ = start;
+      return Fail(integer ? "an integer beyond 64 bits" : "a number beyond the range of a double");
+    }
+    return true;
+  }
+
+  std::string_view t_;
+  size_t i_ = 0;
+  std::string error_;
+};
+
+}  // namespace
 
 std::string_view TypeName(dom::element_type t) {
   switch (t) {
@@ -36,10 +254,15 @@ Status JsonFields::Parse(dom::parser& parser, std::string_view text,
   if (start == std::string_view::npos) return Status::Ok();
   dom::element root;
   if (auto err = parser.parse(text.data(), text.size()).get(root); err) {
-    return InvalidArgument(std::string("body: not valid JSON: ") + simdjson::error_message(err));
+    // "request", not "body": a job's "body" is one of the fields.
+    if (auto at = SyntaxScanner(text).FirstError()) {
+      return InvalidArgument("request: not valid JSON at byte " + std::to_string(at->first) + ": " +
+                             at->second);
+    }
+    return InvalidArgument(std::string("request: not valid JSON: ") + simdjson::error_message(err));
   }
   if (root.type() != dom::element_type::OBJECT) {
-    return InvalidArgument("body: expected a JSON object, got " +
+    return InvalidArgument("request: expected a JSON object, got " +
                            std::string(TypeName(root.type())));
   }
   object_ = root.get_object().value_unsafe();
@@ -48,11 +271,22 @@ Status JsonFields::Parse(dom::parser& parser, std::string_view text,
   for (dom::key_value_pair kv : object_) {
     bool known = false;
     for (std::string_view a : allowed) known = known || kv.key == a;
-    if (!known) {
-      return InvalidArgument("unknown field '" + std::string(kv.key.substr(0, 64)) + "'");
-    }
+    if (!known) return UnknownField(kv.key, allowed);
   }
   return Status::Ok();
+}
+
+Status JsonFields::UnknownField(std::string_view key,
+                                std::initializer_list<std::string_view> allowed) {
+  std::string message = "unknown field '" + std::string(key.substr(0, 64)) + "'";
+  std::vector<std::string> known(allowed.begin(), allowed.end());
+  if (std::optional<std::string> near = Nearest(key, known)) {
+    return InvalidArgument(message + " (did you mean '" + *near + "'?)");
+  }
+  // Nothing near: what the endpoint reads, so the right name is one look away.
+  message += " (this request's fields: ";
+  for (size_t i = 0; i < known.size(); ++i) message += (i == 0 ? "" : ", ") + known[i];
+  return InvalidArgument(message + ")");
 }
 
 std::optional<dom::element> JsonFields::Find(std::string_view key) const {

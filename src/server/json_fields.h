@@ -29,7 +29,11 @@ std::string_view TypeName(dom::element_type t);
 // name the field. An empty body reads as {}.
 class JsonFields {
  public:
-  // `allowed` empty: any field is accepted.
+  // `allowed` empty: any field is accepted. Errors (kInvalidArgument):
+  // "request: not valid JSON at byte N: what" (N counted from 0 in `text`),
+  // "request: expected a JSON object, got an array", "unknown field 'topic'
+  // (did you mean 'topics'?)" (the nearest of `allowed`, common/suggest.h;
+  // when none is near, the list of them).
   Status Parse(dom::parser& parser, std::string_view text,
                std::initializer_list<std::string_view> allowed);
 
@@ -61,6 +65,9 @@ class JsonFields {
   Status Body(std::string* out) const;
 
   static Status WrongType(std::string_view key, std::string_view want, const dom::element& e);
+
+  // "unknown field 'key'" with the nearest allowed name, or the list of them.
+  static Status UnknownField(std::string_view key, std::initializer_list<std::string_view> allowed);
 
  private:
   dom::object object_;

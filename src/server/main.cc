@@ -8,18 +8,22 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/client_commands.h"
 #include "cli/left_over.h"
 #include "cli/option_checks.h"
+#include "common/duration.h"
 #include "common/log.h"
 #include "delayq/queue.h"
 #include "delayq/version.h"
@@ -63,6 +67,9 @@ struct ServeOptions {
   // Whether --max-connections (or DELAYQ_MAX_CONNECTIONS) was given: only
   // then is lowering it to fit the open files limit worth a warning.
   bool max_connections_given = false;
+  // How --data-dir was given ("--data-dir" or "DELAYQ_DATA_DIR"), empty
+  // when it was not: a store that keeps nothing there then says so.
+  std::string data_dir_given;
 };
 
 delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name, std::string host,
@@ -187,6 +194,17 @@ int Serve(ServeOptions o) {
     Log(LogLevel::kInfo, "opening the redis store at %s (prefix %s)",
         delayq::redis::RedactUrl(o.redis_url).c_str(), o.redis_prefix.c_str());
   }
+  // A directory given to a store that keeps nothing in it: said, so that no
+  // one believes the jobs are kept there.
+  if (store != delayq::StoreKind::kEmbedded && !o.data_dir_given.empty()) {
+    const std::string where =
+        store == delayq::StoreKind::kRedis
+            ? "the jobs are in Redis at " + delayq::redis::RedactUrl(o.redis_url)
+            : "nothing is kept, every job is lost when the server stops";
+    Log(LogLevel::kWarn,
+        "%s %s is not used by --store %s: %s (only --store embedded keeps its log there)",
+        o.data_dir_given.c_str(), o.data_dir.c_str(), o.store.c_str(), where.c_str());
+  }
   auto queue = delayq::OpenServingQueue(qo, open);
   if (!queue.ok()) return Fail(queue.status());
   if (std::string opened = (*queue)->OpenedSummary(); !opened.empty()) {
@@ -231,7 +249,7 @@ int Serve(ServeOptions o) {
   }
 
   // Shutdown: the first signal stops accepting and drains (waiting reserves
-  // are answered empty, owed replies are written) for at most
+  // are answered "shutting down", owed replies are written) for at most
   // shutdown_timeout_ms; a second signal stops at once.
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) return Fail(delayq::Internal("signalfd failed: SIGTERM could not stop the server"));
@@ -297,6 +315,91 @@ constexpr int64_t kMaxIdleTimeoutMs = 30LL * 86'400'000;  // 30 days
 constexpr int64_t kMaxRequestTimeoutMs = 86'400'000;      // 1 day
 constexpr int64_t kMaxShutdownTimeoutMs = 86'400'000;     // 1 day
 
+// "DELAYQ_REQUEST_TIMEOUT" for "--request-timeout".
+std::string EnvName(std::string_view flag) {
+  std::string env = "DELAYQ_";
+  for (char ch : flag.substr(2)) env += ch == '-' ? '_' : static_cast<char>(std::toupper(ch));
+  return env;
+}
+
+// Whether `flag` is on the command line (as "--flag value" or "--flag=value"),
+// rather than read from its environment variable.
+bool OnCommandLine(int argc, char** argv, std::string_view flag) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == flag || (a.starts_with(flag) && a.size() > flag.size() && a[flag.size()] == '=')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A time option of serve, in two forms as the client commands' --delay and
+// --delay-ms: "--request-timeout 30s" (a duration, ParseDurationMs: the one
+// syntax of every duration delayq takes) and "--request-timeout-ms 30000"
+// (whole milliseconds, the older form), each also read from DELAYQ_<NAME>.
+struct DurationFlag {
+  DurationFlag(std::string n, int64_t* field, int64_t max_ms, std::string h)
+      : name(std::move(n)), ms(field), most(max_ms), help(std::move(h)) {}
+
+  std::string name;  // "--request-timeout"; the ms form is name + "-ms"
+  int64_t* ms;       // ServeOptions' field, holding the default
+  int64_t most;
+  std::string help;
+  std::string text;  // the duration form's value
+  CLI::Option* text_opt = nullptr;
+  CLI::Option* ms_opt = nullptr;
+};
+
+void AddDurationFlag(CLI::App* serve, DurationFlag* d) {
+  const std::string ms_name = d->name + "-ms";
+  // The duration form first: the one --help shows before the other.
+  d->text_opt = serve->add_option(d->name, d->text, d->help + "; a duration: 500ms, 30s, 5m, 1h")
+                    ->envname(EnvName(d->name))
+                    ->type_name("DURATION")
+                    ->default_str(delayq::FormatDurationMs(*d->ms));
+  d->ms_opt = serve->add_option(ms_name, *d->ms, "the same in whole milliseconds")
+                  ->envname(EnvName(ms_name))
+                  ->capture_default_str()
+                  ->check(CLI::Range(int64_t{0}, d->most));
+}
+
+// The value of each DurationFlag into its ServeOptions field. Both forms
+// given the same way (both flags, or both variables) is a usage error naming
+// them; a flag wins over the other form's variable, as every flag wins over
+// its own. A bad duration names the option (or variable) and the value.
+Status ReadDurationFlags(std::vector<DurationFlag>& flags, int argc, char** argv) {
+  for (DurationFlag& d : flags) {
+    const std::string ms_name = d.name + "-ms";
+    const bool text_given = d.text_opt->count() > 0;
+    const bool ms_given = d.ms_opt->count() > 0;
+    const bool text_flag = OnCommandLine(argc, argv, d.name);
+    const bool ms_flag = OnCommandLine(argc, argv, ms_name);
+    const std::string text_src = text_flag ? d.name : EnvName(d.name);
+    const std::string ms_src = ms_flag ? ms_name : EnvName(ms_name);
+    if (text_given && ms_given && text_flag == ms_flag) {
+      std::string both = text_src;
+      both += " and ";
+      both += ms_src;
+      both += ": give one, not both (";
+      both += text_src;
+      both += " takes a duration such as 30s, ";
+      both += ms_src;
+      both += " whole milliseconds)";
+      return delayq::InvalidArgument(std::move(both));
+    }
+    if (!text_given || (ms_given && ms_flag)) continue;  // the ms form (or the default) stands
+    delayq::Result<int64_t> ms = delayq::ParseDurationMs(d.text, text_src);
+    if (!ms.ok()) return ms.status();
+    if (*ms > d.most) {
+      return delayq::InvalidArgument(text_src + ": '" + d.text + "' is longer than the longest " +
+                                     "allowed, " + delayq::FormatDurationMs(d.most));
+    }
+    *d.ms = *ms;
+  }
+  return Status::Ok();
+}
+
 template <typename T>
 CLI::Option* AddOption(CLI::App* app, const std::string& flag, T& value, const std::string& help,
                        const std::string& env) {
@@ -314,13 +417,28 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ServeOptions o;
   CLI::App* serve = app.add_subcommand("serve", "run the server");
+  // Built whole before any is added: the options point into it.
+  std::vector<DurationFlag> durations = {
+      {"--dedup-window", &o.dedup_window_ms, 86'400'000,
+       "how long an add with an idempotency key is remembered: a repeat within it changes "
+       "nothing (0: not remembered)"},
+      {"--idle-timeout", &o.idle_timeout_ms, kMaxIdleTimeoutMs,
+       "close connections idle this long (0: never; a waiting reserve is not idle)"},
+      {"--request-timeout", &o.request_timeout_ms, kMaxRequestTimeoutMs,
+       "a request that has begun must arrive whole within this (0: no limit)"},
+      {"--shutdown-timeout", &o.shutdown_timeout_ms, kMaxShutdownTimeoutMs,
+       "on SIGTERM/SIGINT, time to finish writing replies before connections are cut"},
+  };
   AddOption(serve, "--store", o.store,
             "where jobs live: embedded (a durable log in --data-dir) | redis (Redis or Redis "
             "Cluster at --redis, shared by every server on it) | memory (nothing kept)",
             "DELAYQ_STORE")
       ->check(CLI::IsMember({"embedded", "redis", "memory"}));
-  AddOption(serve, "--data-dir", o.data_dir,
-            "directory of the embedded store's log, created if missing", "DELAYQ_DATA_DIR");
+  CLI::Option* data_dir =
+      AddOption(serve, "--data-dir", o.data_dir,
+                "directory of the embedded store's log, created if missing (not used by the "
+                "other stores)",
+                "DELAYQ_DATA_DIR");
   AddOption(serve, "--fsync", o.fsync,
             "embedded store: when a change is acknowledged: always (after an fdatasync that "
             "covers it) | everysec (once written; fdatasync each second) | never (once written)",
@@ -334,11 +452,7 @@ int main(int argc, char** argv) {
                   "embedded store: start on a log damaged amid its records by dropping the "
                   "damaged bytes and keeping every record that verifies (the log says what was "
                   "dropped); without it such a log stops the start");
-  AddOption(serve, "--dedup-window-ms", o.dedup_window_ms,
-            "how long an add with an idempotency key is remembered: a repeat within it changes "
-            "nothing (0: not remembered)",
-            "DELAYQ_DEDUP_WINDOW_MS")
-      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
+  AddDurationFlag(serve, &durations[0]);  // --dedup-window
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db]; a cluster is "
             "detected",
@@ -387,18 +501,7 @@ int main(int argc, char** argv) {
             "requests a client may send ahead while its replies wait unread, bytes",
             "DELAYQ_MAX_INPUT_BYTES")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
-  AddOption(serve, "--idle-timeout-ms", o.idle_timeout_ms,
-            "close connections idle this long (0: never; a waiting reserve is not idle)",
-            "DELAYQ_IDLE_TIMEOUT_MS")
-      ->check(CLI::Range(int64_t{0}, kMaxIdleTimeoutMs));
-  AddOption(serve, "--request-timeout-ms", o.request_timeout_ms,
-            "a request that has begun must arrive whole within this (0: no limit)",
-            "DELAYQ_REQUEST_TIMEOUT_MS")
-      ->check(CLI::Range(int64_t{0}, kMaxRequestTimeoutMs));
-  AddOption(serve, "--shutdown-timeout-ms", o.shutdown_timeout_ms,
-            "on SIGTERM/SIGINT, time to finish writing replies before connections are cut",
-            "DELAYQ_SHUTDOWN_TIMEOUT_MS")
-      ->check(CLI::Range(int64_t{0}, kMaxShutdownTimeoutMs));
+  for (size_t i = 1; i < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
   AddOption(serve, "--log-level", o.log_level, "debug | info | warn | error", "DELAYQ_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   auto client = delayq::cli::AddClientCommands(&app);
@@ -432,7 +535,14 @@ int main(int argc, char** argv) {
                    given.c_str());
       return 2;
     }
+    if (Status st = ReadDurationFlags(durations, argc, argv); !st.ok()) {
+      std::fprintf(stderr, "delayq serve: %s\n", st.message().c_str());
+      return 2;
+    }
     o.max_connections_given = max_connections->count() > 0;
+    if (data_dir->count() > 0) {
+      o.data_dir_given = OnCommandLine(argc, argv, "--data-dir") ? "--data-dir" : "DELAYQ_DATA_DIR";
+    }
     return Serve(o);
   }
   if (client->Parsed()) return client->Run();

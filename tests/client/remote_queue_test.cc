@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -402,6 +403,63 @@ TEST(RemoteQueue, AReserveWhoseReplyWasLostIsNotRetried) {
   auto again = q->Reserve(From("once", 0));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->size(), 1u);
+}
+
+// How many reserves wait on `q`'s server (-1 while it cannot say).
+int64_t Waiting(Queue& q) {
+  auto stats = q.Stats();
+  return stats.ok() ? static_cast<int64_t>(stats->waiting) : -1;
+}
+
+// A server that shuts down (SIGTERM) while a reserve waits on it answers
+// "shutting down", not "no job": with a list of servers, the reserve goes to
+// the next one at once, for what is left of its wait, and gets the job added
+// there — long before its 60 s wait or any backoff would end.
+TEST(RemoteQueue, AReserveCutShortByAServersShutdownGoesToTheNextServerAtOnce) {
+  auto leaving = StartServer({"--store", "memory"});
+  auto staying = StartServer({"--store", "memory"});
+  ASSERT_TRUE(leaving != nullptr && staying != nullptr);
+  auto on_leaving = OpenRemote(leaving->address());
+  auto on_staying = OpenRemote(staying->address());
+  auto q = OpenRemote(leaving->address() + "," + staying->address());
+  auto got = std::make_shared<std::promise<Result<Deliveries>>>();
+  auto answer = got->get_future();
+  q->ReserveAsync(From("fo", 60'000), [got](Result<Deliveries> r) { got->set_value(r); });
+  ASSERT_TRUE(PollUntil([&] { return Waiting(*on_leaving) == 1; }, std::chrono::seconds(10)));
+  ASSERT_EQ(kill(leaving->pid(), SIGTERM), 0);
+  ASSERT_TRUE(PollUntil([&] { return Waiting(*on_staying) == 1; }, std::chrono::seconds(10)))
+      << "the reserve did not move to the next server";
+  EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "answered before a job came: " << answer.get().status().ToString();
+  ASSERT_TRUE(on_staying->Add(Job("fo", "moved")).ok());
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  Result<Deliveries> r = answer.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].id, "moved");
+  // Later calls go to the server that stays, too.
+  EXPECT_TRUE(q->Finish((*r)[0].id, (*r)[0].receipt).ok());
+}
+
+// With one server, the caller gets the server's answer: kUnavailable,
+// beginning "shutting down" (the command line and the Worker read it), and
+// naming the server.
+TEST(RemoteQueue, AReserveCutShortByTheOnlyServersShutdownSaysShuttingDown) {
+  auto server = StartServer({"--store", "memory"});
+  ASSERT_NE(server, nullptr);
+  auto q = OpenRemote(server->address());
+  auto got = std::make_shared<std::promise<Result<Deliveries>>>();
+  auto answer = got->get_future();
+  q->ReserveAsync(From("sd", 60'000), [got](Result<Deliveries> r) { got->set_value(r); });
+  ASSERT_TRUE(PollUntil([&] { return Waiting(*q) == 1; }, std::chrono::seconds(10)));
+  ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  Result<Deliveries> r = answer.get();
+  ASSERT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(r.status().message(),
+            "shutting down: the server is stopping; reserve again on another server, or on this "
+            "one once it is back (delayq server " +
+                server->address() + ")");
 }
 
 // The in-process stores cap a reserve's wait at a day; the server refuses a

@@ -85,6 +85,103 @@ class ServeFlagsTest(TempCwdTest):
                      flag="--auth-token")
 
 
+# serve's time options: a duration (the one syntax of every duration delayq
+# takes) beside the whole-milliseconds form each had.
+DURATION_FLAGS = ["--dedup-window", "--idle-timeout", "--request-timeout", "--shutdown-timeout"]
+
+
+def env_name(flag):
+    return "DELAYQ_" + flag[2:].upper().replace("-", "_")
+
+
+class DurationFlagsTest(TempCwdTest):
+    def test_both_forms_given_are_a_usage_error_naming_both(self):
+        for flag in DURATION_FLAGS:
+            with self.subTest(flag=flag):
+                err = self.refused("--store", "memory", flag, "1s", flag + "-ms", "1000", flag=flag)
+                self.assertIn(f"delayq serve: {flag} and {flag}-ms: give one, not both ({flag} "
+                              f"takes a duration such as 30s, {flag}-ms whole milliseconds)", err)
+                env = {env_name(flag): "1s", env_name(flag + "-ms"): "1000"}
+                err = self.refused("--store", "memory", env=env, flag=env_name(flag))
+                self.assertIn(f"delayq serve: {env_name(flag)} and {env_name(flag + '-ms')}: "
+                              "give one, not both", err)
+
+    def test_a_bad_duration_names_the_option_and_the_value(self):
+        err = self.refused("--store", "memory", "--request-timeout", "30x",
+                           flag="delayq serve: --request-timeout: ")
+        self.assertIn("'30x'", err)
+        err = self.refused("--store", "memory", "--idle-timeout", "5000",
+                           flag="delayq serve: --idle-timeout: ")
+        self.assertIn("'5000'", err)  # a bare number: the -ms form takes those
+        err = self.refused("--store", "memory", "--shutdown-timeout", "2d",
+                           flag="delayq serve: --shutdown-timeout: ")
+        self.assertIn("'2d' is longer than the longest allowed, 1d", err)
+        err = self.refused("--store", "memory", env={"DELAYQ_REQUEST_TIMEOUT": "5x"},
+                           flag="delayq serve: DELAYQ_REQUEST_TIMEOUT: ")
+        self.assertIn("'5x'", err)
+
+    def test_help_shows_the_duration_form_first(self):
+        r = subprocess.run([harness.BINARY, "serve", "--help"], capture_output=True, text=True,
+                           timeout=30)
+        for flag in DURATION_FLAGS:
+            with self.subTest(flag=flag):
+                self.assertIn(f"{flag} DURATION=", r.stdout)
+                self.assertLess(r.stdout.index(f"{flag} DURATION"), r.stdout.index(f"{flag}-ms "))
+        self.assertIn("--request-timeout DURATION=10s (Env:DELAYQ_REQUEST_TIMEOUT)", r.stdout)
+
+
+class DurationFlagsTakeEffectTest(unittest.TestCase):
+    """--idle-timeout 300ms closes an idle connection long before the
+    default 5 minutes: given as a flag, in the environment, and as a flag
+    over the other form's variable (a flag wins, as over its own)."""
+
+    def closes_idle_connections(self, *args, env=None):
+        server = Server("--store", "memory", *args, env=env)
+        try:
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            self.assertEqual(s.recv(1), b"")  # closed by the server, not timed out here
+            s.close()
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_as_a_flag(self):
+        self.closes_idle_connections("--idle-timeout", "300ms")
+
+    def test_from_the_environment(self):
+        self.closes_idle_connections(env={"DELAYQ_IDLE_TIMEOUT": "300ms"})
+
+    def test_a_flag_wins_over_the_other_forms_variable(self):
+        self.closes_idle_connections("--idle-timeout", "300ms",
+                                     env={"DELAYQ_IDLE_TIMEOUT_MS": "600000"})
+
+
+class DataDirOfAStoreThatDoesNotUseItTest(unittest.TestCase):
+    """--data-dir given to --store memory is said at start not to be used,
+    only when it was given (flag or DELAYQ_DATA_DIR)."""
+
+    def started(self, *args, env=None, data_dir=None):
+        server = Server("--store", "memory", *args, env=env, data_dir=data_dir)
+        try:
+            return server.text
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_said_when_given(self):
+        d = tempfile.mkdtemp(prefix="delayq-unused-")
+        try:
+            said = self.started(data_dir=d)
+            self.assertIn(f"warn  --data-dir {d} is not used by --store memory: nothing is kept, "
+                          "every job is lost when the server stops", said)
+            said = self.started(env={"DELAYQ_DATA_DIR": d})
+            self.assertIn(f"DELAYQ_DATA_DIR {d} is not used by --store memory", said)
+            self.assertEqual(os.listdir(d), [])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_silent_when_not_given(self):
+        self.assertNotIn("is not used", self.started())
+
+
 class EmptyTokenInTheEnvironmentTest(unittest.TestCase):
     def test_an_empty_DELAYQ_AUTH_TOKEN_counts_as_unset(self):
         server = Server("--store", "memory", env={"DELAYQ_AUTH_TOKEN": ""})

@@ -126,7 +126,8 @@ class HttpApiTest(unittest.TestCase):
             ({"topic": "err", "ttr_ms": 0}, 400, "invalid_argument", "ttr_ms"),
             ({"topic": "err", "priority": 4294967296}, 400, "invalid_argument", "priority"),
             ({"topic": "err", "delay": 5}, 400, "invalid_argument", "use delay_ms"),
-            ({"topic": "err", "dealy_ms": 5}, 400, "invalid_argument", "unknown field 'dealy_ms'"),
+            ({"topic": "err", "dealy_ms": 5}, 400, "invalid_argument",
+             "unknown field 'dealy_ms' (did you mean 'delay_ms'?)"),
             ({"topic": "err", "replace": "yes"}, 400, "invalid_argument", "replace"),
             ({"topic": "err", "body": "x" * 5000}, 413, "too_large", "body"),
             ({"topic": 7}, 400, "invalid_argument", "topic"),
@@ -134,10 +135,21 @@ class HttpApiTest(unittest.TestCase):
         for body, status, code, part in cases:
             with self.subTest(body=str(body)[:60]):
                 self.assertError(self.call("POST", "/v1/jobs", body), status, code, part)
-        for raw in ['{"topic":', '[1,2]', '"str"', 'nul', '{"topic":"a"}}', '\x00\xff']:
+        # "request", not "body" (a job's field), and where parsing stopped.
+        any_value = "expected a value (an object, array, string, number, true, false or null)"
+        for raw, message in [
+                ('{"topic":', "request: not valid JSON at byte 9: expected a value, but the "
+                              "request ended there"),
+                ('[1,2]', "request: expected a JSON object, got an array"),
+                ('"str"', "request: expected a JSON object, got a string"),
+                ('nul', f"request: not valid JSON at byte 0: {any_value}, found 'n'"),
+                ('{"topic":"a"}}', "request: not valid JSON at byte 13: text after the JSON "
+                                   "value, found '}'"),
+                ('\x00\xff', f"request: not valid JSON at byte 0: {any_value}, found byte 0x00")]:
             with self.subTest(raw=raw):
-                self.assertError(self.call("POST", "/v1/jobs", raw=raw.encode("latin-1")),
-                                 400, "invalid_argument", "body")
+                st, got = self.call("POST", "/v1/jobs", raw=raw.encode("latin-1"))
+                self.assertEqual((st, got["error"]["code"], got["error"]["message"]),
+                                 (400, "invalid_argument", message))
         info = self.call("GET", "/v1/jobs/e1")[1]
         self.assertEqual((info["state"], info["body"], info["attempts"]), ("ready", "orig", 0))
 
@@ -538,22 +550,52 @@ class AuthTest(unittest.TestCase):
 
 
 class ShutdownTest(unittest.TestCase):
-    def test_sigterm_answers_a_waiting_reserve_then_exits(self):
+    SHUTTING_DOWN = ("shutting down: the server is stopping; reserve again on another server, "
+                     "or on this one once it is back")
+
+    def test_sigterm_answers_waiting_reserves_shutting_down_not_no_job(self):
+        """A reserve that SIGTERM cuts short must not read as "no job" (200
+        {"jobs":[]}, a nil array), or a worker polls a server going away: HTTP
+        503 with Retry-After and Connection: close, RESP -UNAVAILABLE, the
+        seed's pop success false; each message begins "shutting down"."""
         server = Server()
-        waiter = Client(server.http_port)
-        got = {}
-
-        def wait():
-            got["r"] = waiter.call("POST", "/v1/reserve", {"topics": ["never"], "wait_ms": 30000})
-
-        t = threading.Thread(target=wait)
-        t.start()
+        requests = {
+            "http": b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n"
+                    b'{"topics":["never"],"wait_ms":30000}    ',
+            "pop": b"POST /command HTTP/1.1\r\nHost: x\r\nContent-Length: 49\r\n\r\n"
+                   b'{"command":"pop","topic":"never","timeout":30}   ',
+        }
+        socks = {}
+        for name, request in requests.items():
+            socks[name] = socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
+            socks[name].sendall(request)
+        socks["resp"] = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        socks["resp"].sendall(b"RESERVE TIMEOUT 30000 FROM never\r\n")
         probe = Client(server.http_port)
-        wait_until(lambda: probe.call("GET", "/v1/stats")[1]["waiting"] == 1,
-                   what="the reserve to park")
+        wait_until(lambda: probe.call("GET", "/v1/stats")[1]["waiting"] == 3,
+                   what="the three reserves to park")
+        probe.close()
         self.assertEqual(server.stop(), 0)
-        t.join(timeout=10)
-        self.assertEqual(got["r"], (200, {"jobs": []}))
+        got = {name: recv_all(s) for name, s in socks.items()}
+        for s in socks.values():
+            s.close()
+
+        head, _, body = got["http"].partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        self.assertEqual(lines[0], "HTTP/1.1 503 Service Unavailable")
+        self.assertIn("Retry-After: 1", lines)
+        self.assertIn("Connection: close", lines)
+        self.assertEqual(json.loads(body),
+                         {"error": {"code": "unavailable", "message": self.SHUTTING_DOWN}})
+
+        head, _, body = got["pop"].partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200 OK"), head)
+        self.assertIn(b"Connection: close", head)
+        self.assertEqual(json.loads(body), {"success": False,
+                                            "error": "unavailable: " + self.SHUTTING_DOWN,
+                                            "id": None, "value": None})
+
+        self.assertEqual(got["resp"], b"-UNAVAILABLE " + self.SHUTTING_DOWN.encode() + b"\r\n")
 
 
 def _versions(args):

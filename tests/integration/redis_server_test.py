@@ -653,6 +653,19 @@ class Load:
 # --- the tests ------------------------------------------------------------------------
 
 
+class DataDirTest(RedisServerTestCase):
+    def test_a_data_dir_given_is_said_not_to_be_used(self):
+        """The jobs are in Redis: a --data-dir given is said at start to be
+        unused (with the URL, its password hidden), and nothing is made there."""
+        rp = self.start_redis()
+        d = tempfile.mkdtemp(prefix="delayq-unused-")
+        self.addCleanup(shutil.rmtree, d, True)
+        s = self.start_delayq(rp, "dd", "--data-dir", d)
+        self.assertIn(f"warn  --data-dir {d} is not used by --store redis: the jobs are in Redis "
+                      f"at {rp.url}", s.text)
+        self.assertEqual(os.listdir(d), [])
+
+
 class ManyServersTest(RedisServerTestCase):
 
     def run_load(self, tag, servers, jobs):

@@ -283,6 +283,11 @@ class AuthTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
 
+# What a reserve cut short by the server's shutdown answers (server/errors.h).
+SHUTTING_DOWN = ("shutting down: the server is stopping; reserve again on another server, or on "
+                 "this one once it is back")
+
+
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_answers_waiters_and_exits_cleanly(self):
         server = Server()
@@ -303,8 +308,11 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(server.stop(), 0)
         t.join(timeout=10)
         self.assertFalse(t.is_alive())
-        # Drained, not cut: the waiting reserve was answered (nil) first.
-        self.assertEqual(result, {"r": None})
+        # Drained, not cut: the waiting reserve was answered first, and not
+        # with the nil of "no job": the server is going away.
+        self.assertEqual(list(result), ["e"])
+        self.assertIsInstance(result["e"], redis.ResponseError)
+        self.assertEqual(str(result["e"]), "UNAVAILABLE " + SHUTTING_DOWN)
         self.assertIn("stopping: draining", "".join(server.log))
 
     def test_sigterm_serves_what_was_pipelined_behind_a_waiting_reserve(self):
@@ -316,8 +324,9 @@ class ShutdownTest(unittest.TestCase):
                    == b"1", what="the reserve to park")
         probe.close()
         server.signal()  # SIGTERM: the drain
-        # The reserve answered empty, then the commands behind it, then the close.
-        self.assertEqual(recv_all(s), b"*-1\r\n$3\r\nd-1\r\n+PONG\r\n")
+        # The reserve cut short, then the commands behind it, then the close.
+        self.assertEqual(recv_all(s), b"-UNAVAILABLE " + SHUTTING_DOWN.encode() +
+                         b"\r\n$3\r\nd-1\r\n+PONG\r\n")
         s.close()
         self.assertEqual(server.stop(), 0)
 

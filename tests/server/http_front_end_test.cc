@@ -143,10 +143,15 @@ TEST_P(HttpFrontEnd, BadRequestsNameTheFieldAndChangeNothing) {
       {R"({"topic":"err","run_at_ms":1795659700})", 400,
        "run_at_ms: 1795659700 is before 2001-09-09 — it looks like seconds; give milliseconds "
        "(1795659700000)"},
-      {R"({"topic":"err","dealy_ms":5})", 400, "unknown field 'dealy_ms'"},
-      {R"({"topic":)", 400, "body"},  // not JSON
-      {R"([1,2])", 400, "body"},
-      {std::string_view("\x00\xff", 2), 400, "body"},
+      {R"({"topic":"err","dealy_ms":5})", 400,
+       "invalid_argument: unknown field 'dealy_ms' (did you mean 'delay_ms'?)"},
+      {R"({"topic":)", 400,
+       "invalid_argument: request: not valid JSON at byte 9: expected a value, but the request "
+       "ended there"},
+      {R"([1,2])", 400, "invalid_argument: request: expected a JSON object, got an array"},
+      {std::string_view("\x00\xff", 2), 400,
+       "invalid_argument: request: not valid JSON at byte 0: expected a value (an object, array, "
+       "string, number, true, false or null), found byte 0x00"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.body));
@@ -157,6 +162,89 @@ TEST_P(HttpFrontEnd, BadRequestsNameTheFieldAndChangeNothing) {
   Json info(h.Http("GET", "/v1/jobs/e1").body);
   EXPECT_EQ(Str((*info)["state"]), "ready");
   EXPECT_EQ(Str((*info)["body"]), "orig");
+}
+
+// A body that is not JSON says where and why, as "request" (a job's "body"
+// is one of the fields, so "body: not valid JSON" read as that field).
+TEST_P(HttpFrontEnd, ARequestThatIsNotJsonSaysAtWhichByteAndWhy) {
+  struct Case {
+    std::string_view path;
+    std::string_view body;
+    const char* message;
+  } cases[] = {
+      {"/v1/jobs", R"({"topic":"t" "id":"x"})",
+       "request: not valid JSON at byte 13: expected ',' or '}' after a field, found '\"'"},
+      {"/v1/jobs", R"({topic:"t"})",
+       "request: not valid JSON at byte 1: expected a field name in double quotes, found 't'"},
+      {"/v1/jobs", R"({"topic" "t"})",
+       "request: not valid JSON at byte 9: expected ':' after the field name, found '\"'"},
+      {"/v1/jobs", R"({"topic":"t",})",
+       "request: not valid JSON at byte 13: expected a field name in double quotes, found '}'"},
+      {"/v1/jobs", R"({"topic":"t","delay_ms":5)",
+       "request: not valid JSON at byte 25: expected ',' or '}' after a field, but the request "
+       "ended there"},
+      {"/v1/jobs", R"({"topic":"t","body":"a\qb"})",
+       "request: not valid JSON at byte 22: unknown escape in a string"},
+      {"/v1/jobs", R"({"topic":"t","body":"open)",
+       "request: not valid JSON at byte 20: a string that is never closed"},
+      {"/v1/jobs", R"({"topic":"t"} x)",
+       "request: not valid JSON at byte 14: text after the JSON value, found 'x'"},
+      {"/v1/jobs", R"({"topic":"t","delay_ms":01})",
+       "request: not valid JSON at byte 25: expected ',' or '}' after a field, found '1'"},
+      {"/v1/jobs", R"({"topic":"t","replace":tru})",
+       "request: not valid JSON at byte 23: expected a value"},
+      {"/v1/jobs", "{\"topic\":\"t\",\"body\":\"\xff\"}",
+       "request: not valid JSON at byte 21: bytes that are not UTF-8 in a string"},
+      {"/v1/jobs", R"({"topic":"t","priority":99999999999999999999999})",
+       "request: not valid JSON at byte 24: an integer beyond 64 bits"},
+      {"/v1/reserve", R"({"topics":["a",]})",
+       "request: not valid JSON at byte 15: expected a value"},
+      {"/v1/reserve", R"({"topics":["a" "b"]})",
+       "request: not valid JSON at byte 15: expected ',' or ']' after an element, found '\"'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.body));
+    HttpReply r = h.Http("POST", c.path, c.body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(ErrorOf(r).find(std::string("invalid_argument: ") + c.message), 0) << ErrorOf(r);
+  }
+  // /command answers in its own shape, with the same words.
+  Json seed(h.Http("POST", "/command", R"({"command":"pop",})").body);
+  EXPECT_EQ(Str((*seed)["error"]),
+            "invalid_argument: request: not valid JSON at byte 17: expected a field name in "
+            "double quotes, found '}'");
+}
+
+// An unknown field names the nearest one the endpoint reads (as the command
+// line suggests flags), or lists them when none is near.
+TEST_P(HttpFrontEnd, AnUnknownFieldNamesTheNearestKnownOne) {
+  struct Case {
+    std::string_view path;
+    std::string_view body;
+    const char* message;
+  } cases[] = {
+      {"/v1/reserve", R"({"topic":["t"]})", "unknown field 'topic' (did you mean 'topics'?)"},
+      {"/v1/reserve", R"({"topics":["t"],"wiat":"1s"})",
+       "unknown field 'wiat' (did you mean 'wait'?)"},
+      {"/v1/jobs", R"({"topics":"t"})", "unknown field 'topics' (did you mean 'topic'?)"},
+      {"/v1/jobs", R"({"topic":"t","ttr_sm":5})",
+       "unknown field 'ttr_sm' (did you mean 'ttr_ms'?)"},
+      {"/v1/jobs/x/finish", R"({"reciept":"r"})",
+       "unknown field 'reciept' (did you mean 'receipt'?)"},
+      {"/v1/jobs/x/release", R"({"force":true,"delya":"1s"})",
+       "unknown field 'delya' (did you mean 'delay'?)"},
+      {"/v1/jobs/x/bury", R"({"force":true,"resaon":"x"})",
+       "unknown field 'resaon' (did you mean 'reason'?)"},
+      {"/v1/topics/t/pause", R"({"ms":5,"m":5})", "unknown field 'm' (did you mean 'ms'?)"},
+      {"/v1/reserve", R"({"topics":["t"],"colour":1})",
+       "unknown field 'colour' (this request's fields: topics, wait_ms, wait, count)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.path) + " " + std::string(c.body));
+    HttpReply r = h.Http("POST", c.path, c.body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(ErrorOf(r), std::string("invalid_argument: ") + c.message);
+  }
 }
 
 // finish, release, touch and bury need the receipt of the reserve that
@@ -374,24 +462,40 @@ TEST_P(HttpFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
   EXPECT_EQ(Int((*info)["attempts"]), 0);
 }
 
-// Shutdown: the parked long-poll is answered with no jobs, then the requests
-// pipelined behind it are served; the last response closes the connection.
-TEST_P(HttpFrontEnd, ADrainServesWhatWasPipelinedBehindALongPoll) {
+constexpr std::string_view kShuttingDown =
+    "unavailable: shutting down: the server is stopping; reserve again on another server, or on "
+    "this one once it is back";
+
+// Shutdown: the parked long-poll is answered 503 "shutting down", never 200
+// {"jobs":[]} (which reads as "no job", and a worker would poll a server
+// going away), with Retry-After and Connection: close; what was pipelined
+// behind it is not served, as that header says.
+TEST_P(HttpFrontEnd, ADrainAnswersALongPoll503ShuttingDownAndCloses) {
   auto c = h.Connect(Protocol::kHttp);
   c->Send(HttpRequest("POST", "/v1/reserve", R"({"topics":["dr"],"wait_ms":60000})") +
-          HttpRequest("POST", "/v1/jobs", R"({"topic":"dr","id":"dr-1"})") +
-          HttpRequest("GET", "/healthz"));
+          HttpRequest("POST", "/v1/jobs", R"({"topic":"dr","id":"dr-1"})"));
   EXPECT_EQ(c->Unread(), "");
   h.RunOnLoop([&] { h.http().BeginDrain(); });
   HttpReply polled = c->ReadHttp();
-  EXPECT_EQ(polled.status, 200);
-  EXPECT_EQ(Text((*Json(polled.body))["jobs"]), "[]");
-  EXPECT_NE(polled.Header("Connection"), "close");  // more follows
-  HttpReply added = c->ReadHttp();
-  EXPECT_EQ(added.status, 201);
-  HttpReply health = c->ReadHttp();
-  EXPECT_EQ(health.status, 200);
-  EXPECT_EQ(health.Header("Connection"), "close");  // the last one says so
+  EXPECT_EQ(polled.status, 503);
+  EXPECT_EQ(ErrorOf(polled), kShuttingDown);
+  EXPECT_EQ(polled.Header("Retry-After"), "1");
+  EXPECT_EQ(polled.Header("Connection"), "close");
+  EXPECT_EQ(c->ReadToClose(), "");
+  EXPECT_EQ(h.Resp({"GET", "dr-1"}), NilArray());  // not added (no such job)
+}
+
+// /command's pop answers in the seed's shape: success false and the error.
+TEST_P(HttpFrontEnd, ADrainAnswersAWaitingSeedPopShuttingDown) {
+  auto c = h.Connect(Protocol::kHttp);
+  c->Send(HttpRequest("POST", "/command", R"({"command":"pop","topic":"dp","timeout":60})"));
+  EXPECT_EQ(c->Unread(), "");
+  h.RunOnLoop([&] { h.http().BeginDrain(); });
+  HttpReply popped = c->ReadHttp();
+  EXPECT_EQ(popped.status, 200);
+  EXPECT_EQ(Seed(popped), "false null null");
+  EXPECT_EQ(Str((*Json(popped.body))["error"]), kShuttingDown);
+  EXPECT_EQ(popped.Header("Connection"), "close");
   EXPECT_EQ(c->ReadToClose(), "");
 }
 

@@ -344,17 +344,31 @@ TEST_P(RespFrontEnd, AReserveThatArrivesWithTheClientsFinTakesNoJob) {
   EXPECT_EQ(jobs.elements[0].elements[4], Integer(1));  // its first delivery
 }
 
-// Shutdown: a waiting reserve is answered empty, then the commands
-// pipelined behind it, received before the drain, run and are answered,
-// and only then does the connection close.
+// Shutdown: a waiting reserve is answered, then the commands pipelined
+// behind it, received before the drain, run and are answered, and only then
+// does the connection close. The waiting reserve is answered -UNAVAILABLE "shutting down: ...",
+// never the nil of "no job" (a worker would poll a server going away); a reserve pipelined behind
+// it that asked to wait is cut short the same way when it finds no job, and one that finds a job
+// gets it.
 TEST_P(RespFrontEnd, ADrainServesWhatWasPipelinedBehindAWaitingReserve) {
+  const RespReply shutting_down = Error(
+      "UNAVAILABLE shutting down: the server is stopping; reserve again on another server, or "
+      "on this one once it is back");
   auto worker = h.Connect(Protocol::kResp);
   worker->Send(RespCommand({"RESERVE", "TIMEOUT", "60000", "FROM", "dr"}) +
-               RespCommand({"ADD", "dr", "dr-1", "0", "60000", "x"}) + RespCommand({"PING"}));
+               RespCommand({"ADD", "dr", "dr-1", "0", "60000", "x"}) +
+               RespCommand({"RESERVE", "TIMEOUT", "60000", "FROM", "dr.none"}) +
+               RespCommand({"RESERVE", "FROM", "dr.none"}) +
+               RespCommand({"RESERVE", "TIMEOUT", "60000", "FROM", "dr"}) + RespCommand({"PING"}));
   EXPECT_EQ(worker->Unread(), "");
   h.RunOnLoop([&] { h.resp().BeginDrain(); });
-  EXPECT_EQ(worker->ReadResp(), NilArray());
+  EXPECT_EQ(worker->ReadResp(), shutting_down);
   EXPECT_EQ(worker->ReadResp(), Bulk("dr-1"));
+  EXPECT_EQ(worker->ReadResp(), shutting_down);  // asked to wait: cut short
+  EXPECT_EQ(worker->ReadResp(), NilArray());     // asked not to wait: no job, as ever
+  RespReply got = worker->ReadResp();            // a job was there: it is handed out
+  ASSERT_EQ(got.type, RespReply::Type::kArray) << got.ToString();
+  EXPECT_EQ(got.elements.at(0).elements.at(0), Bulk("dr-1"));
   EXPECT_EQ(worker->ReadResp(), Simple("PONG"));
   EXPECT_EQ(worker->ReadToClose(), "");
 }
