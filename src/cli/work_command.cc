@@ -99,12 +99,17 @@ Outcome Decide(const Delivery& job, const CommandResult& r) {
 }
 
 // The server's answer to a job's outcome (WorkerOptions::on_acknowledged):
-// "finished" only once the server took the finish.
+// "finished" only once the server took the finish, and what the server did
+// with a release: a job whose max_attempts this delivery used up is buried,
+// not retried (ReleaseBuries: the queue's rule, Queue::Release).
 void Acknowledged(const Delivery& job, Ack::Kind kind, const Status& answer) {
   const char* what = kind == Ack::Kind::kFinish    ? "finished"
                      : kind == Ack::Kind::kRelease ? "released"
                                                    : "buried";
-  if (answer.ok()) {
+  if (answer.ok() && kind == Ack::Kind::kRelease && ReleaseBuries(job)) {
+    Log(LogLevel::kInfo, "job %s (%s, attempt %u): buried (max_attempts %u used up)",
+        job.id.c_str(), job.topic.c_str(), job.attempts, job.max_attempts);
+  } else if (answer.ok()) {
     Log(LogLevel::kInfo, "job %s (%s, attempt %u): %s", job.id.c_str(), job.topic.c_str(),
         job.attempts, what);
   } else {
@@ -234,9 +239,14 @@ class WorkCommandImpl final : public WorkCommand {
     ReportErrors(**worker, &reported);
     WorkerStats ws = (*worker)->Stats();
     worker->reset();
+    // Released jobs the server buried (max_attempts used up) are not
+    // "for a retry": they wait for a kick.
     Log(LogLevel::kInfo,
-        "delayq work: stopped: %llu finished, %llu released for a retry, %llu given back",
-        static_cast<unsigned long long>(ws.succeeded), static_cast<unsigned long long>(ws.retried),
+        "delayq work: stopped: %llu finished, %llu released for a retry, %llu buried "
+        "(max_attempts used up), %llu given back",
+        static_cast<unsigned long long>(ws.succeeded),
+        static_cast<unsigned long long>(ws.retried - ws.exhausted),
+        static_cast<unsigned long long>(ws.exhausted),
         static_cast<unsigned long long>(ws.given_back));
     return kExitOk;
   }

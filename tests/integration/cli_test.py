@@ -29,7 +29,7 @@ OK, SERVER_ERROR, USAGE, EMPTY, UNAVAILABLE = 0, 1, 2, 3, 4
 # wire::kDeliveryFields (src/wire/fields.h) in table order: what a reserve
 # hands out. RESERVE and PEEK send the first five, or all of them.
 DELIVERY_FIELDS = ["id", "topic", "body", "receipt", "attempts", "ttr_ms", "priority",
-                   "run_at_ms", "reserved_until_ms"]
+                   "run_at_ms", "reserved_until_ms", "max_attempts"]
 NO_RECEIPT = ("--receipt is required (the receipt from 'delayq reserve'); "
               "--force acts by id alone\n")
 
