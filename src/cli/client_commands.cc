@@ -151,6 +151,16 @@ void Err(std::string_view s) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
+// "delayq <command>: s", for what a command finds wrong itself.
+void ErrOf(std::string_view command, std::string_view s) {
+  std::string line = "delayq ";
+  line += command;
+  line += ": ";
+  line += s;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
 void OutJson(const JsonWriter& w) {
   Out(w.str());
   Out("\n");
@@ -754,7 +764,7 @@ QueueOptions RemoteOptions(const Invocation& inv) {
   return o;
 }
 
-// A bad --server list is a usage error: "delayq: --server: bad address ...".
+// A bad --server list is a usage error: "delayq ping: --server: bad address ...".
 Status CheckServers(const std::string& servers) {
   auto parsed = client::ParseServers(servers);
   if (parsed.ok()) return Status::Ok();
@@ -767,14 +777,13 @@ int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) 
   signal(SIGPIPE, SIG_IGN);  // a server gone mid-write is an error, not a kill
   ReadEnvironment(invocation);
   if (Status s = CheckServers(invocation->server); !s.ok()) {
-    Err(s.message());
+    ErrOf(cmd.name, s.message());
     return kExitUsage;
   }
   // "delayq finish: --receipt is required ...": usage errors found here
   // name the subcommand, and nothing has been sent.
   auto usage = [&](const Status& s) {
-    std::string line = "delayq " + std::string(cmd.name) + ": " + s.message() + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
+    ErrOf(cmd.name, s.message());
     return kExitUsage;
   };
   if (Status s = ReadDurations(sub, invocation); !s.ok()) return usage(s);
@@ -814,7 +823,7 @@ class ClientCommandsImpl final : public ClientCommands {
     if (work_->Parsed()) {
       ReadEnvironment(&inv_);
       if (Status s = CheckServers(inv_.server); !s.ok()) {
-        Err(s.message());
+        ErrOf("work", s.message());
         return kExitUsage;
       }
       QueueOptions options = RemoteOptions(inv_);

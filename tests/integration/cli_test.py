@@ -392,7 +392,7 @@ class ClientCommandsTest(CliTestBase):
         self.usage_error("kicktopic", "t")
         self.usage_error("finish", "a", "b")
         r = self.fails(USAGE, "ping", "--server", "127.0.0.1:notaport",
-                       stderr=r"^delayq: --server: .*port")
+                       stderr=r"^delayq ping: --server: .*port")
         self.assertEqual(r.stdout, b"")
         self.fails(USAGE, "ping", "--server", "[::1")
 
@@ -443,8 +443,13 @@ class DurationsTest(CliTestBase):
         self.usage_error("release", "j", "--receipt", "r", "--delay", "5s", "--delay-ms", 1)
         r = self.usage_error("add", "t", "--delay", "5x")
         self.assertEqual(r.stderr.decode(),
-                         "delayq add: --delay: unknown unit 'x' in '5x' (a duration is a whole "
-                         "number and a unit: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
+                         "delayq add: --delay: unknown unit 'x' in '5x' (the units are ms, s, m, "
+                         "h and d: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
+        # Once "a number expected at 'ec'": the unit is read whole.
+        r = self.usage_error("add", "t", "--delay", "30sec")
+        self.assertEqual(r.stderr.decode(),
+                         "delayq add: --delay: unknown unit 'sec' in '30sec': write 30s (the units "
+                         "are ms, s, m, h and d: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
         r = self.usage_error("add", "t", "--delay", "30")
         self.assertTrue(r.stderr.startswith(b"delayq add: --delay: no unit after 30"), r.stderr)
         r = self.usage_error("add", "t", "--ttr", "0")
@@ -537,6 +542,80 @@ class UnknownWordsTest(unittest.TestCase):
         self.assertIn("delayq --help", err)
 
 
+class ParseErrorsTest(UnknownWordsTest):
+    """Every mistake the argument parser finds is said under its command's
+    name, with what to type instead (src/cli/left_over.cc,
+    DescribeParseError); nothing is sent (exit 2)."""
+
+    def assertRefused(self, args, message):
+        self.assertEqual(self.refused(*args), message + "\n", args)
+
+    def test_a_missing_argument_shows_the_usage(self):
+        # Once "topic is required".
+        self.assertRefused(["add"], "delayq add: TOPIC is required (delayq add TOPIC [BODY] "
+                                    "[OPTIONS]; see delayq add --help)")
+        self.assertRefused(["reserve"], "delayq reserve: TOPICS is required (delayq reserve "
+                                        "TOPICS... [OPTIONS]; see delayq reserve --help)")
+        self.assertRefused(["kicktopic", "t"], "delayq kicktopic: N is required (delayq "
+                                               "kicktopic TOPIC N [OPTIONS]; see delayq "
+                                               "kicktopic --help)")
+        self.assertRefused(["work"], "delayq work: TOPICS is required (delayq work "
+                                     "TOPIC[,TOPIC...] [OPTIONS] -- COMMAND [ARGS...]; see "
+                                     "delayq work --help)")
+
+    def test_milliseconds_given_as_a_duration_point_to_the_duration_option(self):
+        # Once "Value 30s not in range 0 to 3153600000000".
+        self.assertRefused(["add", "t", "--delay-ms", "30s"],
+                           "delayq add: --delay-ms takes whole milliseconds, not '30s': use "
+                           "--delay 30s")
+        self.assertRefused(["reserve", "t", "--wait-ms", "5m"],
+                           "delayq reserve: --wait-ms takes whole milliseconds, not '5m': use "
+                           "--wait 5m")
+        self.assertRefused(["add", "t", "--delay-ms", "soon"],
+                           "delayq add: --delay-ms takes whole milliseconds, not 'soon' (or "
+                           "--delay with a duration: 30s, 5m, 1h30m)")
+        self.assertRefused(["pause", "t", "5m"],
+                           "delayq pause: MS takes whole milliseconds, not '5m': 5m is 300000")
+        self.assertRefused(["serve", "--idle-timeout-ms", "5s"],
+                           "delayq serve: --idle-timeout-ms takes whole milliseconds, not '5s': "
+                           "5s is 5000")
+
+    def test_numbers_out_of_range_or_not_numbers_say_the_range(self):
+        self.assertRefused(["reserve", "t", "--count", "0"],
+                           "delayq reserve: --count takes 1 to 1000, not 0")
+        self.assertRefused(["add", "t", "--priority", "high"],
+                           "delayq add: --priority takes a whole number from 0 to 4294967295, "
+                           "not 'high'")
+        self.assertRefused(["work", "t", "--concurrency", "0", "--", "true"],
+                           "delayq work: --concurrency takes 1 to 1024, not 0")
+        self.assertRefused(["serve", "--max-connections", "-5"],
+                           "delayq serve: --max-connections takes 1 to 1000000, not -5")
+
+    def test_a_value_not_among_the_choices_lists_them(self):
+        self.assertRefused(["peek", "t", "--state", "reserved"],
+                           "delayq peek: --state takes ready, delayed or buried, not 'reserved'")
+        self.assertRefused(["work", "t", "--log-level", "loud", "--", "true"],
+                           "delayq work: --log-level takes debug, info, warn or error, not 'loud'")
+        self.assertRefused(["serve", "--store", "disk"],
+                           "delayq serve: --store takes embedded, redis or memory, not 'disk'")
+
+    def test_options_that_exclude_each_other_and_a_missing_value(self):
+        self.assertRefused(["add", "t", "--delay", "5s", "--delay-ms", "5000"],
+                           "delayq add: give --delay or --delay-ms, not both")
+        self.assertRefused(["finish", "j", "--receipt", "r", "--force"],
+                           "delayq finish: give --force or --receipt, not both")
+        self.assertRefused(["add", "t", "--delay-ms"],
+                           "delayq add: --delay-ms needs a value (see delayq add --help)")
+        self.assertRefused(["ping", "--auth-token", ""],
+                           "delayq ping: --auth-token: must not be empty: leave --auth-token "
+                           "out to send no AUTH")
+
+    def test_a_bad_server_address_names_the_command(self):
+        self.assertRefused(["ping", "--server", "127.0.0.1:x"],
+                           "delayq ping: --server: bad address '127.0.0.1:x': address "
+                           "'127.0.0.1:x': port 'x' is not a number in 1..65535")
+
+
 class HelpTest(unittest.TestCase):
     COMMANDS = ["serve", "add", "reserve", "finish", "release", "touch", "bury", "delete", "kick",
                 "kicktopic", "get", "peek", "topics", "stats", "pause", "resume", "ping"]
@@ -626,7 +705,8 @@ class FailoverTest(CliTestBase):
     def test_a_bad_address_in_the_list_is_a_usage_error(self):
         r = run_cli("ping", "--server", "%s,127.0.0.1:x" % self.server.address)
         self.assertEqual(r.returncode, USAGE, r.stderr)
-        self.assertRegex(r.stderr.decode(), r"^delayq: --server: bad address '127\.0\.0\.1:x'")
+        self.assertRegex(r.stderr.decode(),
+                         r"^delayq ping: --server: bad address '127\.0\.0\.1:x'")
         self.assertEqual(run_cli("ping", "--server", self.server.address + ",").returncode, USAGE)
 
 
