@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -416,6 +418,11 @@ void AddOptionsPause(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsNone(CLI::App*, Invocation*) {}
 
+void AddOptionsPing(CLI::App* sub, Invocation* inv) {
+  sub->add_option("--wait", inv->wait,
+                  "until a server answers, ask again every 50 ms for up to this long: 10s");
+}
+
 // --- requests ----------------------------------------------------------------------
 
 // The duration options: each read into its milliseconds field when given,
@@ -430,7 +437,7 @@ struct DurationOption {
 constexpr DurationOption kDurationOptions[] = {
     {"--delay", &Invocation::delay, &Invocation::delay_ms, 0, kMaxDelayMs},  // add, release
     {"--ttr", &Invocation::ttr, &Invocation::ttr_ms, 1, kMaxU32},            // add
-    {"--wait", &Invocation::wait, &Invocation::wait_ms, 0, kMaxWaitMs},      // reserve
+    {"--wait", &Invocation::wait, &Invocation::wait_ms, 0, kMaxWaitMs},      // reserve, ping
 };
 
 // The human durations of the subcommand `sub` into milliseconds, before
@@ -709,10 +716,55 @@ int RunResume(const Session& s, const Invocation& inv) {
   return Done(s, inv, s.queue.Resume(inv.topic));
 }
 
-// PING is the server's, not the queue's: it asks whether a server answers.
+// How often `ping --wait` asks again while no server answers.
+constexpr int64_t kPingEveryMs = 50;
+
+// One PING, and whether the server that answered wants a token we lack:
+// PING is open on a server with a token, so CLIENT ID (cheap, and behind
+// the token like every command but PING, AUTH, HELLO and QUIT) goes with it
+// in one round trip. A token we have was proven already: the client sends
+// AUTH first on every connection, and a refused one fails the connect
+// (kUnauthorized).
+Status PingOnce(client::ServerSet& servers, bool* wants_token) {
+  const redis::Argv cmds[] = {{"PING"}, {"CLIENT", "ID"}};
+  return servers.Run(cmds, client::Retry::kAlways, [&](std::vector<Reply>& replies, bool) {
+    if (Status st = client::StatusOf(replies[0]); !st.ok()) return st;
+    *wants_token = client::StatusOf(replies[1]).code() == Code::kUnauthorized;
+    return Status::Ok();
+  });
+}
+
+QueueOptions RemoteOptions(const Invocation& inv);
+
+// PING is the server's, not the queue's: it asks whether a server answers
+// (the first of the list that does), and whether it takes our token or
+// wants one. With --wait, a server that cannot be reached is asked again
+// every 50 ms until one answers or the wait is over; a fresh ServerSet each
+// time, so no backoff of the last failure delays the first answer.
 int RunPing(const Session& s, const Invocation& inv) {
-  Result<Reply> r = s.Raw({"PING"});
-  if (!r.ok()) return s.Fail(r.status());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(inv.wait_ms);
+  Status st;
+  bool wants_token = false;
+  for (bool first = true;; first = false) {
+    if (first) {
+      st = PingOnce(s.servers, &wants_token);
+    } else {
+      Result<std::unique_ptr<client::ServerSet>> fresh =
+          client::ServerSet::Create(RemoteOptions(inv));
+      if (!fresh.ok()) return s.Fail(fresh.status());
+      st = PingOnce(**fresh, &wants_token);
+    }
+    if (st.code() != Code::kUnavailable || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPingEveryMs));
+  }
+  if (!st.ok()) return s.Fail(st);
+  if (wants_token && inv.auth_token.empty()) {
+    auto one = client::ParseServers(s.server_list);
+    const std::string who = one.ok() && one->size() == 1 ? one->front().ToString() : "the server";
+    ErrOf("ping", who + " answers, but wants a token: give it with --auth-token T or " +
+                      "DELAYQ_AUTH_TOKEN=T");
+    return kExitServerError;
+  }
   Out(inv.json ? "{\"ok\":true}\n" : "PONG\n");
   return kExitOk;
 }
@@ -747,7 +799,8 @@ constexpr CommandDef kCommands[] = {
      nullptr, RunPause},
     {"resume", "hand out jobs of a paused topic again",
      [](CLI::App* s, Invocation* i) { AddTopicArg(s, i); }, nullptr, RunResume},
-    {"ping", "check that a server answers", AddOptionsNone, nullptr, RunPing},
+    {"ping", "check that a server answers and takes the token; --wait: until one is up",
+     AddOptionsPing, nullptr, RunPing},
 };
 // clang-format on
 

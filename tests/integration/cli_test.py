@@ -710,6 +710,51 @@ class FailoverTest(CliTestBase):
         self.assertEqual(run_cli("ping", "--server", self.server.address + ",").returncode, USAGE)
 
 
+class PingWaitTest(unittest.TestCase):
+    """`delayq ping --wait D`: a readiness check for scripts, asking every
+    50 ms until a server answers."""
+
+    def test_wait_answers_pong_once_a_server_starts_listening(self):
+        port = closed_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+        ping = subprocess.Popen([harness.BINARY, "ping", "--server", "127.0.0.1:%d" % port,
+                                 "--wait", "20s"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        server = None
+        try:
+            # Started after ping: its first tries are refused.
+            server = subprocess.Popen(
+                [harness.BINARY, "serve", "--store", "memory", "--http-port", "0",
+                 "--resp-port", str(port)], stderr=subprocess.DEVNULL, env=env)
+            out, err = ping.communicate(timeout=30)
+            self.assertEqual((ping.returncode, out, err), (OK, b"PONG\n", b""))
+        finally:
+            if ping.poll() is None:
+                ping.kill()
+                ping.wait()
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=10)
+
+    def test_a_wait_that_runs_out_exits_4_naming_the_server(self):
+        port = closed_port()
+        start = time.monotonic()
+        r = run_cli("ping", "--server", "127.0.0.1:%d" % port, "--wait", "300ms")
+        self.assertGreaterEqual(time.monotonic() - start, 0.3)
+        self.assertEqual((r.returncode, r.stdout), (UNAVAILABLE, b""))
+        self.assertTrue(r.stderr.decode().startswith(
+            "delayq: cannot connect to 127.0.0.1:%d: Connection refused" % port), r.stderr)
+
+    def test_with_a_list_the_first_server_that_answers_is_enough(self):
+        server = Server("--store", "memory")
+        try:
+            r = run_cli("ping", "--server", "127.0.0.1:%d,%s" % (closed_port(), server.address),
+                        "--wait", "5s")
+            self.assertEqual((r.returncode, r.stdout), (OK, b"PONG\n"), r.stderr)
+        finally:
+            server.stop()
+
+
 class AuthTest(CliTestBase):
     server_args = ("--auth-token", "s3cret")
 
@@ -717,6 +762,20 @@ class AuthTest(CliTestBase):
         self.fails(SERVER_ERROR, "stats", stderr=r"^delayq: NOAUTH: ")
         self.fails(SERVER_ERROR, "stats", "--auth-token", "wrong",
                    stderr=r"^delayq: NOAUTH: invalid token")
+
+    def test_ping_proves_the_token_or_says_that_the_server_wants_one(self):
+        # Once PONG without a token: PING is open on the server.
+        r = self.fails(SERVER_ERROR, "ping")
+        self.assertEqual(r.stderr.decode(),
+                         "delayq ping: %s answers, but wants a token: give it with --auth-token T "
+                         "or DELAYQ_AUTH_TOKEN=T\n" % self.server.address)
+        self.assertEqual(r.stdout, b"")
+        self.fails(SERVER_ERROR, "ping", "--auth-token", "wrong",
+                   stderr=r"^delayq: NOAUTH: invalid token \(127\.0\.0\.1:\d+ refused the "
+                          r"token\)\n$")
+        self.assertEqual(self.ok("ping", "--auth-token", "s3cret"), b"PONG\n")
+        self.assertEqual(self.ok("ping", env={"DELAYQ_AUTH_TOKEN": "s3cret"}), b"PONG\n")
+        self.assertEqual(self.fails(SERVER_ERROR, "ping", "--json").stdout, b"")
 
     def test_the_token_from_the_flag_or_the_environment(self):
         self.assertEqual(self.ok_json("add", "auth.t", "x", "--id", "auth-1",
