@@ -70,7 +70,7 @@ constexpr char kExitCodesHelp[] =
     "  2  usage error: bad arguments or --server address\n"
     "  3  nothing there: reserve got no job; get or peek found none\n"
     "  4  no server could serve it: cannot connect, no reply in time, connection lost,\n"
-    "     or the server answered UNAVAILABLE";
+    "     the server answered UNAVAILABLE, or ended a reserve's wait as it shut down";
 
 constexpr int kConnectTimeoutMs = 5000;
 // How long a reply may take beyond what the command itself waits (reserve).
@@ -588,7 +588,13 @@ int RunReserve(const Session& s, const Invocation& inv) {
   req.count = static_cast<uint32_t>(inv.count);
   req.wait_ms = inv.wait_ms;
   Result<Deliveries> got = s.queue.Reserve(req);
-  if (!got.ok()) return s.Fail(got.status());
+  if (!got.ok()) {
+    // A wait the server's shutdown ended is not "no job" (exit 3): exit 4,
+    // saying so, so that a script asks again or another server.
+    const std::string line = ReserveFailureLine(got.status(), s.server_list) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    return ExitCodeOf(got.status());  // 4 when the server ended the wait
+  }
   if (inv.json) {
     JsonWriter w;
     w.BeginObject();

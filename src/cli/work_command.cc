@@ -296,6 +296,15 @@ class WorkCommandImpl final : public WorkCommand {
   static void ReportErrors(const Worker& worker, uint64_t* reported) {
     WorkerStats ws = worker.Stats();
     if (ws.errors <= *reported) return;
+    if (EndedByShutdown(ws.last_error)) {
+      // Not a fault to chase: the worker reserves again at once, from the
+      // next server of --server that answers, or this one once restarted.
+      Log(LogLevel::kWarn,
+          "delayq work: the server is shutting down and ended the wait; reserving again (from "
+          "another server if --server names several)");
+      *reported = ws.errors;
+      return;
+    }
     Log(LogLevel::kWarn, "delayq work: %llu error(s); the last: %s",
         static_cast<unsigned long long>(ws.errors - *reported), ws.last_error.c_str());
     *reported = ws.errors;

@@ -13,6 +13,7 @@ Exit codes under test (src/cli/README.md): 0 ok, 1 server error, 2 usage,
 import base64
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -675,6 +676,33 @@ class ConnectionFailureTest(unittest.TestCase):
         listener.close()
         self.assertEqual(r.returncode, UNAVAILABLE, r.stderr)
         self.assertRegex(r.stderr.decode(), r"^delayq: .*127\.0\.0\.1")
+
+
+class ShutdownTest(unittest.TestCase):
+    """A waiting reserve that the server's shutdown ends is not "no job".
+    Needs the server side of issue 24 (the RESP reply that says so, the
+    client's kUnavailable "shutting down ..."): before it, this exits 3."""
+
+    def test_a_reserve_whose_wait_the_shutdown_ends_exits_4_saying_so(self):
+        server = Server("--store", "memory")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+        reserve = subprocess.Popen([harness.BINARY, "reserve", "shut.t", "--wait", "30s",
+                                    "--server", server.address], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=env)
+        try:
+            wait_until(lambda: server.stats()["waiting"] == 1, timeout=10,
+                       what="the reserve waiting on the server")
+            server.signal(signal.SIGTERM)
+            out, err = reserve.communicate(timeout=20)
+            self.assertEqual((reserve.returncode, out), (UNAVAILABLE, b""), err)
+            self.assertEqual(err.decode(),
+                             "delayq reserve: the server is shutting down and ended the wait; "
+                             "run it again, or give another server (--server a,b)\n")
+        finally:
+            if reserve.poll() is None:
+                reserve.kill()
+                reserve.wait()
+            server.stop()
 
 
 class FailoverTest(CliTestBase):
