@@ -115,6 +115,7 @@ struct Invocation {
   std::string error;    // release, when error_opt->count()
   std::string state = "ready";
   int64_t pause_ms = 0;
+  bool all = false;  // stats: every figure
 
   // Human durations ("30m"), read into the *_ms fields above by
   // ReadDurations; empty when not given.
@@ -407,6 +408,8 @@ void AddOptionsPeek(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsStats(CLI::App* sub, Invocation* inv) {
   sub->add_option("topic", inv->topic, "one topic's counts instead of the server's");
+  sub->add_flag("--all", inv->all,
+                "every figure the server sends, one per line (--json: all of them too)");
 }
 
 void AddOptionsPause(CLI::App* sub, Invocation* inv) {
@@ -696,9 +699,75 @@ int RunTopics(const Session& s, const Invocation& inv) {
   return kExitOk;
 }
 
+// "320us", "1.2ms", "3.4s": a lateness in microseconds for people.
+std::string Micros(uint64_t us) {
+  auto tenths = [](uint64_t n, uint64_t unit, const char* name) {
+    const uint64_t t = (n * 10 + unit / 2) / unit;
+    return std::to_string(t / 10) + (t % 10 != 0 ? "." + std::to_string(t % 10) : "") + name;
+  };
+  if (us < 1000) return std::to_string(us) + "us";
+  if (us < 1'000'000) return tenths(us, 1000, "ms");
+  return tenths(us, 1'000'000, "s");
+}
+
+// What an operator reads first of the server's STATS: the jobs by state,
+// what happened since start, how punctual the server is, and whether its
+// store takes changes. Figures the server did not send are left out (an
+// older server, another store); `--all` prints every one.
+Pairs StatsForPeople(const Pairs& all) {
+  auto has = [&](std::string_view k) {
+    return std::any_of(all.begin(), all.end(), [&](const auto& p) { return p.first == k; });
+  };
+  auto get = [&](std::string_view k) -> uint64_t {
+    for (const auto& [key, v] : all) {
+      if (key != k) continue;
+      std::optional<int64_t> n = AsInteger(v);
+      return n && *n > 0 ? static_cast<uint64_t>(*n) : 0;
+    }
+    return 0;
+  };
+  Pairs out;
+  for (const char* k : {"jobs", "ready", "delayed", "reserved", "buried", "waiting"}) {
+    if (has(k)) out.emplace_back(k, std::to_string(get(k)));
+  }
+  // The counters since the server started, as one line.
+  std::string since;
+  constexpr std::pair<const char*, const char*> kCounters[] = {
+      {"added", "added"},       {"reserves", "handed out"}, {"finished", "finished"},
+      {"released", "released"}, {"timed_out", "timed out"}, {"buried_total", "buried"},
+      {"kicked", "kicked"},     {"deleted", "deleted"}};
+  for (const auto& [k, words] : kCounters) {
+    if (!has(k)) continue;
+    since += (since.empty() ? "" : ", ") + std::to_string(get(k)) + " " + words;
+  }
+  if (!since.empty()) out.emplace_back("since start", since);
+  if (has("due_lateness_count")) {
+    const uint64_t n = get("due_lateness_count");
+    out.emplace_back("lateness", n == 0 ? std::string("none measured yet")
+                                        : "p50 " + Micros(get("due_lateness_p50_us")) + ", p99 " +
+                                              Micros(get("due_lateness_p99_us")) + ", max " +
+                                              Micros(get("due_lateness_max_us")) + ", over " +
+                                              std::to_string(n) + (n == 1 ? " job" : " jobs"));
+  }
+  // The embedded store's health, as /healthz tells it (docs/api.md §2):
+  // other stores answer STATS only while they work.
+  std::string health = "ok";
+  if (get("store_failing") != 0) {
+    health = "failing: the log cannot write, changes are refused (the server's log says why)";
+  } else if (get("store_disk_full") != 0) {
+    health = "degraded: the disk is full, adds are refused until space is freed";
+  }
+  if (get("refused_changes") != 0) {
+    health += " (" + std::to_string(get("refused_changes")) + " changes refused since start)";
+  }
+  out.emplace_back("health", health);
+  return out;
+}
+
 // One topic's counts come from the Queue; the server's come whole from
 // STATS, whose reply holds the server's own figures (connections, lateness,
-// its store's counters) beside the Queue's.
+// its store's counters) beside the Queue's: for people, the ones read first
+// (StatsForPeople); with --all or --json, all of them.
 int RunStats(const Session& s, const Invocation& inv) {
   if (!inv.topic.empty()) {
     Result<TopicInfo> t = s.queue.Topic(inv.topic);
@@ -710,7 +779,7 @@ int RunStats(const Session& s, const Invocation& inv) {
   if (!r.ok()) return s.Fail(r.status());
   std::optional<Pairs> fields = ParseFields(*r);
   if (!fields) return s.Fail(client::Malformed("STATS", "field/value pairs", *r));
-  PrintPairs(inv, *fields);
+  PrintPairs(inv, inv.all || inv.json ? *fields : StatsForPeople(*fields));
   return kExitOk;
 }
 

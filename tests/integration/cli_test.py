@@ -410,6 +410,47 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
 
 
+class StatsTest(CliTestBase):
+    """`delayq stats`: for people, what an operator reads first; --all and
+    --json every figure the server sends. A server of its own, so the
+    counts are exact."""
+
+    def test_the_human_form_shows_states_counts_since_start_lateness_and_health(self):
+        self.ok("add", "st.t", "a", "--id", "st-1")
+        self.ok("add", "st.t", "b", "--id", "st-2", "--delay", "10m")
+        job = self.reserve_one("st.t")
+        self.ok("finish", job["id"], "--receipt", job["receipt"])
+        out = self.ok("stats").decode()
+        # The first line stays "jobs: N": the README's tour reads it.
+        self.assertEqual(out,
+                         "jobs:        1\n"
+                         "ready:       0\n"
+                         "delayed:     1\n"
+                         "reserved:    0\n"
+                         "buried:      0\n"
+                         "waiting:     0\n"
+                         "since start: 2 added, 1 handed out, 1 finished, 0 released, 0 timed "
+                         "out, 0 buried, 0 kicked, 0 deleted\n"
+                         "lateness:    none measured yet\n"
+                         "health:      ok\n")
+        # A reserve waiting when its job falls due is measured.
+        self.ok("add", "st.t", "c", "--id", "st-3", "--delay", "100ms")
+        self.ok("reserve", "st.t", "--wait", "10s")
+        lateness = fields(self.ok("stats"))["lateness"]
+        self.assertRegex(lateness, r"^p50 \d+(\.\d)?(us|ms|s), p99 \S+, max \S+, over 1 job$")
+
+    def test_all_and_json_show_every_figure(self):
+        every = self.ok_json("stats")
+        self.assertIn("due_lateness_p999_us", every)
+        self.assertIn("connections", every)
+        listed = fields(self.ok("stats", "--all"))
+        self.assertEqual(list(listed), list(every))
+        self.assertEqual(listed["added"], str(every["added"]))
+        first = self.ok("stats", "--all").decode().splitlines()[0]
+        self.assertEqual(first.split(), ["jobs:", "%d" % every["jobs"]])
+        self.assertEqual(self.ok_json("stats", "--all"), every)
+
+
 class DurationsTest(CliTestBase):
     """--delay, --ttr and --wait take durations as people type them, read by
     the one parser (src/common/duration.h) and sent as milliseconds."""
