@@ -113,7 +113,20 @@ struct Delivery {
   uint32_t priority = 0;
   int64_t run_at_ms = 0;
   int64_t reserved_until_ms = 0;  // wall-clock estimate of the TTR deadline
+  // The job's max_attempts (JobSpec::max_attempts); 0 = unlimited. With
+  // `attempts`, it tells what a release of this delivery will do
+  // (ReleaseBuries).
+  uint32_t max_attempts = 0;
 };
+
+// Whether releasing `d` (Queue::Release with its receipt, or an Ack of kind
+// kRelease) buries the job instead of making it due again: this delivery
+// used up its max_attempts. Every store applies that rule on release, so a
+// release answered ok of a delivery for which this is true left the job
+// buried, with "max_attempts (n) used up" in its last_error.
+inline bool ReleaseBuries(const Delivery& d) {
+  return d.max_attempts != 0 && d.attempts >= d.max_attempts;
+}
 
 // A job as get and peek return it.
 struct JobInfo {

@@ -59,7 +59,10 @@
 //
 // A release of a job whose max_attempts are used up buries it instead: the
 // queue does that (Queue::Release), with "max_attempts (n) used up" appended
-// to its last_error; the worker does not count attempts itself.
+// to its last_error; the worker does not count attempts itself. The delivery
+// says beforehand which release will bury (Delivery::max_attempts,
+// ReleaseBuries(job)): such a release accepted is counted in both `retried`
+// and `exhausted`, and on_acknowledged can tell it the same way.
 //
 // Touches. A job that has been held for half its TTR (Delivery::ttr_ms) is
 // touched (Queue::Touch with its receipt), and again every half TTR while the
@@ -195,11 +198,11 @@ struct WorkerOptions {
   // whose reply was lost, or its TTR ran out and another worker has it);
   // or, when Stop's drain ended first, the last transient error. `job` is
   // the delivery the handler got (valid for the call), `kind` what the
-  // outcome asked. Not called for jobs Stop gave back. Runs on a handler
-  // thread, the worker's timer thread or Stop's caller, with no lock of the
-  // worker held, possibly on several threads at once; it must be quick
-  // (others' acks and touches wait behind it) and must not call Stop nor
-  // destroy the worker. Default: none.
+  // outcome asked (a kRelease answered ok for which ReleaseBuries(job) is
+  // true left the job buried, its max_attempts used up). Not called for jobs Stop gave back. Runs
+  // on a handler thread, the worker's timer thread or Stop's caller, with no lock of the worker
+  // held, possibly on several threads at once; it must be quick (others' acks and touches wait
+  // behind it) and must not call Stop nor destroy the worker. Default: none.
   std::function<void(const Delivery& job, Ack::Kind kind, const Status& answer)> on_acknowledged;
 };
 
@@ -209,6 +212,8 @@ struct WorkerStats {
   uint64_t succeeded = 0;    // ... with Success, and the finish was accepted
   uint64_t retried = 0;      // ... with Retry/RetryIn or an exception, released
                              // (the queue buries those out of attempts)
+  uint64_t exhausted = 0;    // ... of those, the ones the queue buried: their
+                             // max_attempts were used up (ReleaseBuries)
   uint64_t buried = 0;       // ... with Bury, and buried
   uint64_t touched = 0;      // touches accepted
   uint64_t running = 0;      // handlers running now

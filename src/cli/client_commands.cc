@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -68,7 +70,7 @@ constexpr char kExitCodesHelp[] =
     "  2  usage error: bad arguments or --server address\n"
     "  3  nothing there: reserve got no job; get or peek found none\n"
     "  4  no server could serve it: cannot connect, no reply in time, connection lost,\n"
-    "     or the server answered UNAVAILABLE";
+    "     the server answered UNAVAILABLE, or ended a reserve's wait as it shut down";
 
 constexpr int kConnectTimeoutMs = 5000;
 // How long a reply may take beyond what the command itself waits (reserve).
@@ -113,6 +115,7 @@ struct Invocation {
   std::string error;    // release, when error_opt->count()
   std::string state = "ready";
   int64_t pause_ms = 0;
+  bool all = false;  // stats: every figure
 
   // Human durations ("30m"), read into the *_ms fields above by
   // ReadDurations; empty when not given.
@@ -146,6 +149,16 @@ void Out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
 void Err(std::string_view s) {
   std::string line = "delayq: ";
+  line += s;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+// "delayq <command>: s", for what a command finds wrong itself.
+void ErrOf(std::string_view command, std::string_view s) {
+  std::string line = "delayq ";
+  line += command;
+  line += ": ";
   line += s;
   line += '\n';
   std::fwrite(line.data(), 1, line.size(), stderr);
@@ -395,6 +408,8 @@ void AddOptionsPeek(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsStats(CLI::App* sub, Invocation* inv) {
   sub->add_option("topic", inv->topic, "one topic's counts instead of the server's");
+  sub->add_flag("--all", inv->all,
+                "every figure the server sends, one per line (--json: all of them too)");
 }
 
 void AddOptionsPause(CLI::App* sub, Invocation* inv) {
@@ -405,6 +420,11 @@ void AddOptionsPause(CLI::App* sub, Invocation* inv) {
 }
 
 void AddOptionsNone(CLI::App*, Invocation*) {}
+
+void AddOptionsPing(CLI::App* sub, Invocation* inv) {
+  sub->add_option("--wait", inv->wait,
+                  "until a server answers, ask again every 50 ms for up to this long: 10s");
+}
 
 // --- requests ----------------------------------------------------------------------
 
@@ -420,7 +440,7 @@ struct DurationOption {
 constexpr DurationOption kDurationOptions[] = {
     {"--delay", &Invocation::delay, &Invocation::delay_ms, 0, kMaxDelayMs},  // add, release
     {"--ttr", &Invocation::ttr, &Invocation::ttr_ms, 1, kMaxU32},            // add
-    {"--wait", &Invocation::wait, &Invocation::wait_ms, 0, kMaxWaitMs},      // reserve
+    {"--wait", &Invocation::wait, &Invocation::wait_ms, 0, kMaxWaitMs},      // reserve, ping
 };
 
 // The human durations of the subcommand `sub` into milliseconds, before
@@ -571,7 +591,13 @@ int RunReserve(const Session& s, const Invocation& inv) {
   req.count = static_cast<uint32_t>(inv.count);
   req.wait_ms = inv.wait_ms;
   Result<Deliveries> got = s.queue.Reserve(req);
-  if (!got.ok()) return s.Fail(got.status());
+  if (!got.ok()) {
+    // A wait the server's shutdown ended is not "no job" (exit 3): exit 4,
+    // saying so, so that a script asks again or another server.
+    const std::string line = ReserveFailureLine(got.status(), s.server_list) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    return ExitCodeOf(got.status());  // 4 when the server ended the wait
+  }
   if (inv.json) {
     JsonWriter w;
     w.BeginObject();
@@ -673,9 +699,75 @@ int RunTopics(const Session& s, const Invocation& inv) {
   return kExitOk;
 }
 
+// "320us", "1.2ms", "3.4s": a lateness in microseconds for people.
+std::string Micros(uint64_t us) {
+  auto tenths = [](uint64_t n, uint64_t unit, const char* name) {
+    const uint64_t t = (n * 10 + unit / 2) / unit;
+    return std::to_string(t / 10) + (t % 10 != 0 ? "." + std::to_string(t % 10) : "") + name;
+  };
+  if (us < 1000) return std::to_string(us) + "us";
+  if (us < 1'000'000) return tenths(us, 1000, "ms");
+  return tenths(us, 1'000'000, "s");
+}
+
+// What an operator reads first of the server's STATS: the jobs by state,
+// what happened since start, how punctual the server is, and whether its
+// store takes changes. Figures the server did not send are left out (an
+// older server, another store); `--all` prints every one.
+Pairs StatsForPeople(const Pairs& all) {
+  auto has = [&](std::string_view k) {
+    return std::any_of(all.begin(), all.end(), [&](const auto& p) { return p.first == k; });
+  };
+  auto get = [&](std::string_view k) -> uint64_t {
+    for (const auto& [key, v] : all) {
+      if (key != k) continue;
+      std::optional<int64_t> n = AsInteger(v);
+      return n && *n > 0 ? static_cast<uint64_t>(*n) : 0;
+    }
+    return 0;
+  };
+  Pairs out;
+  for (const char* k : {"jobs", "ready", "delayed", "reserved", "buried", "waiting"}) {
+    if (has(k)) out.emplace_back(k, std::to_string(get(k)));
+  }
+  // The counters since the server started, as one line.
+  std::string since;
+  constexpr std::pair<const char*, const char*> kCounters[] = {
+      {"added", "added"},       {"reserves", "handed out"}, {"finished", "finished"},
+      {"released", "released"}, {"timed_out", "timed out"}, {"buried_total", "buried"},
+      {"kicked", "kicked"},     {"deleted", "deleted"}};
+  for (const auto& [k, words] : kCounters) {
+    if (!has(k)) continue;
+    since += (since.empty() ? "" : ", ") + std::to_string(get(k)) + " " + words;
+  }
+  if (!since.empty()) out.emplace_back("since start", since);
+  if (has("due_lateness_count")) {
+    const uint64_t n = get("due_lateness_count");
+    out.emplace_back("lateness", n == 0 ? std::string("none measured yet")
+                                        : "p50 " + Micros(get("due_lateness_p50_us")) + ", p99 " +
+                                              Micros(get("due_lateness_p99_us")) + ", max " +
+                                              Micros(get("due_lateness_max_us")) + ", over " +
+                                              std::to_string(n) + (n == 1 ? " job" : " jobs"));
+  }
+  // The embedded store's health, as /healthz tells it (docs/api.md §2):
+  // other stores answer STATS only while they work.
+  std::string health = "ok";
+  if (get("store_failing") != 0) {
+    health = "failing: the log cannot write, changes are refused (the server's log says why)";
+  } else if (get("store_disk_full") != 0) {
+    health = "degraded: the disk is full, adds are refused until space is freed";
+  }
+  if (get("refused_changes") != 0) {
+    health += " (" + std::to_string(get("refused_changes")) + " changes refused since start)";
+  }
+  out.emplace_back("health", health);
+  return out;
+}
+
 // One topic's counts come from the Queue; the server's come whole from
 // STATS, whose reply holds the server's own figures (connections, lateness,
-// its store's counters) beside the Queue's.
+// its store's counters) beside the Queue's: for people, the ones read first
+// (StatsForPeople); with --all or --json, all of them.
 int RunStats(const Session& s, const Invocation& inv) {
   if (!inv.topic.empty()) {
     Result<TopicInfo> t = s.queue.Topic(inv.topic);
@@ -687,7 +779,7 @@ int RunStats(const Session& s, const Invocation& inv) {
   if (!r.ok()) return s.Fail(r.status());
   std::optional<Pairs> fields = ParseFields(*r);
   if (!fields) return s.Fail(client::Malformed("STATS", "field/value pairs", *r));
-  PrintPairs(inv, *fields);
+  PrintPairs(inv, inv.all || inv.json ? *fields : StatsForPeople(*fields));
   return kExitOk;
 }
 
@@ -699,10 +791,55 @@ int RunResume(const Session& s, const Invocation& inv) {
   return Done(s, inv, s.queue.Resume(inv.topic));
 }
 
-// PING is the server's, not the queue's: it asks whether a server answers.
+// How often `ping --wait` asks again while no server answers.
+constexpr int64_t kPingEveryMs = 50;
+
+// One PING, and whether the server that answered wants a token we lack:
+// PING is open on a server with a token, so CLIENT ID (cheap, and behind
+// the token like every command but PING, AUTH, HELLO and QUIT) goes with it
+// in one round trip. A token we have was proven already: the client sends
+// AUTH first on every connection, and a refused one fails the connect
+// (kUnauthorized).
+Status PingOnce(client::ServerSet& servers, bool* wants_token) {
+  const redis::Argv cmds[] = {{"PING"}, {"CLIENT", "ID"}};
+  return servers.Run(cmds, client::Retry::kAlways, [&](std::vector<Reply>& replies, bool) {
+    if (Status st = client::StatusOf(replies[0]); !st.ok()) return st;
+    *wants_token = client::StatusOf(replies[1]).code() == Code::kUnauthorized;
+    return Status::Ok();
+  });
+}
+
+QueueOptions RemoteOptions(const Invocation& inv);
+
+// PING is the server's, not the queue's: it asks whether a server answers
+// (the first of the list that does), and whether it takes our token or
+// wants one. With --wait, a server that cannot be reached is asked again
+// every 50 ms until one answers or the wait is over; a fresh ServerSet each
+// time, so no backoff of the last failure delays the first answer.
 int RunPing(const Session& s, const Invocation& inv) {
-  Result<Reply> r = s.Raw({"PING"});
-  if (!r.ok()) return s.Fail(r.status());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(inv.wait_ms);
+  Status st;
+  bool wants_token = false;
+  for (bool first = true;; first = false) {
+    if (first) {
+      st = PingOnce(s.servers, &wants_token);
+    } else {
+      Result<std::unique_ptr<client::ServerSet>> fresh =
+          client::ServerSet::Create(RemoteOptions(inv));
+      if (!fresh.ok()) return s.Fail(fresh.status());
+      st = PingOnce(**fresh, &wants_token);
+    }
+    if (st.code() != Code::kUnavailable || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPingEveryMs));
+  }
+  if (!st.ok()) return s.Fail(st);
+  if (wants_token && inv.auth_token.empty()) {
+    auto one = client::ParseServers(s.server_list);
+    const std::string who = one.ok() && one->size() == 1 ? one->front().ToString() : "the server";
+    ErrOf("ping", who + " answers, but wants a token: give it with --auth-token T or " +
+                      "DELAYQ_AUTH_TOKEN=T");
+    return kExitServerError;
+  }
   Out(inv.json ? "{\"ok\":true}\n" : "PONG\n");
   return kExitOk;
 }
@@ -737,7 +874,8 @@ constexpr CommandDef kCommands[] = {
      nullptr, RunPause},
     {"resume", "hand out jobs of a paused topic again",
      [](CLI::App* s, Invocation* i) { AddTopicArg(s, i); }, nullptr, RunResume},
-    {"ping", "check that a server answers", AddOptionsNone, nullptr, RunPing},
+    {"ping", "check that a server answers and takes the token; --wait: until one is up",
+     AddOptionsPing, nullptr, RunPing},
 };
 // clang-format on
 
@@ -754,7 +892,7 @@ QueueOptions RemoteOptions(const Invocation& inv) {
   return o;
 }
 
-// A bad --server list is a usage error: "delayq: --server: bad address ...".
+// A bad --server list is a usage error: "delayq ping: --server: bad address ...".
 Status CheckServers(const std::string& servers) {
   auto parsed = client::ParseServers(servers);
   if (parsed.ok()) return Status::Ok();
@@ -767,14 +905,13 @@ int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) 
   signal(SIGPIPE, SIG_IGN);  // a server gone mid-write is an error, not a kill
   ReadEnvironment(invocation);
   if (Status s = CheckServers(invocation->server); !s.ok()) {
-    Err(s.message());
+    ErrOf(cmd.name, s.message());
     return kExitUsage;
   }
   // "delayq finish: --receipt is required ...": usage errors found here
   // name the subcommand, and nothing has been sent.
   auto usage = [&](const Status& s) {
-    std::string line = "delayq " + std::string(cmd.name) + ": " + s.message() + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
+    ErrOf(cmd.name, s.message());
     return kExitUsage;
   };
   if (Status s = ReadDurations(sub, invocation); !s.ok()) return usage(s);
@@ -814,7 +951,7 @@ class ClientCommandsImpl final : public ClientCommands {
     if (work_->Parsed()) {
       ReadEnvironment(&inv_);
       if (Status s = CheckServers(inv_.server); !s.ok()) {
-        Err(s.message());
+        ErrOf("work", s.message());
         return kExitUsage;
       }
       QueueOptions options = RemoteOptions(inv_);

@@ -94,4 +94,19 @@ int ReportFailure(const Status& status, std::string_view servers) {
   return ExitCodeOf(status);
 }
 
+bool EndedByShutdown(const Status& status) {
+  return status.code() == Code::kUnavailable && status.message().starts_with(kShuttingDown);
+}
+
+bool EndedByShutdown(std::string_view status_text) {
+  const std::string prefix = std::string(CodeName(Code::kUnavailable)) + ": ";
+  return status_text.starts_with(prefix) &&
+         status_text.substr(prefix.size()).starts_with(kShuttingDown);
+}
+
+std::string ReserveFailureLine(const Status& status, std::string_view servers) {
+  if (EndedByShutdown(status)) return "delayq reserve: " + std::string(kEndedByShutdownHelp);
+  return "delayq: " + DescribeFailure(status, servers);
+}
+
 }  // namespace delayq::cli

@@ -11,7 +11,8 @@
 //   3  nothing there: reserve got no job, get or peek found none
 //   4  no server could serve it (kUnavailable): none could be reached, a
 //      reply was lost or not understood, or the server answered UNAVAILABLE
-//      (its store unreachable, or it is shutting down)
+//      (its store unreachable, or it is shutting down; a reserve's wait that
+//      the shutdown ended says so: ReserveFailureLine)
 //
 // Thread-safety: stateless functions; each message leaves in one write.
 #ifndef DELAYQ_CLI_FAILURE_H_
@@ -47,6 +48,28 @@ int ExitCodeOf(const Status& status);
 
 // PrintError(DescribeFailure(...)); returns ExitCodeOf(status).
 int ReportFailure(const Status& status, std::string_view servers);
+
+// How the network client says that a server's shutdown ended a waiting
+// reserve (kUnavailable, the message starting so): not "no job".
+inline constexpr std::string_view kShuttingDown = "shutting down";
+
+// Whether `status` is a waiting reserve that the server ended because it is
+// shutting down.
+bool EndedByShutdown(const Status& status);
+// The same for a Status already turned to text (Status::ToString, as
+// WorkerStats::last_error holds it: "unavailable: shutting down ...").
+bool EndedByShutdown(std::string_view status_text);
+
+// What `delayq reserve` says then, after "delayq reserve: " (exit 4: no
+// server could serve it; another may, or the same one once restarted).
+inline constexpr std::string_view kEndedByShutdownHelp =
+    "the server is shutting down and ended the wait; run it again, or give another server "
+    "(--server a,b)";
+
+// The line `delayq reserve` prints for a failed reserve, without the
+// newline: "delayq reserve: " + kEndedByShutdownHelp when EndedByShutdown,
+// else "delayq: " + DescribeFailure(...). Its exit code is ExitCodeOf.
+std::string ReserveFailureLine(const Status& status, std::string_view servers);
 
 }  // namespace delayq::cli
 

@@ -99,12 +99,17 @@ Outcome Decide(const Delivery& job, const CommandResult& r) {
 }
 
 // The server's answer to a job's outcome (WorkerOptions::on_acknowledged):
-// "finished" only once the server took the finish.
+// "finished" only once the server took the finish, and what the server did
+// with a release: a job whose max_attempts this delivery used up is buried,
+// not retried (ReleaseBuries: the queue's rule, Queue::Release).
 void Acknowledged(const Delivery& job, Ack::Kind kind, const Status& answer) {
   const char* what = kind == Ack::Kind::kFinish    ? "finished"
                      : kind == Ack::Kind::kRelease ? "released"
                                                    : "buried";
-  if (answer.ok()) {
+  if (answer.ok() && kind == Ack::Kind::kRelease && ReleaseBuries(job)) {
+    Log(LogLevel::kInfo, "job %s (%s, attempt %u): buried (max_attempts %u used up)",
+        job.id.c_str(), job.topic.c_str(), job.attempts, job.max_attempts);
+  } else if (answer.ok()) {
     Log(LogLevel::kInfo, "job %s (%s, attempt %u): %s", job.id.c_str(), job.topic.c_str(),
         job.attempts, what);
   } else {
@@ -234,9 +239,14 @@ class WorkCommandImpl final : public WorkCommand {
     ReportErrors(**worker, &reported);
     WorkerStats ws = (*worker)->Stats();
     worker->reset();
+    // Released jobs the server buried (max_attempts used up) are not
+    // "for a retry": they wait for a kick.
     Log(LogLevel::kInfo,
-        "delayq work: stopped: %llu finished, %llu released for a retry, %llu given back",
-        static_cast<unsigned long long>(ws.succeeded), static_cast<unsigned long long>(ws.retried),
+        "delayq work: stopped: %llu finished, %llu released for a retry, %llu buried "
+        "(max_attempts used up), %llu given back",
+        static_cast<unsigned long long>(ws.succeeded),
+        static_cast<unsigned long long>(ws.retried - ws.exhausted),
+        static_cast<unsigned long long>(ws.exhausted),
         static_cast<unsigned long long>(ws.given_back));
     return kExitOk;
   }
@@ -286,6 +296,15 @@ class WorkCommandImpl final : public WorkCommand {
   static void ReportErrors(const Worker& worker, uint64_t* reported) {
     WorkerStats ws = worker.Stats();
     if (ws.errors <= *reported) return;
+    if (EndedByShutdown(ws.last_error)) {
+      // Not a fault to chase: the worker reserves again at once, from the
+      // next server of --server that answers, or this one once restarted.
+      Log(LogLevel::kWarn,
+          "delayq work: the server is shutting down and ended the wait; reserving again (from "
+          "another server if --server names several)");
+      *reported = ws.errors;
+      return;
+    }
     Log(LogLevel::kWarn, "delayq work: %llu error(s); the last: %s",
         static_cast<unsigned long long>(ws.errors - *reported), ws.last_error.c_str());
     *reported = ws.errors;

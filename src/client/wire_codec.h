@@ -49,8 +49,8 @@ redis::Argv ReserveCommand(const ReserveRequest& req);
 // RESERVE's reply: nil (nothing) or an array of job arrays.
 Result<Deliveries> ParseDeliveries(const redis::Reply& reply);
 // One job array (RESERVE, PEEK): [id, topic, body, receipt, attempts,
-// ttr_ms, priority, run_at_ms, reserved_until_ms]; older servers send the
-// first five.
+// ttr_ms, priority, run_at_ms, reserved_until_ms, max_attempts]; older
+// servers send the first five, or nine (no max_attempts: read as 0).
 Result<Delivery> ParseDelivery(std::string_view command, const redis::Reply& reply);
 
 // GET's reply: field/value pairs; nil is kNotFound naming `id`.

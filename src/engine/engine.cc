@@ -510,6 +510,7 @@ Delivery Engine::Deliver(uint32_t h) {
   d.priority = r->priority;
   d.run_at_ms = r->run_at_ms;
   d.reserved_until_ms = now_wall_ + r->ttr_ms;
+  d.max_attempts = r->max_attempts;
   return d;
 }
 

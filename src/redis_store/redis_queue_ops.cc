@@ -112,6 +112,7 @@ Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery
   d->attempts = static_cast<uint32_t>(u(1, 4));
   d->priority = static_cast<uint32_t>(u(5, 4));
   d->ttr_ms = static_cast<uint32_t>(u(9, 4));
+  d->max_attempts = static_cast<uint32_t>(u(13, 4));
   d->run_at_ms = static_cast<int64_t>(u(17, 6));
   *seq = static_cast<int64_t>(u(23, 7));
   d->reserved_until_ms = now_ms + d->ttr_ms;

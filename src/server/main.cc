@@ -510,9 +510,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // A mistyped word is named (and the nearest one suggested) rather than
-    // whatever else CLI11 found wrong because of it. Every usage error is 2.
-    if (std::string left = delayq::cli::DescribeLeftOver(app, e); !left.empty()) {
+    // In delayq's words (cli/left_over.h): a mistyped word is named (and the
+    // nearest one suggested), and any other mistake under its command's
+    // name, with what to type instead. Every usage error is 2.
+    if (std::string left = delayq::cli::DescribeParseError(app, e); !left.empty()) {
       std::fprintf(stderr, "%s\n", left.c_str());
       return 2;
     }

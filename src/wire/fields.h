@@ -74,6 +74,8 @@ inline constexpr Field<Delivery> kDeliveryFields[] = {
     {"priority", [](const Delivery& d) { return Uint(d.priority); }},
     {"run_at_ms", [](const Delivery& d) { return Int(d.run_at_ms); }},
     {"reserved_until_ms", [](const Delivery& d) { return Int(d.reserved_until_ms); }},
+    // Since issue 24: with attempts, says whether a release buries the job.
+    {"max_attempts", [](const Delivery& d) { return Uint(d.max_attempts); }},
 };
 
 // A job shown as a delivery (PEEK, `delayq peek`): its receipt is empty
@@ -89,6 +91,7 @@ inline Delivery AsDelivery(const JobInfo& j) {
   d.priority = j.priority;
   d.run_at_ms = j.run_at_ms;
   d.reserved_until_ms = j.reserved_until_ms;
+  d.max_attempts = j.max_attempts;
   return d;
 }
 

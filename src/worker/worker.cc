@@ -787,6 +787,7 @@ void Worker::Impl::AnsweredLocked(std::vector<Ack>& batch, const std::vector<Hel
           break;
         case Ack::Kind::kRelease:
           ++stats_.retried;
+          if (ReleaseBuries(jobs[k]->delivery)) ++stats_.exhausted;
           break;
         case Ack::Kind::kBury:
           ++stats_.buried;

@@ -52,6 +52,24 @@ TEST(ParseDurationMs, MistakesNameTheFieldAndWhatIsWrong) {
   EXPECT_NE(Error("99999999999999999999999s").find("too long"), std::string::npos);
 }
 
+TEST(ParseDurationMs, AnUnknownUnitIsNamedWholeWithTheUnitsAndTheRightSpelling) {
+  // Once read as 's' followed by "a number expected at 'ec'".
+  EXPECT_EQ(Error("30sec"),
+            "delay: unknown unit 'sec' in '30sec': write 30s (the units are ms, s, m, h and d: "
+            "1500ms, 5s, 30m, 2h, 1d, or 1h30m)");
+  EXPECT_EQ(Error("5x"),
+            "delay: unknown unit 'x' in '5x' (the units are ms, s, m, h and d: 1500ms, 5s, 30m, "
+            "2h, 1d, or 1h30m)");
+  EXPECT_NE(Error("1hour30mins").find("unknown unit 'hour' in '1hour30mins': write 1h30m "),
+            std::string::npos);
+  EXPECT_NE(Error("5 Min").find("unknown unit ' Min' in '5 Min': write 5m "), std::string::npos);
+  EXPECT_NE(Error("2days").find(": write 2d "), std::string::npos);
+  EXPECT_NE(Error("250msec").find(": write 250ms "), std::string::npos);
+  // No respelling when another group is no unit at all.
+  EXPECT_EQ(Error("1hour5x").find("write"), std::string::npos);
+  EXPECT_NE(Error("5ss").find("unknown unit 'ss'"), std::string::npos);
+}
+
 TEST(FormatDurationMs, ReadsBackAsTheSameDuration) {
   EXPECT_EQ(FormatDurationMs(0), "0");
   EXPECT_EQ(FormatDurationMs(1500), "1500ms");

@@ -500,6 +500,7 @@ TEST_P(QueueConformance, DeliveryRoundTripsEveryField) {
   EXPECT_EQ(d.ttr_ms, 45'000u);
   EXPECT_EQ(d.priority, 9u);
   EXPECT_EQ(d.run_at_ms, a.run_at_ms);
+  EXPECT_EQ(d.max_attempts, 4u);
   // reserved_until_ms is a wall-clock estimate of a monotonic deadline: on
   // real clocks it may be off by the millisecond either clock was rounded to.
   const int64_t slack = harness().exact_time() ? 0 : 2;
@@ -1049,6 +1050,8 @@ TEST_P(QueueConformance, ReleaseWithoutDelayMakesTheJobReadyAtOnce) {
   for (uint32_t attempt = 1; attempt <= 5; ++attempt) {  // max_attempts 0: unlimited
     Delivery d = ReserveOne(q, "rel0");
     EXPECT_EQ(d.attempts, attempt);
+    EXPECT_EQ(d.max_attempts, 0u);
+    EXPECT_FALSE(ReleaseBuries(d));
     ASSERT_TRUE(IsOk(q.Release("j", attempt % 2 ? d.receipt : "", 0, "")));
     EXPECT_EQ(State(q, "j"), "ready");
   }
@@ -1073,10 +1076,15 @@ TEST_P(QueueConformance, UsingUpMaxAttemptsByReleaseBuriesTheJob) {
   spec.max_attempts = 2;
   MustAdd(q, spec);
   Delivery d1 = ReserveOne(q, "maxrel");
+  // The delivery says what its release will do (a worker reports it).
+  EXPECT_EQ(d1.max_attempts, 2u);
+  EXPECT_FALSE(ReleaseBuries(d1));
   ASSERT_TRUE(IsOk(q.Release("j", d1.receipt, 0, "first failure")));
   EXPECT_EQ(State(q, "j"), "ready");
   Delivery d2 = ReserveOne(q, "maxrel");
   EXPECT_EQ(d2.attempts, 2u);
+  EXPECT_EQ(d2.max_attempts, 2u);
+  EXPECT_TRUE(ReleaseBuries(d2));
   ASSERT_TRUE(IsOk(q.Release("j", d2.receipt, 0, "second failure")));
   JobInfo info = MustGet(q, "j");
   EXPECT_EQ(StateName(info.state), "buried");
@@ -1089,6 +1097,7 @@ TEST_P(QueueConformance, UsingUpMaxAttemptsByReleaseBuriesTheJob) {
   once.max_attempts = 1;
   MustAdd(q, once);
   Delivery o = ReserveOne(q, "maxrel");
+  EXPECT_TRUE(ReleaseBuries(o));
   ASSERT_TRUE(IsOk(q.Release("once", o.receipt, kLongMs, "only try")));
   EXPECT_EQ(State(q, "once"), "buried");
 }

@@ -13,6 +13,7 @@ Exit codes under test (src/cli/README.md): 0 ok, 1 server error, 2 usage,
 import base64
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -29,7 +30,7 @@ OK, SERVER_ERROR, USAGE, EMPTY, UNAVAILABLE = 0, 1, 2, 3, 4
 # wire::kDeliveryFields (src/wire/fields.h) in table order: what a reserve
 # hands out. RESERVE and PEEK send the first five, or all of them.
 DELIVERY_FIELDS = ["id", "topic", "body", "receipt", "attempts", "ttr_ms", "priority",
-                   "run_at_ms", "reserved_until_ms"]
+                   "run_at_ms", "reserved_until_ms", "max_attempts"]
 NO_RECEIPT = ("--receipt is required (the receipt from 'delayq reserve'); "
               "--force acts by id alone\n")
 
@@ -392,7 +393,7 @@ class ClientCommandsTest(CliTestBase):
         self.usage_error("kicktopic", "t")
         self.usage_error("finish", "a", "b")
         r = self.fails(USAGE, "ping", "--server", "127.0.0.1:notaport",
-                       stderr=r"^delayq: --server: .*port")
+                       stderr=r"^delayq ping: --server: .*port")
         self.assertEqual(r.stdout, b"")
         self.fails(USAGE, "ping", "--server", "[::1")
 
@@ -407,6 +408,47 @@ class ClientCommandsTest(CliTestBase):
         env = {"DELAYQ_SERVER": "127.0.0.1:1"}
         self.assertEqual(run_cli("ping", "--server", self.server.address, env=env).returncode, OK)
         self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
+
+
+class StatsTest(CliTestBase):
+    """`delayq stats`: for people, what an operator reads first; --all and
+    --json every figure the server sends. A server of its own, so the
+    counts are exact."""
+
+    def test_the_human_form_shows_states_counts_since_start_lateness_and_health(self):
+        self.ok("add", "st.t", "a", "--id", "st-1")
+        self.ok("add", "st.t", "b", "--id", "st-2", "--delay", "10m")
+        job = self.reserve_one("st.t")
+        self.ok("finish", job["id"], "--receipt", job["receipt"])
+        out = self.ok("stats").decode()
+        # The first line stays "jobs: N": the README's tour reads it.
+        self.assertEqual(out,
+                         "jobs:        1\n"
+                         "ready:       0\n"
+                         "delayed:     1\n"
+                         "reserved:    0\n"
+                         "buried:      0\n"
+                         "waiting:     0\n"
+                         "since start: 2 added, 1 handed out, 1 finished, 0 released, 0 timed "
+                         "out, 0 buried, 0 kicked, 0 deleted\n"
+                         "lateness:    none measured yet\n"
+                         "health:      ok\n")
+        # A reserve waiting when its job falls due is measured.
+        self.ok("add", "st.t", "c", "--id", "st-3", "--delay", "100ms")
+        self.ok("reserve", "st.t", "--wait", "10s")
+        lateness = fields(self.ok("stats"))["lateness"]
+        self.assertRegex(lateness, r"^p50 \d+(\.\d)?(us|ms|s), p99 \S+, max \S+, over 1 job$")
+
+    def test_all_and_json_show_every_figure(self):
+        every = self.ok_json("stats")
+        self.assertIn("due_lateness_p999_us", every)
+        self.assertIn("connections", every)
+        listed = fields(self.ok("stats", "--all"))
+        self.assertEqual(list(listed), list(every))
+        self.assertEqual(listed["added"], str(every["added"]))
+        first = self.ok("stats", "--all").decode().splitlines()[0]
+        self.assertEqual(first.split(), ["jobs:", "%d" % every["jobs"]])
+        self.assertEqual(self.ok_json("stats", "--all"), every)
 
 
 class DurationsTest(CliTestBase):
@@ -443,8 +485,13 @@ class DurationsTest(CliTestBase):
         self.usage_error("release", "j", "--receipt", "r", "--delay", "5s", "--delay-ms", 1)
         r = self.usage_error("add", "t", "--delay", "5x")
         self.assertEqual(r.stderr.decode(),
-                         "delayq add: --delay: unknown unit 'x' in '5x' (a duration is a whole "
-                         "number and a unit: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
+                         "delayq add: --delay: unknown unit 'x' in '5x' (the units are ms, s, m, "
+                         "h and d: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
+        # Once "a number expected at 'ec'": the unit is read whole.
+        r = self.usage_error("add", "t", "--delay", "30sec")
+        self.assertEqual(r.stderr.decode(),
+                         "delayq add: --delay: unknown unit 'sec' in '30sec': write 30s (the units "
+                         "are ms, s, m, h and d: 1500ms, 5s, 30m, 2h, 1d, or 1h30m)\n")
         r = self.usage_error("add", "t", "--delay", "30")
         self.assertTrue(r.stderr.startswith(b"delayq add: --delay: no unit after 30"), r.stderr)
         r = self.usage_error("add", "t", "--ttr", "0")
@@ -537,6 +584,80 @@ class UnknownWordsTest(unittest.TestCase):
         self.assertIn("delayq --help", err)
 
 
+class ParseErrorsTest(UnknownWordsTest):
+    """Every mistake the argument parser finds is said under its command's
+    name, with what to type instead (src/cli/left_over.cc,
+    DescribeParseError); nothing is sent (exit 2)."""
+
+    def assertRefused(self, args, message):
+        self.assertEqual(self.refused(*args), message + "\n", args)
+
+    def test_a_missing_argument_shows_the_usage(self):
+        # Once "topic is required".
+        self.assertRefused(["add"], "delayq add: TOPIC is required (delayq add TOPIC [BODY] "
+                                    "[OPTIONS]; see delayq add --help)")
+        self.assertRefused(["reserve"], "delayq reserve: TOPICS is required (delayq reserve "
+                                        "TOPICS... [OPTIONS]; see delayq reserve --help)")
+        self.assertRefused(["kicktopic", "t"], "delayq kicktopic: N is required (delayq "
+                                               "kicktopic TOPIC N [OPTIONS]; see delayq "
+                                               "kicktopic --help)")
+        self.assertRefused(["work"], "delayq work: TOPICS is required (delayq work "
+                                     "TOPIC[,TOPIC...] [OPTIONS] -- COMMAND [ARGS...]; see "
+                                     "delayq work --help)")
+
+    def test_milliseconds_given_as_a_duration_point_to_the_duration_option(self):
+        # Once "Value 30s not in range 0 to 3153600000000".
+        self.assertRefused(["add", "t", "--delay-ms", "30s"],
+                           "delayq add: --delay-ms takes whole milliseconds, not '30s': use "
+                           "--delay 30s")
+        self.assertRefused(["reserve", "t", "--wait-ms", "5m"],
+                           "delayq reserve: --wait-ms takes whole milliseconds, not '5m': use "
+                           "--wait 5m")
+        self.assertRefused(["add", "t", "--delay-ms", "soon"],
+                           "delayq add: --delay-ms takes whole milliseconds, not 'soon' (or "
+                           "--delay with a duration: 30s, 5m, 1h30m)")
+        self.assertRefused(["pause", "t", "5m"],
+                           "delayq pause: MS takes whole milliseconds, not '5m': 5m is 300000")
+        self.assertRefused(["serve", "--idle-timeout-ms", "5s"],
+                           "delayq serve: --idle-timeout-ms takes whole milliseconds, not '5s': "
+                           "5s is 5000")
+
+    def test_numbers_out_of_range_or_not_numbers_say_the_range(self):
+        self.assertRefused(["reserve", "t", "--count", "0"],
+                           "delayq reserve: --count takes 1 to 1000, not 0")
+        self.assertRefused(["add", "t", "--priority", "high"],
+                           "delayq add: --priority takes a whole number from 0 to 4294967295, "
+                           "not 'high'")
+        self.assertRefused(["work", "t", "--concurrency", "0", "--", "true"],
+                           "delayq work: --concurrency takes 1 to 1024, not 0")
+        self.assertRefused(["serve", "--max-connections", "-5"],
+                           "delayq serve: --max-connections takes 1 to 1000000, not -5")
+
+    def test_a_value_not_among_the_choices_lists_them(self):
+        self.assertRefused(["peek", "t", "--state", "reserved"],
+                           "delayq peek: --state takes ready, delayed or buried, not 'reserved'")
+        self.assertRefused(["work", "t", "--log-level", "loud", "--", "true"],
+                           "delayq work: --log-level takes debug, info, warn or error, not 'loud'")
+        self.assertRefused(["serve", "--store", "disk"],
+                           "delayq serve: --store takes embedded, redis or memory, not 'disk'")
+
+    def test_options_that_exclude_each_other_and_a_missing_value(self):
+        self.assertRefused(["add", "t", "--delay", "5s", "--delay-ms", "5000"],
+                           "delayq add: give --delay or --delay-ms, not both")
+        self.assertRefused(["finish", "j", "--receipt", "r", "--force"],
+                           "delayq finish: give --force or --receipt, not both")
+        self.assertRefused(["add", "t", "--delay-ms"],
+                           "delayq add: --delay-ms needs a value (see delayq add --help)")
+        self.assertRefused(["ping", "--auth-token", ""],
+                           "delayq ping: --auth-token: must not be empty: leave --auth-token "
+                           "out to send no AUTH")
+
+    def test_a_bad_server_address_names_the_command(self):
+        self.assertRefused(["ping", "--server", "127.0.0.1:x"],
+                           "delayq ping: --server: bad address '127.0.0.1:x': address "
+                           "'127.0.0.1:x': port 'x' is not a number in 1..65535")
+
+
 class HelpTest(unittest.TestCase):
     COMMANDS = ["serve", "add", "reserve", "finish", "release", "touch", "bury", "delete", "kick",
                 "kicktopic", "get", "peek", "topics", "stats", "pause", "resume", "ping"]
@@ -598,6 +719,33 @@ class ConnectionFailureTest(unittest.TestCase):
         self.assertRegex(r.stderr.decode(), r"^delayq: .*127\.0\.0\.1")
 
 
+class ShutdownTest(unittest.TestCase):
+    """A waiting reserve that the server's shutdown ends is not "no job".
+    Needs the server side of issue 24 (the RESP reply that says so, the
+    client's kUnavailable "shutting down ..."): before it, this exits 3."""
+
+    def test_a_reserve_whose_wait_the_shutdown_ends_exits_4_saying_so(self):
+        server = Server("--store", "memory")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+        reserve = subprocess.Popen([harness.BINARY, "reserve", "shut.t", "--wait", "30s",
+                                    "--server", server.address], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=env)
+        try:
+            wait_until(lambda: server.stats()["waiting"] == 1, timeout=10,
+                       what="the reserve waiting on the server")
+            server.signal(signal.SIGTERM)
+            out, err = reserve.communicate(timeout=20)
+            self.assertEqual((reserve.returncode, out), (UNAVAILABLE, b""), err)
+            self.assertEqual(err.decode(),
+                             "delayq reserve: the server is shutting down and ended the wait; "
+                             "run it again, or give another server (--server a,b)\n")
+        finally:
+            if reserve.poll() is None:
+                reserve.kill()
+                reserve.wait()
+            server.stop()
+
+
 class FailoverTest(CliTestBase):
     """--server takes a list (the network client's): a server that is down is
     passed over; with every one down, the message names each."""
@@ -626,8 +774,54 @@ class FailoverTest(CliTestBase):
     def test_a_bad_address_in_the_list_is_a_usage_error(self):
         r = run_cli("ping", "--server", "%s,127.0.0.1:x" % self.server.address)
         self.assertEqual(r.returncode, USAGE, r.stderr)
-        self.assertRegex(r.stderr.decode(), r"^delayq: --server: bad address '127\.0\.0\.1:x'")
+        self.assertRegex(r.stderr.decode(),
+                         r"^delayq ping: --server: bad address '127\.0\.0\.1:x'")
         self.assertEqual(run_cli("ping", "--server", self.server.address + ",").returncode, USAGE)
+
+
+class PingWaitTest(unittest.TestCase):
+    """`delayq ping --wait D`: a readiness check for scripts, asking every
+    50 ms until a server answers."""
+
+    def test_wait_answers_pong_once_a_server_starts_listening(self):
+        port = closed_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+        ping = subprocess.Popen([harness.BINARY, "ping", "--server", "127.0.0.1:%d" % port,
+                                 "--wait", "20s"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        server = None
+        try:
+            # Started after ping: its first tries are refused.
+            server = subprocess.Popen(
+                [harness.BINARY, "serve", "--store", "memory", "--http-port", "0",
+                 "--resp-port", str(port)], stderr=subprocess.DEVNULL, env=env)
+            out, err = ping.communicate(timeout=30)
+            self.assertEqual((ping.returncode, out, err), (OK, b"PONG\n", b""))
+        finally:
+            if ping.poll() is None:
+                ping.kill()
+                ping.wait()
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=10)
+
+    def test_a_wait_that_runs_out_exits_4_naming_the_server(self):
+        port = closed_port()
+        start = time.monotonic()
+        r = run_cli("ping", "--server", "127.0.0.1:%d" % port, "--wait", "300ms")
+        self.assertGreaterEqual(time.monotonic() - start, 0.3)
+        self.assertEqual((r.returncode, r.stdout), (UNAVAILABLE, b""))
+        self.assertTrue(r.stderr.decode().startswith(
+            "delayq: cannot connect to 127.0.0.1:%d: Connection refused" % port), r.stderr)
+
+    def test_with_a_list_the_first_server_that_answers_is_enough(self):
+        server = Server("--store", "memory")
+        try:
+            r = run_cli("ping", "--server", "127.0.0.1:%d,%s" % (closed_port(), server.address),
+                        "--wait", "5s")
+            self.assertEqual((r.returncode, r.stdout), (OK, b"PONG\n"), r.stderr)
+        finally:
+            server.stop()
 
 
 class AuthTest(CliTestBase):
@@ -637,6 +831,20 @@ class AuthTest(CliTestBase):
         self.fails(SERVER_ERROR, "stats", stderr=r"^delayq: NOAUTH: ")
         self.fails(SERVER_ERROR, "stats", "--auth-token", "wrong",
                    stderr=r"^delayq: NOAUTH: invalid token")
+
+    def test_ping_proves_the_token_or_says_that_the_server_wants_one(self):
+        # Once PONG without a token: PING is open on the server.
+        r = self.fails(SERVER_ERROR, "ping")
+        self.assertEqual(r.stderr.decode(),
+                         "delayq ping: %s answers, but wants a token: give it with --auth-token T "
+                         "or DELAYQ_AUTH_TOKEN=T\n" % self.server.address)
+        self.assertEqual(r.stdout, b"")
+        self.fails(SERVER_ERROR, "ping", "--auth-token", "wrong",
+                   stderr=r"^delayq: NOAUTH: invalid token \(127\.0\.0\.1:\d+ refused the "
+                          r"token\)\n$")
+        self.assertEqual(self.ok("ping", "--auth-token", "s3cret"), b"PONG\n")
+        self.assertEqual(self.ok("ping", env={"DELAYQ_AUTH_TOKEN": "s3cret"}), b"PONG\n")
+        self.assertEqual(self.fails(SERVER_ERROR, "ping", "--json").stdout, b"")
 
     def test_the_token_from_the_flag_or_the_environment(self):
         self.assertEqual(self.ok_json("add", "auth.t", "x", "--id", "auth-1",

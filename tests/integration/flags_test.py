@@ -269,8 +269,9 @@ class ClientFlagsTest(TempCwdTest):
                            (["reserve", "t", "--count", "1001"], "--count"),
                            (["reserve", "t", "--wait-ms", "-1"], "--wait-ms"),
                            (["release", "j", "--delay-ms", "-1"], "--delay-ms"),
-                           (["kicktopic", "t", "-1"], "n"),
-                           (["pause", "t", "-5"], "ms")]:
+                           # Arguments are named as usage lines show them.
+                           (["kicktopic", "t", "-1"], "kicktopic: N takes"),
+                           (["pause", "t", "-5"], "pause: MS takes")]:
             with self.subTest(args=args):
                 self.usage_error(*args, flag=flag)
 

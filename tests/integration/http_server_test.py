@@ -71,15 +71,16 @@ class HttpApiTest(unittest.TestCase):
 
     def test_add_reserve_finish_round_trip(self):
         st, added = self.call("POST", "/v1/jobs", {"topic": "rt", "id": "order-1",
-                                                   "body": "close it", "ttr_ms": 5000})
+                                                   "body": "close it", "ttr_ms": 5000,
+                                                   "max_attempts": 3})
         self.assertEqual(st, 201)
         self.assertEqual(added["id"], "order-1")
         self.assertEqual(added["state"], "ready")
         st, got = self.call("POST", "/v1/reserve", {"topics": ["rt"]})
         self.assertEqual(st, 200)
         [job] = got["jobs"]
-        self.assertEqual((job["id"], job["topic"], job["body"], job["attempts"], job["ttr_ms"]),
-                         ("order-1", "rt", "close it", 1, 5000))
+        self.assertEqual((job["id"], job["topic"], job["body"], job["attempts"], job["ttr_ms"],
+                          job["max_attempts"]), ("order-1", "rt", "close it", 1, 5000, 3))
         st, info = self.call("GET", "/v1/jobs/order-1")
         self.assertEqual((st, info["state"], info["receipt"]), (200, "reserved", job["receipt"]))
         self.assertEqual(self.call("POST", "/v1/jobs/order-1/finish",

@@ -44,9 +44,9 @@ class RespServerTest(unittest.TestCase):
         self.assertEqual(len(jobs), 1)
         # Every field of a delivery, in wire::kDeliveryFields' order.
         (job_id, topic, body, receipt, attempts, ttr_ms, priority, run_at_ms,
-         reserved_until_ms) = jobs[0]
+         reserved_until_ms, max_attempts) = jobs[0]
         self.assertEqual((job_id, topic, body, attempts), (b"rt-1", b"rt", b"body\x00\xff", 1))
-        self.assertEqual((ttr_ms, priority), (60000, 1024))
+        self.assertEqual((ttr_ms, priority, max_attempts), (60000, 1024, 0))
         fields = self.cmd("GET", "rt-1")
         info = dict(zip(fields[::2], fields[1::2]))
         self.assertEqual(info[b"state"], b"reserved")

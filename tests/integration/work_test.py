@@ -197,6 +197,23 @@ class WorkTest(unittest.TestCase):
         self.assertEqual(w.stop(), OK, w.stderr())
         self.assertIn("job fail-1 (work.fail, attempt 1): exit 3", w.stderr())
 
+    def test_a_release_that_uses_up_max_attempts_is_logged_as_the_bury_it_is(self):
+        # Fails before: logged "attempt 2: released" and counted "2 released
+        # for a retry" for a job the server had buried.
+        self.add("work.used", "used-1", b"", 60000, "MAXATTEMPTS", 2)
+        w = self.work("work.used", "--backoff", "10ms", "--", "sh", "-c", "exit 3")
+        wait_until(lambda: (self.get("used-1") or {}).get("state") == b"buried", timeout=10,
+                   what="used-1 buried after two attempts")
+        self.assertEqual(w.stop(), OK, w.stderr())
+        err = w.stderr()
+        self.assertRegex(err, r"job used-1 \(work\.used, attempt 1\): exit 3 in \d+ ms\n")
+        self.assertIn("job used-1 (work.used, attempt 1): released\n", err)
+        self.assertIn("job used-1 (work.used, attempt 2): buried (max_attempts 2 used up)\n",
+                      err)
+        self.assertNotIn("attempt 2): released", err)
+        self.assertIn("delayq work: stopped: 0 finished, 1 released for a retry, 1 buried "
+                      "(max_attempts used up), 0 given back\n", err)
+
     def test_a_command_killed_by_a_signal_releases_the_job_saying_so(self):
         self.add("work.kill", "kill-1", b"", 60000, "MAXATTEMPTS", 1)
         w = self.work("work.kill", "--", "sh", "-c", 'echo dying >&2; kill -9 $$')

@@ -651,8 +651,16 @@ Delivery Model::Deliver(const std::string& id, ModelJob& job) {
   job.state = JobState::kReserved;
   job.reserved_until = mono_ + job.ttr_ms;
   job.receipt.clear();  // filled in from the engine's delivery
-  return Delivery{id,           job.topic,     job.body,          "", job.attempts, job.ttr_ms,
-                  job.priority, job.run_at_ms, wall_ + job.ttr_ms};
+  return Delivery{id,
+                  job.topic,
+                  job.body,
+                  "",
+                  job.attempts,
+                  job.ttr_ms,
+                  job.priority,
+                  job.run_at_ms,
+                  wall_ + job.ttr_ms,
+                  job.max_attempts};
 }
 
 JobInfo Model::Info(const std::string& id, const ModelJob& job) const {
@@ -735,9 +743,10 @@ std::string Format(const JobInfo& j) {
 
 // A delivery reads as the reserved job it makes.
 JobInfo AsInfo(const Delivery& d) {
-  return JobInfo{
-      d.id, d.topic,     JobState::kReserved, d.body,    d.priority, d.ttr_ms, 0, d.attempts,
-      0,    d.run_at_ms, d.reserved_until_ms, d.receipt, ""};
+  return JobInfo{d.id,       d.topic,     JobState::kReserved, d.body,
+                 d.priority, d.ttr_ms,    d.max_attempts,      d.attempts,
+                 0,          d.run_at_ms, d.reserved_until_ms, d.receipt,
+                 ""};
 }
 
 std::string Format(const std::vector<Delivery>& ds) {

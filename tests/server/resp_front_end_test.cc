@@ -29,9 +29,10 @@ TEST_P(RespFrontEnd, AddReserveFinish) {
   ASSERT_EQ(jobs.type, RespReply::Type::kArray) << jobs.ToString();
   ASSERT_EQ(jobs.elements.size(), 1u);
   // id, topic, body, receipt, attempts, ttr_ms, priority, run_at_ms,
-  // reserved_until_ms: every field of a delivery, as HTTP sends it.
+  // reserved_until_ms, max_attempts: every field of a delivery, as HTTP
+  // sends it.
   const RespReply& job = jobs.elements[0];
-  ASSERT_EQ(job.elements.size(), 9u) << job.ToString();
+  ASSERT_EQ(job.elements.size(), 10u) << job.ToString();
   EXPECT_EQ(job.elements[0], Bulk("rt-1"));
   EXPECT_EQ(job.elements[1], Bulk("rt"));
   EXPECT_EQ(job.elements[2], Bulk(std::string("body\0\xff", 6)));  // binary safe
@@ -44,6 +45,7 @@ TEST_P(RespFrontEnd, AddReserveFinish) {
   EXPECT_EQ(FieldOf(info, "receipt"), receipt);
   EXPECT_EQ(std::to_string(job.elements[7].integer), FieldOf(info, "run_at_ms"));
   EXPECT_EQ(std::to_string(job.elements[8].integer), FieldOf(info, "reserved_until_ms"));
+  EXPECT_EQ(job.elements[9], Integer(0));  // max_attempts: unlimited
   EXPECT_EQ(h.Resp({"FINISH", "rt-1", receipt}), Simple("OK"));
   EXPECT_EQ(h.Resp({"GET", "rt-1"}), NilArray());
 }
@@ -231,9 +233,9 @@ TEST_P(RespFrontEnd, DurationsTakeMillisecondsOrAUnit) {
 
 // PEEK sends a job as RESERVE does: every field of a delivery, in order.
 TEST_P(RespFrontEnd, PeekSendsADeliveryAsReserveDoes) {
-  h.Resp({"ADD", "pk", "pk-1", "0", "45000", "x", "PRIORITY", "7"});
+  h.Resp({"ADD", "pk", "pk-1", "0", "45000", "x", "PRIORITY", "7", "MAXATTEMPTS", "3"});
   RespReply peek = h.Resp({"PEEK", "pk", "READY"});
-  ASSERT_EQ(peek.elements.size(), 9u) << peek.ToString();
+  ASSERT_EQ(peek.elements.size(), 10u) << peek.ToString();
   RespReply info = h.Resp({"GET", "pk-1"});
   EXPECT_EQ(peek.elements[0], Bulk("pk-1"));
   EXPECT_EQ(peek.elements[3], Bulk(""));  // not reserved: no receipt
@@ -242,6 +244,7 @@ TEST_P(RespFrontEnd, PeekSendsADeliveryAsReserveDoes) {
   EXPECT_EQ(peek.elements[6], Integer(7));
   EXPECT_EQ(std::to_string(peek.elements[7].integer), FieldOf(info, "run_at_ms"));
   EXPECT_EQ(peek.elements[8], Integer(0));
+  EXPECT_EQ(peek.elements[9], Integer(3));  // max_attempts
 }
 
 TEST_P(RespFrontEnd, PipelinedCommandsAreAnsweredInOrderInOneWrite) {

@@ -270,13 +270,41 @@ TEST(Worker, AJobWhoseMaxAttemptsAreUsedUpIsBuriedByTheQueue) {
   ASSERT_TRUE(w->Start().ok());
   ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 1; }));
   EXPECT_EQ(GetJob(*q, "j").state, JobState::kDelayed);
+  EXPECT_EQ(w->Stats().exhausted, 0u);
   clock->Advance(1000);
   ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 2; }));
   JobInfo info = GetJob(*q, "j");
   EXPECT_EQ(info.state, JobState::kBuried);
   EXPECT_EQ(info.attempts, 2u);
   EXPECT_EQ(info.last_error, "again; max_attempts (2) used up");
-  EXPECT_EQ(w->Stats().buried, 0u);  // the handler did not bury it
+  EXPECT_EQ(w->Stats().buried, 0u);     // the handler did not bury it
+  EXPECT_EQ(w->Stats().exhausted, 1u);  // the queue did
+}
+
+TEST(Worker, OnAcknowledgedTellsAReleaseThatBuriedFromOneThatRetries) {
+  auto clock = std::make_shared<ManualClock>();
+  auto q = OpenMemory(clock);
+  std::mutex mu;
+  std::vector<std::pair<uint32_t, bool>> heard;  // attempts, ReleaseBuries
+  WorkerOptions wo;
+  wo.on_acknowledged = [&](const Delivery& job, Ack::Kind kind, const Status& answer) {
+    ASSERT_EQ(kind, Ack::Kind::kRelease);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(job.max_attempts, 2u);
+    std::lock_guard<std::mutex> l(mu);
+    heard.emplace_back(job.attempts, ReleaseBuries(job));
+  };
+  auto w = NewWorker(*q, clock, wo);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Retry("again"); }).ok());
+  Add(*q, "t", "j", 0, kDefaultTtrMs, /*max_attempts=*/2);
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 1; }));
+  clock->Advance(1000);
+  ASSERT_TRUE(Eventually([&] { return w->Stats().retried == 2; }));
+  w->Stop(0);
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(heard, (std::vector<std::pair<uint32_t, bool>>{{1, false}, {2, true}}));
+  EXPECT_EQ(GetJob(*q, "j").state, JobState::kBuried);
 }
 
 TEST(Worker, BuryBuriesTheJobWithTheReason) {
