@@ -620,7 +620,7 @@ class ParseErrorsTest(UnknownWordsTest):
                            "delayq pause: MS takes whole milliseconds, not '5m': 5m is 300000")
         self.assertRefused(["serve", "--idle-timeout-ms", "5s"],
                            "delayq serve: --idle-timeout-ms takes whole milliseconds, not '5s': "
-                           "5s is 5000")
+                           "use --idle-timeout 5s")
 
     def test_numbers_out_of_range_or_not_numbers_say_the_range(self):
         self.assertRefused(["reserve", "t", "--count", "0"],
