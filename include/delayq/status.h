@@ -65,6 +65,17 @@ inline Status TooLarge(std::string msg) { return {Code::kTooLarge, std::move(msg
 inline Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
 inline Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
 
+// How the answer to a waiting reserve that a server's shutdown cut short
+// begins: kUnavailable with this prefix, never "no job", so that a client
+// goes to another server (or waits for this one to come back) at once instead
+// of polling one that is going away. The servers answer so over HTTP (503),
+// RESP (-UNAVAILABLE) and /command; the network client (StoreKind::kRemote)
+// fails over on it, and with one server returns it (naming the server).
+inline constexpr std::string_view kShuttingDownPrefix = "shutting down: ";
+inline bool IsShuttingDown(const Status& s) {
+  return s.code() == Code::kUnavailable && s.message().starts_with(kShuttingDownPrefix);
+}
+
 // Either a T or a non-OK Status, like std::expected<T, Status>.
 template <typename T>
 class [[nodiscard]] Result {

@@ -183,7 +183,8 @@ struct WorkerOptions {
   // Default: 30 s.
   int64_t reserve_wait_ms = 30'000;
   // After a reserve fails (the store unreachable), the worker asks again
-  // after this, doubling up to 5 s while it keeps failing. > 0.
+  // after this, doubling up to 5 s while it keeps failing. > 0. A wait that
+  // a server's shutdown ended (IsShuttingDown) is asked again at once.
   // Default: 100 ms.
   int64_t reserve_retry_ms = 100;
   // Measures touch intervals and Stop's drain. Default: SystemClock().

@@ -95,13 +95,13 @@ int ReportFailure(const Status& status, std::string_view servers) {
 }
 
 bool EndedByShutdown(const Status& status) {
-  return status.code() == Code::kUnavailable && status.message().starts_with(kShuttingDown);
+  return IsShuttingDown(status);
 }
 
 bool EndedByShutdown(std::string_view status_text) {
   const std::string prefix = std::string(CodeName(Code::kUnavailable)) + ": ";
   return status_text.starts_with(prefix) &&
-         status_text.substr(prefix.size()).starts_with(kShuttingDown);
+         status_text.substr(prefix.size()).starts_with(kShuttingDownPrefix);
 }
 
 std::string ReserveFailureLine(const Status& status, std::string_view servers) {

@@ -49,12 +49,8 @@ int ExitCodeOf(const Status& status);
 // PrintError(DescribeFailure(...)); returns ExitCodeOf(status).
 int ReportFailure(const Status& status, std::string_view servers);
 
-// How the network client says that a server's shutdown ended a waiting
-// reserve (kUnavailable, the message starting so): not "no job".
-inline constexpr std::string_view kShuttingDown = "shutting down";
-
 // Whether `status` is a waiting reserve that the server ended because it is
-// shutting down.
+// shutting down (IsShuttingDown, include/delayq/status.h): not "no job".
 bool EndedByShutdown(const Status& status);
 // The same for a Status already turned to text (Status::ToString, as
 // WorkerStats::last_error holds it: "unavailable: shutting down ...").

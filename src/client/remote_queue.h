@@ -51,7 +51,7 @@
 // (it took nothing on the first: nothing can be delivered twice), and the
 // caller sees only its answer there; with one server — or none of the
 // others taking it — the caller gets kUnavailable, its message beginning
-// "shutting down" (client::kShuttingDown) and naming the server, so a
+// "shutting down: " (IsShuttingDown, include/delayq/status.h) and naming the server, so a
 // worker reconnects rather than polling.
 //
 // Waiting reserves hold no thread each: one I/O thread of this queue

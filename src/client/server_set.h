@@ -58,12 +58,6 @@ enum class Retry {
 inline constexpr std::string_view kNoServerAnswered = "no delayq server answered: ";
 inline constexpr std::string_view kNoServerAccepted = "no delayq server accepted: ";
 
-// How a server's answer to a reserve that its shutdown cut short begins
-// (kUnavailable; src/server/errors.h kShuttingDown, the same text): that
-// server is going away (WaitingReserves fails over on it, the command line
-// and the Worker read it).
-inline constexpr std::string_view kShuttingDown = "shutting down: ";
-
 // The default RESP port of `delayq serve`.
 inline constexpr int kDefaultPort = 7701;
 
@@ -105,7 +99,7 @@ class ServerSet {
   void Release(size_t server, std::unique_ptr<redis::Connection> conn);
   // The connection broke: closed, and its server marked down.
   void Broken(size_t server, std::unique_ptr<redis::Connection> conn, const std::string& reason);
-  // The server answered that it is shutting down (kShuttingDown): `conn`
+  // The server answered that it is shutting down (IsShuttingDown, include/delayq/status.h): `conn`
   // and its idle connections (which it is closing) are closed, and it is
   // marked down, so the next request goes to the next server at once.
   void GoingAway(size_t server, std::unique_ptr<redis::Connection> conn);

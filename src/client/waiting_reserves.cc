@@ -195,7 +195,7 @@ void WaitingReserves::SendLoop() {
         p->state = sent.ok() ? Pending::State::kWaiting : Pending::State::kFailed;
         if (!sent.ok()) p->failure = sent.status();
         // Failing over from a server shutting down: its answer first, so
-        // the message still begins with kShuttingDown.
+        // the message still begins with kShuttingDownPrefix.
         if (!sent.ok() && !p->going_away.ok()) {
           p->failure =
               Unavailable(p->going_away.message() +
@@ -305,7 +305,7 @@ void WaitingReserves::Serve(const std::shared_ptr<Pending>& p, bool readable, in
   if (st.ok() && got.size() == 1) {
     Result<Deliveries> said = ParseDeliveries(got[0]);
     if (!said.ok() && said.status().code() == Code::kUnavailable &&
-        said.status().message().starts_with(kShuttingDown)) {
+        IsShuttingDown(said.status())) {
       going_away = Unavailable(said.status().message() + " (delayq server " +
                                servers_->Name(p->server) + ")");
       servers_->GoingAway(p->server, std::move(p->conn));

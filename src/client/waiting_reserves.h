@@ -24,7 +24,7 @@
 // A reply that never comes (a server killed, a connection reset) is
 // kUnavailable and is not retried: jobs the server may have handed to it
 // come back after their TTR. A reply that says the server is shutting down
-// (kShuttingDown: it took nothing) is: the server is marked down
+// (IsShuttingDown: it took nothing) is: the server is marked down
 // (ServerSet::GoingAway) and, with another server in the list and time
 // left of the wait, the reserve is sent again, by the sender thread, for
 // that time; otherwise `done` gets the server's answer, naming it.

@@ -36,22 +36,13 @@ inline const ErrorMapping& MappingFor(Code code) {
   return kErrorMappings[std::size(kErrorMappings) - 1];  // kInternal
 }
 
-// How the answer of a reserve that the server's shutdown cut short begins:
-// kUnavailable, never "no job", so that a worker goes to another server (or
-// waits for this one to come back) at once instead of polling one that is
-// going away. Clients rely on the prefix (the network client fails over on
-// it, the command line words it, and src/client keeps the same constant).
-// HTTP adds Retry-After and Connection: close to it (HttpServer).
-inline constexpr std::string_view kShuttingDown = "shutting down: ";
-
+// The answer of a reserve that the server's shutdown cut short
+// (kShuttingDownPrefix, include/delayq/status.h: clients rely on it). HTTP adds
+// Retry-After and Connection: close to it (HttpServer).
 inline Status ShuttingDown() {
-  return Unavailable(std::string(kShuttingDown) +
+  return Unavailable(std::string(kShuttingDownPrefix) +
                      "the server is stopping; reserve again on another server, or on this one "
                      "once it is back");
-}
-
-inline bool IsShuttingDown(const Status& s) {
-  return s.code() == Code::kUnavailable && s.message().starts_with(kShuttingDown);
 }
 
 }  // namespace delayq::server

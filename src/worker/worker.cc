@@ -533,7 +533,18 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       reserving_ = false;
       ticket_ = 0;
     }
-    if (!result.ok()) {
+    if (!result.ok() && IsShuttingDown(result.status())) {
+      // The server ended the wait because it is going away: reserve again at
+      // once (the network client has dropped its connections to it, so this
+      // reconnects, to another server if it has one) rather than after a
+      // backoff; a failure after that backs off from the base as usual.
+      NoteError(result.status());
+      retry_pending_ = true;
+      retry_at_ = now;
+      retry_ms_ = options_.reserve_retry_ms;
+      timer_kick_ = true;
+      timer_cv_.notify_all();
+    } else if (!result.ok()) {
       NoteError(result.status());
       retry_pending_ = true;
       retry_at_ = now + retry_ms_;

@@ -617,6 +617,59 @@ class CountingQueue final : public ForwardingQueue {
   std::vector<size_t> batches_;  // GUARDED_BY(mu_)
 };
 
+// Answers its first reserves with a given error, then forwards.
+class RefusingQueue final : public ForwardingQueue {
+ public:
+  RefusingQueue(Queue& q, Status refusal, int times)
+      : ForwardingQueue(q), refusal_(std::move(refusal)), left_(times) {}
+  std::atomic<int> reserves{0};
+
+  uint64_t ReserveAsync(const ReserveRequest& req, ReserveCallback done) override {
+    ++reserves;
+    if (left_.fetch_sub(1) > 0) {
+      done(refusal_);
+      return 0;
+    }
+    return target().ReserveAsync(req, std::move(done));
+  }
+
+ private:
+  const Status refusal_;
+  std::atomic<int> left_;
+};
+
+// A wait that the server's shutdown ended is reserved again at once (the
+// client reconnects, to another server if it has one), not after the
+// backoff that a store out of reach gets: the clock does not move here.
+TEST(Worker, AReserveEndedByTheServersShutdownIsReservedAgainAtOnce) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  RefusingQueue q(*real,
+                  Unavailable(std::string(kShuttingDownPrefix) + "the server is stopping"), 1);
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return q.reserves.load() == 2; }));
+  Add(q, "t", "j");
+  EXPECT_TRUE(Eventually([&] { return w->Stats().succeeded == 1; }));
+  w->Stop(0);
+}
+
+// Any other failed reserve waits reserve_retry_ms first.
+TEST(Worker, AFailedReserveIsReservedAgainAfterTheRetryDelay) {
+  auto clock = std::make_shared<ManualClock>();
+  auto real = OpenMemory(clock);
+  RefusingQueue q(*real, Unavailable("redis: none of the Redis addresses given answered"), 1);
+  auto w = NewWorker(q, clock);
+  ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
+  ASSERT_TRUE(w->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return w->Stats().errors == 1; }));
+  EXPECT_EQ(q.reserves.load(), 1);
+  clock->Advance(100);
+  EXPECT_TRUE(Eventually([&] { return q.reserves.load() == 2; }));
+  w->Stop(0);
+}
+
 TEST(Worker, ReservesOneBatchForAllItsIdleSlots) {
   auto clock = std::make_shared<ManualClock>();
   auto real = OpenMemory(clock);
