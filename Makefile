@@ -63,6 +63,7 @@ test: build
 # (DELAYQ_STORE, DELAYQ_FSYNC, ... choose otherwise; see delayq serve --help).
 # Builds only the `delayq` target and the libraries it links.
 run: configure-run
+	@[ -x $(BUILD)/bin/delayq ] || echo "make run: building the server: a few minutes the first time, seconds after that"
 	@cmake --build $(BUILD) -j$(JOBS) --target delayq
 	$(BUILD)/bin/delayq serve
 
