@@ -1,6 +1,6 @@
 # The README's promises: `make run` and `make test` work on a fresh Debian 12
 # machine. Every target first installs what is missing (scripts/bootstrap.sh:
-# `make run` and `make install` only what they build with, the rest all).
+# `make run` and `make install` the packages they build with, the others all).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= Release
