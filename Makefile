@@ -1,5 +1,6 @@
-# The README's promises: `make test` and `make run` work on a fresh Debian 12
-# machine. Every target first installs what is missing (scripts/bootstrap.sh).
+# The README's promises: `make run` and `make test` work on a fresh Debian 12
+# machine. Every target first installs what is missing (scripts/bootstrap.sh:
+# `make run` and `make install` the packages they build with, the others all).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= Release
@@ -9,16 +10,38 @@ PREFIX ?= /usr/local
 # CMake's progress lines, not make's: no "Entering/Leaving directory" from
 # the makes that `cmake --build` runs (they inherit MAKEFLAGS).
 MAKEFLAGS += --no-print-directory
+# A new build directory gets Ninja (quicker to start, one line when there is
+# nothing to do); one that exists keeps the generator it was made with.
+GENERATOR = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 
-.PHONY: all bootstrap configure build test lint run bench format tidy install clean
+.PHONY: all bootstrap configure build test lint run bench format tidy install clean \
+        bootstrap-run configure-run
 
 all: build
 
 bootstrap:
-	@bash scripts/bootstrap.sh
+	@bash scripts/bootstrap.sh test
 
+bootstrap-run:
+	@bash scripts/bootstrap.sh run
+
+# Everything on: the tests, the fuzz targets and the benchmarks.
 configure: bootstrap
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@cmake -S . -B $(BUILD) $(call GENERATOR,$(BUILD)) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DDELAYQ_TESTS=ON -DDELAYQ_BENCH=ON -DDELAYQ_FUZZ=ON >/dev/null
+
+# Configures a new build directory (tests and benchmarks off, so only
+# `bootstrap.sh run`'s packages are needed), one whose configure did not
+# finish, or one of another BUILD_TYPE; an existing one keeps its options.
+# Otherwise no configure: `cmake --build` re-runs CMake if a CMakeLists.txt changed.
+configure-run: bootstrap-run
+	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	      -DDELAYQ_TESTS=OFF -DDELAYQ_BENCH=OFF >/dev/null; \
+	elif [ ! -f $(BUILD)/build.ninja ] && [ ! -f $(BUILD)/Makefile ] || \
+	    ! grep -qx 'CMAKE_BUILD_TYPE:STRING=$(BUILD_TYPE)' $(BUILD)/CMakeCache.txt; then \
+	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null; \
+	fi
 
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -30,15 +53,18 @@ build: configure
 # DELAYQ_FUZZ_SECONDS each.
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
-	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON \
-	    -DDELAYQ_BENCH=OFF -DDELAYQ_FUZZ=OFF >/dev/null
+	@cmake -S . -B $(BUILD)-asan $(call GENERATOR,$(BUILD)-asan) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DDELAYQ_SANITIZE=ON -DDELAYQ_TESTS=ON -DDELAYQ_BENCH=OFF -DDELAYQ_FUZZ=OFF >/dev/null
 	@cmake --build $(BUILD)-asan -j$(JOBS)
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^fuzz[.]'
 
 # Starts the server in the foreground: HTTP/JSON on 127.0.0.1:7700, the Redis
 # protocol on 127.0.0.1:7701, jobs kept in the embedded store in ./data
 # (DELAYQ_STORE, DELAYQ_FSYNC, ... choose otherwise; see delayq serve --help).
-run: build
+# Builds only the `delayq` target and the libraries it links.
+run: configure-run
+	@[ -x $(BUILD)/bin/delayq ] || echo "make run: building the server: a few minutes the first time, seconds after that"
+	@cmake --build $(BUILD) -j$(JOBS) --target delayq
 	$(BUILD)/bin/delayq serve
 
 # bin/delayq, deploy/delayq.service (as lib/systemd/system/delayq.service,
@@ -46,7 +72,7 @@ run: build
 # lib/libdelayq.a, lib/cmake/delayq/, lib/pkgconfig/delayq.pc (see
 # cmake/library.cmake). Builds only what it installs. See README.md,
 # "Operations".
-install: configure
+install: configure-run
 	@cmake --build $(BUILD) -j$(JOBS) --target delayq libdelayq
 	cmake --install $(BUILD) --prefix $(PREFIX)
 

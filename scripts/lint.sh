@@ -68,7 +68,9 @@ else
 fi
 
 if [ ! -f "$BUILD/compile_commands.json" ]; then
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  generator=()  # a new build directory gets Ninja, as the Makefile makes them
+  [ -f "$BUILD/CMakeCache.txt" ] || generator=(-G Ninja)
+  cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 units=()
 for f in "${changed[@]}"; do
