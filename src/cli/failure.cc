@@ -94,9 +94,7 @@ int ReportFailure(const Status& status, std::string_view servers) {
   return ExitCodeOf(status);
 }
 
-bool EndedByShutdown(const Status& status) {
-  return IsShuttingDown(status);
-}
+bool EndedByShutdown(const Status& status) { return IsShuttingDown(status); }
 
 bool EndedByShutdown(std::string_view status_text) {
   const std::string prefix = std::string(CodeName(Code::kUnavailable)) + ": ";

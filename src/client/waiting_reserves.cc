@@ -304,8 +304,7 @@ void WaitingReserves::Serve(const std::shared_ptr<Pending>& p, bool readable, in
   Status going_away;
   if (st.ok() && got.size() == 1) {
     Result<Deliveries> said = ParseDeliveries(got[0]);
-    if (!said.ok() && said.status().code() == Code::kUnavailable &&
-        IsShuttingDown(said.status())) {
+    if (!said.ok() && IsShuttingDown(said.status())) {
       going_away = Unavailable(said.status().message() + " (delayq server " +
                                servers_->Name(p->server) + ")");
       servers_->GoingAway(p->server, std::move(p->conn));

@@ -644,8 +644,8 @@ class RefusingQueue final : public ForwardingQueue {
 TEST(Worker, AReserveEndedByTheServersShutdownIsReservedAgainAtOnce) {
   auto clock = std::make_shared<ManualClock>();
   auto real = OpenMemory(clock);
-  RefusingQueue q(*real,
-                  Unavailable(std::string(kShuttingDownPrefix) + "the server is stopping"), 1);
+  RefusingQueue q(*real, Unavailable(std::string(kShuttingDownPrefix) + "the server is stopping"),
+                  1);
   auto w = NewWorker(q, clock);
   ASSERT_TRUE(w->Handle("t", [](const Delivery&) { return Outcome::Success(); }).ok());
   ASSERT_TRUE(w->Start().ok());
