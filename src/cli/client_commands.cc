@@ -710,26 +710,48 @@ std::string Micros(uint64_t us) {
   return tenths(us, 1'000'000, "s");
 }
 
+// A figure of a STATS reply as a count (0 when absent or negative).
+uint64_t Count(const Pairs& all, std::string_view k) {
+  for (const auto& [key, v] : all) {
+    if (key != k) continue;
+    std::optional<int64_t> n = AsInteger(v);
+    return n && *n > 0 ? static_cast<uint64_t>(*n) : 0;
+  }
+  return 0;
+}
+
+// "1200", "3.5", "0": a rate per second for people.
+std::string PerSecond(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, r >= 10 || r == 0 ? "%.0f" : "%.1f", r);
+  return buf;
+}
+
 // What an operator reads first of the server's STATS: the jobs by state,
-// what happened since start, how punctual the server is, and whether its
-// store takes changes. Figures the server did not send are left out (an
-// older server, another store); `--all` prints every one.
-Pairs StatsForPeople(const Pairs& all) {
+// how fast jobs come and go (`before`: the same server's STATS `elapsed_ms`
+// earlier), what happened since start, how punctual the server is, and
+// whether its store takes changes. Figures the server did not send are left
+// out (an older server, another store); `--all` prints every one.
+Pairs StatsForPeople(const Pairs& before, const Pairs& all, int64_t elapsed_ms) {
   auto has = [&](std::string_view k) {
     return std::any_of(all.begin(), all.end(), [&](const auto& p) { return p.first == k; });
   };
-  auto get = [&](std::string_view k) -> uint64_t {
-    for (const auto& [key, v] : all) {
-      if (key != k) continue;
-      std::optional<int64_t> n = AsInteger(v);
-      return n && *n > 0 ? static_cast<uint64_t>(*n) : 0;
-    }
-    return 0;
-  };
+  auto get = [&](std::string_view k) { return Count(all, k); };
   Pairs out;
   for (const char* k : {"jobs", "ready", "delayed", "reserved", "buried", "waiting"}) {
     if (has(k)) out.emplace_back(k, std::to_string(get(k)));
   }
+  // Rates over the interval between the two replies: the counters' growth.
+  std::string rates;
+  constexpr std::pair<const char*, const char*> kRates[] = {
+      {"added", "added/s"}, {"reserves", "handed out/s"}, {"finished", "finished/s"}};
+  for (const auto& [k, words] : kRates) {
+    if (!has(k) || elapsed_ms <= 0) continue;
+    const uint64_t was = Count(before, k), now = get(k);
+    const double rate = now > was ? static_cast<double>(now - was) * 1000.0 / elapsed_ms : 0;
+    rates += (rates.empty() ? "" : ", ") + PerSecond(rate) + " " + words;
+  }
+  if (!rates.empty()) out.emplace_back("rates", rates + " (over the last second)");
   // The counters since the server started, as one line.
   std::string since;
   constexpr std::pair<const char*, const char*> kCounters[] = {
@@ -775,11 +797,29 @@ int RunStats(const Session& s, const Invocation& inv) {
     PrintPairs(inv, PairsOf(*t, wire::kTopicFields));
     return kExitOk;
   }
-  Result<Reply> r = s.Raw({"STATS"});
-  if (!r.ok()) return s.Fail(r.status());
-  std::optional<Pairs> fields = ParseFields(*r);
-  if (!fields) return s.Fail(client::Malformed("STATS", "field/value pairs", *r));
-  PrintPairs(inv, inv.all || inv.json ? *fields : StatsForPeople(*fields));
+  auto stats = [&]() -> Result<Pairs> {
+    Result<Reply> r = s.Raw({"STATS"});
+    if (!r.ok()) return r.status();
+    std::optional<Pairs> fields = ParseFields(*r);
+    if (!fields) return client::Malformed("STATS", "field/value pairs", *r);
+    return *std::move(fields);
+  };
+  Result<Pairs> first = stats();
+  if (!first.ok()) return s.Fail(first.status());
+  if (inv.all || inv.json) {
+    PrintPairs(inv, *first);
+    return kExitOk;
+  }
+  // For people, rates too: a second reply a second later (as vmstat and
+  // `redis-cli --stat` measure), from the same server when it still answers.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Result<Pairs> second = stats();
+  if (!second.ok()) return s.Fail(second.status());
+  const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - t0)
+                                 .count();
+  PrintPairs(inv, StatsForPeople(*first, *second, elapsed_ms));
   return kExitOk;
 }
 

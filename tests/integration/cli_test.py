@@ -13,6 +13,7 @@ Exit codes under test (src/cli/README.md): 0 ok, 1 server error, 2 usage,
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -429,6 +430,8 @@ class StatsTest(CliTestBase):
                          "reserved:    0\n"
                          "buried:      0\n"
                          "waiting:     0\n"
+                         "rates:       0 added/s, 0 handed out/s, 0 finished/s (over the last "
+                         "second)\n"
                          "since start: 2 added, 1 handed out, 1 finished, 0 released, 0 timed "
                          "out, 0 buried, 0 kicked, 0 deleted\n"
                          "lateness:    none measured yet\n"
@@ -449,6 +452,34 @@ class StatsTest(CliTestBase):
         first = self.ok("stats", "--all").decode().splitlines()[0]
         self.assertEqual(first.split(), ["jobs:", "%d" % every["jobs"]])
         self.assertEqual(self.ok_json("stats", "--all"), every)
+
+
+class StatsRatesTest(CliTestBase):
+    """`delayq stats` for people measures rates: two STATS a second apart.
+    A server of its own, so StatsTest's counts stay exact."""
+
+    def test_the_rates_are_measured_over_a_second(self):
+        # Jobs added while stats measures (a bounded loop that stops when
+        # stats has answered) show as a rate above 0.
+        done = threading.Event()
+
+        def add():
+            for n in range(100000):
+                if done.is_set():
+                    return
+                self.ok("add", "rate.t", "x")
+
+        adder = threading.Thread(target=add)
+        adder.start()
+        try:
+            rates = fields(self.ok("stats"))["rates"]
+        finally:
+            done.set()
+            adder.join()
+        m = re.fullmatch(r"(\d+(?:\.\d)?) added/s, 0 handed out/s, 0 finished/s "
+                         r"\(over the last second\)", rates)
+        self.assertIsNotNone(m, rates)
+        self.assertGreater(float(m.group(1)), 0)
 
 
 class DurationsTest(CliTestBase):
