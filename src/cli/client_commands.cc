@@ -147,13 +147,6 @@ struct CommandDef {
 
 void Out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
-void Err(std::string_view s) {
-  std::string line = "delayq: ";
-  line += s;
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
-
 // "delayq <command>: s", for what a command finds wrong itself.
 void ErrOf(std::string_view command, std::string_view s) {
   std::string line = "delayq ";
@@ -505,8 +498,9 @@ struct Session {
   Queue& queue;
   client::ServerSet& servers;
   std::string_view server_list;
+  std::string_view command;  // "finish": every message names it
 
-  int Fail(const Status& s) const { return ReportFailure(s, server_list); }
+  int Fail(const Status& s) const { return ReportFailure(s, server_list, command); }
   // One command sent by the failover rule (a read: tried on the next server
   // if its reply is lost); an error reply is its Status.
   Result<Reply> Raw(const redis::Argv& cmd) const {
@@ -540,11 +534,11 @@ int Done(const Session& s, const Invocation& inv, const Status& st) {
 
 // `null` on stdout in JSON mode, so that stdout always holds one document
 // when the exit code is 0 or 3.
-int NothingThere(const Invocation& inv, const std::string& message) {
+int NothingThere(const Session& s, const Invocation& inv, const std::string& message) {
   if (inv.json) {
     Out("null\n");
   } else {
-    Err(EscapeForTerminal(message));
+    ErrOf(s.command, EscapeForTerminal(message));
   }
   return kExitEmpty;
 }
@@ -608,7 +602,7 @@ int RunReserve(const Session& s, const Invocation& inv) {
     w.EndObject();
     OutJson(w);
   } else if (got->empty()) {
-    Err("no job reserved");
+    ErrOf(s.command, "no job reserved");
   }
   for (size_t i = 0; !inv.json && i < got->size(); ++i) {
     if (i > 0) Out("\n");
@@ -653,7 +647,7 @@ int RunKickTopic(const Session& s, const Invocation& inv) {
 int RunGet(const Session& s, const Invocation& inv) {
   Result<JobInfo> job = s.queue.Get(inv.id);
   if (!job.ok() && job.status().code() == Code::kNotFound) {
-    return NothingThere(inv, "no job '" + inv.id + "'");
+    return NothingThere(s, inv, "no job '" + inv.id + "'");
   }
   if (!job.ok()) return s.Fail(job.status());
   PrintPairs(inv, PairsOf(*job, wire::kJobFields));
@@ -665,7 +659,7 @@ int RunPeek(const Session& s, const Invocation& inv) {
   for (char& c : state) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   Result<JobInfo> job = s.queue.Peek(inv.topic, *ParseState(state));
   if (!job.ok() && job.status().code() == Code::kNotFound) {
-    return NothingThere(inv, "no " + state + " job in topic '" + inv.topic + "'");
+    return NothingThere(s, inv, "no " + state + " job in topic '" + inv.topic + "'");
   }
   if (!job.ok()) return s.Fail(job.status());
   // Shown as a delivery, as reserve shows one (its receipt empty unless
@@ -816,9 +810,9 @@ int RunStats(const Session& s, const Invocation& inv) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   Result<Pairs> second = stats();
   if (!second.ok()) return s.Fail(second.status());
-  const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::steady_clock::now() - t0)
-                                 .count();
+  const int64_t elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   PrintPairs(inv, StatsForPeople(*first, *second, elapsed_ms));
   return kExitOk;
 }
@@ -960,10 +954,10 @@ int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) 
   }
   const QueueOptions options = RemoteOptions(*invocation);
   Result<std::unique_ptr<Queue>> queue = OpenQueue(options);
-  if (!queue.ok()) return ReportFailure(queue.status(), options.servers);
+  if (!queue.ok()) return ReportFailure(queue.status(), options.servers, cmd.name);
   Result<std::unique_ptr<client::ServerSet>> servers = client::ServerSet::Create(options);
-  if (!servers.ok()) return ReportFailure(servers.status(), options.servers);
-  const Session session{**queue, **servers, options.servers};
+  if (!servers.ok()) return ReportFailure(servers.status(), options.servers, cmd.name);
+  const Session session{**queue, **servers, options.servers, cmd.name};
   return cmd.run(session, *invocation);
 }
 

@@ -42,8 +42,10 @@ constexpr std::string_view kHint = " \u2014 is `delayq serve` running?";
 
 }  // namespace
 
-void PrintError(std::string_view line) {
-  std::string out = "delayq: ";
+void PrintError(std::string_view line, std::string_view command) {
+  std::string out = "delayq";
+  if (!command.empty()) out.append(" ").append(command);
+  out += ": ";
   out += line;
   out += '\n';
   std::fwrite(out.data(), 1, out.size(), stderr);
@@ -89,8 +91,8 @@ int ExitCodeOf(const Status& status) {
   return status.code() == Code::kUnavailable ? kExitUnavailable : kExitServerError;
 }
 
-int ReportFailure(const Status& status, std::string_view servers) {
-  PrintError(DescribeFailure(status, servers));
+int ReportFailure(const Status& status, std::string_view servers, std::string_view command) {
+  PrintError(DescribeFailure(status, servers), command);
   return ExitCodeOf(status);
 }
 
@@ -104,7 +106,7 @@ bool EndedByShutdown(std::string_view status_text) {
 
 std::string ReserveFailureLine(const Status& status, std::string_view servers) {
   if (EndedByShutdown(status)) return "delayq reserve: " + std::string(kEndedByShutdownHelp);
-  return "delayq: " + DescribeFailure(status, servers);
+  return "delayq reserve: " + DescribeFailure(status, servers);
 }
 
 }  // namespace delayq::cli

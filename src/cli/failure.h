@@ -4,7 +4,7 @@
 //
 // Exit codes (src/cli/README.md, and every subcommand's --help):
 //   0  success
-//   1  the server refused the request: "delayq: NOTFOUND: ..." (the RESP
+//   1  the server refused the request: "delayq finish: NOTFOUND: ..." (the RESP
 //      error prefix of the Status's code: NOTFOUND, EXISTS, STALE,
 //      NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ERR)
 //   2  usage error found by delayq itself
@@ -31,8 +31,9 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitEmpty = 3;
 inline constexpr int kExitUnavailable = 4;
 
-// Writes "delayq: <line>\n" to stderr.
-void PrintError(std::string_view line);
+// Writes "delayq <command>: <line>\n" to stderr ("delayq: <line>" when
+// `command` is empty): every message names the command it is about.
+void PrintError(std::string_view line, std::string_view command = {});
 
 // The line (without "delayq: ") that says why `status` failed, for a
 // command sent to `servers` (the --server list as given). A request no
@@ -47,7 +48,7 @@ std::string DescribeFailure(const Status& status, std::string_view servers);
 int ExitCodeOf(const Status& status);
 
 // PrintError(DescribeFailure(...)); returns ExitCodeOf(status).
-int ReportFailure(const Status& status, std::string_view servers);
+int ReportFailure(const Status& status, std::string_view servers, std::string_view command);
 
 // Whether `status` is a waiting reserve that the server ended because it is
 // shutting down (IsShuttingDown, include/delayq/status.h): not "no job".

@@ -196,11 +196,11 @@ class WorkCommandImpl final : public WorkCommand {
     signal(SIGPIPE, SIG_IGN);  // a command that does not read its body
 
     Result<std::unique_ptr<Queue>> queue = OpenQueue(options);
-    if (!queue.ok()) return ReportFailure(queue.status(), options.servers);
+    if (!queue.ok()) return ReportFailure(queue.status(), options.servers, "work");
     // Nothing is reserved before a server is known to answer (and to
     // accept the token): a wrong --server is an error now, not a silent retry.
     if (Result<QueueStats> st = (*queue)->Stats(); !st.ok()) {
-      return ReportFailure(st.status(), options.servers);
+      return ReportFailure(st.status(), options.servers, "work");
     }
     WorkerOptions wo;
     wo.threads = inv_.concurrency;
@@ -216,7 +216,7 @@ class WorkCommandImpl final : public WorkCommand {
           topic, [run](const Delivery& job) { return Decide(job, run->Run(job)); }, to);
       if (!s.ok()) return usage(s.message());
     }
-    if (Status s = (*worker)->Start(); !s.ok()) return ReportFailure(s, options.servers);
+    if (Status s = (*worker)->Start(); !s.ok()) return ReportFailure(s, options.servers, "work");
     Log(LogLevel::kInfo, "delayq work: %s from %s, %u at a time: %s", Joined(topics, ",").c_str(),
         options.servers.c_str(), inv_.concurrency, Joined(inv_.command, " ").c_str());
 

@@ -30,10 +30,10 @@ TEST(Failure, OnlyAnUnavailableThatStartsWithShuttingDownCounts) {
                        "no delayq server answered: 127.0.0.1:7701 "
                        "(Connection refused)");
   EXPECT_EQ(ReserveFailureLine(refused, "127.0.0.1:7701"),
-            "delayq: cannot connect to 127.0.0.1:7701: Connection refused \u2014 is `delayq "
-            "serve` running?");
+            "delayq reserve: cannot connect to 127.0.0.1:7701: Connection refused \u2014 is "
+            "`delayq serve` running?");
   EXPECT_EQ(ReserveFailureLine(Status(Code::kInvalidArgument, "topic: empty"), "h:1"),
-            "delayq: INVALID: topic: empty");
+            "delayq reserve: INVALID: topic: empty");
 }
 
 TEST(Failure, TheWorkersLastErrorTextIsRecognizedToo) {

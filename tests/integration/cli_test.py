@@ -145,7 +145,7 @@ class ClientCommandsTest(CliTestBase):
     def test_add_of_a_live_id_is_exists_and_replace_updates_it(self):
         self.ok("add", "dup.t", "one", "--id", "dup-1")
         self.fails(SERVER_ERROR, "add", "dup.t", "two", "--id", "dup-1",
-                   stderr=r"^delayq: EXISTS: .*dup-1")
+                   stderr=r"^delayq add: EXISTS: .*dup-1")
         self.assertEqual(self.get("dup-1")["body"], "one")
         self.ok("add", "dup.t", "two", "--id", "dup-1", "--replace")
         self.assertEqual(self.get("dup-1")["body"], "two")
@@ -158,7 +158,7 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual((job["id"], job["topic"], job["attempts"], job["body"]),
                          ("rf-1", "rf.t", "1", "work"))
         self.assertEqual(self.ok("finish", "rf-1", "--receipt", job["receipt"]), b"")
-        self.fails(EMPTY, "get", "rf-1", stderr=r"^delayq: no job 'rf-1'")
+        self.fails(EMPTY, "get", "rf-1", stderr=r"^delayq get: no job 'rf-1'")
 
     def test_reserve_json_takes_count_jobs_from_several_topics(self):
         self.ok("add", "multi.a", "a", "--id", "multi-a", "--priority", 1)
@@ -210,7 +210,7 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(set(fields(self.ok("peek", "allp.t"))), set(DELIVERY_FIELDS[:n]))
 
     def test_reserve_with_nothing_due_exits_3(self):
-        r = self.fails(EMPTY, "reserve", "nothing.t", "--wait-ms", 20, stderr=r"^delayq: no job")
+        r = self.fails(EMPTY, "reserve", "nothing.t", "--wait-ms", 20, stderr=r"^delayq reserve: no job")
         self.assertEqual(r.stdout, b"")
         r = self.fails(EMPTY, "reserve", "nothing.t", "--json")
         self.assertEqual(json.loads(r.stdout), {"jobs": []})
@@ -226,22 +226,22 @@ class ClientCommandsTest(CliTestBase):
     def test_stale_receipt_and_not_reserved_are_server_errors(self):
         self.ok("add", "stale.t", "x", "--id", "stale-1")
         self.fails(SERVER_ERROR, "finish", "stale-1", "--receipt", "0" * 24,
-                   stderr=r"^delayq: STALE: ")
+                   stderr=r"^delayq finish: STALE: ")
         self.reserve_one("stale.t")
         for cmd in ("finish", "touch", "bury", "release"):
             self.fails(SERVER_ERROR, cmd, "stale-1", "--receipt", "0" * 24,
-                       stderr=r"^delayq: STALE: ")
+                       stderr=r"^delayq %s: STALE: " % cmd)
         self.assertEqual(self.get("stale-1")["state"], "reserved")
 
     def test_unknown_id(self):
         for cmd in ("delete", "kick"):
-            self.fails(SERVER_ERROR, cmd, "no-such-job", stderr=r"^delayq: NOTFOUND: ")
+            self.fails(SERVER_ERROR, cmd, "no-such-job", stderr=r"^delayq %s: NOTFOUND: " % cmd)
         for cmd in ("finish", "touch", "bury", "release"):
             self.fails(SERVER_ERROR, cmd, "no-such-job", "--receipt", "0" * 24,
-                       stderr=r"^delayq: NOTFOUND: ")
+                       stderr=r"^delayq %s: NOTFOUND: " % cmd)
         r = self.fails(EMPTY, "get", "no-such-job", "--json")
         self.assertEqual((json.loads(r.stdout), r.stderr), (None, b""))
-        self.fails(EMPTY, "get", "no-such-job", stderr=r"^delayq: no job 'no-such-job'\n$")
+        self.fails(EMPTY, "get", "no-such-job", stderr=r"^delayq get: no job 'no-such-job'\n$")
 
     def test_release_reschedules_with_the_error_text(self):
         self.ok("add", "rel.t", "x", "--id", "rel-1")
@@ -273,7 +273,7 @@ class ClientCommandsTest(CliTestBase):
 
     def test_force_acts_by_id_alone_and_says_so(self):
         self.ok("add", "force.t", "x", "--id", "force-1")
-        self.fails(SERVER_ERROR, "finish", "force-1", "--force", stderr=r"^delayq: NOTRESERVED: ")
+        self.fails(SERVER_ERROR, "finish", "force-1", "--force", stderr=r"^delayq finish: NOTRESERVED: ")
         self.reserve_one("force.t")
         self.assertEqual(self.ok("touch", "force-1", "--force"),
                          b"touched force-1 (forced: no receipt checked)\n")
@@ -320,7 +320,7 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(self.ok_json("kicktopic", "bury.t", 10), {"kicked": 1})
         self.assertEqual(self.ok_json("kicktopic", "bury.t", 10), {"kicked": 0})
         self.fails(EMPTY, "peek", "bury.t", "--state", "buried",
-                   stderr=r"^delayq: no buried job in topic 'bury.t'")
+                   stderr=r"^delayq peek: no buried job in topic 'bury.t'")
 
     def test_peek_ready_and_delayed(self):
         self.ok("add", "peek.t", "now", "--id", "peek-now")
@@ -376,10 +376,10 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(fields(self.ok("get", "tty-1"))["body"], r"a\x1b[31mb\nc")
 
     def test_server_errors_name_the_code(self):
-        self.fails(SERVER_ERROR, "add", "bad topic!", "x", stderr=r"^delayq: INVALID: topic")
+        self.fails(SERVER_ERROR, "add", "bad topic!", "x", stderr=r"^delayq add: INVALID: topic")
         self.fails(SERVER_ERROR, "add", "long.t", "x", "--id", "i" * 300,
-                   stderr=r"^delayq: INVALID: id")
-        self.fails(SERVER_ERROR, "reserve", "bad topic!", stderr=r"^delayq: INVALID: topic")
+                   stderr=r"^delayq add: INVALID: id")
+        self.fails(SERVER_ERROR, "reserve", "bad topic!", stderr=r"^delayq reserve: INVALID: topic")
 
     def test_bad_arguments_are_usage_errors(self):
         self.usage_error("add")                                   # topic missing
@@ -729,7 +729,7 @@ class ConnectionFailureTest(unittest.TestCase):
             self.assertEqual(r.returncode, UNAVAILABLE, (args, r.stderr))
             self.assertEqual(r.stdout, b"")
             self.assertRegex(r.stderr.decode(),
-                             r"^delayq: cannot connect to 127\.0\.0\.1:%d: Connection refused"
+                             r"^delayq \w+: cannot connect to 127\.0\.0\.1:%d: Connection refused"
                              r" .* is `delayq serve` running\?\n$" % port)
 
     def test_a_server_that_closes_the_connection_exits_4(self):
@@ -747,7 +747,7 @@ class ConnectionFailureTest(unittest.TestCase):
         t.join(timeout=10)
         listener.close()
         self.assertEqual(r.returncode, UNAVAILABLE, r.stderr)
-        self.assertRegex(r.stderr.decode(), r"^delayq: .*127\.0\.0\.1")
+        self.assertRegex(r.stderr.decode(), r"^delayq ping: .*127\.0\.0\.1")
 
 
 class ShutdownTest(unittest.TestCase):
@@ -798,9 +798,9 @@ class FailoverTest(CliTestBase):
                 r = run_cli(*args, "--server", "127.0.0.1:%d,127.0.0.1:%d" % (a, b))
                 self.assertEqual((r.returncode, r.stdout), (UNAVAILABLE, b""), r.stderr)
                 self.assertEqual(r.stderr.decode(),
-                                 "delayq: cannot connect to any server: 127.0.0.1:%d (Connection "
+                                 "delayq %s: cannot connect to any server: 127.0.0.1:%d (Connection "
                                  "refused), 127.0.0.1:%d (Connection refused) \u2014 is `delayq "
-                                 "serve` running?\n" % (a, b))
+                                 "serve` running?\n" % (args[0], a, b))
 
     def test_a_bad_address_in_the_list_is_a_usage_error(self):
         r = run_cli("ping", "--server", "%s,127.0.0.1:x" % self.server.address)
@@ -843,7 +843,7 @@ class PingWaitTest(unittest.TestCase):
         self.assertGreaterEqual(time.monotonic() - start, 0.3)
         self.assertEqual((r.returncode, r.stdout), (UNAVAILABLE, b""))
         self.assertTrue(r.stderr.decode().startswith(
-            "delayq: cannot connect to 127.0.0.1:%d: Connection refused" % port), r.stderr)
+            "delayq ping: cannot connect to 127.0.0.1:%d: Connection refused" % port), r.stderr)
 
     def test_with_a_list_the_first_server_that_answers_is_enough(self):
         server = Server("--store", "memory")
@@ -859,9 +859,9 @@ class AuthTest(CliTestBase):
     server_args = ("--auth-token", "s3cret")
 
     def test_commands_need_the_token(self):
-        self.fails(SERVER_ERROR, "stats", stderr=r"^delayq: NOAUTH: ")
+        self.fails(SERVER_ERROR, "stats", stderr=r"^delayq stats: NOAUTH: ")
         self.fails(SERVER_ERROR, "stats", "--auth-token", "wrong",
-                   stderr=r"^delayq: NOAUTH: invalid token")
+                   stderr=r"^delayq stats: NOAUTH: invalid token")
 
     def test_ping_proves_the_token_or_says_that_the_server_wants_one(self):
         # Once PONG without a token: PING is open on the server.
@@ -871,7 +871,7 @@ class AuthTest(CliTestBase):
                          "or DELAYQ_AUTH_TOKEN=T\n" % self.server.address)
         self.assertEqual(r.stdout, b"")
         self.fails(SERVER_ERROR, "ping", "--auth-token", "wrong",
-                   stderr=r"^delayq: NOAUTH: invalid token \(127\.0\.0\.1:\d+ refused the "
+                   stderr=r"^delayq ping: NOAUTH: invalid token \(127\.0\.0\.1:\d+ refused the "
                           r"token\)\n$")
         self.assertEqual(self.ok("ping", "--auth-token", "s3cret"), b"PONG\n")
         self.assertEqual(self.ok("ping", env={"DELAYQ_AUTH_TOKEN": "s3cret"}), b"PONG\n")

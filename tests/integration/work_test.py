@@ -324,7 +324,7 @@ class WorkTest(unittest.TestCase):
         r = run_work("t", "--server", "127.0.0.1:%d" % a, "--", "true")
         self.assertEqual(r.returncode, UNAVAILABLE, r.stderr)
         self.assertRegex(r.stderr.decode(),
-                         r"^delayq: cannot connect to 127\.0\.0\.1:%d: Connection refused" % a)
+                         r"^delayq work: cannot connect to 127\.0\.0\.1:%d: Connection refused" % a)
         r = run_work("t", "--server", "127.0.0.1:%d,127.0.0.1:%d" % (a, b), "--", "true")
         self.assertEqual(r.returncode, UNAVAILABLE, r.stderr)
         self.assertIn("127.0.0.1:%d (Connection refused), 127.0.0.1:%d (Connection refused)"
