@@ -443,17 +443,8 @@ Status ReadDurations(const CLI::App& sub, Invocation* inv) {
   for (const DurationOption& d : kDurationOptions) {
     const CLI::Option* opt = sub.get_option_no_throw(d.name);
     if (opt == nullptr || opt->count() == 0) continue;
-    const std::string& text = inv->*d.text;
-    Result<int64_t> ms = ParseDurationMs(text, d.name);
+    Result<int64_t> ms = ParseDurationMsWithin(inv->*d.text, d.name, d.least, d.most);
     if (!ms.ok()) return ms.status();
-    if (*ms < d.least) {
-      return InvalidArgument(std::string(d.name) + ": '" + text + "' is shorter than the least " +
-                             "allowed, " + FormatDurationMs(d.least));
-    }
-    if (*ms > d.most) {
-      return InvalidArgument(std::string(d.name) + ": '" + text + "' is longer than the longest " +
-                             "allowed, " + FormatDurationMs(d.most));
-    }
     inv->*d.ms = *ms;
   }
   return Status::Ok();

@@ -179,7 +179,8 @@ Result<Delivery> ParseDelivery(std::string_view command, const Reply& reply) {
     ok = Num(e[5], &d.ttr_ms) && Num(e[6], &d.priority) && Num(e[7], &d.run_at_ms) &&
          Num(e[8], &d.reserved_until_ms);
   }
-  // max_attempts since issue 24; a server before it: 0, as unlimited.
+  // max_attempts, the 10th: a server older than that field sends 9, read as
+  // 0 (unlimited).
   if (ok && e.size() >= 10) ok = Num(e[9], &d.max_attempts);
   if (!ok) return Malformed(command, "[id, topic, body, receipt, attempts, ...]", reply);
   return d;

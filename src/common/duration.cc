@@ -137,6 +137,19 @@ Result<int64_t> ParseDurationMs(std::string_view text, std::string_view what) {
   return total;
 }
 
+Result<int64_t> ParseDurationMsWithin(std::string_view text, std::string_view what,
+                                      int64_t least_ms, int64_t most_ms) {
+  Result<int64_t> ms = ParseDurationMs(text, what);
+  if (!ms.ok()) return ms;
+  auto outside = [&](const char* which, int64_t bound) {
+    return InvalidArgument(std::string(what) + ": '" + std::string(text) + "' is " + which +
+                           " allowed, " + FormatDurationMs(bound));
+  };
+  if (*ms < least_ms) return outside("shorter than the least", least_ms);
+  if (*ms > most_ms) return outside("longer than the longest", most_ms);
+  return ms;
+}
+
 std::string FormatDurationMs(int64_t ms) {
   if (ms <= 0) return "0";
   std::string out;

@@ -24,6 +24,13 @@ namespace delayq {
 // message that starts with `what` ("delay: ...") and says what was expected.
 Result<int64_t> ParseDurationMs(std::string_view text, std::string_view what);
 
+// ParseDurationMs, then least_ms..most_ms: one outside is kInvalidArgument
+// ("request-timeout: '2d' is longer than the longest allowed, 1d"). The one
+// range check of the command line's durations, the client commands' and
+// `delayq serve`'s alike.
+Result<int64_t> ParseDurationMsWithin(std::string_view text, std::string_view what,
+                                      int64_t least_ms, int64_t most_ms);
+
 // The longest duration the parser accepts: 100 years, as kMaxDelayMs.
 inline constexpr int64_t kMaxDurationMs = 100LL * 365 * 24 * 3600 * 1000;
 

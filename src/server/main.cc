@@ -389,12 +389,8 @@ Status ReadDurationFlags(std::vector<DurationFlag>& flags, int argc, char** argv
       return delayq::InvalidArgument(std::move(both));
     }
     if (!text_given || (ms_given && ms_flag)) continue;  // the ms form (or the default) stands
-    delayq::Result<int64_t> ms = delayq::ParseDurationMs(d.text, text_src);
+    delayq::Result<int64_t> ms = delayq::ParseDurationMsWithin(d.text, text_src, 0, d.most);
     if (!ms.ok()) return ms.status();
-    if (*ms > d.most) {
-      return delayq::InvalidArgument(text_src + ": '" + d.text + "' is longer than the longest " +
-                                     "allowed, " + delayq::FormatDurationMs(d.most));
-    }
     *d.ms = *ms;
   }
   return Status::Ok();

@@ -74,7 +74,8 @@ inline constexpr Field<Delivery> kDeliveryFields[] = {
     {"priority", [](const Delivery& d) { return Uint(d.priority); }},
     {"run_at_ms", [](const Delivery& d) { return Int(d.run_at_ms); }},
     {"reserved_until_ms", [](const Delivery& d) { return Int(d.reserved_until_ms); }},
-    // Since issue 24: with attempts, says whether a release buries the job.
+    // Last, so clients that read by position keep working: with attempts, it
+    // says whether a release buries the job (ReleaseBuries).
     {"max_attempts", [](const Delivery& d) { return Uint(d.max_attempts); }},
 };
 

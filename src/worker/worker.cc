@@ -533,22 +533,21 @@ void Worker::Impl::OnReserved(uint64_t seq, Result<Deliveries> result) {
       reserving_ = false;
       ticket_ = 0;
     }
-    if (!result.ok() && IsShuttingDown(result.status())) {
-      // The server ended the wait because it is going away: reserve again at
-      // once (the network client has dropped its connections to it, so this
-      // reconnects, to another server if it has one) rather than after a
-      // backoff; a failure after that backs off from the base as usual.
+    if (!result.ok()) {
       NoteError(result.status());
       retry_pending_ = true;
-      retry_at_ = now;
-      retry_ms_ = options_.reserve_retry_ms;
-      timer_kick_ = true;
-      timer_cv_.notify_all();
-    } else if (!result.ok()) {
-      NoteError(result.status());
-      retry_pending_ = true;
-      retry_at_ = now + retry_ms_;
-      retry_ms_ = std::min(retry_ms_ * 2, std::max(kMaxReserveRetryMs, options_.reserve_retry_ms));
+      if (IsShuttingDown(result.status())) {
+        // The server ended the wait because it is going away: reserve again
+        // at once (the network client has dropped its connections to it, so
+        // this reconnects, to another server if it has one); a failure after
+        // that backs off from the base as usual.
+        retry_at_ = now;
+        retry_ms_ = options_.reserve_retry_ms;
+      } else {
+        retry_at_ = now + retry_ms_;
+        retry_ms_ =
+            std::min(retry_ms_ * 2, std::max(kMaxReserveRetryMs, options_.reserve_retry_ms));
+      }
       timer_kick_ = true;
       timer_cv_.notify_all();
     } else if (stopping_) {

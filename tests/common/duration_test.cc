@@ -70,6 +70,18 @@ TEST(ParseDurationMs, AnUnknownUnitIsNamedWholeWithTheUnitsAndTheRightSpelling) 
   EXPECT_NE(Error("5ss").find("unknown unit 'ss'"), std::string::npos);
 }
 
+TEST(ParseDurationMsWithin, NamesTheBoundItCrossed) {
+  EXPECT_EQ(*ParseDurationMsWithin("30s", "wait", 0, 60'000), 30'000);
+  EXPECT_EQ(*ParseDurationMsWithin("1m", "wait", 60'000, 60'000), 60'000);
+  EXPECT_EQ(ParseDurationMsWithin("2d", "request-timeout", 0, 86'400'000).status().message(),
+            "request-timeout: '2d' is longer than the longest allowed, 1d");
+  EXPECT_EQ(ParseDurationMsWithin("0", "ttr", 1000, 86'400'000).status().message(),
+            "ttr: '0' is shorter than the least allowed, 1s");
+  // A text that is not a duration says so first, as ParseDurationMs does.
+  EXPECT_EQ(ParseDurationMsWithin("5x", "wait", 0, 1000).status().message(),
+            ParseDurationMs("5x", "wait").status().message());
+}
+
 TEST(FormatDurationMs, ReadsBackAsTheSameDuration) {
   EXPECT_EQ(FormatDurationMs(0), "0");
   EXPECT_EQ(FormatDurationMs(1500), "1500ms");
