@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -301,11 +302,13 @@ void WaitingReserves::Serve(const std::shared_ptr<Pending>& p, bool readable, in
   // another server, the reserve goes there at once for what is left of its
   // wait (sent by the sender thread: a connect never holds this thread);
   // else the caller gets the answer, naming the server.
+  // The reply is parsed once, here: the answer below is this parse.
+  std::optional<Result<Deliveries>> said;
   Status going_away;
   if (st.ok() && got.size() == 1) {
-    Result<Deliveries> said = ParseDeliveries(got[0]);
-    if (!said.ok() && IsShuttingDown(said.status())) {
-      going_away = Unavailable(said.status().message() + " (delayq server " +
+    said = ParseDeliveries(got[0]);
+    if (!said->ok() && IsShuttingDown(said->status())) {
+      going_away = Unavailable(said->status().message() + " (delayq server " +
                                servers_->Name(p->server) + ")");
       servers_->GoingAway(p->server, std::move(p->conn));
     }
@@ -344,8 +347,8 @@ void WaitingReserves::Serve(const std::shared_ptr<Pending>& p, bool readable, in
                         "after their TTR)"));
     return;
   }
-  Result<Deliveries> r = ParseDeliveries(got[0]);
-  if (got.size() > 1) r = Malformed("RESERVE", "one reply", got[1]);
+  Result<Deliveries> r =
+      said.has_value() ? std::move(*said) : Malformed("RESERVE", "one reply", got[1]);
   if (r.ok() || r.status().code() != Code::kUnavailable) {
     servers_->Release(p->server, std::move(p->conn));
   } else {
