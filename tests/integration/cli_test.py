@@ -436,9 +436,24 @@ class StatsTest(CliTestBase):
                          "out, 0 buried, 0 kicked, 0 deleted\n"
                          "lateness:    none measured yet\n"
                          "health:      ok\n")
-        # A reserve waiting when its job falls due is measured.
-        self.ok("add", "st.t", "c", "--id", "st-3", "--delay", "100ms")
-        self.ok("reserve", "st.t", "--wait", "10s")
+        # A reserve waiting when its job falls due is measured. The reserve
+        # waits before the add, so a slow start of the CLI (a sanitizer
+        # build) cannot find the job already due and leave nothing measured.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+        reserve = subprocess.Popen([harness.BINARY, "reserve", "st.t", "--wait", "30s",
+                                    "--server", self.server.address], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=env)
+        try:
+            wait_until(lambda: self.server.stats()["waiting"] == 1, timeout=10,
+                       what="the reserve waiting on the server")
+            self.ok("add", "st.t", "c", "--id", "st-3", "--delay", "100ms")
+            out, err = reserve.communicate(timeout=20)
+            self.assertEqual(reserve.returncode, OK, err)
+            self.assertEqual(fields(out)["id"], "st-3")
+        finally:
+            if reserve.poll() is None:
+                reserve.kill()
+                reserve.wait()
         lateness = fields(self.ok("stats"))["lateness"]
         self.assertRegex(lateness, r"^p50 \d+(\.\d)?(us|ms|s), p99 \S+, max \S+, over 1 job$")
 
