@@ -19,6 +19,7 @@ RUN_PACKAGES=(
   build-essential cmake pkg-config ninja-build
   libabsl-dev libxxhash-dev libcli11-dev
   libboost-dev libsimdjson-dev libhiredis-dev libjemalloc-dev
+  libcurl4-openssl-dev libssl-dev
   curl redis-tools jq
 )
 TEST_PACKAGES=(

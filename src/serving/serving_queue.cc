@@ -44,6 +44,23 @@ void ServingQueue::TopicsAsync(TopicsCallback done) { done(Topics()); }
 void ServingQueue::TopicAsync(std::string_view topic, TopicCallback done) { done(Topic(topic)); }
 void ServingQueue::StatsAsync(StatsCallback done) { done(Stats()); }
 
+namespace {
+Status NoSubscriptions() {
+  return Internal("this store keeps no subscriptions");
+}
+}  // namespace
+
+void ServingQueue::PutSubscriptionAsync(const Subscription& /*s*/, SubscriptionCallback done) {
+  done(NoSubscriptions());
+}
+void ServingQueue::DeleteSubscriptionAsync(std::string_view /*name*/, std::string_view /*url*/,
+                                           CountCallback done) {
+  done(NoSubscriptions());
+}
+void ServingQueue::SubscriptionsAsync(std::string_view /*name*/, SubscriptionsCallback done) {
+  done(NoSubscriptions());
+}
+
 // NOLINTEND(performance-unnecessary-value-param)
 
 }  // namespace delayq

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "delayq/subscription.h"
+#include "serving/push_ledger.h"
 
 namespace delayq {
 
@@ -125,6 +127,31 @@ class ServingQueue : public Queue {
   virtual void TopicsAsync(TopicsCallback done);
   virtual void TopicAsync(std::string_view topic, TopicCallback done);
   virtual void StatsAsync(StatsCallback done);
+
+  // --- Subscriptions (push delivery: src/push, docs/push.md) ---------------
+  // A second kind of record a store keeps beside its jobs: durable where its
+  // jobs are (the embedded log), shared by every server on one Redis. The
+  // memory store keeps them until the process ends. Same rules as the async
+  // calls above. A store that keeps none answers kInternal (the default).
+  //
+  // Put: validates (ValidateSubscription), then adds or, for a (name, url)
+  // already there, renews and updates the instance; sets created_ms (kept on
+  // a renewal), renewed_ms and expires_ms from the store's wall clock, and
+  // answers the record as stored.
+  using SubscriptionCallback = std::function<void(Result<Subscription>)>;
+  using SubscriptionsCallback = std::function<void(Result<std::vector<Subscription>>)>;
+  virtual void PutSubscriptionAsync(const Subscription& s, SubscriptionCallback done);
+  // Removes the instance (name, url), or every instance of `name` when url
+  // is empty; answers how many went (0 when none was there).
+  virtual void DeleteSubscriptionAsync(std::string_view name, std::string_view url,
+                                       CountCallback done);
+  // The live instances of `name` (every name when empty), by name then url.
+  // Lapsed ones are left out, and forgotten by the store.
+  virtual void SubscriptionsAsync(std::string_view name, SubscriptionsCallback done);
+  // How the servers on this store count push requests across each other;
+  // nullptr when this process is the only one that pushes for the store
+  // (memory, embedded): src/push then counts in process. Owned by the queue.
+  virtual PushLedger* push_ledger() { return nullptr; }
 
  protected:
   ServingQueue() = default;
