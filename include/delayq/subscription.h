@@ -47,9 +47,9 @@ struct RetryPolicy {
 };
 
 struct Subscription {
-  std::string name;                 // the application; required
-  std::string url;                  // http:// or https://; required
-  std::vector<std::string> topics;  // 1..kMaxSubscriptionTopics topic names
+  std::string name;                                // the application; required
+  std::string url;                                 // http:// or https://; required
+  std::vector<std::string> topics;                 // 1..kMaxSubscriptionTopics topic names
   uint32_t concurrency = kDefaultPushConcurrency;  // requests in flight, 1..10000
   uint32_t timeout_ms = kDefaultPushTimeoutMs;     // per request, 1..kMaxPushTimeoutMs
   // 0: stays until deleted. Else the instance lapses unless put again within

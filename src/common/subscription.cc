@@ -12,13 +12,13 @@ namespace delayq {
 namespace {
 
 bool IsNameChar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == ':' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
 }
 
 bool IsBase64Char(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '+' || c == '/';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+         c == '/';
 }
 
 // "http://host[:port][/path...]" or https; no credentials, no fragment, no
@@ -32,8 +32,9 @@ Status ValidateUrl(std::string_view url) {
   }
   for (unsigned char c : url) {
     if (c <= 0x20 || c >= 0x7f) {
-      return InvalidArgument("url: spaces, control characters and non-ASCII bytes are not "
-                             "allowed (percent-encode them)");
+      return InvalidArgument(
+          "url: spaces, control characters and non-ASCII bytes are not "
+          "allowed (percent-encode them)");
     }
   }
   size_t colon = url.find("://");
@@ -52,8 +53,9 @@ Status ValidateUrl(std::string_view url) {
     return InvalidArgument("url: a fragment (#...) is never sent; leave it out");
   }
   if (authority.find('@') != std::string_view::npos) {
-    return InvalidArgument("url: credentials in the url are not allowed; sign requests with "
-                           "\"secret\" instead");
+    return InvalidArgument(
+        "url: credentials in the url are not allowed; sign requests with "
+        "\"secret\" instead");
   }
   std::string_view host = authority;
   std::string_view port;
@@ -71,8 +73,7 @@ Status ValidateUrl(std::string_view url) {
     port = authority.substr(c + 1);
   }
   if (host.empty() || host == "[]") return InvalidArgument("url: no host");
-  if (authority.find(':') != std::string_view::npos && authority.front() != '[' &&
-      port.empty()) {
+  if (authority.find(':') != std::string_view::npos && authority.front() != '[' && port.empty()) {
     return InvalidArgument("url: empty port");
   }
   if (!port.empty()) {
@@ -106,7 +107,8 @@ Status ValidateSecret(std::string_view secret, std::string_view field) {
     }
   }
   if ((b64.size() + pad) % 4 != 0 || b64.size() % 4 == 1) {
-    return InvalidArgument(std::string(field) + ": the key after \"whsec_\" is not base64 "
+    return InvalidArgument(std::string(field) +
+                           ": the key after \"whsec_\" is not base64 "
                            "(its length is not a multiple of 4)");
   }
   size_t key_bytes = b64.size() * 3 / 4;
@@ -162,8 +164,9 @@ Status ValidateSubscription(const Subscription& s) {
     return InvalidArgument("retry.min_backoff_ms: must be 0-86400000 (a day)");
   }
   if (r.max_backoff_ms < r.min_backoff_ms || r.max_backoff_ms > kMaxPushBackoffMs) {
-    return InvalidArgument("retry.max_backoff_ms: must be at least retry.min_backoff_ms and at "
-                           "most 86400000 (a day)");
+    return InvalidArgument(
+        "retry.max_backoff_ms: must be at least retry.min_backoff_ms and at "
+        "most 86400000 (a day)");
   }
   if (r.max_doublings > 62) return InvalidArgument("retry.max_doublings: must be 0-62");
   if (!std::isfinite(s.rate_per_s) || s.rate_per_s < 0 || s.rate_per_s > 1e6) {

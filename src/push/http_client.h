@@ -48,7 +48,7 @@ struct HttpResponse {
   // "timed out after 30000 ms", "response over 65536 bytes",
   // "bad response: ...". Empty when a response arrived (any status).
   std::string error;
-  bool timed_out = false;  // the timeout ran out
+  bool timed_out = false;   // the timeout ran out
   std::string retry_after;  // the Retry-After header, if any
   std::string body;         // up to max_response_bytes
   int64_t elapsed_us = 0;   // from Post to completion

@@ -26,9 +26,9 @@ namespace delayq {
 
 // What the servers know of one instance's requests.
 struct PushFigures {
-  uint32_t in_flight = 0;  // slots held now, by every server
-  uint64_t delivered = 0;  // requests answered 2xx
-  uint64_t failed = 0;     // requests that failed (non-2xx, timeout, refused, ...)
+  uint32_t in_flight = 0;       // slots held now, by every server
+  uint64_t delivered = 0;       // requests answered 2xx
+  uint64_t failed = 0;          // requests that failed (non-2xx, timeout, refused, ...)
   int64_t last_success_ms = 0;  // wall clock; 0: never
   int64_t last_error_ms = 0;    // wall clock; 0: never
   std::string last_error;       // what went wrong last ("HTTP 500", "timed out after 30000 ms")
