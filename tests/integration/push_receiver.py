@@ -433,7 +433,8 @@ if __name__ == "__main__":
             status, headers, body = post(self.r.url("/busy"))
             self.assertEqual((status, headers.get("Retry-After"), body), (503, "2", b"later"))
             self.r.on("/flaky", [500, 429, 200])
-            self.assertEqual([post(self.r.url("/flaky"))[0] for _ in range(4)], [500, 429, 200, 200])
+            self.assertEqual([post(self.r.url("/flaky"))[0] for _ in range(4)],
+                             [500, 429, 200, 200])
             self.r.on("/fn", lambda req: 201 if req.json == {"ok": True} else 400)
             self.assertEqual(post(self.r.url("/fn"), b'{"ok": true}')[0], 201)
             self.assertEqual(post(self.r.url("/fn"), b"nope")[0], 400)
