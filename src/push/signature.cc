@@ -1,6 +1,6 @@
 // Standard Webhooks signing: one HMAC-SHA256 per key over
 // "<id>.<timestamp>.<body>", each base64-encoded behind "v1,". The message is
-// fed to the MAC in three pieces so the body (up to the job size limit) is
+// fed to the MAC piece by piece so the body (up to the job size limit) is
 // never copied into a joined buffer.
 #include "push/signature.h"
 
