@@ -146,6 +146,8 @@ CLI::App* AddPut(CLI::App* app, delayq::bench::PutOptions* o) {
   put->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
       ->capture_default_str();
   put->add_option("--delay-ms", o->delay_ms, "delay of the jobs")->capture_default_str();
+  put->add_option("--topic-prefix", o->topic_prefix,
+                  "connection i adds to topic PREFIX-i (default: one of the process id's)");
   put->add_option("--jobs", o->jobs,
                   "add exactly this many jobs, then end (0: --seconds; no warm-up)")
       ->capture_default_str();
