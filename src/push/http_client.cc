@@ -498,17 +498,23 @@ size_t HttpClient::Impl::OnHeader(char* data, size_t size, size_t n, void* userp
     return 0;
   }
   // A status line starts a response's headers (after a 1xx, another).
-  if (len >= 5 && strncasecmp(data, "HTTP/", 5) == 0) t->response.retry_after.clear();
-  constexpr size_t kName = sizeof("retry-after:") - 1;
-  if (len > kName && strncasecmp(data, "retry-after:", kName) == 0) {
-    size_t begin = kName, end = len;
+  if (len >= 5 && strncasecmp(data, "HTTP/", 5) == 0) {
+    t->response.retry_after.clear();
+    t->response.outcome.clear();
+  }
+  // The value of header `name` (lower case, with its colon) if this line is it.
+  auto value_of = [&](std::string_view name, std::string* out) {
+    if (len <= name.size() || strncasecmp(data, name.data(), name.size()) != 0) return;
+    size_t begin = name.size(), end = len;
     while (begin < end && (data[begin] == ' ' || data[begin] == '\t')) ++begin;
     while (end > begin && (data[end - 1] == '\r' || data[end - 1] == '\n' || data[end - 1] == ' ' ||
                            data[end - 1] == '\t')) {
       --end;
     }
-    t->response.retry_after.assign(data + begin, end - begin);
-  }
+    out->assign(data + begin, end - begin);
+  };
+  value_of("retry-after:", &t->response.retry_after);
+  value_of("delayq-outcome:", &t->response.outcome);
   return len;
 }
 

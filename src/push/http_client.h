@@ -50,6 +50,7 @@ struct HttpResponse {
   std::string error;
   bool timed_out = false;   // the timeout ran out
   std::string retry_after;  // the Retry-After header, if any
+  std::string outcome;      // the Delayq-Outcome header, if any ("bury")
   std::string body;         // up to max_response_bytes
   int64_t elapsed_us = 0;   // from Post to completion
 };

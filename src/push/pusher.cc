@@ -528,6 +528,13 @@ class Pusher::Impl {
             inst.sub.name, inst.sub.url,
             OnLoop<Result<uint64_t>>([this](Result<uint64_t>) { Refresh(); }));
       }
+    } else if (resp.status != 0 && resp.outcome == "bury") {
+      // The receiver gives up on the job (delayq::Endpoint's Outcome::Bury):
+      // set aside at once, its answer as the reason.
+      ++stats_.failed;
+      outcome.error = "HTTP " + std::to_string(resp.status) + " (buried by the receiver)";
+      std::string reason = resp.body.empty() ? outcome.error : Printable(resp.body);
+      queue_->BuryAsync(d.id, d.receipt, reason + " (" + inst.sub.url + ")", [](const Status&) {});
     } else {
       ++stats_.failed;
       int64_t delay = -1;
@@ -613,6 +620,10 @@ class Pusher::Impl {
 Result<std::unique_ptr<Pusher>> Pusher::Create(net::EventLoop* loop, ServingQueue* queue,
                                                PusherOptions options) {
   if (options.clock == nullptr) options.clock = SystemClock();
+  // libcurl's per-host cap counts busy connections too: an instance's
+  // concurrency must never wait inside libcurl for one of its own.
+  options.http.max_idle_per_host =
+      std::max<long>(options.http.max_idle_per_host, kMaxSubscriptionConcurrency);
   Result<std::unique_ptr<HttpClient>> http = HttpClient::Create(loop, options.http);
   if (!http.ok()) return http.status();
   return std::unique_ptr<Pusher>(

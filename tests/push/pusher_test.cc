@@ -97,9 +97,8 @@ class PusherTest : public ::testing::Test {
   std::vector<InstanceView> Describe(const std::string& name) {
     std::promise<Result<std::vector<InstanceView>>> got;
     OnLoop([&] {
-      pusher_->Describe(name, [&](Result<std::vector<InstanceView>> r) {
-        got.set_value(std::move(r));
-      });
+      pusher_->Describe(name,
+                        [&](Result<std::vector<InstanceView>> r) { got.set_value(std::move(r)); });
     });
     auto r = got.get_future().get();
     EXPECT_TRUE(r.ok());
@@ -226,9 +225,11 @@ TEST_F(PusherTest, A429WithRetryAfterWaitsThatLongCappedAtTheMaximum) {
   });
   Advance(7000);
   ASSERT_TRUE(PollUntil([&] { return receiver.count() == 2; }, kWait));
-  ASSERT_TRUE(PollUntil([&] { return Get("slow-down")->attempts == 2 &&
-                                     Get("slow-down")->state == JobState::kDelayed; },
-                        kWait));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Get("slow-down")->attempts == 2 && Get("slow-down")->state == JobState::kDelayed;
+      },
+      kWait));
   EXPECT_EQ(Get("slow-down")->run_at_ms - clock_->NowMs(), 60'000);  // max_backoff_ms
 }
 
@@ -244,7 +245,10 @@ TEST_F(PusherTest, UsingUpMaxAttemptsBuriesTheJob) {
 TEST_F(PusherTest, ARefusedConnectionReleasesTheJob) {
   // A port nobody listens on: bind one, note it, close it.
   int port;
-  { HttpReceiver gone; port = gone.port(); }
+  {
+    HttpReceiver gone;
+    port = gone.port();
+  }
   Put(Sub("http://127.0.0.1:" + std::to_string(port) + "/"));
   AddJob("nobody-home");
   ASSERT_TRUE(WaitForState("nobody-home", JobState::kDelayed));
@@ -255,7 +259,11 @@ TEST_F(PusherTest, ARefusedConnectionReleasesTheJob) {
 
 TEST_F(PusherTest, ATimeoutReleasesTheJobAndAHungReceiverHoldsOnlyItsSlots) {
   HttpReceiver hung;
-  hung.SetAnswer([](const ReceivedRequest&) { return ReceiverAnswer{.hang = true}; });
+  hung.SetAnswer([](const ReceivedRequest&) {
+    ReceiverAnswer a;
+    a.hang = true;
+    return a;
+  });
   HttpReceiver fine;
   Subscription slow = Sub(hung.url(), "slow.topic");
   slow.name = "slow";
@@ -271,9 +279,11 @@ TEST_F(PusherTest, ATimeoutReleasesTheJobAndAHungReceiverHoldsOnlyItsSlots) {
   // all go through meanwhile.
   ASSERT_TRUE(PollUntil([&] { return fine.count() == 20; }, kWait));
   EXPECT_LE(hung.max_active(), 2);
-  ASSERT_TRUE(PollUntil([&] { return Get("s0")->state == JobState::kDelayed ||
-                                     Get("s1")->state == JobState::kDelayed; },
-                        kWait));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Get("s0")->state == JobState::kDelayed || Get("s1")->state == JobState::kDelayed;
+      },
+      kWait));
   for (const char* id : {"s0", "s1"}) {
     auto j = Get(id);
     if (j->state == JobState::kDelayed) {
@@ -348,17 +358,29 @@ TEST_F(PusherTest, RatePerSecondSpacesTheStarts) {
   for (int i = 0; i < 5; ++i) AddJob("r" + std::to_string(i));
   ASSERT_TRUE(PollUntil([&] { return receiver.count() == 1; }, kWait));
   Advance(499);
-  ASSERT_TRUE(PollUntil([&] { return Get("r1").ok() && Get("r0").status().code() == Code::kNotFound; }, kWait));
+  ASSERT_TRUE(PollUntil(
+      [&] { return Get("r1").ok() && Get("r0").status().code() == Code::kNotFound; }, kWait));
   EXPECT_EQ(receiver.count(), 1u);  // nothing more before 500 ms
   Advance(1);
   ASSERT_TRUE(PollUntil([&] { return receiver.count() == 2; }, kWait));
+  // No credit is saved up while nothing was asked: after a second's pause,
+  // one start now and the next 500 ms later, never a burst.
   Advance(1000);
+  ASSERT_TRUE(PollUntil([&] { return receiver.count() == 3; }, kWait));
+  Advance(499);
+  ASSERT_TRUE(PollUntil([&] { return Get("r2").status().code() == Code::kNotFound; }, kWait));
+  EXPECT_EQ(receiver.count(), 3u);
+  Advance(1);
   ASSERT_TRUE(PollUntil([&] { return receiver.count() == 4; }, kWait));
 }
 
 TEST_F(PusherTest, StopWaitsForRequestsThenGivesTheRestBackUncounted) {
   HttpReceiver hung;
-  hung.SetAnswer([](const ReceivedRequest&) { return ReceiverAnswer{.hang = true}; });
+  hung.SetAnswer([](const ReceivedRequest&) {
+    ReceiverAnswer a;
+    a.hang = true;
+    return a;
+  });
   Put(Sub(hung.url()));
   AddJob("in-flight");
   ASSERT_TRUE(PollUntil([&] { return hung.active() == 1; }, kWait));
