@@ -686,7 +686,7 @@ void LocalQueue::CountSubscription(const SubscriptionEntry& e, int64_t n) {
   if (log_ == nullptr) return;
   log_->SubscriptionsMoved(e.segment, n);
   // Live data like a job's PUT, so that compaction weighs copying it.
-  uint64_t bytes = store::SubscriptionBound(e.s);
+  uint64_t bytes = store::SubscriptionBytes(e.s) * static_cast<uint64_t>(n < 0 ? -n : n);
   if (n > 0) {
     live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   } else {
@@ -694,10 +694,10 @@ void LocalQueue::CountSubscription(const SubscriptionEntry& e, int64_t n) {
   }
 }
 
-void LocalQueue::LogSubscription(SubscriptionEntry& e) {
+void LocalQueue::LogSubscription(SubscriptionEntry& e, bool rewrite) {
   if (log_ == nullptr) return;
-  e.segment = log_->AppendSubscription(e.s);  // counted there in the log
-  live_bytes_.fetch_add(store::SubscriptionBound(e.s), std::memory_order_relaxed);
+  e.segment = log_->AppendSubscription(e.s, rewrite);  // counted there in the log
+  live_bytes_.fetch_add(store::SubscriptionBytes(e.s), std::memory_order_relaxed);
 }
 
 LocalQueue::Subscriptions::iterator LocalQueue::DropSubscription(Subscriptions::iterator it) {
@@ -722,7 +722,7 @@ bool LocalQueue::KeepSubscriptions(uint64_t segment) {
   for (auto& [key, e] : subscriptions_) {
     if (e.segment != segment) continue;
     CountSubscription(e, -1);
-    LogSubscription(e);
+    LogSubscription(e, /*rewrite=*/true);
   }
   return true;
 }

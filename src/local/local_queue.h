@@ -187,8 +187,9 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   // Embedded: tells the log (and live_bytes_) that `n` more or fewer live
   // instances have their latest record where e's is.
   void CountSubscription(const SubscriptionEntry& e, int64_t n);
-  // Embedded: appends e's record, and notes where it went.
-  void LogSubscription(SubscriptionEntry& e);
+  // Embedded: appends e's record (a compaction's copy: rewrite), and notes
+  // where it went.
+  void LogSubscription(SubscriptionEntry& e, bool rewrite = false);
   Subscriptions::iterator DropSubscription(Subscriptions::iterator it);
   // Compaction: appends again every live instance whose latest record is in
   // `segment`. False, having appended nothing, if the log has no room now.

@@ -747,13 +747,15 @@ void Log::AppendDedup(const engine::DedupImage& add) {
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
 }
 
-uint64_t Log::AppendSubscription(const Subscription& s) {
+uint64_t Log::AppendSubscription(const Subscription& s, bool rewrite) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
   Account& a = accounts_.back();
   EncodeSubscription(s, a.number, &buf_);
   ++a.live_subscriptions;
-  end_.fetch_add(buf_.size() - before, std::memory_order_release);
+  size_t bytes = buf_.size() - before;
+  if (rewrite) rewritten_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  end_.fetch_add(bytes, std::memory_order_release);
   return a.number;
 }
 

@@ -182,7 +182,8 @@ class Log {
   // it went to, whose live instances it counts one more (LiveSubscriptions).
   // Only the owner knows which record an instance's latest supersedes: it
   // tells with SubscriptionsMoved.
-  uint64_t AppendSubscription(const Subscription& s);
+  // `rewrite`: a copy by compaction (counted apart, as AppendRewrite's).
+  uint64_t AppendSubscription(const Subscription& s, bool rewrite = false);
   // The removal of an instance, or of every instance of `name` when url is
   // empty.
   void AppendUnsubscribe(std::string_view name, std::string_view url);

@@ -544,4 +544,12 @@ size_t PutBytes(const engine::JobImage& job) {
 // (id.size() overstates a generated id by ~20 bytes; the same on add and
 // removal, so the sum stays true to within that.)
 
+size_t SubscriptionBytes(const Subscription& s) {
+  // Header, flags, the numbers at a typical size, and a length byte a string.
+  size_t n = kRecordHeaderBytes + 1 + 30 + 8 + 2 + s.name.size() + s.url.size();
+  for (const std::string& t : s.topics) n += 1 + t.size();
+  for (const std::string& k : s.secrets) n += 1 + k.size();
+  return n;
+}
+
 }  // namespace delayq::store

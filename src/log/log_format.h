@@ -140,6 +140,8 @@ bool RecordChecksumMatches(std::string_view bytes, size_t size, uint64_t segment
 
 // The bytes a job's kPut record takes, near enough for space accounting.
 size_t PutBytes(const engine::JobImage& job);
+// Likewise for a subscription's kSubscription record.
+size_t SubscriptionBytes(const Subscription& s);
 
 }  // namespace delayq::store
 
