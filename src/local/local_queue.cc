@@ -69,11 +69,9 @@ class LocalQueue::LogJournal final : public engine::Journal {
   std::atomic<uint64_t>* live_;
 };
 
-Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& options,
-                                                        std::shared_ptr<store::FileSystem> fs,
-                                                        engine::Engine& engine,
-                                                        store::RecoveryReport* report,
-                                                        uint64_t* live_bytes) {
+Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
+    const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
+    store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions) {
   store::LogOptions lo;
   lo.dir = options.data_dir;
   lo.fsync = options.fsync;
@@ -105,6 +103,20 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(const QueueOptions& opti
       case store::RecordType::kDedup:
         engine.RestoreDedup(rec.dedup);
         break;
+      case store::RecordType::kSubscription: {
+        const Subscription& s = *rec.subscription;
+        if (!rec.unsubscribe) {
+          (*subscriptions)[SubscriptionKey(s.name, s.url)] = SubscriptionEntry{s, rec.segment};
+        } else if (!s.url.empty()) {
+          subscriptions->erase(SubscriptionKey(s.name, s.url));
+        } else {
+          auto it = subscriptions->lower_bound(SubscriptionKey(s.name, ""));
+          while (it != subscriptions->end() && it->first.first == s.name) {
+            it = subscriptions->erase(it);
+          }
+        }
+        break;
+      }
     }
     return Status::Ok();
   };
@@ -131,9 +143,10 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   std::unique_ptr<store::Log> log;
   store::RecoveryReport report;
   uint64_t live = 0;
+  Subscriptions subscriptions;
   auto started = std::chrono::steady_clock::now();
   if (options.store == StoreKind::kEmbedded) {
-    auto opened = OpenLog(options, std::move(fs), **engine, &report, &live);
+    auto opened = OpenLog(options, std::move(fs), **engine, &report, &live, &subscriptions);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
   }
@@ -154,6 +167,16 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   q->recovery_seconds_ = seconds;
   q->live_bytes_.store(live);
   q->log_segment_bytes_ = options.segment_bytes;
+  {
+    std::lock_guard<std::mutex> lock(q->mu_);
+    q->subscriptions_ = std::move(subscriptions);
+    if (q->log_) {
+      // Replay could not tell the log which records are the latest.
+      for (const auto& [key, e] : q->subscriptions_) q->CountSubscription(e, +1);
+    }
+    // Those that lapsed while delayq was down, or before it stopped.
+    q->ForgetLapsed(q->clock_->NowMs());
+  }
   return q;
 }
 
@@ -351,7 +374,7 @@ bool LocalQueue::ShouldCompact() const {
   // must still know them (deleting it waits at most one window).
   if (log_->DedupUntil(oldest) > clock_->NowMs()) return false;
   // Nothing live in it: deleting it costs no reading.
-  if (log_->LivePuts(oldest) <= 0) return true;
+  if (log_->LivePuts(oldest) <= 0 && log_->LiveSubscriptions(oldest) <= 0) return true;
   // Dead bytes beyond both the live ones and two segments: then copying the
   // live jobs of the oldest segment forward costs at most what it frees.
   uint64_t live = live_bytes_.load(std::memory_order_relaxed);
@@ -373,13 +396,20 @@ bool LocalQueue::CompactStep() {
     c.segment = log_->OldestClosed();
     compaction_idle_.store(false, std::memory_order_relaxed);
     if (log_->LivePuts(c.segment) <= 0) {
-      // No job needs it; only its pauses may, and those are written anew.
+      // No job needs it; only its pauses and subscriptions may, and those
+      // are written anew.
       if (log_->HasPauses(c.segment)) {
         for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
       }
       c.scanned = true;
       c.remove_after = log_->end();
     }
+  }
+  if (!c.subscriptions_kept) {
+    // Without room the step waits, as a chunk's does.
+    if (!KeepSubscriptions(c.segment)) return false;
+    c.subscriptions_kept = true;
+    if (c.scanned) c.remove_after = log_->end();
   }
   if (!c.scanned) {
     // What a chunk's live jobs take at the head, at most. Without room the
@@ -652,25 +682,83 @@ Result<QueueStats> LocalQueue::Stats() {
 
 // --- subscriptions -------------------------------------------------------------
 
+void LocalQueue::CountSubscription(const SubscriptionEntry& e, int64_t n) {
+  if (log_ == nullptr) return;
+  log_->SubscriptionsMoved(e.segment, n);
+  // Live data like a job's PUT, so that compaction weighs copying it.
+  uint64_t bytes = store::SubscriptionBytes(e.s) * static_cast<uint64_t>(n < 0 ? -n : n);
+  if (n > 0) {
+    live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  } else {
+    live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+}
+
+void LocalQueue::LogSubscription(SubscriptionEntry& e, bool rewrite) {
+  if (log_ == nullptr) return;
+  e.segment = log_->AppendSubscription(e.s, rewrite);  // counted there in the log
+  live_bytes_.fetch_add(store::SubscriptionBytes(e.s), std::memory_order_relaxed);
+}
+
+LocalQueue::Subscriptions::iterator LocalQueue::DropSubscription(Subscriptions::iterator it) {
+  CountSubscription(it->second, -1);
+  return subscriptions_.erase(it);
+}
+
 void LocalQueue::ForgetLapsed(int64_t now_ms) {
-  std::erase_if(subscriptions_, [now_ms](const auto& kv) { return Lapsed(kv.second, now_ms); });
+  for (auto it = subscriptions_.begin(); it != subscriptions_.end();) {
+    it = Lapsed(it->second.s, now_ms) ? DropSubscription(it) : std::next(it);
+  }
+}
+
+bool LocalQueue::KeepSubscriptions(uint64_t segment) {
+  if (log_->LiveSubscriptions(segment) <= 0) return true;
+  ForgetLapsed(clock_->NowMs());
+  uint64_t bytes = 0;
+  for (const auto& [key, e] : subscriptions_) {
+    if (e.segment == segment) bytes += store::SubscriptionBound(e.s);
+  }
+  if (!log_->Room(bytes, Need::kUpkeep).ok()) return false;
+  for (auto& [key, e] : subscriptions_) {
+    if (e.segment != segment) continue;
+    CountSubscription(e, -1);
+    LogSubscription(e, /*rewrite=*/true);
+  }
+  return true;
 }
 
 void LocalQueue::PutSubscriptionAsync(const Subscription& s, SubscriptionCallback done) {
   if (Status st = ValidateSubscription(s); !st.ok()) return done(st);
+  const SubscriptionKey key(s.name, s.url);
+  // A new instance adds data; a renewal keeps one going, as a finish keeps
+  // a job moving, so on a full disk it may use the room kept back for that
+  // (an instance that could not renew would lapse and stop its pushes). Read
+  // apart from the change: an instance deleted in between is renewed as
+  // upkeep, one record either way.
+  Need need = Need::kGrow;
+  if (log_) {
+    bool known = WithEngine([&](engine::Engine&) {
+      auto it = subscriptions_.find(key);
+      return it != subscriptions_.end() && !Lapsed(it->second.s, clock_->NowMs());
+    });
+    if (known) need = Need::kUpkeep;
+  }
   auto put = [&](engine::Engine&) -> Result<Subscription> {
     int64_t now = clock_->NowMs();
-    Subscription stored = s;
-    auto it = subscriptions_.find(SubscriptionKey(s.name, s.url));
+    auto [it, added] = subscriptions_.try_emplace(key);
+    SubscriptionEntry& e = it->second;
     // A lapsed instance was forgotten: putting it again starts it anew.
-    bool renewal = it != subscriptions_.end() && !Lapsed(it->second, now);
-    stored.created_ms = renewal ? it->second.created_ms : now;
-    stored.renewed_ms = now;
-    stored.expires_ms = s.ttl_ms == 0 ? 0 : now + s.ttl_ms;
-    subscriptions_[SubscriptionKey(s.name, s.url)] = stored;
-    return stored;
+    bool renewal = !added && !Lapsed(e.s, now);
+    if (!added) CountSubscription(e, -1);  // its record is superseded
+    int64_t created = renewal ? e.s.created_ms : now;
+    e.s = s;
+    e.s.created_ms = created;
+    e.s.renewed_ms = now;
+    e.s.expires_ms = s.ttl_ms == 0 ? 0 : now + s.ttl_ms;
+    LogSubscription(e);
+    return e.s;
   };
-  done(Change(0, Need::kUpkeep, put));
+  done(Change(store::SubscriptionBound(s), need, put));
 }
 
 void LocalQueue::DeleteSubscriptionAsync(std::string_view name, std::string_view url,
@@ -682,12 +770,14 @@ void LocalQueue::DeleteSubscriptionAsync(std::string_view name, std::string_view
     auto it = subscriptions_.lower_bound(SubscriptionKey(name, url));
     while (it != subscriptions_.end() && it->first.first == name &&
            (url.empty() || it->first.second == url)) {
-      it = subscriptions_.erase(it);
+      it = DropSubscription(it);
       ++removed;
     }
+    // One record for every instance of the name when url is empty.
+    if (removed > 0 && log_) log_->AppendUnsubscribe(name, url);
     return removed;
   };
-  done(Change(0, Need::kUpkeep, remove));
+  done(Change(store::UnsubscribeBound(name.size(), url.size()), Need::kUpkeep, remove));
 }
 
 void LocalQueue::SubscriptionsAsync(std::string_view name, SubscriptionsCallback done) {
@@ -700,7 +790,7 @@ void LocalQueue::SubscriptionsAsync(std::string_view name, SubscriptionsCallback
     auto it = name.empty() ? subscriptions_.begin()
                            : subscriptions_.lower_bound(SubscriptionKey(name, ""));
     for (; it != subscriptions_.end() && (name.empty() || it->first.first == name); ++it) {
-      out.push_back(it->second);
+      out.push_back(it->second.s);
     }
     return out;
   }));

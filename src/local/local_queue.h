@@ -2,7 +2,8 @@
 // any number of threads: store "memory", and store "embedded", which adds a
 // durable log (store::Log) that the engine tells every change (Journal).
 //
-// Embedded: Open replays the log into the engine. A change is refused with
+// Embedded: Open replays the log into the engine (and the subscriptions into
+// their map). A change is refused with
 // the log's error while the log cannot write (nothing changes then). After a
 // change, a call returns once the log has released it under the fsync policy
 // (with caller_loop, the caller holds its reply instead: QueueDriver::Mark).
@@ -11,7 +12,9 @@
 // segment), the oldest closed segment is read, every job whose add it holds
 // and which is still live is written again at the head, and once that is
 // synced the segment is deleted. A step reads 256 KiB, so it never holds the
-// engine for more than a few milliseconds.
+// engine for more than a few milliseconds. Subscriptions need no reading:
+// each instance knows the segment of its latest record, and those of the
+// segment being compacted are appended again first.
 //
 // One mutex guards the engine; each call holds it for the engine operation
 // only. Reserve callbacks never run under the mutex: the engine's callbacks
@@ -111,6 +114,13 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
 
  private:
   class LogJournal;
+  // A subscription's instance, keyed by (name, url).
+  using SubscriptionKey = std::pair<std::string, std::string>;
+  struct SubscriptionEntry {
+    Subscription s;
+    uint64_t segment = 0;  // embedded: the log segment holding its latest record
+  };
+  using Subscriptions = std::map<SubscriptionKey, SubscriptionEntry>;
 
   // QueueDriver (caller_loop only).
   std::vector<int> PollFds() const override;
@@ -129,11 +139,9 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
 
   LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
              std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd, bool caller_loop);
-  static Result<std::unique_ptr<store::Log>> OpenLog(const QueueOptions& options,
-                                                     std::shared_ptr<store::FileSystem> fs,
-                                                     engine::Engine& engine,
-                                                     store::RecoveryReport* report,
-                                                     uint64_t* live_bytes);
+  static Result<std::unique_ptr<store::Log>> OpenLog(
+      const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
+      store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
@@ -171,10 +179,21 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   std::atomic<int64_t> armed_mono_ms_{engine::kNever};
   bool stopping_ = false;
   // Subscriptions by (name, url): the order SubscriptionsAsync answers in.
-  using SubscriptionKey = std::pair<std::string, std::string>;
-  std::map<SubscriptionKey, Subscription> subscriptions_;
-  // Forgets the instances lapsed at now_ms (no record: see docs/log-format.md).
+  // The helpers below REQUIRE mu_.
+  Subscriptions subscriptions_;
+  // Forgets the instances lapsed at now_ms. No record says so: replay drops
+  // them by their expires_ms (docs/log-format.md).
   void ForgetLapsed(int64_t now_ms);
+  // Embedded: tells the log (and live_bytes_) that `n` more or fewer live
+  // instances have their latest record where e's is.
+  void CountSubscription(const SubscriptionEntry& e, int64_t n);
+  // Embedded: appends e's record (a compaction's copy: rewrite), and notes
+  // where it went.
+  void LogSubscription(SubscriptionEntry& e, bool rewrite = false);
+  Subscriptions::iterator DropSubscription(Subscriptions::iterator it);
+  // Compaction: appends again every live instance whose latest record is in
+  // `segment`. False, having appended nothing, if the log has no room now.
+  bool KeepSubscriptions(uint64_t segment);
 
   // Embedded only. The journal is the engine's; the log outlives it.
   std::unique_ptr<store::Log> log_;
@@ -191,9 +210,10 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     uint64_t offset = 0;   // of its records read so far
     std::string carry;     // a record cut by the end of a read
     bool scanned = false;
-    uint64_t remove_after = 0;  // log position to be synced before it goes
-    bool stuck = false;         // a segment could not be read: no more tries
-  } compaction_;                // GUARDED_BY(mu_)
+    uint64_t remove_after = 0;        // log position to be synced before it goes
+    bool stuck = false;               // a segment could not be read: no more tries
+    bool subscriptions_kept = false;  // its instances were appended again
+  } compaction_;                      // GUARDED_BY(mu_)
 
   std::thread runner_;  // started last, joined first; none with caller_loop
 };

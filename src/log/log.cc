@@ -374,6 +374,7 @@ void Log::Count(const Record& rec, uint64_t number) {
       accounts_.back().dedup_until_ms =
           std::max(accounts_.back().dedup_until_ms, rec.dedup.expires_ms);
       break;
+    case RecordType::kSubscription:  // counted by the owner (SubscriptionsMoved)
     case RecordType::kUpdate:
       break;
   }
@@ -607,7 +608,8 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
   bool roll;
   {
     std::lock_guard<SpinLock> lock(buf_mu_);
-    if (!buf_.empty() || accounts_.back().live_puts > 0) return false;
+    const Account& head = accounts_.back();
+    if (!buf_.empty() || head.live_puts > 0 || head.live_subscriptions > 0) return false;
     {
       std::lock_guard<std::mutex> seg(seg_mu_);
       roll = segments_.back().bytes >= min_bytes;
@@ -627,6 +629,12 @@ int64_t Log::LivePuts(uint64_t number) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   Account* a = AccountOf(number);
   return a == nullptr ? 0 : a->live_puts;
+}
+
+int64_t Log::LiveSubscriptions(uint64_t number) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  Account* a = AccountOf(number);
+  return a == nullptr ? 0 : a->live_subscriptions;
 }
 
 bool Log::HasPauses(uint64_t number) {
@@ -737,6 +745,30 @@ void Log::AppendDedup(const engine::DedupImage& add) {
   Account& a = accounts_.back();
   a.dedup_until_ms = std::max(a.dedup_until_ms, add.expires_ms);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
+}
+
+uint64_t Log::AppendSubscription(const Subscription& s, bool rewrite) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  size_t before = buf_.size();
+  Account& a = accounts_.back();
+  EncodeSubscription(s, a.number, &buf_);
+  ++a.live_subscriptions;
+  size_t bytes = buf_.size() - before;
+  if (rewrite) rewritten_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  end_.fetch_add(bytes, std::memory_order_release);
+  return a.number;
+}
+
+void Log::AppendUnsubscribe(std::string_view name, std::string_view url) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  size_t before = buf_.size();
+  EncodeUnsubscribe(name, url, accounts_.back().number, &buf_);
+  end_.fetch_add(buf_.size() - before, std::memory_order_release);
+}
+
+void Log::SubscriptionsMoved(uint64_t number, int64_t n) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  if (Account* a = AccountOf(number); a != nullptr) a->live_subscriptions += n;
 }
 
 Status Log::WriteOut() {

@@ -178,6 +178,19 @@ class Log {
   void AppendRemove(const engine::JobImage& job);
   void AppendPause(std::string_view topic, int64_t paused_until_ms);
   void AppendDedup(const engine::DedupImage& add);
+  // A subscription's instance as stored; returns the number of the segment
+  // it went to, whose live instances it counts one more (LiveSubscriptions).
+  // Only the owner knows which record an instance's latest supersedes: it
+  // tells with SubscriptionsMoved.
+  // `rewrite`: a copy by compaction (counted apart, as AppendRewrite's).
+  uint64_t AppendSubscription(const Subscription& s, bool rewrite = false);
+  // The removal of an instance, or of every instance of `name` when url is
+  // empty.
+  void AppendUnsubscribe(std::string_view name, std::string_view url);
+  // `n` more (or, negative, fewer) live instances have their latest record
+  // in segment `number`: an instance put again, removed or lapsed is one
+  // fewer in the segment of its former record; recovery counts them all.
+  void SubscriptionsMoved(uint64_t number, int64_t n);
   // Every later segment header says no seq above this was issued before it.
   void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   // The highest job seq the log has seen (replay included).
@@ -248,13 +261,17 @@ class Log {
   // and whether it holds PAUSE records. A segment with no live PUTs holds
   // nothing a replay needs but its pauses, so compaction need not read it.
   int64_t LivePuts(uint64_t number);
+  // Live subscription instances whose latest record is in the segment (as
+  // the owner counted them: AppendSubscription, SubscriptionsMoved).
+  int64_t LiveSubscriptions(uint64_t number);
   bool HasPauses(uint64_t number);
   // The latest wall-clock expiry of the remembered adds (kDedup records) in
   // the segment, 0 for none: compaction keeps the segment until then, so a
   // restart within an add's dedup window still remembers it.
   int64_t DedupUntil(uint64_t number);
-  // When nothing was written for half a second and no live job's PUT is in the
-  // segment being written, and it holds at least `min_bytes`: closes it, so
+  // When nothing was written for half a second and no live job's PUT (nor
+  // live subscription) is in the segment being written, and it holds at
+  // least `min_bytes`: closes it, so
   // that compaction can delete it (an idle log shrinks to its live set).
   // Returns whether it did.
   bool RollIfIdleAndDead(uint64_t min_bytes);
@@ -279,7 +296,8 @@ class Log {
     uint64_t first_seq = 0;  // adds written here have seq >= this (and < the next's)
     int64_t live_puts = 0;
     bool has_pauses = false;
-    int64_t dedup_until_ms = 0;  // DedupUntil
+    int64_t dedup_until_ms = 0;      // DedupUntil
+    int64_t live_subscriptions = 0;  // LiveSubscriptions
   };
 
   explicit Log(const LogOptions& options);

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <cstring>
+#include <vector>
 
 #include "engine/job_record.h"
 
@@ -78,6 +79,12 @@ class Reader {
     uint64_t x;
     if (!Varint(&x)) return false;
     *v = static_cast<int64_t>((x >> 1) ^ (~(x & 1) + 1));
+    return true;
+  }
+  bool Fixed64(uint64_t* v) {
+    if (end_ - p_ < 8) return false;
+    *v = GetU64(p_);
+    p_ += 8;
     return true;
   }
   bool Byte(uint8_t* v) {
@@ -184,6 +191,10 @@ class RecordWriter {
   }
   void Signed(int64_t v) {
     Varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+  void Fixed64(uint64_t v) {
+    PutU64(v, p_);
+    p_ += 8;
   }
   void String(std::string_view s) {
     Varint(s.size());
@@ -302,7 +313,107 @@ void EncodeDedup(const engine::DedupImage& add, uint64_t segment, std::string* o
   w.Finish();
 }
 
+// flags (1: a removal) · name · url, and for a put: created_ms ·
+// renewed_ms - created_ms · ttl_ms · concurrency · timeout_ms ·
+// retry.min_backoff_ms · retry.max_backoff_ms · retry.max_doublings ·
+// rate_per_s (IEEE 754 double, 8 bytes LE) · topic count · topics · secret
+// count · secrets. expires_ms is renewed_ms + ttl_ms (0 without a ttl).
 namespace {
+constexpr uint8_t kFlagUnsubscribe = 1;
+constexpr size_t kSubscriptionFixed = 1 + 10 * RecordWriter::kVarint + 8;
+
+size_t StringsMax(const std::vector<std::string>& v) {
+  size_t n = RecordWriter::kVarint;
+  for (const std::string& s : v) n += RecordWriter::StringMax(s);
+  return n;
+}
+}  // namespace
+
+size_t SubscriptionBound(const Subscription& s) {
+  return kRecordHeaderBytes + kSubscriptionFixed + RecordWriter::StringMax(s.name) +
+         RecordWriter::StringMax(s.url) + StringsMax(s.topics) + StringsMax(s.secrets);
+}
+
+void EncodeSubscription(const Subscription& s, uint64_t segment, std::string* out) {
+  RecordWriter w(RecordType::kSubscription, SubscriptionBound(s) - kRecordHeaderBytes, segment,
+                 out);
+  w.Byte(0);
+  w.String(s.name);
+  w.String(s.url);
+  w.Signed(s.created_ms);
+  w.Signed(s.renewed_ms - s.created_ms);
+  w.Signed(s.ttl_ms);
+  w.Varint(s.concurrency);
+  w.Varint(s.timeout_ms);
+  w.Signed(s.retry.min_backoff_ms);
+  w.Signed(s.retry.max_backoff_ms);
+  w.Varint(s.retry.max_doublings);
+  uint64_t rate = 0;
+  static_assert(sizeof rate == sizeof s.rate_per_s);
+  std::memcpy(&rate, &s.rate_per_s, sizeof rate);
+  w.Fixed64(rate);
+  w.Varint(s.topics.size());
+  for (const std::string& t : s.topics) w.String(t);
+  w.Varint(s.secrets.size());
+  for (const std::string& k : s.secrets) w.String(k);
+  w.Finish();
+}
+
+void EncodeUnsubscribe(std::string_view name, std::string_view url, uint64_t segment,
+                       std::string* out) {
+  RecordWriter w(RecordType::kSubscription,
+                 1 + RecordWriter::StringMax(name) + RecordWriter::StringMax(url), segment, out);
+  w.Byte(kFlagUnsubscribe);
+  w.String(name);
+  w.String(url);
+  w.Finish();
+}
+
+namespace {
+
+// A count of strings, then the strings; at most `max` (more is damage: a
+// scan past a bad record decodes unchecked bytes, and must not allocate for
+// a count they make up).
+bool DecodeStrings(Reader& r, size_t max, std::vector<std::string>* out) {
+  uint64_t n = 0;
+  if (!r.Varint(&n) || n > max) return false;
+  out->reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string_view s;
+    if (!r.String(&s)) return false;
+    out->emplace_back(s);
+  }
+  return true;
+}
+
+bool DecodeSubscription(Reader& r, Record* record) {
+  uint8_t flags = 0;
+  std::string_view name;
+  std::string_view url;
+  if (!r.Byte(&flags) || (flags & ~kFlagUnsubscribe) != 0 || !r.String(&name) || !r.String(&url)) {
+    return false;
+  }
+  auto s = std::make_unique<Subscription>();
+  s->name = name;
+  s->url = url;
+  record->unsubscribe = (flags & kFlagUnsubscribe) != 0;
+  if (!record->unsubscribe) {
+    int64_t renewed = 0;
+    uint64_t rate = 0;
+    if (!r.Signed(&s->created_ms) || !r.Signed(&renewed) || !r.Signed(&s->ttl_ms) ||
+        !r.U32(&s->concurrency) || !r.U32(&s->timeout_ms) || !r.Signed(&s->retry.min_backoff_ms) ||
+        !r.Signed(&s->retry.max_backoff_ms) || !r.U32(&s->retry.max_doublings) ||
+        !r.Fixed64(&rate) || !DecodeStrings(r, kMaxSubscriptionTopics, &s->topics) ||
+        !DecodeStrings(r, kMaxSubscriptionSecrets, &s->secrets)) {
+      return false;
+    }
+    s->renewed_ms = s->created_ms + renewed;
+    s->expires_ms = s->ttl_ms == 0 ? 0 : s->renewed_ms + s->ttl_ms;
+    std::memcpy(&s->rate_per_s, &rate, sizeof rate);
+  }
+  record->subscription = std::move(s);
+  return true;
+}
 
 bool DecodeDedup(Reader& r, engine::DedupImage* add) {
   uint8_t flags = 0;
@@ -379,6 +490,12 @@ ReadOutcome DecodeRecord(std::string_view bytes, uint32_t length, Record* record
       record->type = RecordType::kDedup;
       ok = DecodeDedup(r, &record->dedup);
       break;
+    case static_cast<uint8_t>(RecordType::kSubscription):
+      record->type = RecordType::kSubscription;
+      record->subscription.reset();
+      record->unsubscribe = false;
+      ok = DecodeSubscription(r, record);
+      break;
     default:
       if (error != nullptr) *error = "unknown record type " + std::to_string(type);
       return ReadOutcome::kCorrupt;
@@ -402,6 +519,7 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
     *error = "record checksum does not match";
     return ReadOutcome::kCorrupt;
   }
+  record->segment = segment;
   return DecodeRecord(bytes, length, record, size, error);
 }
 
@@ -425,5 +543,13 @@ size_t PutBytes(const engine::JobImage& job) {
 }
 // (id.size() overstates a generated id by ~20 bytes; the same on add and
 // removal, so the sum stays true to within that.)
+
+size_t SubscriptionBytes(const Subscription& s) {
+  // Header, flags, the numbers at a typical size, and a length byte a string.
+  size_t n = kRecordHeaderBytes + 1 + 30 + 8 + 2 + s.name.size() + s.url.size();
+  for (const std::string& t : s.topics) n += 1 + t.size();
+  for (const std::string& k : s.secrets) n += 1 + k.size();
+  return n;
+}
 
 }  // namespace delayq::store

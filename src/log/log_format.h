@@ -1,4 +1,4 @@
-// The embedded store's on-disk format, version 2 (docs/log-format.md is the
+// The embedded store's on-disk format, version 3 (docs/log-format.md is the
 // description for humans; this file and log_format.cc are the definition).
 //
 // A segment file starts with a 32-byte header:
@@ -14,20 +14,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "delayq/status.h"
+#include "delayq/subscription.h"
 #include "engine/job_record.h"
 #include "engine/journal.h"
 
 namespace delayq::store {
 
 inline constexpr std::string_view kSegmentMagic{"DQLOG\r\n\x1a", 8};
-// The version new segments get. Version 1 is read too: its records are
+// The version new segments get. Versions 1 and 2 are read too: version 2's
+// records are version 3's without kSubscription records, version 1's are
 // version 2's without give-backs (flag 8) and kDedup records, so one decoder
-// reads both.
-inline constexpr uint32_t kFormatVersion = 2;
+// reads all three.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kSegmentHeaderBytes = 32;
 inline constexpr size_t kRecordHeaderBytes = 9;  // checksum, length, type
@@ -39,7 +42,10 @@ enum class RecordType : uint8_t {
   kUpdate = 2,  // a job's state, attempts, give-backs, run_at, deadline and last_error
   kRemove = 3,  // a job finished or deleted (or replaced)
   kPause = 4,   // a topic paused or resumed
-  kDedup = 5,   // an add with an idempotency key (version 2; the last: IsRecordType knows)
+  kDedup = 5,   // an add with an idempotency key (version 2)
+  // A push subscription's instance put (in full) or removed (version 3; the
+  // last: IsRecordType knows).
+  kSubscription = 6,
 };
 
 struct SegmentHeader {
@@ -62,6 +68,12 @@ void EncodeRemove(const engine::JobImage& job, uint64_t segment,
 void EncodePause(std::string_view topic, int64_t paused_until_ms, uint64_t segment,
                  std::string* out);
 void EncodeDedup(const engine::DedupImage& add, uint64_t segment, std::string* out);
+// An instance as stored (the store's times included).
+void EncodeSubscription(const Subscription& s, uint64_t segment, std::string* out);
+// The removal of the instance (name, url), or of every instance of `name`
+// when url is empty.
+void EncodeUnsubscribe(std::string_view name, std::string_view url, uint64_t segment,
+                       std::string* out);
 
 // Upper bounds of one record's size, header included, from the lengths of
 // its strings: what a change asks Log::Room for before it is made.
@@ -73,6 +85,11 @@ constexpr size_t UpdateBound(size_t id, size_t last_error) {
   return kRecordBoundFixed + id + last_error;
 }
 constexpr size_t DedupBound(size_t id, size_t key) { return kRecordBoundFixed + id + key; }
+// A kSubscription record of `s` (a put) or of its name and url (a removal).
+size_t SubscriptionBound(const Subscription& s);
+constexpr size_t UnsubscribeBound(size_t name, size_t url) {
+  return kRecordBoundFixed + name + url;
+}
 
 // One decoded record; string views point into the bytes it was read from,
 // or into the record itself (a generated id's text): not copyable.
@@ -86,6 +103,12 @@ struct Record {
   std::string_view topic;       // kPause
   int64_t paused_until_ms = 0;  // kPause
   engine::DedupImage dedup;     // kDedup
+  // kSubscription: the instance; only its name and url for a removal.
+  // Owned (unlike the views above): a replay keeps it as it is.
+  std::unique_ptr<Subscription> subscription;
+  // kSubscription: a removal (of every instance of the name if url is empty).
+  bool unsubscribe = false;
+  uint64_t segment = 0;  // the segment it was read from (ReadRecord's)
   char id_buf[engine::kGeneratedIdBytes];
 };
 
@@ -104,7 +127,7 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
 // cheapest test, which turns away nearly every position.
 inline bool IsRecordType(uint8_t byte) {
   return byte >= static_cast<uint8_t>(RecordType::kPut) &&
-         byte <= static_cast<uint8_t>(RecordType::kDedup);
+         byte <= static_cast<uint8_t>(RecordType::kSubscription);
 }
 // What recovery looks for after a bad record (store::Log), in two steps so
 // that a scan can bound what it spends: the size of the record that starts
@@ -117,6 +140,8 @@ bool RecordChecksumMatches(std::string_view bytes, size_t size, uint64_t segment
 
 // The bytes a job's kPut record takes, near enough for space accounting.
 size_t PutBytes(const engine::JobImage& job);
+// Likewise for a subscription's kSubscription record.
+size_t SubscriptionBytes(const Subscription& s);
 
 }  // namespace delayq::store
 

@@ -232,13 +232,16 @@ TEST(LogFormat, SegmentHeaderChecksMagicAndVersion) {
   EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("magic"), std::string::npos);
   EXPECT_EQ(got.version, kFormatVersion);
   bad = h;
-  bad[8] = 3;
-  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 3"), std::string::npos);
+  bad[8] = 4;
+  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 4"), std::string::npos);
   bad[8] = 0;
   EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 0"), std::string::npos);
   bad[8] = 1;  // the version before kDedup records: still read
   ASSERT_TRUE(DecodeSegmentHeader(bad, &got).ok());
   EXPECT_EQ(got.version, 1u);
+  bad[8] = 2;  // the version before kSubscription records: still read
+  ASSERT_TRUE(DecodeSegmentHeader(bad, &got).ok());
+  EXPECT_EQ(got.version, 2u);
 }
 
 TEST(LogFormat, ADedupRecordReadsBackAsWritten) {
