@@ -193,6 +193,10 @@ std::string TextOf(const wire::Value& v) {
     case wire::Kind::kInt:
     case wire::Kind::kBool:
       return std::to_string(v.i);
+    case wire::Kind::kDouble:
+      return wire::FormatDouble(v.d);
+    case wire::Kind::kTextList:
+      return wire::JoinList(*v.list);
   }
   return {};
 }
