@@ -10,12 +10,15 @@
 //   delayq-bench cycle|put|reservelat|lateness|memory --proto resp|http|beanstalk ...
 //                                             a running server over the
 //                                             network (net_bench.h)
+//   delayq-bench receive --port P --jobs N    the receiving end of push
+//                                             delivery (push_receiver.h)
 #include <cstdio>
 #include <string>
 
 #include "CLI/CLI.hpp"
 #include "engine_bench.h"
 #include "net_bench.h"
+#include "push_receiver.h"
 #include "remote_worker_bench.h"
 #include "worker_bench.h"
 
@@ -143,6 +146,8 @@ CLI::App* AddPut(CLI::App* app, delayq::bench::PutOptions* o) {
   put->add_option("--warmup-seconds", o->warmup_seconds, "untimed seconds first")
       ->capture_default_str();
   put->add_option("--delay-ms", o->delay_ms, "delay of the jobs")->capture_default_str();
+  put->add_option("--topic-prefix", o->topic_prefix,
+                  "connection i adds to topic PREFIX-i (default: one of the process id's)");
   put->add_option("--jobs", o->jobs,
                   "add exactly this many jobs, then end (0: --seconds; no warm-up)")
       ->capture_default_str();
@@ -234,6 +239,16 @@ int main(int argc, char** argv) {
   CLI::App* rl = AddReserveLatency(&app, &rl_opts);
   CLI::App* late = AddLateness(&app, &late_opts);
   CLI::App* mem = AddMemory(&app, &mem_opts);
+  delayq::bench::ReceiveOptions receive_opts;
+  CLI::App* receive = app.add_subcommand(
+      "receive", "an HTTP receiver for push delivery: requests/s and lateness of what arrives");
+  receive->add_option("--port", receive_opts.port, "port on 127.0.0.1")->capture_default_str();
+  receive->add_option("--jobs", receive_opts.jobs, "end after this many requests (0: --seconds)")
+      ->capture_default_str();
+  receive->add_option("--seconds", receive_opts.seconds, "end after this long at most")
+      ->capture_default_str();
+  receive->add_option("--status", receive_opts.status, "the answer's status code")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);
   if (worker->parsed()) return delayq::bench::RunWorkerBench(worker_opts);
@@ -243,5 +258,6 @@ int main(int argc, char** argv) {
   if (rl->parsed()) return delayq::bench::RunReserveLatencyBench(rl_opts);
   if (late->parsed()) return delayq::bench::RunLatenessBench(late_opts);
   if (mem->parsed()) return delayq::bench::RunMemoryBench(mem_opts);
+  if (receive->parsed()) return delayq::bench::RunReceive(receive_opts);
   return 2;
 }

@@ -515,7 +515,7 @@ int RunPutBench(const PutOptions& o) {
   cfg.adds_only = true;
   cfg.delay_ms = o.delay_ms;
   cfg.max_cycles = o.jobs;
-  cfg.topic_prefix = TopicPrefix() + "-put";
+  cfg.topic_prefix = o.topic_prefix.empty() ? TopicPrefix() + "-put" : o.topic_prefix;
   cfg.body.assign(o.body_bytes, 'x');
   CycleRole role(s.loop.get(), cfg);
   TimedRun run(s.loop.get(), &role, o.jobs != 0 ? 0 : o.warmup_seconds,

@@ -68,6 +68,9 @@ struct PutOptions {
   // > 0: add exactly this many jobs, then end once all are answered (no
   // time limit; every add is counted, warmup_seconds is not used).
   uint64_t jobs = 0;
+  // Connection i adds to topic "<topic_prefix>-<i>"; empty: a prefix of the
+  // process id's.
+  std::string topic_prefix;
 };
 
 // One connection, one request in flight: add, then reserve that job, then

@@ -38,7 +38,8 @@ inline constexpr int64_t kMaxPushBackoffMs = 24LL * 3600 * 1000;
 
 // How a failed delivery is tried again (Cloud Tasks' shape): the first
 // retry waits min_backoff_ms, each next one twice as long for max_doublings
-// retries, then grows by the last doubling's step, up to max_backoff_ms.
+// retries, then grows by 2^max_doublings x min_backoff_ms per retry, up to
+// max_backoff_ms.
 // Jitter takes up to a fifth off a wait, never below min_backoff_ms.
 struct RetryPolicy {
   int64_t min_backoff_ms = 1'000;

@@ -650,4 +650,60 @@ Result<QueueStats> LocalQueue::Stats() {
   return WithEngine([&](engine::Engine& e) { return Result<QueueStats>(e.Stats()); });
 }
 
+// --- subscriptions -------------------------------------------------------------
+
+void LocalQueue::ForgetLapsed(int64_t now_ms) {
+  std::erase_if(subscriptions_, [now_ms](const auto& kv) { return Lapsed(kv.second, now_ms); });
+}
+
+void LocalQueue::PutSubscriptionAsync(const Subscription& s, SubscriptionCallback done) {
+  if (Status st = ValidateSubscription(s); !st.ok()) return done(st);
+  auto put = [&](engine::Engine&) -> Result<Subscription> {
+    int64_t now = clock_->NowMs();
+    Subscription stored = s;
+    auto it = subscriptions_.find(SubscriptionKey(s.name, s.url));
+    // A lapsed instance was forgotten: putting it again starts it anew.
+    bool renewal = it != subscriptions_.end() && !Lapsed(it->second, now);
+    stored.created_ms = renewal ? it->second.created_ms : now;
+    stored.renewed_ms = now;
+    stored.expires_ms = s.ttl_ms == 0 ? 0 : now + s.ttl_ms;
+    subscriptions_[SubscriptionKey(s.name, s.url)] = stored;
+    return stored;
+  };
+  done(Change(0, Need::kUpkeep, put));
+}
+
+void LocalQueue::DeleteSubscriptionAsync(std::string_view name, std::string_view url,
+                                         CountCallback done) {
+  if (Status st = ValidateSubscriptionName(name); !st.ok()) return done(st);
+  auto remove = [&](engine::Engine&) -> Result<uint64_t> {
+    ForgetLapsed(clock_->NowMs());
+    uint64_t removed = 0;
+    auto it = subscriptions_.lower_bound(SubscriptionKey(name, url));
+    while (it != subscriptions_.end() && it->first.first == name &&
+           (url.empty() || it->first.second == url)) {
+      it = subscriptions_.erase(it);
+      ++removed;
+    }
+    return removed;
+  };
+  done(Change(0, Need::kUpkeep, remove));
+}
+
+void LocalQueue::SubscriptionsAsync(std::string_view name, SubscriptionsCallback done) {
+  if (!name.empty()) {
+    if (Status st = ValidateSubscriptionName(name); !st.ok()) return done(st);
+  }
+  done(WithEngine([&](engine::Engine&) -> Result<std::vector<Subscription>> {
+    ForgetLapsed(clock_->NowMs());
+    std::vector<Subscription> out;
+    auto it = name.empty() ? subscriptions_.begin()
+                           : subscriptions_.lower_bound(SubscriptionKey(name, ""));
+    for (; it != subscriptions_.end() && (name.empty() || it->first.first == name); ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }));
+}
+
 }  // namespace delayq

@@ -30,8 +30,10 @@
 #define DELAYQ_LOCAL_LOCAL_QUEUE_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -77,6 +79,13 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   Result<std::vector<TopicInfo>> Topics() override;
   Result<TopicInfo> Topic(std::string_view topic) override;
   Result<QueueStats> Stats() override;
+  // Subscriptions, kept in a map beside the engine under the same mutex
+  // (memory: until the process ends; embedded: in the log too). Each answers
+  // inside the call, once the change is released like a job's change.
+  void PutSubscriptionAsync(const Subscription& s, SubscriptionCallback done) override;
+  void DeleteSubscriptionAsync(std::string_view name, std::string_view url,
+                               CountCallback done) override;
+  void SubscriptionsAsync(std::string_view name, SubscriptionsCallback done) override;
   QueueDriver* driver() override { return runner_.joinable() ? nullptr : this; }
   // Embedded: the log's figures (log_writes, log_syncs, ...) and health.
   StoreFigures Figures() override;
@@ -161,6 +170,11 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   std::atomic<int64_t> armed_wall_ms_{engine::kNever};
   std::atomic<int64_t> armed_mono_ms_{engine::kNever};
   bool stopping_ = false;
+  // Subscriptions by (name, url): the order SubscriptionsAsync answers in.
+  using SubscriptionKey = std::pair<std::string, std::string>;
+  std::map<SubscriptionKey, Subscription> subscriptions_;
+  // Forgets the instances lapsed at now_ms (no record: see docs/log-format.md).
+  void ForgetLapsed(int64_t now_ms);
 
   // Embedded only. The journal is the engine's; the log outlives it.
   std::unique_ptr<store::Log> log_;

@@ -14,8 +14,9 @@ namespace delayq::push {
 
 // The wait before the next attempt after `failures` failed ones (1 = the
 // first failed). min_backoff_ms after the first; doubling for max_doublings
-// retries; then growing linearly by the last doubling's step; never over
-// max_backoff_ms. `unit` in [0,1) (a random draw) takes up to a fifth off,
+// retries; then growing linearly by 2^max_doublings x min_backoff_ms per
+// retry (Cloud Tasks' documented example: 10 s, 300 s, 3 doublings gives 10,
+// 20, 40, 80, 160, 240, 300 s); never over max_backoff_ms. `unit` in [0,1) (a random draw) takes up to a fifth off,
 // never below min_backoff_ms. Pure: the caller draws `unit`.
 int64_t BackoffMs(const RetryPolicy& policy, uint32_t failures, double unit);
 

@@ -31,9 +31,9 @@ void LocalLedger::Acquire(const Subscription& instance, uint32_t want, int64_t l
   if (instance.rate_per_s > 0 && n > 0) {
     const int64_t now_us = now * 1000;
     const auto step_us = static_cast<int64_t>(std::ceil(1e6 / instance.rate_per_s));
-    in.tat_us = std::max(in.tat_us, now_us - step_us);  // no credit saved up while idle
+    in.tat_us = std::max(in.tat_us, now_us);  // no credit saved up while idle
     uint32_t allowed = 0;
-    while (allowed < n && in.tat_us <= now_us) {
+    while (allowed < n && in.tat_us <= now_us) {  // one start per step, no burst
       in.tat_us += step_us;
       ++allowed;
     }

@@ -2,7 +2,8 @@
 // pushed request carries so that any receiver library of that scheme can
 // verify it came from us and was not replayed.
 //
-//   webhook-id:        the message id (the job's id and attempt: unique per request content)
+//   webhook-id:        the message id: the job's id, the same on every attempt, so a
+//                      receiver can drop a duplicate delivery by it
 //   webhook-timestamp: Unix seconds when the request was signed
 //   webhook-signature: "v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>",
 //                      one such entry per secret, separated by spaces (key rotation)
