@@ -8,6 +8,8 @@
 // application renews every ttl_ms / 3, and a status that changed with
 // whether the store had already forgotten a lapsed instance would tell it
 // nothing it can act on (created_ms == renewed_ms says it was new).
+#include <algorithm>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,7 +114,7 @@ void HttpServer::Api::ListSubscriptions(Connection& c, const RouteCall&) {
       });
 }
 
-// GET /v1/subscriptions/{name}: its live instances, in the same form.
+// GET /v1/subscriptions/{name}: its live instances.
 void HttpServer::Api::GetSubscription(Connection& c, const RouteCall& call) {
   if (s_->pusher_ == nullptr) return Error(c, PushOff());
   // Describe("") would list every name: an empty segment is no name.
@@ -124,34 +126,78 @@ void HttpServer::Api::GetSubscription(Connection& c, const RouteCall& call) {
       });
 }
 
-// {"subscriptions":[{instance fields, figures}, ...]}
-void HttpServer::Api::SubscriptionsReply(Connection& c,
-                                         const Result<std::vector<push::InstanceView>>& r) {
-  if (!r.ok()) return Error(c, r.status());
-  json_.clear();
-  JsonWriter w(&json_);
-  w.BeginObject();
-  w.Key("subscriptions");
+namespace {
+
+// "instances":[{its kSubscriptionFields, its kPushFigureFields}, ...]: one
+// name's views.
+void WriteInstances(JsonWriter& w, std::span<const push::InstanceView> views) {
+  w.Key("instances");
   w.BeginArray();
-  for (const push::InstanceView& v : *r) {
+  for (const push::InstanceView& v : views) {
     w.BeginObject();
     wire::WriteJsonFields(w, v.subscription, wire::kSubscriptionFields);
     wire::WriteJsonFields(w, v.figures, wire::kPushFigureFields<PushFigures>);
     w.EndObject();
   }
   w.EndArray();
+}
+
+}  // namespace
+
+// {"subscriptions":[{"name","instances":[...]}, ...]}: one entry per name,
+// in the order Describe gave the names first.
+void HttpServer::Api::SubscriptionsReply(Connection& c,
+                                         const Result<std::vector<push::InstanceView>>& r) {
+  if (!r.ok()) return Error(c, r.status());
+  std::vector<push::InstanceView> views = *r;
+  // Each name's instances together, the names in their first order.
+  std::vector<std::string> order;
+  for (const push::InstanceView& v : views) {
+    if (std::find(order.begin(), order.end(), v.subscription.name) == order.end()) {
+      order.push_back(v.subscription.name);
+    }
+  }
+  std::stable_sort(views.begin(), views.end(), [&](const auto& a, const auto& b) {
+    return std::find(order.begin(), order.end(), a.subscription.name) <
+           std::find(order.begin(), order.end(), b.subscription.name);
+  });
+  json_.clear();
+  JsonWriter w(&json_);
+  w.BeginObject();
+  w.Key("subscriptions");
+  w.BeginArray();
+  for (size_t i = 0; i < views.size();) {
+    size_t end = i;
+    while (end < views.size() && views[end].subscription.name == views[i].subscription.name) ++end;
+    w.BeginObject();
+    w.Key("name");
+    w.String(views[i].subscription.name);
+    WriteInstances(w, std::span(views).subspan(i, end - i));
+    w.EndObject();
+    i = end;
+  }
+  w.EndArray();
   w.EndObject();
   Json(c, 200, json_);
 }
 
+// {"name","instances":[...]}; 404 when the name has no live instance.
 void HttpServer::Api::NamedSubscriptionReply(Connection& c,
                                              const Result<std::vector<push::InstanceView>>& r) {
   std::string name = std::exchange(StateOf(c).pending_id, std::string());
-  if (r.ok() && r->empty()) {
+  if (!r.ok()) return Error(c, r.status());
+  if (r->empty()) {
     return Error(c, Status(Code::kNotFound,
                            "no subscription '" + name + "' (no live instance under that name)"));
   }
-  SubscriptionsReply(c, r);
+  json_.clear();
+  JsonWriter w(&json_);
+  w.BeginObject();
+  w.Key("name");
+  w.String(name);
+  WriteInstances(w, *r);
+  w.EndObject();
+  Json(c, 200, json_);
 }
 
 // DELETE /v1/subscriptions/{name}[?url=...]: that instance, or every
