@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "redis/url.h"
+#include "redis_store/redis_push.h"
 #include "redis_store/redis_queue_ops.h"
 
 namespace delayq {
@@ -143,7 +144,7 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
 
   // Every script loaded on every master first, so the first round does not
   // meet NOSCRIPT once per bucket (the client would load and retry anyway).
-  for (uint8_t i = 0; i <= static_cast<uint8_t>(rq::Lua::kHeads); ++i) {
+  for (size_t i = 0; i < rq::kLuaCount; ++i) {
     const redis::Script& script = rq::ScriptOf(static_cast<rq::Lua>(i));
     for (auto& [node, r] : (*client)->ExecOnEachMaster({"SCRIPT", "LOAD", script.source()})) {
       if (!r.ok()) return r.status();
@@ -197,7 +198,9 @@ RedisQueue::RedisQueue(std::unique_ptr<rq::Context> ctx, std::unique_ptr<redis::
     : ctx_(std::move(ctx)),
       clock_(ctx_->clock),
       client_(std::move(client)),
-      known_(ctx_->buckets) {}
+      known_(ctx_->buckets),
+      ledger_(std::make_unique<rq::RedisLedger>(
+          [this](std::unique_ptr<rq::Op> op) { Submit(std::move(op), /*wait=*/false); })) {}
 
 RedisQueue::~RedisQueue() {
   if (clock_token_ != 0) clock_->Unsubscribe(clock_token_);
@@ -1186,5 +1189,27 @@ void RedisQueue::StatsAsync(StatsCallback done) {
          }),
          /*wait=*/false);
 }
+
+// --- subscriptions and the push ledger ------------------------------------------------
+
+void RedisQueue::PutSubscriptionAsync(const Subscription& s, SubscriptionCallback done) {
+  if (Status st = ValidateSubscription(s); !st.ok()) return done(std::move(st));
+  Submit(rq::MakePutSubscription(s, std::move(done)), /*wait=*/false);
+}
+
+void RedisQueue::DeleteSubscriptionAsync(std::string_view name, std::string_view url,
+                                         CountCallback done) {
+  if (Status st = ValidateSubscriptionName(name); !st.ok()) return done(std::move(st));
+  Submit(rq::MakeDeleteSubscription(name, url, std::move(done)), /*wait=*/false);
+}
+
+void RedisQueue::SubscriptionsAsync(std::string_view name, SubscriptionsCallback done) {
+  if (!name.empty()) {
+    if (Status st = ValidateSubscriptionName(name); !st.ok()) return done(std::move(st));
+  }
+  Submit(rq::MakeListSubscriptions(name, std::move(done)), /*wait=*/false);
+}
+
+PushLedger* RedisQueue::push_ledger() { return ledger_.get(); }
 
 }  // namespace delayq

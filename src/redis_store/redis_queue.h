@@ -106,6 +106,7 @@ struct StoreStats;
 class ReserveGroup;
 struct Attempt;
 struct Context;
+class RedisLedger;
 }  // namespace rq
 
 class RedisQueue final : public ServingQueue {
@@ -174,6 +175,17 @@ class RedisQueue final : public ServingQueue {
   void TopicsAsync(TopicsCallback done) override;
   void TopicAsync(std::string_view topic, TopicCallback done) override;
   void StatsAsync(StatsCallback done) override;
+
+  // Subscriptions: one hash under bucket 0's tag, changed by
+  // subscriptions.lua on Redis's clock (created_ms, renewed_ms, expires_ms
+  // are Redis's TIME, so every server agrees when an instance lapses).
+  void PutSubscriptionAsync(const Subscription& s, SubscriptionCallback done) override;
+  void DeleteSubscriptionAsync(std::string_view name, std::string_view url,
+                               CountCallback done) override;
+  void SubscriptionsAsync(std::string_view name, SubscriptionsCallback done) override;
+  // The ledger in Redis (push_ledger.lua), shared by every server on the
+  // prefix (rq::RedisLedger, redis_push.h). Lives as long as the queue.
+  PushLedger* push_ledger() override;
 
   // --- For tests and benchmarks -------------------------------------------
   uint32_t buckets() const;
@@ -311,6 +323,7 @@ class RedisQueue final : public ServingQueue {
 
   std::thread dispatcher_;
   std::thread timer_;
+  std::unique_ptr<rq::RedisLedger> ledger_;  // its calls are ops of the dispatcher
 };
 
 }  // namespace delayq

@@ -302,13 +302,20 @@ Status ErrorStatus(const Reply& reply) {
 
 Batch::Batch(Context& ctx, int64_t now_ms) : ctx_(ctx), now_(now_ms), now_text_(Str(now_ms)) {}
 
+bool ReadsRedisTime(Lua lua) { return lua == Lua::kSubscriptions || lua == Lua::kPushLedger; }
+
+std::vector<std::string> Batch::FirstArgs(Lua lua) const {
+  if (ReadsRedisTime(lua)) return {};
+  return {now_text_};
+}
+
 Batch::Slot Batch::Append(Lua lua, uint32_t bucket, std::vector<std::string>&& fields) {
   size_t bytes = 0;
   for (const std::string& f : fields) bytes += f.size() + 16;
   auto it = open_.find({lua, bucket});
   if (it == open_.end() || it->second.jobs >= kMaxBatch ||
       (it->second.jobs > 0 && it->second.bytes + bytes > kMaxCommandBytes)) {
-    cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, {now_text_}));
+    cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, FirstArgs(lua)));
     it = open_.insert_or_assign({lua, bucket}, Open{cmds_.size() - 1, 0, 0}).first;
   }
   Open& open = it->second;
@@ -319,7 +326,7 @@ Batch::Slot Batch::Append(Lua lua, uint32_t bucket, std::vector<std::string>&& f
 }
 
 size_t Batch::Single(Lua lua, uint32_t bucket, std::vector<std::string> args) {
-  args.insert(args.begin(), now_text_);
+  if (!ReadsRedisTime(lua)) args.insert(args.begin(), now_text_);
   cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, std::move(args)));
   return cmds_.size() - 1;
 }

@@ -52,6 +52,11 @@ inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
 // kLuaScripts are generated from DELAYQ_REDIS_SCRIPTS (redis_store/lua_scripts.h).
 const redis::Script& ScriptOf(Lua lua);
 
+// Whether `lua` reads Redis's clock (TIME) instead of taking the caller's
+// now_ms as ARGV[1]: the push scripts, subscriptions and push_ledger, whose
+// times every server compares (docs/redis-store.md, "Push delivery").
+bool ReadsRedisTime(Lua lua);
+
 // Per bucket, the earliest time (wall ms) a queue knows something falls due
 // there: kNever when nothing is known, 0 at start (every bucket is promoted
 // once). Notes (from add, release, heads, reserve and promote replies, and
@@ -140,6 +145,7 @@ class Batch {
   Slot Append(Lua lua, uint32_t bucket, std::vector<std::string>&& fields);
   // A command of its own: `lua` on `bucket` with now_ms then `args`.
   size_t Single(Lua lua, uint32_t bucket, std::vector<std::string> args);
+  // (Append and Single give a script that ReadsRedisTime no now_ms.)
 
   // Where one reserve group's part of a shared `heads` or `reserve` call is.
   struct GroupSlot {
@@ -228,6 +234,8 @@ class Batch {
     Status shape;  // a reply that does not match the groups
   };
   GroupSlot AddGroup(Lua lua, uint32_t bucket, uint32_t n, const std::vector<std::string>& topics);
+  // The arguments a command of `lua` starts with: now_ms, or none.
+  std::vector<std::string> FirstArgs(Lua lua) const;
   // Fills call.starts from its reply, or sets call.shape.
   void IndexReply(SharedCall& call, const redis::Reply& reply);
 

@@ -291,7 +291,7 @@ TEST(RedisQueueOutage, CallsFailFastWithUnavailableAndWorkAgainAfterRedisRestart
 TEST(RedisScripts, TheTableNamesEachScriptByTheSha1RedisGivesIt) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
-  ASSERT_EQ(rq::kLuaCount, static_cast<size_t>(rq::Lua::kUnreserve) + 1);
+  ASSERT_EQ(rq::kLuaCount, static_cast<size_t>(rq::Lua::kPushLedger) + 1);
   for (size_t i = 0; i < rq::kLuaCount; ++i) {
     const rq::LuaScript& script = rq::kLuaScripts[i];
     auto loaded = server->Command({"SCRIPT", "LOAD", std::string(script.text)});

@@ -27,7 +27,7 @@ DEADLINE_S = 10.0
 
 SCRIPT_NAMES = ('init', 'add', 'reserve', 'finish', 'delete', 'release', 'touch', 'bury',
                 'kick', 'kick_topic', 'get', 'peek', 'promote', 'pause', 'topics', 'stats',
-                'heads', 'unreserve')
+                'heads', 'unreserve', 'subscriptions', 'push_ledger')
 
 
 def assemble(name):

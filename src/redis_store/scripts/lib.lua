@@ -6,7 +6,9 @@
 -- Format 1 of the Redis store (docs/redis-store.md has the key layout, the
 -- record layout and each script's contract). Rules every script keeps:
 --  - every key it touches is KEYS[1] .. ':' .. suffix (one bucket, one slot);
---  - time is ARGV[1] (now_ms, the caller's wall clock), never TIME;
+--  - time is ARGV[1] (now_ms, the caller's wall clock), never TIME; except
+--    in the push scripts (subscriptions.lua, push_ledger.lua), which read
+--    Redis's TIME so that every server sees one clock (redis_time, below);
 --  - all input is checked before the first write, so an error reply means
 --    nothing changed (except what time alone explains: settling, below);
 --  - work per call is bounded (batches <= MAX_BATCH, settling <= a limit).
@@ -605,4 +607,36 @@ local function info(j)
   end
   return { j.id, j.topic, STATE_NAMES[j.state], body_of(j), j.priority, j.ttr, j.max_attempts,
            j.attempts, created_at(j), j.run_at, until_ms, receipt, j.err, j.seq }
+end
+
+-- --- push delivery (subscriptions.lua, push_ledger.lua) -----------------------
+-- Their keys are under bucket 0's tag (KEYS[1] is "{<prefix>:0}"), which
+-- exists at every bucket count, so a subscription, its slots and its
+-- figures share one slot and one script sees them all.
+
+local K_SUBS = B .. ':subs'  -- hash: "<name> <url>" -> subscription record
+local function kpl(instance) return B .. ':push:l:' .. instance end  -- zset: lease -> expiry (ms)
+local function kpf(instance) return B .. ':push:f:' .. instance end  -- hash: figures, tat_us
+
+-- Redis's clock (TIME): Unix ms and µs. Only the push scripts read it: a
+-- subscription's expiry and a ledger's leases and rate are compared by
+-- every server, and Redis is the one clock they all see. (µs since 1970
+-- are < 2^53: exact in Lua's doubles.)
+local function redis_time()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + floor(us / 1000), s * 1000000 + us
+end
+
+-- A subscription record's fixed head (docs/redis-store.md, "Subscriptions"):
+-- version, created_ms, renewed_ms, expires_ms, ttl_ms. The rest is the
+-- caller's, never read here.
+local SUB_HEAD = '>BI6I6I6I6'
+local SUB_HEAD_BYTES = 25
+local SUB_VERSION = 1
+
+-- Whether the instance of record `rec` has lapsed at now_ms.
+local function sub_lapsed(rec, now_ms)
+  local _, _, _, expires = struct.unpack(SUB_HEAD, rec)
+  return expires ~= 0 and expires <= now_ms
 end
