@@ -71,7 +71,8 @@ constexpr char kExitCodesHelp[] =
     "  1  the server answered an error, printed as 'delayq: CODE: message'\n"
     "     (CODE: NOTFOUND, EXISTS, STALE, NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ...)\n"
     "  2  usage error: bad arguments or --server address\n"
-    "  3  nothing there: reserve got no job; get or peek found none\n"
+    "  3  nothing there: reserve got no job; get or peek found none; subscriptions\n"
+    "     NAME found no instance; unsubscribe removed nothing\n"
     "  4  no server could serve it: cannot connect, no reply in time, connection lost,\n"
     "     the server answered UNAVAILABLE, or ended a reserve's wait as it shut down";
 
@@ -463,8 +464,7 @@ void AddOptionsSubscribe(CLI::App* sub, Invocation* inv) {
                   "during a rotation");
   inv->rate_opt = sub->add_option("--rate", inv->rate,
                                   "requests started per second at most, across every server "
-                                  "(default 0: no limit)")
-                      ->check(CLI::Range(0.0, 1e6));
+                                  "(default 0: no limit)");
   sub->add_option("--min-backoff", inv->min_backoff,
                   "the first retry's wait after a failed request: 1s (default)");
   sub->add_option("--max-backoff", inv->max_backoff,
@@ -544,6 +544,13 @@ Status PrepareAdd(Invocation* inv) {
   if (!in.ok()) return in.status();
   inv->body = std::move(*in);
   return Status::Ok();
+}
+
+// A rate's range in words (CLI11's Range would print 1000000.000000).
+Status PrepareSubscribe(Invocation* inv) {
+  if (inv->rate_opt->count() == 0 || (inv->rate >= 0 && inv->rate <= 1e6)) return Status::Ok();
+  return InvalidArgument("--rate takes 0 to 1000000 requests per second (0: no limit), not " +
+                         wire::FormatDouble(inv->rate));
 }
 
 // FINISH, RELEASE, TOUCH, BURY act on one reservation: its receipt, or
@@ -1154,7 +1161,7 @@ constexpr CommandDef kCommands[] = {
     {"ping", "check that a server answers and takes the token; --wait: until one is up",
      AddOptionsPing, nullptr, RunPing},
     {"subscribe", "push delivery: POST due jobs of --topic to URL; prints the instance",
-     AddOptionsSubscribe, nullptr, RunSubscribe},
+     AddOptionsSubscribe, PrepareSubscribe, RunSubscribe},
     {"unsubscribe", "push delivery: remove the instance at URL, or every instance of NAME",
      AddOptionsUnsubscribe, nullptr, RunUnsubscribe},
     {"subscriptions", "push delivery: the live instances and their figures (exit 3: none of NAME)",

@@ -777,10 +777,10 @@ std::optional<double> ParseDouble(std::string_view s) {
   return v;
 }
 
-// SUBSCRIPTION SET's options after name url topics, into *s. Each error
+// SUBSCRIPTION SET's options, after name url topics, into *s. Each error
 // names the option; ValidateSubscription (in Pusher::Put) checks the values.
 Status ReadSubscriptionOptions(const RespServer::Args& a, Subscription* s) {
-  for (size_t i = 4; i < a.size(); ++i) {
+  for (size_t i = 5; i < a.size(); ++i) {  // after SUBSCRIPTION SET name url topics
     const size_t left = a.size() - i - 1;  // arguments after this one
     if (EqualsUpper(a[i], "CONCURRENCY") && left >= 1) {
       auto n = ParseInt(a[++i], 1, kMaxSubscriptionConcurrency);
