@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +45,9 @@
 #include "delayq/job.h"
 #include "delayq/options.h"
 #include "delayq/queue.h"
+#include "delayq/subscription.h"
 #include "redis/reply.h"
+#include "serving/push_ledger.h"
 #include "wire/encode.h"
 #include "wire/fields.h"
 
@@ -68,7 +71,8 @@ constexpr char kExitCodesHelp[] =
     "  1  the server answered an error, printed as 'delayq: CODE: message'\n"
     "     (CODE: NOTFOUND, EXISTS, STALE, NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ...)\n"
     "  2  usage error: bad arguments or --server address\n"
-    "  3  nothing there: reserve got no job; get or peek found none\n"
+    "  3  nothing there: reserve got no job; get or peek found none; subscriptions\n"
+    "     NAME found no instance; unsubscribe removed nothing\n"
     "  4  no server could serve it: cannot connect, no reply in time, connection lost,\n"
     "     the server answered UNAVAILABLE, or ended a reserve's wait as it shut down";
 
@@ -117,17 +121,31 @@ struct Invocation {
   int64_t pause_ms = 0;
   bool all = false;  // stats: every figure
 
+  // subscribe, unsubscribe, subscriptions: the subscription's name and url
+  // (its topics in `topics`).
+  std::string name;
+  std::string url;
+  int64_t concurrency = 0;  // when concurrency_opt->count()
+  std::vector<std::string> secrets;
+  double rate = 0;  // when rate_opt->count()
+  int64_t push_timeout_ms = 0, ttl_ms = 0, min_backoff_ms = 0, max_backoff_ms = 0;
+  int64_t max_doublings = 0;
+
   // Human durations ("30m"), read into the *_ms fields above by
   // ReadDurations; empty when not given.
-  std::string delay;  // add, release
-  std::string ttr;    // add
-  std::string wait;   // reserve
+  std::string delay;                                        // add, release
+  std::string ttr;                                          // add
+  std::string wait;                                         // reserve
+  std::string push_timeout, ttl, min_backoff, max_backoff;  // subscribe
 
   // Options whose presence matters, not just their value.
   CLI::Option* run_at_opt = nullptr;
   CLI::Option* priority_opt = nullptr;
   CLI::Option* max_attempts_opt = nullptr;
   CLI::Option* error_opt = nullptr;
+  CLI::Option* concurrency_opt = nullptr;
+  CLI::Option* rate_opt = nullptr;
+  CLI::Option* max_doublings_opt = nullptr;
 };
 
 struct Session;
@@ -193,6 +211,10 @@ std::string TextOf(const wire::Value& v) {
     case wire::Kind::kInt:
     case wire::Kind::kBool:
       return std::to_string(v.i);
+    case wire::Kind::kDouble:
+      return wire::FormatDouble(v.d);
+    case wire::Kind::kTextList:
+      return wire::JoinList(*v.list);
   }
   return {};
 }
@@ -238,6 +260,13 @@ std::optional<Pairs> ParseFields(const Reply& r) {
       fields.emplace_back(k.str(), v.str());
     } else if (v.type() == Reply::Type::kInteger) {
       fields.emplace_back(k.str(), std::to_string(v.integer()));
+    } else if (v.type() == Reply::Type::kArray) {  // a text list (a subscription's topics)
+      std::vector<std::string> items;
+      for (const Reply& e : v.elements()) {
+        if (e.type() != Reply::Type::kString) return std::nullopt;
+        items.push_back(e.str());
+      }
+      fields.emplace_back(k.str(), wire::JoinList(items));
     } else {
       return std::nullopt;
     }
@@ -414,6 +443,47 @@ void AddOptionsPause(CLI::App* sub, Invocation* inv) {
 
 void AddOptionsNone(CLI::App*, Invocation*) {}
 
+void AddOptionsSubscribe(CLI::App* sub, Invocation* inv) {
+  sub->add_option("name", inv->name, "the application: its instances share the deliveries")
+      ->required();
+  sub->add_option("url", inv->url, "this instance's endpoint: http://host:port/path or https://")
+      ->required();
+  sub->add_option("--topic", inv->topics, "a topic whose due jobs are POSTed there (repeatable)")
+      ->required();
+  inv->concurrency_opt =
+      sub->add_option("--concurrency", inv->concurrency,
+                      "requests in flight to this url at most, across every server (default 10)")
+          ->check(CLI::Range(int64_t{1}, int64_t{kMaxSubscriptionConcurrency}));
+  sub->add_option("--timeout", inv->push_timeout,
+                  "each request's timeout, after which the job is tried again: 30s (default)");
+  sub->add_option("--ttl", inv->ttl,
+                  "lapse unless subscribed again within this long: 30s (default: stay until "
+                  "unsubscribed)");
+  sub->add_option("--secret", inv->secrets,
+                  "sign every request with this Standard Webhooks key, whsec_<base64>; twice "
+                  "during a rotation");
+  inv->rate_opt = sub->add_option("--rate", inv->rate,
+                                  "requests started per second at most, across every server "
+                                  "(default 0: no limit)");
+  sub->add_option("--min-backoff", inv->min_backoff,
+                  "the first retry's wait after a failed request: 1s (default)");
+  sub->add_option("--max-backoff", inv->max_backoff,
+                  "the longest wait between retries: 5m (default)");
+  inv->max_doublings_opt =
+      sub->add_option("--max-doublings", inv->max_doublings,
+                      "retries whose wait doubles before it grows linearly (default 16)")
+          ->check(CLI::Range(int64_t{0}, int64_t{62}));
+}
+
+void AddOptionsUnsubscribe(CLI::App* sub, Invocation* inv) {
+  sub->add_option("name", inv->name, "the subscription")->required();
+  sub->add_option("url", inv->url, "only the instance at this url (default: every instance)");
+}
+
+void AddOptionsSubscriptions(CLI::App* sub, Invocation* inv) {
+  sub->add_option("name", inv->name, "only this subscription's instances");
+}
+
 void AddOptionsPing(CLI::App* sub, Invocation* inv) {
   sub->add_option("--wait", inv->wait,
                   "until a server answers, ask again every 50 ms for up to this long: 10s");
@@ -434,6 +504,11 @@ constexpr DurationOption kDurationOptions[] = {
     {"--delay", &Invocation::delay, &Invocation::delay_ms, 0, kMaxDelayMs},  // add, release
     {"--ttr", &Invocation::ttr, &Invocation::ttr_ms, 1, kMaxU32},            // add
     {"--wait", &Invocation::wait, &Invocation::wait_ms, 0, kMaxWaitMs},      // reserve, ping
+    // subscribe
+    {"--timeout", &Invocation::push_timeout, &Invocation::push_timeout_ms, 1, kMaxPushTimeoutMs},
+    {"--ttl", &Invocation::ttl, &Invocation::ttl_ms, 1000, kMaxSubscriptionTtlMs},
+    {"--min-backoff", &Invocation::min_backoff, &Invocation::min_backoff_ms, 0, kMaxPushBackoffMs},
+    {"--max-backoff", &Invocation::max_backoff, &Invocation::max_backoff_ms, 0, kMaxPushBackoffMs},
 };
 
 // The human durations of the subcommand `sub` into milliseconds, before
@@ -471,6 +546,13 @@ Status PrepareAdd(Invocation* inv) {
   return Status::Ok();
 }
 
+// A rate's range in words (CLI11's Range would print 1000000.000000).
+Status PrepareSubscribe(Invocation* inv) {
+  if (inv->rate_opt->count() == 0 || (inv->rate >= 0 && inv->rate <= 1e6)) return Status::Ok();
+  return InvalidArgument("--rate takes 0 to 1000000 requests per second (0: no limit), not " +
+                         wire::FormatDouble(inv->rate));
+}
+
 // FINISH, RELEASE, TOUCH, BURY act on one reservation: its receipt, or
 // --force to act by id alone (an empty receipt to the Queue).
 Status PrepareReceipt(Invocation* inv) {
@@ -490,6 +572,7 @@ struct Session {
   client::ServerSet& servers;
   std::string_view server_list;
   std::string_view command;  // "finish": every message names it
+  const CLI::App* sub;       // the subcommand, to ask which options were given
 
   int Fail(const Status& s) const { return ReportFailure(s, server_list, command); }
   // One command sent by the failover rule (a read: tried on the next server
@@ -869,6 +952,182 @@ int RunPing(const Session& s, const Invocation& inv) {
   return kExitOk;
 }
 
+// --- subscriptions (push delivery) -----------------------------------------------------
+
+// The kind of a subscription reply's field, from the wire tables the server
+// wrote it with (text when it is not in them: a newer server's field).
+wire::Kind SubscriptionKind(std::string_view key) {
+  if (auto k = wire::KindOf(key, wire::kSubscriptionFields)) return *k;
+  return wire::KindOf(key, wire::kPushFigureFields<PushFigures>).value_or(wire::Kind::kText);
+}
+
+// One instance's RESP pairs as the JSON object HTTP answers: each value as
+// its row's kind says (a list as an array, numbers as numbers, a flag as
+// true or false). False when the reply is not pairs.
+bool WriteInstanceJson(JsonWriter& w, const Reply& pairs) {
+  if (pairs.type() != Reply::Type::kArray || pairs.elements().size() % 2 != 0) return false;
+  w.BeginObject();
+  for (size_t i = 0; i < pairs.elements().size(); i += 2) {
+    const std::string& key = pairs.elements()[i].str();
+    const Reply& v = pairs.elements()[i + 1];
+    if (v.type() == Reply::Type::kArray) {
+      w.Key(key);
+      w.BeginArray();
+      for (const Reply& e : v.elements()) w.String(e.str());
+      w.EndArray();
+      continue;
+    }
+    const std::string text =
+        v.type() == Reply::Type::kInteger ? std::to_string(v.integer()) : v.str();
+    const wire::Kind kind = SubscriptionKind(key);
+    std::optional<int64_t> n = AsInteger(text);
+    double d = 0;
+    auto parsed = std::from_chars(text.data(), text.data() + text.size(), d);
+    const bool is_double =
+        !text.empty() && parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
+    if ((kind == wire::Kind::kUint || kind == wire::Kind::kInt) && n) {
+      w.Key(key);
+      w.Int(*n);
+    } else if (kind == wire::Kind::kBool && n) {
+      w.Key(key);
+      w.Bool(*n != 0);
+    } else if (kind == wire::Kind::kDouble && is_double) {
+      w.Key(key);
+      w.Raw(wire::FormatDouble(d));
+    } else {
+      w.TextField(key, text);
+    }
+  }
+  w.EndObject();
+  return true;
+}
+
+// SUBSCRIPTION SET name url topics [options]: only the options given; the
+// server gives the rest their defaults.
+redis::Argv SubscribeCommand(const CLI::App& sub, const Invocation& inv) {
+  redis::Argv cmd = {"SUBSCRIPTION", "SET", inv.name, inv.url, wire::JoinList(inv.topics)};
+  auto given = [&](const char* name) { return sub.get_option(name)->count() > 0; };
+  if (inv.concurrency_opt->count() > 0) {
+    cmd.insert(cmd.end(), {"CONCURRENCY", std::to_string(inv.concurrency)});
+  }
+  if (given("--timeout")) cmd.insert(cmd.end(), {"TIMEOUT", std::to_string(inv.push_timeout_ms)});
+  if (given("--ttl")) cmd.insert(cmd.end(), {"TTL", std::to_string(inv.ttl_ms)});
+  for (const std::string& secret : inv.secrets) cmd.insert(cmd.end(), {"SECRET", secret});
+  if (given("--min-backoff") || given("--max-backoff") || inv.max_doublings_opt->count() > 0) {
+    // RETRY takes all three: what was not given keeps its default.
+    const RetryPolicy defaults;
+    cmd.insert(
+        cmd.end(),
+        {"RETRY",
+         std::to_string(given("--min-backoff") ? inv.min_backoff_ms : defaults.min_backoff_ms),
+         std::to_string(given("--max-backoff") ? inv.max_backoff_ms : defaults.max_backoff_ms),
+         std::to_string(inv.max_doublings_opt->count() > 0 ? inv.max_doublings
+                                                           : defaults.max_doublings)});
+  }
+  if (inv.rate_opt->count() > 0) cmd.insert(cmd.end(), {"RATE", wire::FormatDouble(inv.rate)});
+  return cmd;
+}
+
+// The instance as the server stored it, defaults filled in: key: value
+// lines, or the JSON object HTTP's PUT answers.
+int RunSubscribe(const Session& s, const Invocation& inv) {
+  Result<Reply> r = s.Raw(SubscribeCommand(*s.sub, inv));
+  if (!r.ok()) return s.Fail(r.status());
+  std::optional<Pairs> fields = ParseFields(*r);
+  if (!fields) return s.Fail(client::Malformed("SUBSCRIPTION SET", "field/value pairs", *r));
+  if (!inv.json) {
+    PrintFields(*fields);
+    return kExitOk;
+  }
+  JsonWriter w;
+  WriteInstanceJson(w, *r);
+  OutJson(w);
+  return kExitOk;
+}
+
+int RunUnsubscribe(const Session& s, const Invocation& inv) {
+  redis::Argv cmd = {"SUBSCRIPTION", "DEL", inv.name};
+  if (!inv.url.empty()) cmd.push_back(inv.url);
+  Result<Reply> r = s.Raw(cmd);
+  if (!r.ok()) return s.Fail(r.status());
+  if (r->type() != Reply::Type::kInteger) {
+    return s.Fail(client::Malformed("SUBSCRIPTION DEL", "an integer", *r));
+  }
+  const int64_t n = r->integer();
+  if (n == 0) {
+    return NothingThere(
+        s, inv,
+        "no subscription '" + inv.name + "'" + (inv.url.empty() ? "" : " at '" + inv.url + "'"));
+  }
+  if (inv.json) {
+    Out("{\"deleted\":" + std::to_string(n) + "}\n");
+  } else {
+    Out("removed " + std::to_string(n) + (n == 1 ? " instance of " : " instances of ") +
+        EscapeForTerminal(inv.name) + "\n");
+  }
+  return kExitOk;
+}
+
+// The live instances (of NAME, or of every name) with their figures: for
+// people, a block of key: value lines per instance; --json, HTTP's GET
+// answer ({"name","instances"} for one name, {"subscriptions":[...]} for all).
+int RunSubscriptions(const Session& s, const Invocation& inv) {
+  redis::Argv cmd = {"SUBSCRIPTION", "LIST"};
+  if (!inv.name.empty()) cmd = {"SUBSCRIPTION", "GET", inv.name};
+  Result<Reply> r = s.Raw(cmd);
+  if (!r.ok() && r.status().code() == Code::kNotFound) {
+    return NothingThere(s, inv, "no subscription '" + inv.name + "' (no live instance)");
+  }
+  if (!r.ok()) return s.Fail(r.status());
+  std::vector<Pairs> instances;
+  if (r->type() == Reply::Type::kArray) {
+    for (const Reply& e : r->elements()) {
+      std::optional<Pairs> fields = ParseFields(e);
+      if (!fields) break;
+      instances.push_back(std::move(*fields));
+    }
+  }
+  if (r->type() != Reply::Type::kArray || instances.size() != r->elements().size()) {
+    return s.Fail(client::Malformed("SUBSCRIPTION", "an array of field/value pairs", *r));
+  }
+  if (!inv.json) {
+    for (size_t i = 0; i < instances.size(); ++i) {
+      if (i > 0) Out("\n");
+      PrintFields(instances[i]);
+    }
+    return kExitOk;
+  }
+  // Each name's instances together (the server lists them by name).
+  auto name_of = [](const Pairs& p) {
+    for (const auto& [k, v] : p) {
+      if (k == "name") return v;
+    }
+    return std::string();
+  };
+  JsonWriter w;
+  w.BeginObject();
+  if (inv.name.empty()) {
+    w.Key("subscriptions");
+    w.BeginArray();
+  }
+  for (size_t i = 0; i < instances.size();) {
+    const std::string name = name_of(instances[i]);
+    if (inv.name.empty()) w.BeginObject();
+    w.TextField("name", name);
+    w.Key("instances");
+    w.BeginArray();
+    for (; i < instances.size() && name_of(instances[i]) == name; ++i) {
+      WriteInstanceJson(w, r->elements()[i]);
+    }
+    w.EndArray();
+    if (inv.name.empty()) w.EndObject();
+  }
+  if (inv.name.empty()) w.EndArray();
+  w.EndObject();
+  OutJson(w);
+  return kExitOk;
+}
+
 // clang-format off
 constexpr CommandDef kCommands[] = {
     {"add", "add a job to a topic, due now or after --delay; prints its id",
@@ -901,6 +1160,12 @@ constexpr CommandDef kCommands[] = {
      [](CLI::App* s, Invocation* i) { AddTopicArg(s, i); }, nullptr, RunResume},
     {"ping", "check that a server answers and takes the token; --wait: until one is up",
      AddOptionsPing, nullptr, RunPing},
+    {"subscribe", "push delivery: POST due jobs of --topic to URL; prints the instance",
+     AddOptionsSubscribe, PrepareSubscribe, RunSubscribe},
+    {"unsubscribe", "push delivery: remove the instance at URL, or every instance of NAME",
+     AddOptionsUnsubscribe, nullptr, RunUnsubscribe},
+    {"subscriptions", "push delivery: the live instances and their figures (exit 3: none of NAME)",
+     AddOptionsSubscriptions, nullptr, RunSubscriptions},
 };
 // clang-format on
 
@@ -948,7 +1213,7 @@ int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) 
   if (!queue.ok()) return ReportFailure(queue.status(), options.servers, cmd.name);
   Result<std::unique_ptr<client::ServerSet>> servers = client::ServerSet::Create(options);
   if (!servers.ok()) return ReportFailure(servers.status(), options.servers, cmd.name);
-  const Session session{**queue, **servers, options.servers, cmd.name};
+  const Session session{**queue, **servers, options.servers, cmd.name, &sub};
   return cmd.run(session, *invocation);
 }
 

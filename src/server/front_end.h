@@ -63,6 +63,10 @@
 #include "server/lateness.h"
 #include "serving/serving_queue.h"
 
+namespace delayq::push {
+class Pusher;
+}
+
 namespace delayq::server {
 
 class FrontEnd : public net::TcpHandler {
@@ -88,6 +92,11 @@ class FrontEnd : public net::TcpHandler {
   // Where the lateness of timed deliveries is recorded (shared by the front
   // ends of one server; must outlive them). Null: not recorded.
   void set_lateness(LatenessHistogram* h) { lateness_ = h; }
+  // Where the push subscriptions are registered, listed and removed
+  // (PUT/GET/DELETE /v1/subscriptions, SUBSCRIPTION): the server's Pusher,
+  // on the same loop; it must outlive the front end's connections. Null
+  // (the default): push delivery is off, and those answer PushOff().
+  void set_pusher(push::Pusher* p) { pusher_ = p; }
   // What STATS and /v1/stats both end with: the due_lateness_* figures,
   // then StoreFields().
   std::vector<std::pair<std::string_view, uint64_t>> SharedStatsFields() const;
@@ -185,6 +194,9 @@ class FrontEnd : public net::TcpHandler {
   }
   std::unique_ptr<net::TcpServer> tcp_;
   LatenessHistogram* lateness_ = nullptr;
+  push::Pusher* pusher_ = nullptr;  // null: push delivery is off
+  // What the subscription requests answer while pusher_ is null.
+  static Status PushOff() { return Unavailable("push delivery is off on this server"); }
 
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);

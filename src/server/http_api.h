@@ -6,6 +6,7 @@
 //                    router, and the endpoints of SPEC §6
 //   http_metrics.cc  GET /metrics, the Prometheus text
 //   seed_command.cc  POST /command, the seed's protocol
+//   http_subscriptions.cc  /v1/subscriptions: push delivery's registrations
 //   json_fields.h    request bodies read field by field
 #ifndef DELAYQ_SERVER_HTTP_API_H_
 #define DELAYQ_SERVER_HTTP_API_H_
@@ -22,8 +23,10 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "delayq/subscription.h"
 #include "http/request_parser.h"
 #include "net/tcp_server.h"
+#include "push/pusher.h"
 #include "server/http_server.h"
 
 namespace delayq::server {
@@ -38,7 +41,9 @@ struct HttpServer::HttpState : FrontEnd::State {
   bool pending_keep_alive = true;
   int pending_version = 11;
   bool pending_head = false;
-  std::string pending_id;  // the seed's finish and delete reply with it
+  // The seed's finish and delete reply with it; a subscription's GET and
+  // DELETE name the subscription in their 404 with it.
+  std::string pending_id;
 };
 
 inline HttpServer::HttpState& StateOf(net::Connection& c) {
@@ -181,6 +186,18 @@ class HttpServer::Api {
   void Command(Connection& c, const RouteCall& call);  // seed_command.cc
   void SeedReply(Connection& c, const Status& st, std::string_view id = {},
                  std::optional<std::string_view> value = std::nullopt);
+  // Push delivery's subscriptions (http_subscriptions.cc).
+  void PutSubscription(Connection& c, const RouteCall& call);
+  void ListSubscriptions(Connection& c, const RouteCall& call);
+  void GetSubscription(Connection& c, const RouteCall& call);
+  void DeleteSubscription(Connection& c, const RouteCall& call);
+  // A PUT's body as the instance of subscription `name` it registers.
+  Result<Subscription> ReadSubscription(const std::string& name, std::string_view body);
+  void SubscriptionReply(Connection& c, const Result<Subscription>& r);
+  void SubscriptionsReply(Connection& c, const Result<std::vector<push::InstanceView>>& r);
+  // GET of one name: 404 when it has no live instance.
+  void NamedSubscriptionReply(Connection& c, const Result<std::vector<push::InstanceView>>& r);
+  void UnsubscribedReply(Connection& c, const Result<uint64_t>& r);
 
   HttpServer* s_;
   simdjson::dom::parser parser_;

@@ -31,7 +31,7 @@ namespace delayq::server {
 using codec::JsonWriter;
 
 // The method a route answers; kGet answers HEAD too.
-enum class RouteMethod { kGet, kPost, kDelete, kAny };
+enum class RouteMethod { kGet, kPost, kPut, kDelete, kAny };
 
 struct HttpServer::Api::Route {
   RouteMethod method;
@@ -48,6 +48,8 @@ bool Accepts(RouteMethod m, http::Method got) {
       return got == http::Method::kGet || got == http::Method::kHead;
     case RouteMethod::kPost:
       return got == http::Method::kPost;
+    case RouteMethod::kPut:
+      return got == http::Method::kPut;
     case RouteMethod::kDelete:
       return got == http::Method::kDelete;
     case RouteMethod::kAny:
@@ -62,6 +64,8 @@ std::string_view MethodName(RouteMethod m) {
       return "GET";
     case RouteMethod::kPost:
       return "POST";
+    case RouteMethod::kPut:
+      return "PUT";
     case RouteMethod::kDelete:
       return "DELETE";
     case RouteMethod::kAny:
@@ -141,6 +145,11 @@ std::span<const HttpServer::Api::Route> HttpServer::Api::Routes() {
       // Any other action: 404 naming the actions, whatever the method.
       {M::kAny, "/v1/topics/{topic}/{action}", &Api::NoTopicAction},
       {M::kGet, "/v1/stats", &Api::Stats},
+      // Push delivery (http_subscriptions.cc).
+      {M::kGet, "/v1/subscriptions", &Api::ListSubscriptions},
+      {M::kPut, "/v1/subscriptions/{name}", &Api::PutSubscription},
+      {M::kGet, "/v1/subscriptions/{name}", &Api::GetSubscription},
+      {M::kDelete, "/v1/subscriptions/{name}", &Api::DeleteSubscription},
   };
   return kRoutes;
 }

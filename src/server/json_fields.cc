@@ -225,6 +225,13 @@ class SyntaxScanner {
   std::string error_;
 };
 
+// "0", "1000000", "0.5": a range's bound in a message.
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+
 }  // namespace
 
 std::string_view TypeName(dom::element_type t) {
@@ -267,12 +274,75 @@ Status JsonFields::Parse(dom::parser& parser, std::string_view text,
   }
   object_ = root.get_object().value_unsafe();
   has_object_ = true;
+  return CheckKnown(allowed);
+}
+
+Status JsonFields::CheckKnown(std::initializer_list<std::string_view> allowed) const {
   if (allowed.size() == 0) return Status::Ok();
   for (dom::key_value_pair kv : object_) {
     bool known = false;
     for (std::string_view a : allowed) known = known || kv.key == a;
-    if (!known) return UnknownField(kv.key, allowed);
+    if (known) continue;
+    if (prefix_.empty()) return UnknownField(kv.key, allowed);
+    // A nested object's: its names and the suggestion under the object's.
+    std::vector<std::string> names;
+    for (std::string_view a : allowed) names.push_back(Name(a));
+    std::string message = "unknown field '" + Name(kv.key.substr(0, 64)) + "'";
+    if (std::optional<std::string> near = Nearest(Name(kv.key), names)) {
+      return InvalidArgument(message + " (did you mean '" + *near + "'?)");
+    }
+    message += " (its fields: ";
+    for (size_t i = 0; i < names.size(); ++i) message += (i == 0 ? "" : ", ") + names[i];
+    return InvalidArgument(message + ")");
   }
+  return Status::Ok();
+}
+
+Status JsonFields::Object(std::string_view key, std::initializer_list<std::string_view> allowed,
+                          JsonFields* out) const {
+  out->prefix_ = Name(key) + ".";
+  out->has_object_ = false;
+  auto e = Find(key);
+  if (!e) return Status::Ok();
+  if (e->get_object().get(out->object_)) return WrongType(Name(key), "an object", *e);
+  out->has_object_ = true;
+  return out->CheckKnown(allowed);
+}
+
+Status JsonFields::Double(std::string_view key, double min, double max,
+                          std::optional<double>* out) const {
+  auto e = Find(key);
+  if (!e) return Status::Ok();
+  double v = 0;
+  if (e->get_double().get(v) || !std::isfinite(v) || v < min || v > max) {
+    return InvalidArgument(
+        Name(key) + ": expected a number " + FormatNumber(min) + ".." + FormatNumber(max) +
+        ", got " + (e->is_number() ? "one out of range" : std::string(TypeName(e->type()))));
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status JsonFields::Strings(std::string_view key, size_t max_items,
+                           std::optional<std::vector<std::string>>* out) const {
+  auto e = Find(key);
+  if (!e) return Status::Ok();
+  dom::array arr;
+  if (e->get_array().get(arr)) return WrongType(Name(key), "an array of strings", *e);
+  if (arr.size() == 0) return InvalidArgument(Name(key) + ": expected at least one");
+  if (arr.size() > max_items) {
+    return InvalidArgument(Name(key) + ": " + std::to_string(arr.size()) + " given, at most " +
+                           std::to_string(max_items) + " allowed");
+  }
+  std::vector<std::string> items;
+  for (dom::element item : arr) {
+    std::string_view text;
+    if (item.get_string().get(text)) {
+      return WrongType(Name(key) + "[" + std::to_string(items.size()) + "]", "a string", item);
+    }
+    items.emplace_back(text);
+  }
+  *out = std::move(items);
   return Status::Ok();
 }
 
@@ -301,7 +371,7 @@ Status JsonFields::String(std::string_view key, std::optional<std::string>* out)
   auto e = Find(key);
   if (!e) return Status::Ok();
   std::string_view s;
-  if (e->get_string().get(s)) return WrongType(key, "a string", *e);
+  if (e->get_string().get(s)) return WrongType(Name(key), "a string", *e);
   *out = std::string(s);
   return Status::Ok();
 }
@@ -316,7 +386,7 @@ Status JsonFields::Int(std::string_view key, int64_t min, int64_t max,
     if (min != INT64_MIN || max != INT64_MAX) {
       range = " " + std::to_string(min) + ".." + std::to_string(max);
     }
-    return InvalidArgument(std::string(key) + ": expected an integer" + range + ", got " +
+    return InvalidArgument(Name(key) + ": expected an integer" + range + ", got " +
                            (e->is_int64() ? "one out of range" : std::string(TypeName(e->type()))));
   }
   *out = v;
@@ -326,7 +396,7 @@ Status JsonFields::Int(std::string_view key, int64_t min, int64_t max,
 Status JsonFields::Bool(std::string_view key, bool* out) const {
   auto e = Find(key);
   if (!e) return Status::Ok();
-  if (e->get_bool().get(*out)) return WrongType(key, "true or false", *e);
+  if (e->get_bool().get(*out)) return WrongType(Name(key), "true or false", *e);
   return Status::Ok();
 }
 
@@ -352,23 +422,22 @@ Status JsonFields::Duration(std::string_view key, std::string_view ms_key, int64
     return Status::Ok();
   }
   if (ms) {
-    return InvalidArgument(std::string(key) + " and " + std::string(ms_key) +
-                           ": give one, not both");
+    return InvalidArgument(Name(key) + " and " + Name(ms_key) + ": give one, not both");
   }
   std::string_view text;
   if (e->get_string().get(text)) {
     if (e->is_number()) {
-      return InvalidArgument(std::string(key) +
+      return InvalidArgument(Name(key) +
                              ": expected a duration with a unit as a string, such as \"5s\" or "
                              "\"30m\"; for a number of milliseconds use " +
-                             std::string(ms_key));
+                             Name(ms_key));
     }
-    return WrongType(key, "a duration such as \"5s\"", *e);
+    return WrongType(Name(key), "a duration such as \"5s\"", *e);
   }
-  Result<int64_t> d = ParseDurationMs(text, key);
+  Result<int64_t> d = ParseDurationMs(text, Name(key));
   if (!d.ok()) return d.status();
-  if (*d < min) return InvalidArgument(std::string(key) + ": at least " + FormatDurationMs(min));
-  if (*d > max) return InvalidArgument(std::string(key) + ": at most " + FormatDurationMs(max));
+  if (*d < min) return InvalidArgument(Name(key) + ": at least " + FormatDurationMs(min));
+  if (*d > max) return InvalidArgument(Name(key) + ": at most " + FormatDurationMs(max));
   *out_ms = *d;
   return Status::Ok();
 }

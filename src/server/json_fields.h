@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "delayq/status.h"
 
@@ -39,11 +40,26 @@ class JsonFields {
 
   std::optional<dom::element> Find(std::string_view key) const;
 
+  // The object under `key` ("retry": {...}), read field by field as this one
+  // is: its unknown fields are refused against `allowed`, and every error
+  // names its fields under the object's ("retry.min_backoff_ms: ...").
+  // *out is left empty (every read absent) when `key` is absent.
+  Status Object(std::string_view key, std::initializer_list<std::string_view> allowed,
+                JsonFields* out) const;
+
   Status String(std::string_view key, std::optional<std::string>* out) const;
 
   Status Int(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out) const;
 
   Status Bool(std::string_view key, bool* out) const;
+
+  // A JSON number (an integer too), min..max.
+  Status Double(std::string_view key, double min, double max, std::optional<double>* out) const;
+
+  // An array of 1..max_items strings ("topics[2]: expected a string, got
+  // an integer" names the element that is not).
+  Status Strings(std::string_view key, size_t max_items,
+                 std::optional<std::vector<std::string>>* out) const;
 
   // Seconds as a JSON number (the seed's protocol), converted to ms.
   Status Seconds(std::string_view key, std::optional<int64_t>* out_ms) const;
@@ -70,8 +86,14 @@ class JsonFields {
   static Status UnknownField(std::string_view key, std::initializer_list<std::string_view> allowed);
 
  private:
+  // `key` as errors name it: under the enclosing object's name, if any.
+  std::string Name(std::string_view key) const { return prefix_ + std::string(key); }
+  // Refuses the first field of object_ not in `allowed`.
+  Status CheckKnown(std::initializer_list<std::string_view> allowed) const;
+
   dom::object object_;
   bool has_object_ = false;
+  std::string prefix_;  // "retry." for a nested object's fields; "" at the top
 };
 
 }  // namespace delayq::server

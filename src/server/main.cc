@@ -28,6 +28,7 @@
 #include "delayq/queue.h"
 #include "delayq/version.h"
 #include "net/event_loop.h"
+#include "push/pusher.h"
 #include "queue/open.h"
 #include "redis/url.h"
 #include "server/http_server.h"
@@ -64,6 +65,8 @@ struct ServeOptions {
   int64_t request_timeout_ms = 10'000;
   int64_t shutdown_timeout_ms = 5'000;
   std::string log_level = "info";
+  // Push delivery: a CA bundle (PEM) for https receivers; empty: the system's.
+  std::string push_ca_file;
   // Whether --max-connections (or DELAYQ_MAX_CONNECTIONS) was given: only
   // then is lowering it to fit the open files limit worth a warning.
   bool max_connections_given = false;
@@ -240,6 +243,14 @@ int Serve(ServeOptions o) {
 
   (*http)->set_lateness(&lateness);
   (*resp)->set_lateness(&lateness);
+  // Push delivery (service mode): POSTs due jobs of the subscriptions' topics
+  // to their endpoints, from this loop; the front ends register them with it.
+  delayq::push::PusherOptions po;
+  po.http.ca_file = o.push_ca_file;
+  auto pusher = delayq::push::Pusher::Create(l, queue->get(), std::move(po));
+  if (!pusher.ok()) return Fail(pusher.status());
+  (*http)->set_pusher(pusher->get());
+  (*resp)->set_pusher(pusher->get());
   if (store == delayq::StoreKind::kEmbedded) {
     // Group commit: what every connection changed in a turn is written
     // together at its end, then the replies that waited for it go out. With
@@ -254,9 +265,10 @@ int Serve(ServeOptions o) {
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) return Fail(delayq::Internal("signalfd failed: SIGTERM could not stop the server"));
   bool draining = false;
+  bool push_stopped = false;  // the pusher's requests in flight have ended
   int64_t drain_deadline = 0;
   std::function<void()> check_drained = [&] {
-    if (((*http)->Drained() && (*resp)->Drained()) ||
+    if (((*http)->Drained() && (*resp)->Drained() && push_stopped) ||
         delayq::net::MonotonicNowMs() >= drain_deadline) {
       l->Stop();
       return;
@@ -278,6 +290,9 @@ int Serve(ServeOptions o) {
     drain_deadline = delayq::net::MonotonicNowMs() + o.shutdown_timeout_ms;
     (*http)->BeginDrain();
     (*resp)->BeginDrain();
+    // No new pushes; those in flight get the same time as the connections,
+    // then are cancelled and their jobs given back, before the queue closes.
+    (*pusher)->Stop(o.shutdown_timeout_ms, [&] { push_stopped = true; });
     check_drained();
   });
   if (!watched.ok()) return Fail(watched);
@@ -291,10 +306,12 @@ int Serve(ServeOptions o) {
       o.auth_token.empty() ? "" : ", auth required");
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
   Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
+  (*pusher)->Start();  // on this thread, the loop's, before it runs
   l->Run();
   size_t left = (*http)->connections() + (*resp)->connections();
   (*http)->CloseConnections();  // closes what is left; waiting reserves are withdrawn
   (*resp)->CloseConnections();
+  pusher->reset();  // its reserves withdrawn and requests cancelled while the queue exists
   (*on_loop)->Detach();
   // Answers anything still in flight (the Redis store's threads call back
   // into the front ends, which post to the loop: both still exist); the log
@@ -498,6 +515,11 @@ int main(int argc, char** argv) {
             "DELAYQ_MAX_INPUT_BYTES")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
   for (size_t i = 1; i < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
+  AddOption(serve, "--push-ca-file", o.push_ca_file,
+            "push delivery: a CA bundle (PEM) to verify https receivers with (default: the "
+            "system's)",
+            "DELAYQ_PUSH_CA_FILE")
+      ->check(CLI::ExistingFile);
   AddOption(serve, "--log-level", o.log_level, "debug | info | warn | error", "DELAYQ_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   auto client = delayq::cli::AddClientCommands(&app);

@@ -19,12 +19,18 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
+#include <iterator>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/duration.h"
 #include "common/secure_compare.h"
+#include "delayq/subscription.h"
 #include "delayq/version.h"
+#include "push/pusher.h"
 #include "resp/writer.h"
 #include "server/errors.h"
 #include "wire/encode.h"
@@ -187,6 +193,21 @@ const RespServer::CommandSpec RespServer::kCommandCommands[] = {
     {"HELP", 2, 2, true, &RespServer::CmdHelp, "server", "", "Lists COMMAND's subcommands."},
 };
 
+const RespServer::CommandSpec RespServer::kSubscriptionCommands[] = {
+    {"SET", 5, -1, true, &RespServer::CmdSubscriptionSet, "queue",
+     "name url topic[,topic...] [CONCURRENCY n] [TIMEOUT timeout] [TTL ttl] [SECRET whsec_...] "
+     "[SECRET ...] [RETRY min_backoff max_backoff max_doublings] [RATE per_second]",
+     "Registers (or renews and updates) the instance of name at url: due jobs of the topics are "
+     "POSTed to it. Answers the instance."},
+    {"DEL", 3, 4, true, &RespServer::CmdSubscriptionDel, "queue", "name [url]",
+     "Removes the instance at url, or every instance of name; answers how many."},
+    {"GET", 3, 3, true, &RespServer::CmdSubscriptionGet, "queue", "name",
+     "The live instances of name, with their figures (NOTFOUND: none)."},
+    {"LIST", 2, 2, true, &RespServer::CmdSubscriptionList, "queue", "",
+     "Every live instance of every name, with their figures."},
+    {"HELP", 2, 2, true, &RespServer::CmdHelp, "queue", "", "Lists SUBSCRIPTION's subcommands."},
+};
+
 const RespServer::CommandSpec RespServer::kCommands[] = {
     {"PING", 1, 2, false, &RespServer::CmdPing, "connection", "[message]",
      "Answers PONG, or the message."},
@@ -241,6 +262,9 @@ const RespServer::CommandSpec RespServer::kCommands[] = {
      "The topics with jobs, waiting reserves or a pause."},
     {"STATS", 1, 2, true, &RespServer::CmdStats, "queue", "[topic]",
      "The queue's figures, or one topic's counts."},
+    {"SUBSCRIPTION", 2, -1, true, nullptr, "queue", "subcommand [argument ...]",
+     "Push delivery: registers, lists and removes the HTTP endpoints due jobs are POSTed to.",
+     kSubscriptionCommands},
 };
 
 namespace {
@@ -691,6 +715,151 @@ void RespServer::CmdStats(Connection& c, const Args& a) {
   }
   Await<Result<QueueStats>, AnswerStats>(
       c, [&](ServingQueue::StatsCallback done) { queue_->StatsAsync(std::move(done)); });
+}
+
+// --- push delivery's subscriptions -----------------------------------------------
+
+namespace {
+
+// An instance's pairs (kSubscriptionFields, then kPushFigureFields): one
+// element of SUBSCRIPTION GET's and LIST's arrays.
+void AppendInstance(std::string* out, const push::InstanceView& v, bool resp3) {
+  constexpr size_t kFigures = std::size(wire::kPushFigureFields<PushFigures>);
+  wire::AppendRespPairs(out, v.subscription, wire::kSubscriptionFields, kFigures, resp3);
+  wire::AppendRespFields(out, v.figures, wire::kPushFigureFields<PushFigures>, resp3);
+}
+
+struct AnswerSubscription {
+  void operator()(FrontEnd&, net::Connection& c, const Result<Subscription>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    wire::AppendRespPairs(&c.out, *r, wire::kSubscriptionFields, 0, Resp3(c));
+  }
+};
+
+struct AnswerInstances {
+  void operator()(FrontEnd&, net::Connection& c,
+                  const Result<std::vector<push::InstanceView>>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    resp::AppendArrayHeader(&c.out, r->size());
+    for (const push::InstanceView& v : *r) AppendInstance(&c.out, v, Resp3(c));
+  }
+};
+
+// GET of one name: NOTFOUND when it has none, as HTTP's 404.
+struct AnswerNamedInstances {
+  void operator()(FrontEnd& f, net::Connection& c,
+                  const Result<std::vector<push::InstanceView>>& r) const {
+    if (r.ok() && r->empty()) {
+      return ReplyStatus(&c.out, Status(Code::kNotFound,
+                                        "no subscription of that name has a "
+                                        "live instance"));
+    }
+    AnswerInstances{}(f, c, r);
+  }
+};
+
+// "a,b,c" into its topics (an empty one is left for ValidateSubscription
+// to name).
+std::vector<std::string> SplitTopics(std::string_view list) {
+  std::vector<std::string> out;
+  for (;;) {
+    size_t comma = list.find(',');
+    out.emplace_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) return out;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+std::optional<double> ParseDouble(std::string_view s) {
+  double v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// SUBSCRIPTION SET's options, after name url topics, into *s. Each error
+// names the option; ValidateSubscription (in Pusher::Put) checks the values.
+Status ReadSubscriptionOptions(const RespServer::Args& a, Subscription* s) {
+  for (size_t i = 5; i < a.size(); ++i) {  // after SUBSCRIPTION SET name url topics
+    const size_t left = a.size() - i - 1;  // arguments after this one
+    if (EqualsUpper(a[i], "CONCURRENCY") && left >= 1) {
+      auto n = ParseInt(a[++i], 1, kMaxSubscriptionConcurrency);
+      if (!n) return InvalidArgument("CONCURRENCY: expected an integer 1..10000");
+      s->concurrency = static_cast<uint32_t>(*n);
+    } else if (EqualsUpper(a[i], "TIMEOUT") && left >= 1) {
+      Result<int64_t> t = ParseMsOrDuration(a[++i], "TIMEOUT", 1, kMaxPushTimeoutMs);
+      if (!t.ok()) return t.status();
+      s->timeout_ms = static_cast<uint32_t>(*t);
+    } else if (EqualsUpper(a[i], "TTL") && left >= 1) {
+      Result<int64_t> t = ParseMsOrDuration(a[++i], "TTL", 0, kMaxSubscriptionTtlMs);
+      if (!t.ok()) return t.status();
+      s->ttl_ms = *t;
+    } else if (EqualsUpper(a[i], "SECRET") && left >= 1) {
+      s->secrets.emplace_back(a[++i]);
+    } else if (EqualsUpper(a[i], "RETRY") && left >= 3) {
+      Result<int64_t> lo = ParseMsOrDuration(a[++i], "RETRY min_backoff", 0, kMaxPushBackoffMs);
+      if (!lo.ok()) return lo.status();
+      Result<int64_t> hi = ParseMsOrDuration(a[++i], "RETRY max_backoff", 0, kMaxPushBackoffMs);
+      if (!hi.ok()) return hi.status();
+      auto d = ParseInt(a[++i], 0, 62);
+      if (!d) return InvalidArgument("RETRY max_doublings: expected an integer 0..62");
+      s->retry = {*lo, *hi, static_cast<uint32_t>(*d)};
+    } else if (EqualsUpper(a[i], "RATE") && left >= 1) {
+      std::optional<double> r = ParseDouble(a[++i]);
+      if (!r || !std::isfinite(*r) || *r < 0 || *r > 1e6) {
+        return InvalidArgument("RATE: expected requests per second, 0..1000000 (0: no limit)");
+      }
+      s->rate_per_s = *r;
+    } else {
+      return InvalidArgument("SUBSCRIPTION SET: unknown or incomplete option '" +
+                             std::string(a[i].substr(0, 32)) +
+                             "' (CONCURRENCY n, TIMEOUT t, TTL t, SECRET s, RETRY min max "
+                             "doublings, RATE r)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// SUBSCRIPTION SET name url topic[,topic...] [options]: what is left out
+// takes its default (the instance is replaced whole, as HTTP's PUT does).
+void RespServer::CmdSubscriptionSet(Connection& c, const Args& a) {
+  if (pusher_ == nullptr) return ReplyStatus(&c.out, PushOff());
+  Subscription s;
+  s.name = std::string(a[2]);
+  s.url = std::string(a[3]);
+  s.topics = SplitTopics(a[4]);
+  if (Status st = ReadSubscriptionOptions(a, &s); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<Subscription>, AnswerSubscription>(
+      c, [&](std::function<void(Result<Subscription>)> done) { pusher_->Put(s, std::move(done)); });
+}
+
+void RespServer::CmdSubscriptionDel(Connection& c, const Args& a) {
+  if (pusher_ == nullptr) return ReplyStatus(&c.out, PushOff());
+  if (Status st = ValidateSubscriptionName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  std::string_view url = a.size() > 3 ? a[3] : std::string_view();
+  Await<Result<uint64_t>, AnswerCount>(c, [&](std::function<void(Result<uint64_t>)> done) {
+    pusher_->Delete(a[2], url, std::move(done));
+  });
+}
+
+void RespServer::CmdSubscriptionGet(Connection& c, const Args& a) {
+  if (pusher_ == nullptr) return ReplyStatus(&c.out, PushOff());
+  // Describe("") would list every name: an empty one is no name.
+  if (Status st = ValidateSubscriptionName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<std::vector<push::InstanceView>>, AnswerNamedInstances>(
+      c, [&](std::function<void(Result<std::vector<push::InstanceView>>)> done) {
+        pusher_->Describe(a[2], std::move(done));
+      });
+}
+
+void RespServer::CmdSubscriptionList(Connection& c, const Args&) {
+  if (pusher_ == nullptr) return ReplyStatus(&c.out, PushOff());
+  Await<Result<std::vector<push::InstanceView>>, AnswerInstances>(
+      c, [&](std::function<void(Result<std::vector<push::InstanceView>>)> done) {
+        pusher_->Describe("", std::move(done));
+      });
 }
 
 }  // namespace delayq::server

@@ -124,6 +124,13 @@ class RespServer : public FrontEnd {
   void CmdResume(Connection& c, const Args& a);
   void CmdTopics(Connection& c, const Args& a);
   void CmdStats(Connection& c, const Args& a);
+  // SUBSCRIPTION's subcommands: push delivery's registrations (not named
+  // SUBSCRIBE, which Redis's tools take for pub/sub and never expect a
+  // plain reply to).
+  void CmdSubscriptionSet(Connection& c, const Args& a);
+  void CmdSubscriptionDel(Connection& c, const Args& a);
+  void CmdSubscriptionGet(Connection& c, const Args& a);
+  void CmdSubscriptionList(Connection& c, const Args& a);
   // What Redis's tools send (see the header comment).
   void CmdHello(Connection& c, const Args& a);
   void CmdSelect(Connection& c, const Args& a);
@@ -139,11 +146,12 @@ class RespServer : public FrontEnd {
   void CmdClientList(Connection& c, const Args& a);
   void CmdClientInfo(Connection& c, const Args& a);
   void CmdClientSetInfo(Connection& c, const Args& a);
-  void CmdHelp(Connection& c, const Args& a);  // CLIENT HELP, COMMAND HELP
+  void CmdHelp(Connection& c, const Args& a);  // CLIENT HELP, COMMAND HELP, SUBSCRIPTION HELP
 
   static const CommandSpec kCommands[];
   static const CommandSpec kClientCommands[];
   static const CommandSpec kCommandCommands[];
+  static const CommandSpec kSubscriptionCommands[];
   static const CommandSpec* FindCommand(std::string_view name);
   // A command or a subcommand ("client|list"), by its full name.
   static const CommandSpec* FindFullName(std::string_view name);

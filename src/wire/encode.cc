@@ -1,10 +1,37 @@
 #include "wire/encode.h"
 
+#include <charconv>
+#include <cmath>
 #include <string>
 
 #include "resp/writer.h"
 
 namespace delayq::wire {
+
+std::string FormatDouble(double v) {
+  if (!std::isfinite(v)) return "0";  // JSON has no NaN or infinity; no field holds one
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string JoinList(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& s : list) {
+    if (!out.empty()) out += ',';
+    out += s;
+  }
+  return out;
+}
+
+namespace {
+
+void AppendRespList(std::string* out, const std::vector<std::string>& list) {
+  resp::AppendArrayHeader(out, list.size());
+  for (const std::string& s : list) resp::AppendBulk(out, s);
+}
+
+}  // namespace
 
 void WriteJsonValue(codec::JsonWriter& w, std::string_view key, const Value& v) {
   switch (v.kind) {
@@ -27,6 +54,16 @@ void WriteJsonValue(codec::JsonWriter& w, std::string_view key, const Value& v) 
       w.Key(key);
       w.Bool(v.i != 0);
       return;
+    case Kind::kDouble:
+      w.Key(key);
+      w.Raw(FormatDouble(v.d));
+      return;
+    case Kind::kTextList:
+      w.Key(key);
+      w.BeginArray();
+      for (const std::string& s : *v.list) w.String(s);
+      w.EndArray();
+      return;
   }
 }
 
@@ -40,6 +77,10 @@ void AppendRespValue(std::string* out, const Value& v) {
     case Kind::kInt:
     case Kind::kBool:
       return resp::AppendInteger(out, v.i);
+    case Kind::kDouble:
+      return resp::AppendBulk(out, FormatDouble(v.d));
+    case Kind::kTextList:
+      return AppendRespList(out, *v.list);
   }
 }
 
@@ -55,6 +96,10 @@ void AppendRespPair(std::string* out, std::string_view key, const Value& v, bool
     case Kind::kInt:
     case Kind::kBool:
       return resp::AppendBulk(out, std::to_string(v.i));
+    case Kind::kDouble:
+      return resp::AppendBulk(out, FormatDouble(v.d));
+    case Kind::kTextList:
+      return AppendRespList(out, *v.list);  // a nested array, as XINFO answers one
   }
 }
 
@@ -71,6 +116,12 @@ void AppendInfoLine(std::string* out, std::string_view key, const Value& v) {
     case Kind::kInt:
     case Kind::kBool:
       out->append(std::to_string(v.i));
+      break;
+    case Kind::kDouble:
+      out->append(FormatDouble(v.d));
+      break;
+    case Kind::kTextList:
+      out->append(JoinList(*v.list));
       break;
   }
   out->append("\r\n");

@@ -5,13 +5,22 @@
 #define DELAYQ_WIRE_ENCODE_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "codec/json_writer.h"
 #include "wire/fields.h"
 
 namespace delayq::wire {
+
+// A kDouble's text: the shortest that reads back as the same double ("2.5",
+// "0", "1e-07"), as JSON and RESP carry it.
+std::string FormatDouble(double v);
+// A kTextList's text in INFO and the command line: "a,b" (the lists held,
+// topic names, have no commas).
+std::string JoinList(const std::vector<std::string>& list);
 
 // JSON: `"key":value`, a kBytes value by JsonWriter::TextField's rule.
 void WriteJsonValue(codec::JsonWriter& w, std::string_view key, const Value& v);
@@ -55,6 +64,24 @@ template <typename T, size_t N>
 void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N],
                      size_t extra_pairs = 0, bool resp3 = false);
 
+// `v`'s pairs alone, without the array or map header: more pairs after
+// AppendRespPairs' own (its extra_pairs counts them), from another table.
+template <typename T, size_t N>
+void AppendRespFields(std::string* out, const T& v, const Field<T> (&fields)[N],
+                      bool resp3 = false) {
+  for (const Field<T>& f : fields) AppendRespPair(out, f.resp_name(), f.get(v), resp3);
+}
+
+// The kind of the row named `key` (its name or RESP name) in `fields`, or
+// nullopt: what the command line reading RESP pairs back makes of a value.
+template <typename T, size_t N>
+std::optional<Kind> KindOf(std::string_view key, const Field<T> (&fields)[N]) {
+  for (const Field<T>& f : fields) {
+    if (f.name == key || f.resp_name() == key) return f.get(T{}).kind;
+  }
+  return std::nullopt;
+}
+
 // `v` as INFO lines, one per field, under their RESP names.
 template <typename T, size_t N>
 void AppendInfoLines(std::string* out, const T& v, const Field<T> (&fields)[N]) {
@@ -94,7 +121,7 @@ template <typename T, size_t N>
 void AppendRespPairs(std::string* out, const T& v, const Field<T> (&fields)[N], size_t extra_pairs,
                      bool resp3) {
   AppendRespMapHeader(out, N + extra_pairs, resp3);
-  for (const Field<T>& f : fields) AppendRespPair(out, f.resp_name(), f.get(v), resp3);
+  AppendRespFields(out, v, fields, resp3);
 }
 
 template <typename T, size_t N>

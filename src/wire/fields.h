@@ -1,8 +1,7 @@
 // One field table per wire type — /healthz, an add's answer, a delivery, a
-// job, a topic, the queue's figures — shared by every protocol: the JSON of the HTTP API, the RESP
-// replies, the Prometheus text of /metrics and the command line. A new
-// field of a type is one line in its table; the encoders (wire/encode.h)
-// walk the tables.
+// job, a topic, the queue's figures, a push subscription — shared by every protocol: the JSON of
+// the HTTP API, the RESP replies, the Prometheus text of /metrics and the command line. A new field
+// of a type is one line in its table; the encoders (wire/encode.h) walk the tables.
 //
 // A row names the field, reads it from the struct, and says where else it
 // goes: under another name in RESP, or as a Prometheus sample. The order of
@@ -12,34 +11,45 @@
 #define DELAYQ_WIRE_FIELDS_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "delayq/job.h"
 #include "delayq/queue.h"
+#include "delayq/subscription.h"
 #include "delayq/version.h"
 
 namespace delayq::wire {
 
 // What a field holds, and so how each protocol writes it.
 enum class Kind : uint8_t {
-  kText,   // a string: JSON string, RESP bulk
-  kBytes,  // a job's body: JSON "body" if UTF-8 else "body_base64"; RESP bulk
-  kUint,   // JSON number; RESP bulk of its digits in pairs, integer in arrays
-  kInt,    // likewise, signed
-  kBool,   // JSON true/false; RESP 1/0
+  kText,      // a string: JSON string, RESP bulk
+  kBytes,     // a job's body: JSON "body" if UTF-8 else "body_base64"; RESP bulk
+  kUint,      // JSON number; RESP bulk of its digits in pairs, integer in arrays
+  kInt,       // likewise, signed
+  kBool,      // JSON true/false; RESP 1/0
+  kDouble,    // JSON number (shortest round-trip form); RESP bulk of that text
+  kTextList,  // JSON array of strings; RESP array of bulks; INFO and the CLI's text: a,b
 };
 
 struct Value {
   Kind kind = Kind::kText;
-  std::string_view text;  // kText, kBytes
-  int64_t i = 0;          // kInt, kBool (0/1)
-  uint64_t u = 0;         // kUint
+  std::string_view text;                           // kText, kBytes
+  int64_t i = 0;                                   // kInt, kBool (0/1)
+  uint64_t u = 0;                                  // kUint
+  double d = 0;                                    // kDouble
+  const std::vector<std::string>* list = nullptr;  // kTextList; never null then
 };
 constexpr Value Text(std::string_view s) { return {Kind::kText, s, 0, 0}; }
 constexpr Value Bytes(std::string_view s) { return {Kind::kBytes, s, 0, 0}; }
 constexpr Value Uint(uint64_t v) { return {Kind::kUint, {}, 0, v}; }
 constexpr Value Int(int64_t v) { return {Kind::kInt, {}, v, 0}; }
 constexpr Value Bool(bool v) { return {Kind::kBool, {}, v ? 1 : 0, 0}; }
+constexpr Value Double(double v) { return {Kind::kDouble, {}, 0, 0, v}; }
+constexpr Value TextList(const std::vector<std::string>& v) {
+  return {Kind::kTextList, {}, 0, 0, 0, &v};
+}
 
 // A Prometheus sample of a figure: the metric's name, its type, a label
 // pair (`state="ready"`, or empty) and its help line. Rows of one metric
@@ -212,6 +222,51 @@ inline constexpr Field<QueueStats> kStatsFields[] = {
      [](const QueueStats& s) { return Uint(s.kicked); },
      {},
      {"delayq_kicked_total", "counter", "", "Buried or delayed jobs kicked to ready since start."}},
+};
+
+// A push subscription's instance as PUT /v1/subscriptions/{name} and
+// SUBSCRIPTION SET answer it; GET and LIST follow it with the instance's
+// figures (kPushFigureFields). The secrets themselves are never shown: only
+// whether requests are signed and with how many keys (a rotation in
+// progress shows 2).
+//
+// The retry policy is flat here (retry_min_backoff_ms, ...) although a PUT
+// gives it as the object "retry": every encoder walks one level of rows —
+// RESP pairs, INFO lines and the command line's `key: value` lines have no
+// nesting to put an object in — and a flat name still reads as the nested
+// field it came from.
+inline constexpr Field<Subscription> kSubscriptionFields[] = {
+    {"name", [](const Subscription& s) { return Text(s.name); }},
+    {"url", [](const Subscription& s) { return Text(s.url); }},
+    {"topics", [](const Subscription& s) { return TextList(s.topics); }},
+    {"concurrency", [](const Subscription& s) { return Uint(s.concurrency); }},
+    {"timeout_ms", [](const Subscription& s) { return Uint(s.timeout_ms); }},
+    {"ttl_ms", [](const Subscription& s) { return Int(s.ttl_ms); }},
+    {"signed", [](const Subscription& s) { return Bool(!s.secrets.empty()); }},
+    {"secret_count", [](const Subscription& s) { return Uint(s.secrets.size()); }},
+    {"retry_min_backoff_ms", [](const Subscription& s) { return Int(s.retry.min_backoff_ms); }},
+    {"retry_max_backoff_ms", [](const Subscription& s) { return Int(s.retry.max_backoff_ms); }},
+    {"retry_max_doublings", [](const Subscription& s) { return Uint(s.retry.max_doublings); }},
+    {"rate_per_s", [](const Subscription& s) { return Double(s.rate_per_s); }},
+    {"created_ms", [](const Subscription& s) { return Int(s.created_ms); }},
+    {"renewed_ms", [](const Subscription& s) { return Int(s.renewed_ms); }},
+    // 0: kept until deleted; else the instance lapses then unless renewed.
+    {"expires_ms", [](const Subscription& s) { return Int(s.expires_ms); }},
+};
+
+// What the servers know of one instance's requests, after its
+// kSubscriptionFields (GET /v1/subscriptions, SUBSCRIPTION GET and LIST).
+// `F` is the store's PushFigures (src/serving/push_ledger.h): a template
+// because this layer sits below src/serving and cannot include it, while
+// the rows must still be the one place the figures' names are written.
+template <typename F>
+inline constexpr Field<F> kPushFigureFields[] = {
+    {"in_flight", [](const F& f) { return Uint(f.in_flight); }},
+    {"delivered", [](const F& f) { return Uint(f.delivered); }},
+    {"failed", [](const F& f) { return Uint(f.failed); }},
+    {"last_success_ms", [](const F& f) { return Int(f.last_success_ms); }},
+    {"last_error_ms", [](const F& f) { return Int(f.last_error_ms); }},
+    {"last_error", [](const F& f) { return Text(f.last_error); }},
 };
 
 }  // namespace delayq::wire

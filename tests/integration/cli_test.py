@@ -411,6 +411,109 @@ class ClientCommandsTest(CliTestBase):
         self.assertEqual(run_cli("ping", env=env).returncode, UNAVAILABLE)
 
 
+class SubscriptionsTest(CliTestBase):
+    """delayq subscribe | subscriptions | unsubscribe: push delivery's
+    registrations over RESP's SUBSCRIPTION; the instances shown as HTTP
+    shows them (--json) or as key: value lines."""
+    URL = "http://127.0.0.1:9/close"
+    URL2 = "http://127.0.0.1:9/close-2"
+    # Standard Webhooks keys of 24 and 32 bytes.
+    SECRET_A = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    SECRET_B = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+
+    def tearDown(self):
+        for name in ("orders", "plain"):
+            self.cli("unsubscribe", name)
+
+    def test_subscribe_prints_the_instance_as_stored(self):
+        out = self.ok("subscribe", "orders", self.URL, "--topic", "order.close",
+                      "--topic", "order.open", "--concurrency", 3, "--timeout", "10s",
+                      "--ttl", "1m", "--secret", self.SECRET_A, "--secret", self.SECRET_B,
+                      "--rate", 2.5, "--min-backoff", "2s", "--max-backoff", "1m",
+                      "--max-doublings", 4)
+        self.assertNotIn(b"whsec_", out)  # the keys never come back
+        f = fields(out)
+        self.assertEqual(f["name"], "orders")
+        self.assertEqual(f["url"], self.URL)
+        self.assertEqual(f["topics"], "order.close,order.open")
+        self.assertEqual(f["concurrency"], "3")
+        self.assertEqual(f["timeout_ms"], "10000")
+        self.assertEqual(f["ttl_ms"], "60000")
+        self.assertEqual((f["signed"], f["secret_count"]), ("1", "2"))
+        self.assertEqual(f["retry_min_backoff_ms"], "2000")
+        self.assertEqual(f["retry_max_backoff_ms"], "60000")
+        self.assertEqual(f["retry_max_doublings"], "4")
+        self.assertEqual(f["rate_per_s"], "2.5")
+        self.assertEqual(int(f["expires_ms"]), int(f["renewed_ms"]) + 60000)
+        # Subscribing again renews it; what is left out takes its default.
+        j = self.ok_json("subscribe", "orders", self.URL, "--topic", "order.close",
+                         "--min-backoff", "3s")
+        self.assertEqual(j["topics"], ["order.close"])
+        self.assertEqual(j["concurrency"], 10)
+        self.assertEqual(j["ttl_ms"], 0)
+        self.assertEqual(j["expires_ms"], 0)
+        self.assertIs(j["signed"], False)
+        self.assertEqual(j["retry_min_backoff_ms"], 3000)
+        self.assertEqual(j["retry_max_backoff_ms"], 300000)  # RETRY's others: their defaults
+        self.assertEqual(j["rate_per_s"], 0)
+        self.assertEqual(j["created_ms"], int(f["created_ms"]))
+
+    def test_subscriptions_lists_and_unsubscribe_removes(self):
+        self.ok("subscribe", "orders", self.URL, "--topic", "order.close")
+        self.ok("subscribe", "orders", self.URL2, "--topic", "order.close", "--rate", 0.5)
+        self.ok("subscribe", "plain", self.URL, "--topic", "t")
+        one = self.ok_json("subscriptions", "orders")
+        self.assertEqual(one["name"], "orders")
+        self.assertEqual([i["url"] for i in one["instances"]], [self.URL, self.URL2])
+        self.assertEqual(one["instances"][1]["rate_per_s"], 0.5)
+        for figure in ("in_flight", "delivered", "failed", "last_success_ms", "last_error_ms"):
+            self.assertIsInstance(one["instances"][0][figure], int, figure)
+        self.assertEqual(one["instances"][0]["last_error"], "")
+        every = self.ok_json("subscriptions")["subscriptions"]
+        self.assertEqual([(s["name"], len(s["instances"])) for s in every],
+                         [("orders", 2), ("plain", 1)])
+        people = blocks(self.ok("subscriptions"))
+        self.assertEqual([(b["name"], b["url"]) for b in people],
+                         [("orders", self.URL), ("orders", self.URL2), ("plain", self.URL)])
+        self.assertEqual(people[0]["delivered"], "0")
+
+        self.assertEqual(self.ok("unsubscribe", "orders", self.URL2),
+                         b"removed 1 instance of orders\n")
+        self.fails(EMPTY, "unsubscribe", "orders", self.URL2,
+                   stderr="^delayq unsubscribe: no subscription 'orders' at '%s'\n$" % self.URL2)
+        self.assertEqual(self.ok_json("unsubscribe", "orders"), {"deleted": 1})
+        self.fails(EMPTY, "subscriptions", "orders",
+                   stderr="^delayq subscriptions: no subscription 'orders'")
+        r = self.fails(EMPTY, "subscriptions", "orders", "--json")
+        self.assertEqual(r.stdout, b"null\n")
+        self.assertEqual(self.ok_json("subscriptions")["subscriptions"][0]["name"], "plain")
+
+    def test_bad_subscriptions_are_refused_naming_the_option_or_field(self):
+        self.usage_error("subscribe", "orders", self.URL)  # no --topic
+        self.usage_error("subscribe", "orders")             # no url
+        self.assertIn(b"--concurrency",
+                      self.usage_error("subscribe", "o", self.URL, "--topic", "t",
+                                       "--concurrency", 0).stderr)
+        self.fails(USAGE, "subscribe", "o", self.URL, "--topic", "t", "--ttl", "5x",
+                   stderr="^delayq subscribe: --ttl: ")
+        self.fails(USAGE, "subscribe", "o", self.URL, "--topic", "t", "--ttl", "10ms",
+                   stderr="^delayq subscribe: --ttl: .10ms. is shorter than the least allowed, 1s")
+        self.fails(USAGE, "subscribe", "o", self.URL, "--topic", "t", "--max-doublings", 99,
+                   stderr="--max-doublings")
+        self.fails(USAGE, "subscribe", "o", self.URL, "--topic", "t", "--rate", -1,
+                   stderr=r"^delayq subscribe: --rate takes 0 to 1000000 requests per second "
+                          r"\(0: no limit\), not -1\n$")
+        # What only the server checks: its code and the field.
+        self.fails(SERVER_ERROR, "subscribe", "o", "ftp://127.0.0.1/x", "--topic", "t",
+                   stderr=r"^delayq subscribe: INVALID: url: scheme must be http or https")
+        self.fails(SERVER_ERROR, "subscribe", "o", self.URL, "--topic", "t",
+                   "--secret", "hunter2", stderr=r"^delayq subscribe: INVALID: secret: ")
+        self.fails(SERVER_ERROR, "subscribe", "o", self.URL, "--topic", "t",
+                   "--min-backoff", "1m", "--max-backoff", "1s",
+                   stderr=r"^delayq subscribe: INVALID: retry.max_backoff_ms: ")
+        self.fails(EMPTY, "subscriptions", "o")  # none of them registered
+
+
 class StatsTest(CliTestBase):
     """`delayq stats`: for people, what an operator reads first; --all and
     --json every figure the server sends. A server of its own, so the
@@ -706,7 +809,8 @@ class ParseErrorsTest(UnknownWordsTest):
 
 class HelpTest(unittest.TestCase):
     COMMANDS = ["serve", "add", "reserve", "finish", "release", "touch", "bury", "delete", "kick",
-                "kicktopic", "get", "peek", "topics", "stats", "pause", "resume", "ping"]
+                "kicktopic", "get", "peek", "topics", "stats", "pause", "resume", "ping",
+                "subscribe", "unsubscribe", "subscriptions"]
 
     def test_the_top_level_help_lists_every_command_with_a_line_of_its_own(self):
         r = run_cli("--help")

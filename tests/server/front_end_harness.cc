@@ -263,18 +263,39 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
     on_loop_->HoldReplies({http_.get(), resp_.get()},
                           /*sync_when_idle=*/options_.fsync == FsyncPolicy::kAlways);
   }
+  if (options_.push) {
+    push::PusherOptions po;
+    po.clock = clock_;
+    auto pusher = push::Pusher::Create(loop_.get(), queue_.get(), std::move(po));
+    if (!pusher.ok()) {
+      ADD_FAILURE() << "Pusher: " << pusher.status().ToString();
+      std::abort();
+    }
+    pusher_ = std::move(pusher).value();
+    http_->set_pusher(pusher_.get());
+    resp_->set_pusher(pusher_.get());
+  }
   thread_ = std::thread([l = loop_.get()] { l->Run(); });
+  if (pusher_ != nullptr) RunOnLoop([this] { pusher_->Start(); });
 }
 
 FrontEndHarness::~FrontEndHarness() {
   http_client_.reset();
   resp_client_.reset();
+  if (pusher_ != nullptr) {
+    // As `delayq serve` stops: the pusher's requests end (none are left
+    // waiting: the deadline is 0) before the loop stops.
+    std::promise<void> stopped;
+    RunOnLoop([&] { pusher_->Stop(0, [&] { stopped.set_value(); }); });
+    stopped.get_future().wait();
+  }
   loop_->Stop();
   thread_.join();
-  // As `delayq serve` stops: connections first, then the queue, then the
-  // front ends.
+  // As `delayq serve` stops: connections first, then the pusher, the queue,
+  // then the front ends.
   http_->CloseConnections();
   resp_->CloseConnections();
+  pusher_.reset();
   on_loop_->Detach();
   queue_.reset();
   http_.reset();

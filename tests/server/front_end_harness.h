@@ -38,6 +38,7 @@
 #include "gtest/gtest.h"
 #include "log/file.h"
 #include "net/event_loop.h"
+#include "push/pusher.h"
 #include "server/http_server.h"
 #include "server/queue_on_loop.h"
 #include "server/resp_server.h"
@@ -111,6 +112,10 @@ struct FrontEndHarnessOptions {
   // one), e.g. a HeldSyncFileSystem (held_sync_file_system.h) whose syncs
   // the test holds, to see what waits for them.
   std::shared_ptr<store::FileSystem> file_system{};
+  // A push::Pusher on the harness's loop and clock, given to both front ends
+  // (the subscription routes and commands), as `delayq serve` has one.
+  // False: none, as with push delivery off.
+  bool push = true;
 };
 
 class FrontEndHarness {
@@ -183,6 +188,7 @@ class FrontEndHarness {
   void RunOnLoop(const std::function<void()>& fn);
   HttpServer& http() { return *http_; }
   RespServer& resp() { return *resp_; }
+  push::Pusher* pusher() { return pusher_.get(); }
 
  private:
   FrontEndHarnessOptions options_;
@@ -191,6 +197,7 @@ class FrontEndHarness {
   std::unique_ptr<net::EventLoop> loop_;
   std::unique_ptr<ServingQueue> queue_;
   std::unique_ptr<QueueOnLoop> on_loop_;
+  std::unique_ptr<push::Pusher> pusher_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<RespServer> resp_;
   std::thread thread_;
