@@ -177,6 +177,10 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     // Those that lapsed while delayq was down, or before it stopped.
     q->ForgetLapsed(q->clock_->NowMs());
   }
+  // Started once the fields above are set: its first turn may compact, and
+  // compaction read with them unset (no segment size, no live bytes, no
+  // subscriptions counted) would copy or delete what it must not.
+  if (!caller_loop) q->runner_ = std::thread([p = q.get()] { p->RunLoop(); });
   return q;
 }
 
@@ -195,7 +199,6 @@ LocalQueue::LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<s
     engine_->SetJournal(journal_.get());
   }
   if (!clock_->IsRealTime()) clock_token_ = clock_->Subscribe([this] { Wake(); });
-  if (!caller_loop) runner_ = std::thread([this] { RunLoop(); });
 }
 
 LocalQueue::~LocalQueue() {

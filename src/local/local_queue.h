@@ -215,7 +215,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     bool subscriptions_kept = false;  // its instances were appended again
   } compaction_;                      // GUARDED_BY(mu_)
 
-  std::thread runner_;  // started last, joined first; none with caller_loop
+  std::thread runner_;  // started last (by Open), joined first; none with caller_loop
 };
 
 }  // namespace delayq

@@ -474,7 +474,11 @@ TEST(EmbeddedSubscriptions, AVersion2LogIsReadAndASubscriptionGoesToANewSegment)
     EXPECT_EQ(q->Get("old")->body, "from version 2");
     MustPut(*q, Instance("app", "http://a:1/"));
   }
-  EXPECT_EQ(ReadAll(segs[0]), old) << "a version-2 segment was written to";
+  // Never appended to (compaction may have copied its job forward and
+  // deleted it since).
+  if (access(segs[0].c_str(), F_OK) == 0) {
+    EXPECT_EQ(ReadAll(segs[0]), old) << "a version-2 segment was written to";
+  }
   for (const std::string& path : Segments(tmp.data())) {
     if (path == segs[0]) continue;
     SegmentHeader h;
