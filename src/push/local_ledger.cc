@@ -45,7 +45,7 @@ void LocalLedger::Acquire(const Subscription& instance, uint32_t want, int64_t l
     in.leases.emplace(lease, now + lease_ms);
     grant.leases.push_back(std::to_string(lease));
   }
-  in.figures.in_flight = static_cast<uint32_t>(in.leases.size());
+  in.figures.slots_held = static_cast<uint32_t>(in.leases.size());
   done(std::move(grant));
 }
 
@@ -57,7 +57,7 @@ void LocalLedger::Settle(const Subscription& instance, std::string_view lease,
   uint64_t number = 0;
   for (char c : lease) number = number * 10 + static_cast<uint64_t>(c - '0');
   in.leases.erase(number);
-  in.figures.in_flight = static_cast<uint32_t>(in.leases.size());
+  in.figures.slots_held = static_cast<uint32_t>(in.leases.size());
   if (!outcome.used) {
     // The start this slot was counted as never happened: give it back.
     if (instance.rate_per_s > 0) {
@@ -87,7 +87,7 @@ void LocalLedger::Figures(const std::vector<Subscription>& instances,
       continue;
     }
     Expire(found->second, now);
-    found->second.figures.in_flight = static_cast<uint32_t>(found->second.leases.size());
+    found->second.figures.slots_held = static_cast<uint32_t>(found->second.leases.size());
     out.push_back(found->second.figures);
   }
   done(std::move(out));

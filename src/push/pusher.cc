@@ -146,7 +146,7 @@ class Pusher::Impl {
               ledger_->Figures(
                   *list,
                   OnLoop<Result<std::vector<PushFigures>>>(
-                      [list, done = std::move(done)](Result<std::vector<PushFigures>> figures) {
+                      [this, list, done = std::move(done)](Result<std::vector<PushFigures>> figures) {
                         if (!figures.ok()) {
                           done(figures.status());
                           return;
@@ -156,10 +156,21 @@ class Pusher::Impl {
                         for (size_t i = 0; i < list->size(); ++i) {
                           out.push_back({std::move((*list)[i]),
                                          i < figures->size() ? (*figures)[i] : PushFigures{}});
+                          out.back().figures.in_flight = InFlight(out.back().subscription);
                         }
                         done(std::move(out));
                       }));
             }));
+  }
+
+  // This server's requests open to an instance.
+  uint32_t InFlight(const Subscription& s) const {
+    auto g = groups_.find(s.name);
+    if (g == groups_.end()) return 0;
+    for (const InstancePtr& inst : g->second.instances) {
+      if (inst->sub.url == s.url) return inst->in_flight;
+    }
+    return 0;
   }
 
   PusherStats stats() const {

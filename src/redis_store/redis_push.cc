@@ -264,7 +264,7 @@ Result<PushFigures> ParseFigures(const Reply& r) {
     if (!AsInt(f[i]) || *AsInt(f[i]) < 0) return Malformed("push_ledger figures", r);
   }
   if (!f[5].is_string()) return Malformed("push_ledger figures", r);
-  out.in_flight = static_cast<uint32_t>(*AsInt(f[0]));
+  out.slots_held = static_cast<uint32_t>(*AsInt(f[0]));
   out.delivered = static_cast<uint64_t>(*AsInt(f[1]));
   out.failed = static_cast<uint64_t>(*AsInt(f[2]));
   out.last_success_ms = *AsInt(f[3]);

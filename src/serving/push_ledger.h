@@ -26,7 +26,13 @@ namespace delayq {
 
 // What the servers know of one instance's requests.
 struct PushFigures {
-  uint32_t in_flight = 0;       // slots held now, by every server
+  // Slots held now by every server: requests in flight, and slots a server
+  // took for a job it is waiting for (it gives them back within a second
+  // or so when none comes).
+  uint32_t slots_held = 0;
+  // Requests in flight from the server that answers (Pusher::Describe fills
+  // it; on one server, all of them).
+  uint32_t in_flight = 0;
   uint64_t delivered = 0;       // requests answered 2xx
   uint64_t failed = 0;          // requests that failed (non-2xx, timeout, refused, ...)
   int64_t last_success_ms = 0;  // wall clock; 0: never

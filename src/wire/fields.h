@@ -262,6 +262,7 @@ inline constexpr Field<Subscription> kSubscriptionFields[] = {
 template <typename F>
 inline constexpr Field<F> kPushFigureFields[] = {
     {"in_flight", [](const F& f) { return Uint(f.in_flight); }},
+    {"slots_held", [](const F& f) { return Uint(f.slots_held); }},
     {"delivered", [](const F& f) { return Uint(f.delivered); }},
     {"failed", [](const F& f) { return Uint(f.failed); }},
     {"last_success_ms", [](const F& f) { return Int(f.last_success_ms); }},
