@@ -94,7 +94,10 @@ class Example:
             if line is None:
                 break
             rest.append(line)
-        return code, rest, self.proc.stderr.read()
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return code, rest, err
 
 
 class EndpointTest(unittest.TestCase):
@@ -102,7 +105,7 @@ class EndpointTest(unittest.TestCase):
         self.server = Server("--store", "memory", *server_args)
         self.addCleanup(self.server.stop)
         self.example = Example(self.server, env)
-        self.addCleanup(lambda: self.example.proc.poll() is None and self.example.stop())
+        self.addCleanup(lambda: self.example.proc.stdout.closed or self.example.stop())
 
     def instances(self, token=None):
         status, reply = call(self.server, "GET", "/v1/subscriptions/orders", token=token)
