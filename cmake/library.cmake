@@ -92,6 +92,16 @@ foreach(dep IN LISTS third_party)
   elseif(dep MATCHES "^(simdjson|fmt|spdlog)::")
     list(APPEND cmake_packages ${CMAKE_MATCH_1})
     list(APPEND pc_requires ${CMAKE_MATCH_1})
+    # Imported targets are seen only in the folder that found them.
+    if(NOT TARGET ${dep})
+      find_package(${CMAKE_MATCH_1} REQUIRED)
+    endif()
+  elseif(dep STREQUAL "OpenSSL::Crypto")  # libcrypto alone (no TLS): HMAC
+    list(APPEND cmake_packages OpenSSL)
+    list(APPEND pc_requires libcrypto)
+    if(NOT TARGET ${dep})
+      find_package(OpenSSL REQUIRED)
+    endif()
   else()
     message(FATAL_ERROR "libdelayq links ${dep}: say in cmake/library.cmake how an installed "
                         "package finds it (CMake package, pkg-config module)")
