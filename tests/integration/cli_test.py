@@ -466,7 +466,7 @@ class SubscriptionsTest(CliTestBase):
         self.assertEqual(one["name"], "orders")
         self.assertEqual([i["url"] for i in one["instances"]], [self.URL, self.URL2])
         self.assertEqual(one["instances"][1]["rate_per_s"], 0.5)
-        for figure in ("in_flight", "delivered", "failed", "last_success_ms", "last_error_ms"):
+        for figure in ("in_flight", "slots_held", "delivered", "failed", "last_success_ms", "last_error_ms"):
             self.assertIsInstance(one["instances"][0][figure], int, figure)
         self.assertEqual(one["instances"][0]["last_error"], "")
         every = self.ok_json("subscriptions")["subscriptions"]

@@ -23,6 +23,7 @@ import urllib.parse
 import harness
 from harness import Server, wait_until
 from push_receiver import Receiver
+from redis_server_test import RedisProcess
 
 SECRET_NEW = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SECRET_OLD = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
@@ -143,8 +144,8 @@ class PushTest(unittest.TestCase):
         for body, field in cases:
             status, reply = call(self.server, "PUT", "/v1/subscriptions/x", body)
             self.assertEqual(status, 400, (body, reply))
-            self.assertEqual(reply["error"], "invalid_argument", reply)
-            self.assertIn(field, reply["message"], (body, reply))
+            self.assertEqual(reply["error"]["code"], "invalid_argument", reply)
+            self.assertIn(field, reply["error"]["message"], (body, reply))
         self.assertEqual(call(self.server, "GET", "/v1/subscriptions/x")[0], 404)
 
 
@@ -186,6 +187,43 @@ class DurableTest(unittest.TestCase):
         self.receiver.wait_for(2, timeout=10, path="/stuck")
         wait_until(lambda: get(call_server, "held")[0] == 404, timeout=10,
                    what="the job pushed again and finished")
+
+
+class RedisTest(unittest.TestCase):
+    """Two servers on one Redis share the subscriptions and the work: each job
+    is pushed by one of them, once, and an instance's concurrency holds
+    across both (its slots are counted in Redis)."""
+
+    def test_two_servers_push_each_job_once_within_the_concurrency(self):
+        redis_proc = RedisProcess()
+        self.addCleanup(redis_proc.cleanup)
+        servers = []
+        for _ in range(2):
+            s = Server("--store", "redis", "--redis", redis_proc.url, "--redis-prefix", "pt")
+            self.addCleanup(s.stop)
+            servers.append(s)
+        receiver = Receiver()
+        receiver.start()
+        self.addCleanup(receiver.stop)
+        receiver.on("/", {"status": 200, "delay": 0.05})
+        # Registered through one server; the other reads it from Redis.
+        subscribe(servers[0], "shared", receiver.url(), ["t.shared"], concurrency=4)
+        wait_until(lambda: call(servers[1], "GET", "/v1/subscriptions/shared")[0] == 200,
+                   timeout=10, what="the other server to see the subscription")
+        for i in range(60):
+            add(servers[i % 2], "t.shared", "s%d" % i)
+        reqs = receiver.wait_for(60, timeout=30)
+        ids = sorted(r.json["id"] for r in reqs)
+        self.assertEqual(ids, sorted("s%d" % i for i in range(60)))  # each once
+        for s in servers:
+            wait_until(lambda s=s: call(s, "GET", "/v1/stats")[1]["jobs"] == 0, timeout=10,
+                       what="every job finished")
+        # Each request is answered 50 ms after it arrived, and a slot is taken
+        # again only after its answer: no more than 4 overlap, over both servers.
+        spans = sorted((r.time, r.time + 0.05) for r in reqs)
+        most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+        self.assertLessEqual(most, 4)
+        self.assertEqual(len(receiver.received()), 60)  # and nothing pushed twice
 
 
 if __name__ == "__main__":

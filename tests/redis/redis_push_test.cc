@@ -339,9 +339,9 @@ TEST_F(RedisPush, TheConcurrencyHoldsAcrossQueuesAndASettledSlotComesBack) {
   EXPECT_NE(on_b->leases[0], on_a->leases[1]);
   auto figures = Figures(*b_, {s});
   ASSERT_TRUE(figures.ok());
-  EXPECT_EQ((*figures)[0].in_flight, 3u);
+  EXPECT_EQ((*figures)[0].slots_held, 3u);
   a_->push_ledger()->Settle(s, on_a->leases[0], Outcome(true, true));
-  ASSERT_TRUE(WaitFor([&] { return Figures(*b_, {s})->at(0).in_flight == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return Figures(*b_, {s})->at(0).slots_held == 2; }));
   EXPECT_EQ(Acquire(*b_, s, 5)->leases.size(), 1u);
 }
 
@@ -395,7 +395,7 @@ TEST_F(RedisPush, TheRateSpacesStartsAcrossQueuesWithoutBurst) {
       },
       5'000));
   EXPECT_GE(redis_harness::ElapsedMs(start), 4 * 100 - 100 - 5);  // the first may come early
-  EXPECT_EQ(Figures(*a_, {s})->at(0).in_flight, 5u);
+  EXPECT_EQ(Figures(*a_, {s})->at(0).slots_held, 5u);
 }
 
 TEST_F(RedisPush, AnUnusedSlotGivesItsStartBackToTheRate) {
@@ -443,13 +443,13 @@ TEST_F(RedisPush, FiguresCountOutcomesInTheOrderAsked) {
   ASSERT_EQ(f->size(), 3u);
   EXPECT_EQ((*f)[0].delivered + (*f)[0].failed, 0u);
   const PushFigures& one = (*f)[1];
-  EXPECT_EQ(one.in_flight, 0u);
+  EXPECT_EQ(one.slots_held, 0u);
   EXPECT_EQ(one.delivered, 1u);
   EXPECT_EQ(one.failed, 1u);
   EXPECT_EQ(one.last_success_ms, 1'700'000'000'123);
   EXPECT_EQ(one.last_error_ms, 1'700'000'000'456);
   EXPECT_EQ(one.last_error, "HTTP 500");
-  EXPECT_EQ((*f)[2].in_flight, 0u);
+  EXPECT_EQ((*f)[2].slots_held, 0u);
   // Forget clears them; so does deleting the subscription.
   ledger.Forget(s1);
   EXPECT_EQ(Figures(*b_, {s1})->at(0).delivered, 0u);
@@ -487,7 +487,7 @@ TEST_F(RedisPush, TheLedgerCallsOfARoundShareOneScriptCall) {
   auto f = Figures(*a_, {s});
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)[0].delivered, 400u);
-  EXPECT_EQ((*f)[0].in_flight, 0u);
+  EXPECT_EQ((*f)[0].slots_held, 0u);
   const RedisQueue::DispatchStats after = rq->dispatch_stats();
   EXPECT_LE(after.commands - before.commands, 40u) << "401 ledger calls, batched into rounds";
 }
@@ -513,7 +513,7 @@ TEST(RedisPushCluster, SubscriptionsAndTheLedgerWorkOnAClusterFromAnyQueue) {
   b->push_ledger()->Settle(s, g->leases[0], Outcome(true, true, 5));
   auto f = Figures(*b, {s});
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ((*f)[0].in_flight, 1u);
+  EXPECT_EQ((*f)[0].slots_held, 1u);
   EXPECT_EQ((*f)[0].delivered, 1u);
   EXPECT_EQ(*Delete(*a, "app"), 2u);
   EXPECT_TRUE(List(*b)->empty());
