@@ -9,8 +9,10 @@
 # Steps (STEPS, default "1 2 3"), each on a fresh `delayq serve` (STORE,
 # default memory; embedded runs with --fsync everysec in a temporary dir):
 #   1 throughput  pull: `delayq-bench cycle --proto resp --connections 50
-#                 --depth 16 --body 100 --seconds SECONDS` (add -> reserve ->
-#                 finish, cycles/s). push: JOBS 100-byte jobs added due now
+#                 --depth 1 --body 100 --seconds SECONDS` (add -> reserve ->
+#                 finish, cycles/s: 50 cycles in flight, as the push has 50
+#                 requests in flight), and the same at --depth 16 (pipelined,
+#                 800 in flight: the pull path's best) for reference. push: JOBS 100-byte jobs added due now
 #                 (delayq-bench put), then one subscription of concurrency 50
 #                 to `delayq-bench receive` (keep-alive, answers 200 at once):
 #                 requests/s from the first request to the last, each a whole
@@ -46,13 +48,13 @@ trap stop_started EXIT
 if [ -z "${SKIP_BUILD:-}" ]; then
   cmake --build "$BUILD" --target delayq delayq-bench -j2 >&2
 fi
-DELAYQ=$BUILD/delayq
-BENCH=$BUILD/bench/delayq-bench
+DELAYQ=$BUILD/bin/delayq
+BENCH=$BUILD/bin/delayq-bench
 
 serve() {  # serve NAME: starts a server on fresh ports; sets HTTP, RESP, SERVER
   HTTP=$(free_port)
   RESP=$(free_port)
-  local args=(serve --store "$STORE" --http "127.0.0.1:$HTTP" --resp "127.0.0.1:$RESP")
+  local args=(serve --store "$STORE" --http-port "$HTTP" --resp-port "$RESP" --log-level warn)
   if [ "$STORE" = embedded ]; then
     args+=(--data-dir "$OUT/data-$1" --fsync everysec)
   fi
@@ -80,9 +82,12 @@ summary=()
 if [[ " $STEPS " == *" 1 "* ]]; then
   log "step 1: pull cycle, then push of $JOBS jobs ($STORE)"
   serve pull
-  "$BENCH" cycle --proto resp --port "$RESP" --connections 50 --depth 16 --body 100 \
+  "$BENCH" cycle --proto resp --port "$RESP" --connections 50 --depth 1 --body 100 \
     --seconds "$SECONDS_RUN" >"$OUT/pull.json"
   cat "$OUT/pull.json" >&2
+  "$BENCH" cycle --proto resp --port "$RESP" --connections 50 --depth 16 --body 100 \
+    --seconds "$SECONDS_RUN" >"$OUT/pull16.json"
+  cat "$OUT/pull16.json" >&2
   stop_pid "$SERVER"
 
   serve push
@@ -97,8 +102,9 @@ if [[ " $STEPS " == *" 1 "* ]]; then
   stop_pid "$SERVER"
   pull=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["cycles_per_s"])' "$OUT/pull.json")
   push=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_per_s"])' "$OUT/push.json")
-  summary+=("$(printf '{"step":"throughput","store":"%s","pull_cycles_per_s":%s,"push_per_s":%s,"ratio":%.2f,"server_cpu_s_push":%.2f}' \
-    "$STORE" "$pull" "$push" "$($PY -c "print($push/$pull)")" "$($PY -c "print($cpu1-$cpu0)")")")
+  pull16=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["cycles_per_s"])' "$OUT/pull16.json")
+  summary+=("$(printf '{"step":"throughput","store":"%s","pull_cycles_per_s":%s,"push_per_s":%s,"ratio":%.2f,"pull_depth16_cycles_per_s":%s,"server_cpu_s_push":%.2f}' \
+    "$STORE" "$pull" "$push" "$($PY -c "print($push/$pull)")" "$pull16" "$($PY -c "print($cpu1-$cpu0)")")")
 fi
 
 if [[ " $STEPS " == *" 2 "* ]]; then

@@ -19,6 +19,8 @@
 // whose message is already collected simply finds it gone.
 #include "push/http_client.h"
 
+#include "delayq/version.h"
+
 #include <curl/curl.h>
 #include <strings.h>
 #include <sys/epoll.h>
@@ -197,7 +199,11 @@ std::unique_ptr<HttpClient::Impl::Transfer> HttpClient::Impl::NewTransfer() {
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "delayq-push");
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "delayq/" DELAYQ_VERSION);
+  // No proxy from the environment: a server's pushes go where its
+  // subscriptions say (and libcurl then skips reading http_proxy & co. on
+  // every request).
+  curl_easy_setopt(e, CURLOPT_PROXY, "");
   return t;
 }
 

@@ -12,7 +12,6 @@
 
 #include "codec/json_writer.h"
 #include "common/log.h"
-#include "delayq/version.h"
 #include "push/backoff.h"
 #include "push/local_ledger.h"
 #include "push/signature.h"
@@ -472,7 +471,6 @@ class Pusher::Impl {
     }
     req.headers.emplace_back("delayq-topic", d.topic);
     req.headers.emplace_back("delayq-attempt", std::to_string(d.attempts));
-    req.headers.emplace_back("User-Agent", "delayq/" DELAYQ_VERSION);
 
     const uint64_t number = next_request_++;
     Request& r = requests_[number];
