@@ -14,7 +14,7 @@ filled in between the commands of a block: a block that needs a server to be
 up, or a receipt from an earlier reply, must say so itself (`delayq ping
 --wait`, `$(jq ...)`). Each command must exit 0, and its output must match the
 "# " lines right under it in the README (a blank line or the next command ends
-them): "..." stands for anything (a line of its own: any number of lines), a
+them; a here-document's lines belong to its command): "..." stands for anything (a line of its own: any number of lines), a
 run of spaces for any run of spaces. Output with a Redis error (`(error) ...`)
 fails a step that does not expect it.
 
@@ -59,6 +59,8 @@ LISTEN_RE = re.compile(r"--(?:http-|resp-)?port (\d{2,5})\b")
 # What a person would have to fill in by hand: a block with one cannot be pasted.
 PLACEHOLDER_RE = re.compile(r"<[a-z][a-z ]*>")
 STEP_TIMEOUT = 30.0
+# `<<'EOF'`, `<<EOF`, `<<"EOF"`: the lines after the command, up to EOF, are its input.
+HEREDOC_RE = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
 class Step:
@@ -120,6 +122,14 @@ def block_steps(block, section):
             while command.endswith("\\") and i < len(lines):
                 command = command[:-1] + lines[i].strip()
                 i += 1
+            # A here-document is part of its command, up to its terminator.
+            heredoc = HEREDOC_RE.search(command)
+            if heredoc:
+                while i < len(lines):
+                    command += "\n" + lines[i]
+                    i += 1
+                    if lines[i - 1] == heredoc.group(1):
+                        break
             current = Step(command, section)
             steps.append(current)
     return steps
@@ -359,10 +369,12 @@ class TourParsingTest(unittest.TestCase):
             if s.section == "Many servers on one Redis":
                 for p in PORT_RE.findall(s.command):
                     self.assertNotIn(int(p), (MAKE_RUN_HTTP, MAKE_RUN_RESP), s)
-        # Every step but those that start or stop something says what it prints.
+        # Every step but those that start or stop something, or write a file, says what it
+        # prints.
         for s in steps:
-            quiet = (s.command.endswith("&") or "shutdown" in s.command
-                     or s.command.startswith(("kill ", "mkdir ", "redis-server", "receipt="))
+            quiet = (s.command.endswith("&") or " & " in s.command or "shutdown" in s.command
+                     or s.command.startswith(("kill ", "mkdir ", "redis-server", "receipt=",
+                                              "cat > "))
                      or " finish " in s.command)
             if not quiet:
                 self.assertTrue(s.expected, f"{s}: no expected output under it")
