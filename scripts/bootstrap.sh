@@ -25,7 +25,7 @@ RUN_PACKAGES=(
 TEST_PACKAGES=(
   libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  python3-redis redis-server systemd
+  python3-redis redis-server systemd openssl
   beanstalkd wrk strace
 )
 

@@ -91,6 +91,7 @@ class Pusher::Impl {
     for (auto& [name, g] : groups_) {
       if (g.ticket != 0) queue_->AbandonReserve(g.ticket);
       g.ticket = 0;
+      g.reserving = false;
       for (auto& inst : g.instances) GiveBackFreeSlots(*inst, 0);
     }
     if (requests_.empty()) {
@@ -145,7 +146,8 @@ class Pusher::Impl {
               ledger_->Figures(
                   *list,
                   OnLoop<Result<std::vector<PushFigures>>>(
-                      [this, list, done = std::move(done)](Result<std::vector<PushFigures>> figures) {
+                      [this, list,
+                       done = std::move(done)](Result<std::vector<PushFigures>> figures) {
                         if (!figures.ok()) {
                           done(figures.status());
                           return;
@@ -197,7 +199,8 @@ class Pusher::Impl {
     std::vector<InstancePtr> instances;
     size_t next = 0;  // round-robin position
     bool reserving = false;
-    uint64_t ticket = 0;  // the reserve waiting, if any
+    uint64_t ticket = 0;      // the reserve waiting, if any
+    uint64_t reserve_id = 0;  // which reserve `reserving` is: an abandoned one's answer is not it
     bool pump_posted = false;
   };
 
@@ -288,6 +291,7 @@ class Pusher::Impl {
         // back through OnReserved, which gives them back).
         queue_->AbandonReserve(g.ticket);
         g.ticket = 0;
+        g.reserving = false;
       }
       Pump(it->first, g);
       ++it;
@@ -342,10 +346,12 @@ class Pusher::Impl {
     req.count = static_cast<uint32_t>(std::min<size_t>(free, kMaxReserveCount));
     req.wait_ms = options_.reserve_wait_ms;
     g.reserving = true;
-    uint64_t ticket =
-        queue_->ReserveAsync(req, OnLoop<Result<Deliveries>>([this, name](Result<Deliveries> got) {
-                               OnReserved(name, std::move(got));
-                             }));
+    const uint64_t id = ++next_reserve_id_;
+    g.reserve_id = id;
+    uint64_t ticket = queue_->ReserveAsync(
+        req, OnLoop<Result<Deliveries>>([this, name, id](Result<Deliveries> got) {
+          OnReserved(name, id, std::move(got));
+        }));
     auto it = groups_.find(name);
     if (it != groups_.end() && it->second.reserving) it->second.ticket = ticket;
   }
@@ -399,20 +405,28 @@ class Pusher::Impl {
     });
   }
 
-  void OnReserved(const std::string& name, Result<Deliveries> got) {
+  void OnReserved(const std::string& name, uint64_t id, Result<Deliveries> got) {
     auto it = groups_.find(name);
     Group* g = it == groups_.end() ? nullptr : &it->second;
-    if (g != nullptr) {
-      g->reserving = false;
-      g->ticket = 0;
+    if (g == nullptr || !g->reserving || g->reserve_id != id) {
+      // A reserve abandoned (its instances left, or the pusher stops) that
+      // took jobs after all: they go back at once, their attempt not counted.
+      if (got.ok()) {
+        for (const Delivery& d : *got) {
+          queue_->UnreserveAsync(d.id, d.receipt, [](const Status&) {});
+        }
+      }
+      return;
     }
+    g->reserving = false;
+    g->ticket = 0;
     if (!got.ok()) {
       if (!IsShuttingDown(got.status()) && !reserve_failed_) {
         Log(LogLevel::kWarn, "push: %s: reserve failed: %s", name.c_str(),
             got.status().ToString().c_str());
       }
       reserve_failed_ = true;
-      if (g != nullptr && !stopping_) {
+      if (!stopping_) {
         std::weak_ptr<bool> alive = alive_;
         loop_->RunAfter(1000, [this, alive, name] {
           if (auto a = alive.lock(); a && *a) SchedulePump(name);
@@ -423,7 +437,7 @@ class Pusher::Impl {
     reserve_failed_ = false;
     const int64_t now_ms = clock_->NowMs();
     for (Delivery& d : *got) {
-      InstancePtr inst = (g == nullptr || stopping_) ? nullptr : Pick(*g, d.topic, now_ms);
+      InstancePtr inst = stopping_ ? nullptr : Pick(*g, d.topic, now_ms);
       if (inst == nullptr) {
         // Nobody free to take it (the instance lapsed or left meanwhile):
         // back to ready at once, the attempt not counted.
@@ -434,7 +448,6 @@ class Pusher::Impl {
       inst->free.pop_back();
       Send(name, inst, std::move(d), std::move(lease));
     }
-    if (g == nullptr) return;
     for (const InstancePtr& inst : g->instances) {
       GiveBackFreeSlots(*inst, options_.reserve_wait_ms + kLeaseSlackMs / 2);
     }
@@ -616,6 +629,7 @@ class Pusher::Impl {
   std::map<std::string, Group> groups_;
   std::unordered_map<uint64_t, Request> requests_;
   uint64_t next_request_ = 1;
+  uint64_t next_reserve_id_ = 0;
   uint64_t refresh_timer_ = 0;
   uint64_t stop_timer_ = 0;
   bool running_ = false;

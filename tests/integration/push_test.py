@@ -10,6 +10,9 @@ rules on a manual clock are in tests/push/pusher_test.cc.
     /usr/bin/python3 tests/integration/push_test.py --binary build/bin/delayq
 """
 import http.client
+import http.server
+import ssl
+import threading
 import json
 import os
 import shutil
@@ -187,6 +190,66 @@ class DurableTest(unittest.TestCase):
         self.receiver.wait_for(2, timeout=10, path="/stuck")
         wait_until(lambda: get(call_server, "held")[0] == 404, timeout=10,
                    what="the job pushed again and finished")
+
+
+class TlsTest(unittest.TestCase):
+    """https receivers: the certificate is verified, against the system's CAs
+    or --push-ca-file's; a receiver whose certificate is not trusted gets
+    nothing and the job is retried with the reason."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="delayq-push-tls-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.cert = os.path.join(self.dir, "cert.pem")
+        key = os.path.join(self.dir, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", key, "-out", self.cert], check=True, capture_output=True)
+        self.received = []
+        received = self.received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, key)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.addCleanup(self.httpd.server_close)
+        self.addCleanup(self.httpd.shutdown)
+        self.url = "https://127.0.0.1:%d/" % self.httpd.server_address[1]
+
+    def test_a_receiver_trusted_through_the_ca_file_gets_the_job(self):
+        server = Server("--store", "memory", "--push-ca-file", self.cert)
+        self.addCleanup(server.stop)
+        subscribe(server, "tls", self.url, ["t.tls"])
+        add(server, "t.tls", "secure-1")
+        wait_until(lambda: len(self.received) == 1, timeout=10, what="the https push")
+        self.assertEqual(self.received[0]["id"], "secure-1")
+        wait_until(lambda: get(server, "secure-1")[0] == 404, timeout=10, what="finished")
+
+    def test_an_untrusted_certificate_gets_nothing_and_the_job_says_why(self):
+        server = Server("--store", "memory")  # the system's CAs: ours is not among them
+        self.addCleanup(server.stop)
+        subscribe(server, "tls", self.url, ["t.tls"])
+        add(server, "t.tls", "refused-1")
+
+        def released():
+            status, job = get(server, "refused-1")
+            return status == 200 and job["state"] == "delayed" and job["last_error"]
+        wait_until(released, timeout=10, what="the job released")
+        self.assertIn("certificate", get(server, "refused-1")[1]["last_error"])
+        self.assertEqual(self.received, [])
 
 
 class RedisTest(unittest.TestCase):
