@@ -1,4 +1,7 @@
-// How it works: one libcurl multi handle per client, driven by the loop
+// How it works: HttpClient::Impl (at the end) hands plain http:// to a
+// numeric host to Http1Transport (push/http1_transport.h) and everything
+// else to CurlTransport, numbering requests itself so ids are unique across
+// both. CurlTransport: one libcurl multi handle per client, driven by the loop
 // through the multi_socket API. libcurl says which sockets it wants watched
 // (OnSocket: Add / Modify / Remove on the loop) and when it next needs a
 // call (OnTimer: one loop timer); the loop's events and that timer call
