@@ -1,4 +1,7 @@
-// How it works: one libcurl multi handle per client, driven by the loop
+// How it works: HttpClient::Impl (at the end) hands plain http:// to a
+// numeric host to Http1Transport (push/http1_transport.h) and everything
+// else to CurlTransport, numbering requests itself so ids are unique across
+// both. CurlTransport: one libcurl multi handle per client, driven by the loop
 // through the multi_socket API. libcurl says which sockets it wants watched
 // (OnSocket: Add / Modify / Remove on the loop) and when it next needs a
 // call (OnTimer: one loop timer); the loop's events and that timer call
@@ -19,8 +22,6 @@
 // whose message is already collected simply finds it gone.
 #include "push/http_client.h"
 
-#include "delayq/version.h"
-
 #include <curl/curl.h>
 #include <strings.h>
 #include <sys/epoll.h>
@@ -30,6 +31,9 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "delayq/version.h"
+#include "push/http1_transport.h"
 
 namespace delayq::push {
 namespace {
@@ -62,14 +66,18 @@ bool HasLineBreak(const std::string& s) { return s.find_first_of("\r\n") != std:
 
 }  // namespace
 
-class HttpClient::Impl {
+class CurlTransport {
  public:
-  Impl(net::EventLoop* loop, HttpClientOptions options, CURLM* multi)
+  using Done = HttpClient::Done;
+
+  CurlTransport(net::EventLoop* loop, HttpClientOptions options, CURLM* multi)
       : loop_(loop), options_(std::move(options)), multi_(multi) {}
-  ~Impl();
+  ~CurlTransport();
+  CurlTransport(const CurlTransport&) = delete;
+  CurlTransport& operator=(const CurlTransport&) = delete;
 
   void Setup();
-  uint64_t Post(HttpRequest request, Done done);
+  void Post(uint64_t id, HttpRequest request, Done done);
   void Cancel(uint64_t id);
   size_t in_flight() const { return transfers_.size(); }
 
@@ -78,7 +86,7 @@ class HttpClient::Impl {
   // handle's callbacks point here, so they are set once).
   struct Transfer {
     CURL* easy = nullptr;
-    Impl* impl = nullptr;
+    CurlTransport* impl = nullptr;
     char errbuf[CURL_ERROR_SIZE] = {};
     uint64_t id = 0;
     std::string body;  // CURLOPT_POSTFIELDS points here until the end
@@ -100,8 +108,8 @@ class HttpClient::Impl {
   static size_t OnBody(char* data, size_t size, size_t n, void* userp);
   static size_t OnHeader(char* data, size_t size, size_t n, void* userp);
 
-  // A transfer for a new request, in transfers_ under a fresh id.
-  Transfer* Acquire();
+  // A transfer for request `id`, in transfers_.
+  Transfer* Acquire(uint64_t id);
   std::unique_ptr<Transfer> NewTransfer();
   void Recycle(std::unique_ptr<Transfer> t);
   void FailLater(Transfer* t, std::string error);
@@ -128,23 +136,22 @@ class HttpClient::Impl {
   int64_t timer_deadline_ms_ = -1;   // when timer_ fires
   int depth_ = 0;                    // Drive calls under way
   bool run_now_ = false;             // libcurl asked for a call at once, within Drive
-  uint64_t next_id_ = 1;
   bool closing_ = false;
   // Cleared by the destructor, so a Done that (against the contract)
   // destroys the client stops the batch instead of touching freed state.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-void HttpClient::Impl::Setup() {
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Impl::OnSocket);
+void CurlTransport::Setup() {
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlTransport::OnSocket);
   curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Impl::OnTimer);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlTransport::OnTimer);
   curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
   curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, options_.max_idle_per_host);
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, options_.max_total_connections);
 }
 
-HttpClient::Impl::~Impl() {
+CurlTransport::~CurlTransport() {
   // The loop lets go of libcurl's sockets before libcurl closes them, so no
   // registration outlives its descriptor; libcurl's calls from here on are
   // ignored.
@@ -163,7 +170,7 @@ HttpClient::Impl::~Impl() {
   curl_multi_cleanup(multi_);
 }
 
-HttpClient::Impl::Transfer* HttpClient::Impl::Acquire() {
+CurlTransport::Transfer* CurlTransport::Acquire(uint64_t id) {
   std::unique_ptr<Transfer> t;
   if (!free_.empty()) {
     t = std::move(free_.back());
@@ -172,12 +179,12 @@ HttpClient::Impl::Transfer* HttpClient::Impl::Acquire() {
     t = NewTransfer();
   }
   Transfer* raw = t.get();
-  raw->id = next_id_++;
+  raw->id = id;
   transfers_.emplace(raw->id, std::move(t));
   return raw;
 }
 
-std::unique_ptr<HttpClient::Impl::Transfer> HttpClient::Impl::NewTransfer() {
+std::unique_ptr<CurlTransport::Transfer> CurlTransport::NewTransfer() {
   auto t = std::make_unique<Transfer>();
   t->impl = this;
   t->easy = curl_easy_init();
@@ -185,9 +192,9 @@ std::unique_ptr<HttpClient::Impl::Transfer> HttpClient::Impl::NewTransfer() {
   if (e == nullptr) return t;  // the request fails, later
   curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &CurlTransport::OnBody);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &CurlTransport::OnHeader);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
   // Signals would be the whole process's business, not a library's.
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -207,7 +214,7 @@ std::unique_ptr<HttpClient::Impl::Transfer> HttpClient::Impl::NewTransfer() {
   return t;
 }
 
-void HttpClient::Impl::Recycle(std::unique_ptr<Transfer> t) {
+void CurlTransport::Recycle(std::unique_ptr<Transfer> t) {
   curl_slist_free_all(t->headers);
   t->headers = nullptr;
   t->done = nullptr;
@@ -224,9 +231,8 @@ void HttpClient::Impl::Recycle(std::unique_ptr<Transfer> t) {
   free_.push_back(std::move(t));
 }
 
-uint64_t HttpClient::Impl::Post(HttpRequest request, Done done) {
-  Transfer* t = Acquire();
-  const uint64_t id = t->id;
+void CurlTransport::Post(uint64_t id, HttpRequest request, Done done) {
+  Transfer* t = Acquire(id);
   t->done = std::move(done);
   t->start_us = NowUs();
   t->timeout_ms = request.timeout_ms > 0 ? request.timeout_ms : 1;
@@ -235,7 +241,7 @@ uint64_t HttpClient::Impl::Post(HttpRequest request, Done done) {
   t->errbuf[0] = '\0';
   if (t->easy == nullptr) {
     FailLater(t, "cannot set up a request (libcurl: out of memory)");
-    return id;
+    return;
   }
   t->body = std::move(request.body);
   t->headers = curl_slist_append(nullptr, "Content-Type: application/json");
@@ -244,7 +250,7 @@ uint64_t HttpClient::Impl::Post(HttpRequest request, Done done) {
   for (const auto& [name, value] : request.headers) {
     if (HasLineBreak(name) || HasLineBreak(value)) {
       FailLater(t, "bad request header: " + name + " holds a line break");
-      return id;
+      return;
     }
     t->headers = curl_slist_append(t->headers, (name + ": " + value).c_str());
   }
@@ -258,13 +264,13 @@ uint64_t HttpClient::Impl::Post(HttpRequest request, Done done) {
   CURLMcode mc = curl_multi_add_handle(multi_, e);
   if (mc != CURLM_OK) {
     FailLater(t, std::string("cannot start a request: ") + curl_multi_strerror(mc));
-    return id;
+    return;
   }
   t->in_multi = true;
-  return id;
+  return;
 }
 
-void HttpClient::Impl::FailLater(Transfer* t, std::string error) {
+void CurlTransport::FailLater(Transfer* t, std::string error) {
   t->fail_error = std::move(error);
   const uint64_t id = t->id;
   t->fail_timer = loop_->RunAfter(0, [this, id] {
@@ -275,7 +281,7 @@ void HttpClient::Impl::FailLater(Transfer* t, std::string error) {
   });
 }
 
-void HttpClient::Impl::Cancel(uint64_t id) {
+void CurlTransport::Cancel(uint64_t id) {
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return;
   std::unique_ptr<Transfer> t = std::move(it->second);
@@ -287,8 +293,8 @@ void HttpClient::Impl::Cancel(uint64_t id) {
   Recycle(std::move(t));
 }
 
-int HttpClient::Impl::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
-  auto* self = static_cast<Impl*>(userp);
+int CurlTransport::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
+  auto* self = static_cast<CurlTransport*>(userp);
   if (self->closing_) return 0;
   if (what == CURL_POLL_REMOVE) {
     if (self->sockets_.erase(fd) != 0) self->loop_->Remove(fd);
@@ -309,8 +315,8 @@ int HttpClient::Impl::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, v
   return 0;
 }
 
-int HttpClient::Impl::OnTimer(CURLM*, long timeout_ms, void* userp) {
-  auto* self = static_cast<Impl*>(userp);
+int CurlTransport::OnTimer(CURLM*, long timeout_ms, void* userp) {
+  auto* self = static_cast<CurlTransport*>(userp);
   if (self->closing_) return 0;
   // "Now", asked while we are driving libcurl anyway (a Done that posts
   // the next request): served before control goes back to the loop,
@@ -326,7 +332,7 @@ int HttpClient::Impl::OnTimer(CURLM*, long timeout_ms, void* userp) {
   return 0;
 }
 
-void HttpClient::Impl::ArmTimer(long timeout_ms) {
+void CurlTransport::ArmTimer(long timeout_ms) {
   // The loop's timers have whole milliseconds: one more, so the timer is
   // not early for libcurl's finer deadline.
   const int64_t after = timeout_ms > 0 ? timeout_ms + 1 : 0;
@@ -343,7 +349,7 @@ void HttpClient::Impl::ArmTimer(long timeout_ms) {
   });
 }
 
-void HttpClient::Impl::OnReady(int fd, uint32_t events) {
+void CurlTransport::OnReady(int fd, uint32_t events) {
   int flags = 0;
   if (events & (EPOLLIN | EPOLLHUP)) flags |= CURL_CSELECT_IN;
   if (events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
@@ -351,7 +357,7 @@ void HttpClient::Impl::OnReady(int fd, uint32_t events) {
   Drive(fd, flags);
 }
 
-void HttpClient::Impl::OnTimeout() {
+void CurlTransport::OnTimeout() {
   if (!Drive(CURL_SOCKET_TIMEOUT, 0)) return;
   // libcurl tells the timer only when its deadline changes; if ours was
   // early (kept from before, or rounded), it has not, and the timer is
@@ -363,7 +369,7 @@ void HttpClient::Impl::OnTimeout() {
   }
 }
 
-bool HttpClient::Impl::Drive(curl_socket_t fd, int flags) {
+bool CurlTransport::Drive(curl_socket_t fd, int flags) {
   std::shared_ptr<bool> alive = alive_;
   ++depth_;
   int running = 0;
@@ -382,7 +388,7 @@ bool HttpClient::Impl::Drive(curl_socket_t fd, int flags) {
   return true;
 }
 
-bool HttpClient::Impl::ProcessDone(const std::shared_ptr<bool>& alive) {
+bool CurlTransport::ProcessDone(const std::shared_ptr<bool>& alive) {
   struct Finished {
     uint64_t id;
     CURLcode code;
@@ -402,7 +408,7 @@ bool HttpClient::Impl::ProcessDone(const std::shared_ptr<bool>& alive) {
   return true;
 }
 
-void HttpClient::Impl::Complete(uint64_t id, CURLcode code) {
+void CurlTransport::Complete(uint64_t id, CURLcode code) {
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return;  // cancelled by an earlier Done
   std::unique_ptr<Transfer> t = std::move(it->second);
@@ -424,7 +430,7 @@ void HttpClient::Impl::Complete(uint64_t id, CURLcode code) {
   done(std::move(response));
 }
 
-std::string HttpClient::Impl::Describe(Transfer* t, CURLcode code) {
+std::string CurlTransport::Describe(Transfer* t, CURLcode code) {
   if (code == CURLE_OK) return {};
   long os_errno = 0;
   curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &os_errno);
@@ -481,7 +487,7 @@ std::string HttpClient::Impl::Describe(Transfer* t, CURLcode code) {
   }
 }
 
-size_t HttpClient::Impl::OnBody(char* data, size_t size, size_t n, void* userp) {
+size_t CurlTransport::OnBody(char* data, size_t size, size_t n, void* userp) {
   auto* t = static_cast<Transfer*>(userp);
   const size_t len = size * n;
   const size_t max = t->impl->options_.max_response_bytes;
@@ -495,7 +501,7 @@ size_t HttpClient::Impl::OnBody(char* data, size_t size, size_t n, void* userp) 
   return len;
 }
 
-size_t HttpClient::Impl::OnHeader(char* data, size_t size, size_t n, void* userp) {
+size_t CurlTransport::OnHeader(char* data, size_t size, size_t n, void* userp) {
   auto* t = static_cast<Transfer*>(userp);
   const size_t len = size * n;
   t->header_bytes += len;
@@ -524,13 +530,42 @@ size_t HttpClient::Impl::OnHeader(char* data, size_t size, size_t n, void* userp
   return len;
 }
 
+// The client: plain http:// to a numeric host goes to the lean transport,
+// the rest to libcurl. Ids are the client's, unique across both.
+class HttpClient::Impl {
+ public:
+  Impl(net::EventLoop* loop, HttpClientOptions options, CURLM* multi)
+      : curl_(loop, options, multi) {
+    curl_.Setup();
+    if (options.lean_http) lean_ = std::make_unique<Http1Transport>(loop, options);
+  }
+
+  uint64_t Post(HttpRequest request, Done done) {
+    const uint64_t id = next_id_++;
+    if (lean_ != nullptr && lean_->Post(id, request, done)) return id;
+    curl_.Post(id, std::move(request), std::move(done));
+    return id;
+  }
+  void Cancel(uint64_t id) {
+    if (lean_ != nullptr && lean_->Cancel(id)) return;
+    curl_.Cancel(id);
+  }
+  size_t in_flight() const {
+    return curl_.in_flight() + (lean_ != nullptr ? lean_->in_flight() : 0);
+  }
+
+ private:
+  CurlTransport curl_;
+  std::unique_ptr<Http1Transport> lean_;  // destroyed first
+  uint64_t next_id_ = 1;
+};
+
 Result<std::unique_ptr<HttpClient>> HttpClient::Create(net::EventLoop* loop,
                                                        HttpClientOptions options) {
   if (!GlobalInit()) return Internal("http client: curl_global_init failed");
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return Internal("http client: curl_multi_init failed");
   auto impl = std::make_unique<Impl>(loop, std::move(options), multi);
-  impl->Setup();
   return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));
 }
 

@@ -1,9 +1,20 @@
 // HttpClient: POSTs over HTTP/1.1 and HTTPS from the server's event loop,
-// without a thread per request and without blocking the loop: libcurl's
-// multi interface driven by net::EventLoop (its sockets registered with the
-// loop, its timeout one loop timer). Connections are kept alive and reused
-// per host (libcurl's connection cache), so an instance's requests share a
-// pool.
+// without a thread per request and without blocking the loop. Two
+// transports behind one API:
+// - plain http:// to a numeric IPv4/IPv6 host (http://10.0.0.7:8080/hook):
+//   the client's own HTTP/1.1 (push/http1_transport.h), a keep-alive pool
+//   per host:port whose sockets stay registered with the loop, responses
+//   parsed by Boost.Beast — about a third of libcurl's CPU per request;
+// - everything else (https, host names, which must be resolved without
+//   blocking the loop): libcurl's multi interface driven by net::EventLoop
+//   (its sockets registered with the loop, its timeout one loop timer),
+//   TLS by OpenSSL, connections reused per host from libcurl's cache.
+// Both keep connections alive and reuse them per host, so an instance's
+// requests share a pool, and both fail with the same words. On the lean
+// path a request written to a reused connection the receiver had closed
+// meanwhile (EPIPE/reset/EOF before any response byte) is sent once more on
+// a new connection, as libcurl does: a receiver may then see a POST twice
+// (push delivery is at-least-once anyway).
 //
 // Every callback runs on the loop thread. Loop thread only.
 #ifndef DELAYQ_PUSH_HTTP_CLIENT_H_
@@ -31,6 +42,9 @@ struct HttpClientOptions {
   // Connections kept open per host when idle, and in all.
   long max_idle_per_host = 64;
   long max_total_connections = 4096;
+  // Plain http:// to a numeric host on the client's own HTTP/1.1 transport;
+  // false: everything through libcurl (the tests run both).
+  bool lean_http = true;
 };
 
 struct HttpRequest {

@@ -1,6 +1,8 @@
 // push::HttpClient against a real receiver on 127.0.0.1: a small epoll
 // HTTP/1.1 server on a thread of its own, told per request what to do
-// (answer, hang, reset, send garbage or an endless body). The client runs
+// (answer, hang, reset, send garbage or an endless body, answer and close).
+// Every test runs twice: plain http on the client's own transport (Lean)
+// and on libcurl (Curl), which must behave alike. The client runs
 // on a real net::EventLoop on another thread; the test thread talks to it
 // through OnLoop and waits for answers with a deadline.
 #include "push/http_client.h"
@@ -40,7 +42,7 @@ struct Seen {
 
 // What the receiver does with a request.
 struct Answer {
-  enum Kind { kReply, kHang, kReset, kEndless } kind = kReply;
+  enum Kind { kReply, kHang, kReset, kEndless, kReplyAndClose } kind = kReply;
   std::string bytes;  // written first (kReply, kEndless: the head)
 };
 
@@ -96,6 +98,7 @@ class Receiver {
     std::string out;
     std::string in;
     bool endless = false;
+    bool close_when_written = false;
     bool waits_to_write = false;  // watched for EPOLLOUT
   };
 
@@ -128,7 +131,7 @@ class Receiver {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;
       ++accepts_;
-      conns_[fd] = Conn{greeting_, {}, false, false};
+      conns_[fd] = Conn{greeting_, {}, false, false, false};
       Watch(fd, EPOLLIN, EPOLL_CTL_ADD);
       if (!greeting_.empty()) Flush(fd);
     }
@@ -180,6 +183,11 @@ class Receiver {
           break;
         case Answer::kReset:
           return Close(fd, true);
+        case Answer::kReplyAndClose:
+          c.close_when_written = true;
+          c.out += a.bytes;
+          Flush(fd);
+          return;
         case Answer::kEndless:
           c.endless = true;
           [[fallthrough]];
@@ -205,6 +213,7 @@ class Receiver {
       if (w <= 0) return Close(fd, false);
       c.out.erase(0, w);
     }
+    if (c.out.empty() && c.close_when_written) return Close(fd, false);
     if (c.waits_to_write != !c.out.empty()) {
       c.waits_to_write = !c.out.empty();
       Watch(fd, c.waits_to_write ? EPOLLIN | EPOLLOUT : EPOLLIN, EPOLL_CTL_MOD);
@@ -255,7 +264,7 @@ class Collector {
   std::vector<HttpResponse> responses_;  // GUARDED_BY(mu_)
 };
 
-class HttpClientTest : public ::testing::Test {
+class HttpClientTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     auto loop = net::EventLoop::Create();
@@ -279,7 +288,9 @@ class HttpClientTest : public ::testing::Test {
     return result.get();
   }
 
+  // The transport under test (the parameter) is set here.
   void MakeClient(HttpClientOptions options) {
+    options.lean_http = GetParam();
     OnLoop([&] {
       client_.reset();
       auto c = HttpClient::Create(loop_.get(), options);
@@ -333,7 +344,7 @@ int ClosedPort() {
   return ntohs(addr.sin_port);
 }
 
-TEST_F(HttpClientTest, PostGets200WithBody) {
+TEST_P(HttpClientTest, PostGets200WithBody) {
   Receiver rx([](const Seen&) { return Reply(200, "thanks"); });
   Collector c;
   std::string big(4000, 'b');  // past the size where curl once sent Expect: 100-continue
@@ -360,7 +371,7 @@ TEST_F(HttpClientTest, PostGets200WithBody) {
   EXPECT_EQ(InFlight(), 0u);
 }
 
-TEST_F(HttpClientTest, ManyRequestsReuseFewConnections) {
+TEST_P(HttpClientTest, ManyRequestsReuseFewConnections) {
   Receiver rx([](const Seen&) { return Reply(204, ""); });
   // One after another: one connection.
   for (int i = 0; i < 100; ++i) EXPECT_EQ(PostOne(rx.url()).status, 204);
@@ -376,7 +387,7 @@ TEST_F(HttpClientTest, ManyRequestsReuseFewConnections) {
   EXPECT_EQ(rx.requests(), 300);
 }
 
-TEST_F(HttpClientTest, Status500IsAResponseNotAnError) {
+TEST_P(HttpClientTest, Status500IsAResponseNotAnError) {
   Receiver rx([](const Seen&) { return Reply(500, "oops"); });
   HttpResponse r = PostOne(rx.url());
   EXPECT_EQ(r.status, 500);
@@ -384,14 +395,14 @@ TEST_F(HttpClientTest, Status500IsAResponseNotAnError) {
   EXPECT_EQ(r.body, "oops");
 }
 
-TEST_F(HttpClientTest, RetryAfterIsCaptured) {
+TEST_P(HttpClientTest, RetryAfterIsCaptured) {
   Receiver rx([](const Seen&) { return Reply(429, "", "rEtRy-AfTeR:  7 \r\n"); });
   HttpResponse r = PostOne(rx.url());
   EXPECT_EQ(r.status, 429);
   EXPECT_EQ(r.retry_after, "7");
 }
 
-TEST_F(HttpClientTest, HungReceiverTimesOut) {
+TEST_P(HttpClientTest, HungReceiverTimesOut) {
   Receiver rx([](const Seen&) { return Answer{Answer::kHang, ""}; });
   auto start = std::chrono::steady_clock::now();
   HttpResponse r = PostOne(rx.url(), /*timeout_ms=*/200);
@@ -402,21 +413,21 @@ TEST_F(HttpClientTest, HungReceiverTimesOut) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
 }
 
-TEST_F(HttpClientTest, ClosedPortIsConnectionRefused) {
+TEST_P(HttpClientTest, ClosedPortIsConnectionRefused) {
   HttpResponse r = PostOne("http://127.0.0.1:" + std::to_string(ClosedPort()) + "/");
   EXPECT_EQ(r.error, "connection refused");
   EXPECT_EQ(r.status, 0);
   EXPECT_FALSE(r.timed_out);
 }
 
-TEST_F(HttpClientTest, ReceiverThatResetsIsConnectionReset) {
+TEST_P(HttpClientTest, ReceiverThatResetsIsConnectionReset) {
   Receiver rx([](const Seen&) { return Answer{Answer::kReset, ""}; });
   HttpResponse r = PostOne(rx.url());
   EXPECT_EQ(r.error, "connection reset");
   EXPECT_EQ(r.status, 0);
 }
 
-TEST_F(HttpClientTest, GarbageIsABadResponse) {
+TEST_P(HttpClientTest, GarbageIsABadResponse) {
   Receiver rx([](const Seen&) {
     return Answer{Answer::kReply, "\x01\x02 not http at all\r\n\r\n"};
   });
@@ -429,7 +440,7 @@ TEST_F(HttpClientTest, GarbageIsABadResponse) {
   EXPECT_EQ(r.error.rfind("bad response: ", 0), 0u) << r.error;
 }
 
-TEST_F(HttpClientTest, EndlessBodyIsCutAtTheLimit) {
+TEST_P(HttpClientTest, EndlessBodyIsCutAtTheLimit) {
   HttpClientOptions options;
   options.max_response_bytes = 4096;
   MakeClient(options);
@@ -446,7 +457,7 @@ TEST_F(HttpClientTest, EndlessBodyIsCutAtTheLimit) {
   EXPECT_EQ(PostOne(ok.url()).status, 200);
 }
 
-TEST_F(HttpClientTest, TwoHundredConcurrentRequestsAllComplete) {
+TEST_P(HttpClientTest, TwoHundredConcurrentRequestsAllComplete) {
   Receiver rx([](const Seen& s) { return Reply(200, s.body); });
   Collector c;
   for (int i = 0; i < 200; ++i) Post(rx.url(), &c, 10'000, "{\"n\":" + std::to_string(i) + "}");
@@ -463,7 +474,7 @@ TEST_F(HttpClientTest, TwoHundredConcurrentRequestsAllComplete) {
   EXPECT_LE(rx.accepts(), 64);  // max_idle_per_host: the rest waited for a connection
 }
 
-TEST_F(HttpClientTest, DoneNeverRunsInsidePost) {
+TEST_P(HttpClientTest, DoneNeverRunsInsidePost) {
   // A refused connect fails as fast as anything can.
   const std::string url = "http://127.0.0.1:" + std::to_string(ClosedPort()) + "/";
   Collector c;
@@ -489,7 +500,7 @@ TEST_F(HttpClientTest, DoneNeverRunsInsidePost) {
   EXPECT_EQ(c.responses()[1].error, "bad request header: x-evil holds a line break");
 }
 
-TEST_F(HttpClientTest, CancelDropsTheRequestWithoutDone) {
+TEST_P(HttpClientTest, CancelDropsTheRequestWithoutDone) {
   Receiver hung([](const Seen&) { return Answer{Answer::kHang, ""}; });
   Collector cancelled;
   uint64_t id = Post(hung.url(), &cancelled);
@@ -507,7 +518,7 @@ TEST_F(HttpClientTest, CancelDropsTheRequestWithoutDone) {
   EXPECT_EQ(cancelled.count(), 0u);
 }
 
-TEST_F(HttpClientTest, DoneMayCancelAndPost) {
+TEST_P(HttpClientTest, DoneMayCancelAndPost) {
   const std::string refused = "http://127.0.0.1:" + std::to_string(ClosedPort()) + "/";
   Receiver ok([](const Seen&) { return Reply(200, "again"); });
   Collector c;
@@ -535,7 +546,7 @@ TEST_F(HttpClientTest, DoneMayCancelAndPost) {
   EXPECT_EQ(InFlight(), 0u);
 }
 
-TEST_F(HttpClientTest, DestroyingTheClientDropsRequestsInFlight) {
+TEST_P(HttpClientTest, DestroyingTheClientDropsRequestsInFlight) {
   Receiver hung([](const Seen&) { return Answer{Answer::kHang, ""}; });
   Collector c;
   for (int i = 0; i < 10; ++i) Post(hung.url(), &c);
@@ -550,14 +561,14 @@ TEST_F(HttpClientTest, DestroyingTheClientDropsRequestsInFlight) {
   EXPECT_EQ(c.count(), 0u);
 }
 
-TEST_F(HttpClientTest, OnlyHttpAndHttpsAreAllowed) {
+TEST_P(HttpClientTest, OnlyHttpAndHttpsAreAllowed) {
   HttpResponse r = PostOne("ftp://127.0.0.1:21/x");
   EXPECT_EQ(r.error.rfind("bad url: ", 0), 0u) << r.error;
   r = PostOne("not a url");
   EXPECT_EQ(r.error.rfind("bad url: ", 0), 0u) << r.error;
 }
 
-TEST_F(HttpClientTest, HttpsToAPlainReceiverFailsTheHandshake) {
+TEST_P(HttpClientTest, HttpsToAPlainReceiverFailsTheHandshake) {
   // It speaks first, plain HTTP, where a TLS server would answer the hello.
   Receiver rx([](const Seen&) { return Reply(200, ""); },
               "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
@@ -566,12 +577,109 @@ TEST_F(HttpClientTest, HttpsToAPlainReceiverFailsTheHandshake) {
   EXPECT_EQ(r.status, 0);
 }
 
-TEST_F(HttpClientTest, NoRedirectIsFollowed) {
+TEST_P(HttpClientTest, NoRedirectIsFollowed) {
   Receiver rx([](const Seen&) { return Reply(302, "", "Location: http://127.0.0.1:1/\r\n"); });
   HttpResponse r = PostOne(rx.url());
   EXPECT_EQ(r.status, 302);
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(rx.requests(), 1);
+}
+
+TEST_P(HttpClientTest, DelayqOutcomeIsCaptured) {
+  Receiver rx([](const Seen&) { return Reply(200, "", "Delayq-Outcome: bury\r\n"); });
+  HttpResponse r = PostOne(rx.url());
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.outcome, "bury");
+  EXPECT_EQ(r.retry_after, "");
+}
+
+TEST_P(HttpClientTest, ChunkedBodyIsRead) {
+  Receiver rx([](const Seen&) {
+    return Answer{Answer::kReply,
+                  "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n"};
+  });
+  for (int i = 0; i < 3; ++i) {  // and the connection is reused after it
+    HttpResponse r = PostOne(rx.url());
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "abcdefg");
+  }
+  EXPECT_EQ(rx.accepts(), 1);
+}
+
+TEST_P(HttpClientTest, Http10BodyIsReadToEof) {
+  Receiver rx([](const Seen&) {
+    return Answer{Answer::kReplyAndClose, "HTTP/1.0 200 OK\r\n\r\nuntil the end"};
+  });
+  HttpResponse r = PostOne(rx.url());
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "until the end");
+  EXPECT_EQ(PostOne(rx.url()).body, "until the end");  // on a new connection
+  EXPECT_EQ(rx.accepts(), 2);
+}
+
+TEST_P(HttpClientTest, ConnectionCloseIsNotReused) {
+  // The receiver keeps its side open: the client must close on the header.
+  Receiver rx([](const Seen&) { return Reply(200, "bye", "Connection: close\r\n"); });
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(PostOne(rx.url()).status, 200);
+  EXPECT_EQ(rx.accepts(), 3);
+}
+
+TEST_P(HttpClientTest, ClosedWithoutAResponse) {
+  Receiver rx([](const Seen&) { return Answer{Answer::kReplyAndClose, ""}; });
+  HttpResponse r = PostOne(rx.url());
+  EXPECT_EQ(r.error, "connection closed without a response");
+  EXPECT_EQ(r.status, 0);
+}
+
+TEST_P(HttpClientTest, TruncatedBodyIsABadResponse) {
+  Receiver rx([](const Seen&) {
+    return Answer{Answer::kReplyAndClose, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"};
+  });
+  HttpResponse r = PostOne(rx.url());
+  EXPECT_EQ(r.error.rfind("bad response: ", 0), 0u) << r.error;
+  EXPECT_EQ(r.status, 0);
+}
+
+TEST_P(HttpClientTest, ReusedConnectionClosedByTheReceiverIsRetried) {
+  // Each connection answers one request, then the receiver closes it
+  // without saying so: the next request finds it closed (as idle, or
+  // right after writing to it) and still gets its answer, on a new one.
+  Receiver rx([](const Seen&) {
+    return Answer{Answer::kReplyAndClose,
+                  std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")};
+  });
+  for (int i = 0; i < 20; ++i) {
+    HttpResponse r = PostOne(rx.url());
+    EXPECT_EQ(r.error, "") << i;
+    EXPECT_EQ(r.status, 200) << i;
+  }
+  EXPECT_GE(rx.accepts(), 20);
+  EXPECT_LE(rx.requests(), 40);  // at most one retry each
+}
+
+TEST_P(HttpClientTest, HostNamesWork) {
+  // On the lean setting a name is handed to libcurl (resolved off the loop).
+  Receiver rx([](const Seen&) { return Reply(200, "named"); });
+  HttpResponse r = PostOne("http://localhost:" + rx.url().substr(17));
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.body, "named");
+  EXPECT_NE(rx.last().head.find("Host: localhost:"), std::string::npos) << rx.last().head;
+}
+
+TEST_P(HttpClientTest, InterimResponseIsSkipped) {
+  Receiver rx([](const Seen&) {
+    return Answer{Answer::kReply,
+                  "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n"
+                  "Retry-After: 3\r\n\r\nx"};
+  });
+  HttpResponse r = PostOne(rx.url());
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.retry_after, "3");
+  EXPECT_EQ(r.body, "x");
 }
 
 // Microseconds of CPU the calling thread has used.
@@ -586,7 +694,7 @@ int64_t ThreadCpuUs() {
 // thread, keep-alive), each Done posting the next request. Printed: the
 // requests/s, and the loop thread's CPU per request (what the client costs
 // whatever else the machine runs).
-TEST_F(HttpClientTest, ThroughputOf20000PostsAt50InFlight) {
+TEST_P(HttpClientTest, ThroughputOf20000PostsAt50InFlight) {
   constexpr int kTotal = 20'000;
   constexpr int kInFlight = 50;
   Receiver rx([](const Seen&) { return Reply(200, "{}"); });
@@ -620,11 +728,17 @@ TEST_F(HttpClientTest, ThroughputOf20000PostsAt50InFlight) {
   EXPECT_EQ(OnLoop([&] { return ok; }), kTotal);
   EXPECT_LE(rx.accepts(), kInFlight);
   std::printf(
-      "http_client: %d POSTs, %d in flight, %d connections: %.0f requests/s, "
+      "http_client (%s): %d POSTs, %d in flight, %d connections: %.0f requests/s, "
       "%.1f us of loop CPU per request\n",
-      kTotal, kInFlight, rx.accepts(), kTotal / seconds, static_cast<double>(cpu_us) / kTotal);
+      GetParam() ? "lean" : "libcurl", kTotal, kInFlight, rx.accepts(), kTotal / seconds,
+      static_cast<double>(cpu_us) / kTotal);
   RecordProperty("requests_per_s", static_cast<int>(kTotal / seconds));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, HttpClientTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Lean" : "Curl";
+                         });
 
 }  // namespace
 }  // namespace delayq::push
