@@ -91,8 +91,8 @@ int RunReceive(const ReceiveOptions& o) {
   epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev);
   if (!o.quiet) std::fprintf(stderr, "receive: listening on 127.0.0.1:%d\n", o.port);
 
-  const std::string answer = "HTTP/1.1 " + std::to_string(o.status) +
-                             " X\r\nContent-Length: 0\r\n\r\n";
+  const std::string answer =
+      "HTTP/1.1 " + std::to_string(o.status) + " X\r\nContent-Length: 0\r\n\r\n";
   std::unordered_map<int, std::string> input;
   std::vector<int64_t> lateness_us;
   lateness_us.reserve(o.jobs > 0 ? o.jobs : 1 << 20);
@@ -174,14 +174,14 @@ int RunReceive(const ReceiveOptions& o) {
   uint64_t early = 0;
   for (int64_t l : lateness_us) early += l < 0 ? 1 : 0;
   const double span_s = requests > 1 ? static_cast<double>(last_us - first_us) / 1e6 : 0;
-  std::printf(
-      "{\"bench\":\"receive\",\"requests\":%" PRIu64 ",\"connections\":%" PRIu64
-      ",\"first_to_last_s\":%.3f,\"requests_per_s\":%.0f,\"early\":%" PRIu64
-      ",\"lateness_p50_us\":%" PRId64 ",\"lateness_p99_us\":%" PRId64
-      ",\"lateness_p999_us\":%" PRId64 ",\"lateness_max_us\":%" PRId64
-      ",\"receiver_cpu_s\":%.2f}\n",
-      requests, connections, span_s, span_s > 0 ? static_cast<double>(requests - 1) / span_s : 0,
-      early, pct(0.5), pct(0.99), pct(0.999), lateness_us.empty() ? 0 : lateness_us.back(), cpu);
+  std::printf("{\"bench\":\"receive\",\"requests\":%" PRIu64 ",\"connections\":%" PRIu64
+              ",\"first_to_last_s\":%.3f,\"requests_per_s\":%.0f,\"early\":%" PRIu64
+              ",\"lateness_p50_us\":%" PRId64 ",\"lateness_p99_us\":%" PRId64
+              ",\"lateness_p999_us\":%" PRId64 ",\"lateness_max_us\":%" PRId64
+              ",\"receiver_cpu_s\":%.2f}\n",
+              requests, connections, span_s,
+              span_s > 0 ? static_cast<double>(requests - 1) / span_s : 0, early, pct(0.5),
+              pct(0.99), pct(0.999), lateness_us.empty() ? 0 : lateness_us.back(), cpu);
   return o.jobs > 0 && requests < o.jobs ? 1 : 0;
 }
 

@@ -12,9 +12,9 @@ namespace delayq::bench {
 
 struct ReceiveOptions {
   int port = 7790;
-  uint64_t jobs = 0;      // end after this many requests (0: only --seconds)
-  double seconds = 120;   // end after this long at most
-  int status = 200;       // the answer to every request
+  uint64_t jobs = 0;     // end after this many requests (0: only --seconds)
+  double seconds = 120;  // end after this long at most
+  int status = 200;      // the answer to every request
   // Print "listening" on stderr once the port is open (a script waits for it).
   bool quiet = false;
 };

@@ -19,8 +19,8 @@ constexpr std::string_view kVersion = "v1,";
 // HMAC as OpenSSL 3 provides it (its HMAC_CTX is deprecated). Fetched once:
 // a fetch is a provider lookup under a lock, too dear per request.
 EVP_MAC* HmacAlgorithm() {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  return mac;
+  static EVP_MAC* const kMac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  return kMac;
 }
 
 bool Update(EVP_MAC_CTX* ctx, std::string_view bytes) {

@@ -184,7 +184,7 @@ std::string HostPort::ToString() const {
 }
 
 Result<HostPort> ParseHostPort(std::string_view text, std::string_view what, bool allow_zero_port) {
-  auto fail = [&](std::string why) {
+  auto fail = [&](const std::string& why) {
     return InvalidArgument(std::string(what) + ": \"" + std::string(text) + "\" " + why);
   };
   HostPort hp;

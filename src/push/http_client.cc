@@ -252,7 +252,10 @@ void CurlTransport::Post(uint64_t id, HttpRequest request, Done done) {
       FailLater(t, "bad request header: " + name + " holds a line break");
       return;
     }
-    t->headers = curl_slist_append(t->headers, (name + ": " + value).c_str());
+    std::string line = name;
+    line += ": ";
+    line += value;
+    t->headers = curl_slist_append(t->headers, line.c_str());
   }
   CURL* e = t->easy;
   curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
@@ -267,7 +270,6 @@ void CurlTransport::Post(uint64_t id, HttpRequest request, Done done) {
     return;
   }
   t->in_multi = true;
-  return;
 }
 
 void CurlTransport::FailLater(Transfer* t, std::string error) {
@@ -534,7 +536,7 @@ size_t CurlTransport::OnHeader(char* data, size_t size, size_t n, void* userp) {
 // the rest to libcurl. Ids are the client's, unique across both.
 class HttpClient::Impl {
  public:
-  Impl(net::EventLoop* loop, HttpClientOptions options, CURLM* multi)
+  Impl(net::EventLoop* loop, const HttpClientOptions& options, CURLM* multi)
       : curl_(loop, options, multi) {
     curl_.Setup();
     if (options.lean_http) lean_ = std::make_unique<Http1Transport>(loop, options);
@@ -561,11 +563,11 @@ class HttpClient::Impl {
 };
 
 Result<std::unique_ptr<HttpClient>> HttpClient::Create(net::EventLoop* loop,
-                                                       HttpClientOptions options) {
+                                                       const HttpClientOptions& options) {
   if (!GlobalInit()) return Internal("http client: curl_global_init failed");
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return Internal("http client: curl_multi_init failed");
-  auto impl = std::make_unique<Impl>(loop, std::move(options), multi);
+  auto impl = std::make_unique<Impl>(loop, options, multi);
   return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));
 }
 

@@ -75,7 +75,7 @@ class HttpClient {
 
   // Errors: kInternal when libcurl cannot be set up.
   static Result<std::unique_ptr<HttpClient>> Create(net::EventLoop* loop,
-                                                    HttpClientOptions options);
+                                                    const HttpClientOptions& options);
   ~HttpClient();  // cancels requests in flight; their Done never runs
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

@@ -496,8 +496,8 @@ class Pusher::Impl {
     // keeps it alive as a worker would, touching at half the TTR.
     if (d.ttr_ms > 0 && d.ttr_ms < inst->sub.timeout_ms + 1000) ScheduleTouch(number, d.ttr_ms);
     r.delivery = std::move(d);
-    r.http_id = http_->Post(
-        std::move(req), [this, number](HttpResponse resp) { OnAnswer(number, std::move(resp)); });
+    r.http_id = http_->Post(std::move(req),
+                            [this, number](const HttpResponse& resp) { OnAnswer(number, resp); });
   }
 
   void ScheduleTouch(uint64_t number, uint32_t ttr_ms) {
@@ -513,7 +513,7 @@ class Pusher::Impl {
     });
   }
 
-  void OnAnswer(uint64_t number, HttpResponse resp) {
+  void OnAnswer(uint64_t number, const HttpResponse& resp) {
     auto it = requests_.find(number);
     if (it == requests_.end()) return;
     Request r = std::move(it->second);
@@ -529,7 +529,7 @@ class Pusher::Impl {
     if (resp.status >= 200 && resp.status < 300) {
       outcome.ok = true;
       ++stats_.delivered;
-      queue_->FinishAsync(d.id, d.receipt, OnLoop<Status>([id = d.id](Status s) {
+      queue_->FinishAsync(d.id, d.receipt, OnLoop<Status>([id = d.id](const Status& s) {
                             if (!s.ok() && s.code() != Code::kNotFound) {
                               Log(LogLevel::kWarn, "push: finishing %s after its 2xx: %s",
                                   id.c_str(), s.ToString().c_str());
@@ -548,7 +548,7 @@ class Pusher::Impl {
             inst.sub.url.c_str());
         queue_->DeleteSubscriptionAsync(
             inst.sub.name, inst.sub.url,
-            OnLoop<Result<uint64_t>>([this](Result<uint64_t>) { Refresh(); }));
+            OnLoop<Result<uint64_t>>([this](const Result<uint64_t>&) { Refresh(); }));
       }
     } else if (resp.status != 0 && resp.outcome == "bury") {
       // The receiver gives up on the job (delayq::Endpoint's Outcome::Bury):

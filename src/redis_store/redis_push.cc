@@ -382,7 +382,7 @@ void RedisLedger::Settle(const Subscription& instance, std::string_view lease,
       IntervalUs(instance)};
   submit_(std::make_unique<LedgerOp>(
       std::vector<std::vector<std::string>>{std::move(fields)},
-      [](Result<std::vector<const Reply*>>) {}, nullptr));
+      [](const Result<std::vector<const Reply*>>&) {}, nullptr));
 }
 
 void RedisLedger::Figures(const std::vector<Subscription>& instances,
@@ -425,7 +425,7 @@ void RedisLedger::Forget(const Subscription& instance) {
   if (!LedgerKeyOk(instance)) return;
   submit_(std::make_unique<LedgerOp>(
       std::vector<std::vector<std::string>>{{"x", InstanceKey(instance)}},
-      [](Result<std::vector<const Reply*>>) {}, nullptr));
+      [](const Result<std::vector<const Reply*>>&) {}, nullptr));
 }
 
 }  // namespace delayq::rq

@@ -45,9 +45,7 @@ void ServingQueue::TopicAsync(std::string_view topic, TopicCallback done) { done
 void ServingQueue::StatsAsync(StatsCallback done) { done(Stats()); }
 
 namespace {
-Status NoSubscriptions() {
-  return Internal("this store keeps no subscriptions");
-}
+Status NoSubscriptions() { return Internal("this store keeps no subscriptions"); }
 }  // namespace
 
 void ServingQueue::PutSubscriptionAsync(const Subscription& /*s*/, SubscriptionCallback done) {

@@ -190,8 +190,8 @@ class HttpReceiver {
         --active_;
         return Close(fd);
       }
-      std::string out = "HTTP/1.1 " + std::to_string(a.status) + " X\r\nContent-Length: " +
-                        std::to_string(a.body.size()) + "\r\n";
+      std::string out = "HTTP/1.1 " + std::to_string(a.status) +
+                        " X\r\nContent-Length: " + std::to_string(a.body.size()) + "\r\n";
       for (const auto& [k, v] : a.headers) out += k + ": " + v + "\r\n";
       out += "\r\n" + a.body;
       --active_;
