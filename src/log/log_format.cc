@@ -198,7 +198,7 @@ class RecordWriter {
   }
   void String(std::string_view s) {
     Varint(s.size());
-    std::memcpy(p_, s.data(), s.size());
+    if (!s.empty()) std::memcpy(p_, s.data(), s.size());  // an empty view's data may be null
     p_ += s.size();
   }
   // The id: its handle when it is this seq's generated form, else its text.

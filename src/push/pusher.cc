@@ -214,17 +214,21 @@ class Pusher::Impl {
   };
 
   // Wraps a store callback so that it runs on the loop thread (the Redis
-  // store answers on a thread of its own) and not after this is gone.
+  // store answers on a thread of its own) and not after this is gone. The
+  // wrapper touches nothing of this on another thread: the pusher may be
+  // destroyed on the loop meanwhile (the loop outlives it, and the queue).
   template <typename T>
   std::function<void(T)> OnLoop(std::function<void(T)> fn) {
     std::weak_ptr<bool> alive = alive_;
-    return [this, alive, fn = std::move(fn)](T value) mutable {
-      if (std::this_thread::get_id() == loop_thread_) {
+    net::EventLoop* loop = loop_;
+    const std::thread::id loop_thread = loop_thread_;
+    return [loop, loop_thread, alive, fn = std::move(fn)](T value) mutable {
+      if (std::this_thread::get_id() == loop_thread) {
         if (auto a = alive.lock(); a && *a) fn(std::move(value));
         return;
       }
       auto shared = std::make_shared<T>(std::move(value));
-      loop_->Post([alive, fn = std::move(fn), shared]() mutable {
+      loop->Post([alive, fn = std::move(fn), shared]() mutable {
         if (auto a = alive.lock(); a && *a) fn(std::move(*shared));
       });
     };
