@@ -24,6 +24,11 @@ namespace {
 // A free slot older than this (beyond the reserve's wait) is given back and
 // taken again, so a lease never runs out under a request that started late.
 constexpr int64_t kLeaseSlackMs = 5'000;
+// A pushed job's reservation lasts its request's timeout and this much more:
+// the hop from the reserve's answer to the request's start, and the
+// acknowledgment after the timeout, must fit before the job is handed out
+// again.
+constexpr uint32_t kReservationSlackMs = 1'000;
 // Bytes of a receiver's answer kept in a job's last_error.
 constexpr size_t kErrorBodyBytes = 200;
 
@@ -328,6 +333,7 @@ class Pusher::Impl {
     if (stopping_ || !running_) return;
     const int64_t now_ms = clock_->NowMs();
     size_t free = 0;
+    uint32_t longest_timeout = 0;
     std::set<std::string> topics;
     for (const InstancePtr& inst : g.instances) {
       if (!Usable(*inst, now_ms)) continue;
@@ -337,6 +343,7 @@ class Pusher::Impl {
       }
       if (!inst->free.empty()) {
         free += inst->free.size();
+        longest_timeout = std::max(longest_timeout, inst->sub.timeout_ms);
         topics.insert(inst->sub.topics.begin(), inst->sub.topics.end());
       }
     }
@@ -345,6 +352,11 @@ class Pusher::Impl {
     req.topics.assign(topics.begin(), topics.end());
     req.count = static_cast<uint32_t>(std::min<size_t>(free, kMaxReserveCount));
     req.wait_ms = options_.reserve_wait_ms;
+    // Reserved for as long as a request may run, not the job's TTR (meant
+    // for pull workers): a server that dies mid-request frees its jobs after
+    // the request's timeout, not minutes later. One reserve serves every instance with a
+    // free slot, whichever gets each job, so the longest of their timeouts.
+    req.ttr_ms = longest_timeout + kReservationSlackMs;
     g.reserving = true;
     const uint64_t id = ++next_reserve_id_;
     g.reserve_id = id;
@@ -492,9 +504,13 @@ class Pusher::Impl {
     r.lease = std::move(lease);
     ++inst->in_flight;
     ++stats_.requests;
-    // The reservation lasts the job's TTR; a request allowed to run longer
-    // keeps it alive as a worker would, touching at half the TTR.
-    if (d.ttr_ms > 0 && d.ttr_ms < inst->sub.timeout_ms + 1000) ScheduleTouch(number, d.ttr_ms);
+    // The reservation lasts the longest timeout among the instances that had
+    // free slots when the reserve was made (Pump). An instance registered or
+    // changed since may allow a longer request: that one keeps it alive as a
+    // worker would, touching at half the TTR.
+    if (d.ttr_ms > 0 && d.ttr_ms < inst->sub.timeout_ms + kReservationSlackMs) {
+      ScheduleTouch(number, d.ttr_ms);
+    }
     r.delivery = std::move(d);
     r.http_id = http_->Post(std::move(req),
                             [this, number](const HttpResponse& resp) { OnAnswer(number, resp); });
