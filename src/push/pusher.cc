@@ -291,13 +291,9 @@ class Pusher::Impl {
         it = groups_.erase(it);
         continue;
       }
-      if (g.instances.empty() && g.ticket != 0) {
-        // Nobody left to push to: stop waiting (jobs it took anyway come
-        // back through OnReserved, which gives them back).
-        queue_->AbandonReserve(g.ticket);
-        g.ticket = 0;
-        g.reserving = false;
-      }
+      // Nobody free left to push to: stop waiting (jobs it took anyway come
+      // back through OnReserved, which gives them back).
+      StopWaitingIfNobodyIsFree(it->first);
       Pump(it->first, g);
       ++it;
     }
@@ -466,6 +462,22 @@ class Pusher::Impl {
     SchedulePump(name);
   }
 
+  // A name's waiting reserve is for its free slots: once no usable instance
+  // has one (the last left or lapsed), the wait is withdrawn, so a job that
+  // falls due meanwhile is not taken only to be given back.
+  void StopWaitingIfNobodyIsFree(const std::string& name) {
+    auto it = groups_.find(name);
+    if (it == groups_.end() || it->second.ticket == 0) return;
+    Group& g = it->second;
+    const int64_t now_ms = clock_->NowMs();
+    for (const InstancePtr& inst : g.instances) {
+      if (!inst->free.empty() && Usable(*inst, now_ms)) return;
+    }
+    queue_->AbandonReserve(g.ticket);
+    g.ticket = 0;
+    g.reserving = false;
+  }
+
   // The next usable instance, round-robin, with a free slot and the topic.
   InstancePtr Pick(Group& g, std::string_view topic, int64_t now_ms) {
     const size_t n = g.instances.size();
@@ -562,6 +574,7 @@ class Pusher::Impl {
         GiveBackFreeSlots(inst, 0);
         Log(LogLevel::kInfo, "push: %s: %s answered 410 Gone; removing it", r.name.c_str(),
             inst.sub.url.c_str());
+        StopWaitingIfNobodyIsFree(r.name);
         queue_->DeleteSubscriptionAsync(
             inst.sub.name, inst.sub.url,
             OnLoop<Result<uint64_t>>([this](const Result<uint64_t>&) { Refresh(); }));

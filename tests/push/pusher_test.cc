@@ -364,10 +364,8 @@ TEST_F(PusherTest, A410RemovesTheInstanceAndTheJobGoesElsewhereUncounted) {
   AddJob("moving");
   ASSERT_TRUE(PollUntil([&] { return gone.count() >= 1; }, kWait));
   ASSERT_TRUE(PollUntil([&] { return Describe("orders").empty(); }, kWait));
-  auto job = Get("moving");
-  ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, JobState::kReady);
-  EXPECT_EQ(job->attempts, 0u);  // given back, not counted
+  ASSERT_TRUE(WaitForState("moving", JobState::kReady));
+  EXPECT_EQ(Get("moving")->attempts, 0u);  // given back, not counted
   HttpReceiver next;
   Put(Sub(next.url()));
   ASSERT_TRUE(PollUntil([&] { return next.count() == 1; }, kWait));
