@@ -67,6 +67,19 @@ struct ReserveRequest {
   // from its output limit, so a batch it cannot write is never taken out of
   // the queue (see docs/api.md, "Batches").
   uint64_t max_bytes = 0;
+  // The TTR of the reservations this reserve makes, in ms; 0: each job's own
+  // (JobSpec::ttr_ms). Any other value (a JobSpec's ttr_ms allows every
+  // uint32_t above 0) replaces the job's TTR for this delivery alone: the
+  // reservation ends ttr_ms after the reserve unless touched, the Delivery's
+  // ttr_ms and reserved_until_ms say so, and a Touch of this delivery
+  // extends it by ttr_ms again. The job keeps its own ttr_ms (JobInfo) for
+  // its later deliveries. An in-process caller that bounds how long it holds
+  // a job (the pusher: one HTTP request) sets it, so a holder that dies
+  // frees the job after that bound instead of the job's TTR. Embedded store:
+  // after a restart the deadline is kept (the log has it) but a touch
+  // extends by the job's own TTR. The network client refuses it
+  // (kInvalidArgument): the wire protocols do not carry it.
+  uint32_t ttr_ms = 0;
 };
 
 // Checks a reserve's topics (1..kMaxReserveTopics valid names), count and
@@ -202,7 +215,9 @@ class Queue {
   virtual Status Release(std::string_view id, std::string_view receipt, int64_t delay_ms,
                          std::string_view error) = 0;
 
-  // Extends a reservation to a full TTR from now. Errors: as Finish.
+  // Extends a reservation to a full TTR from now: the job's TTR, or the
+  // ReserveRequest::ttr_ms of the reserve that handed it out (the
+  // Delivery's ttr_ms either way). Errors: as Finish.
   virtual Status Touch(std::string_view id, std::string_view receipt) = 0;
 
   // Sets a reserved job aside until kicked, with `reason` as its last_error.

@@ -191,6 +191,12 @@ uint64_t RemoteQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback do
     done(v);
     return 0;
   }
+  // RESERVE has no field for it; reserving with the jobs' own TTR instead
+  // would hold them longer than the caller asked.
+  if (req.ttr_ms != 0) {
+    done(InvalidArgument("ttr_ms: not supported over the network"));
+    return 0;
+  }
   if (req.wait_ms > 0) return waiting_->Start(req, std::move(done));
   done(RunParsed<Deliveries>(ReserveCommand(req), Retry::kUntilSent,
                              [](const redis::Reply& r) { return ParseDeliveries(r); }));

@@ -161,10 +161,11 @@ void Engine::PromoteDue() {
 void Engine::ExpireReservations() {
   while (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) {
     uint32_t h = reservations_.Top().handle;
+    uint32_t ttr = reservations_.Top().ttr_ms;
     JobRecord* r = Rec(h);
     Detach(h);
     ++counters_.timed_out;
-    std::string why = "ttr of " + std::to_string(r->ttr_ms) + " ms ran out (attempt " +
+    std::string why = "ttr of " + std::to_string(ttr) + " ms ran out (attempt " +
                       std::to_string(r->attempts) + ")";
     // Back where it was in its topic: run_at is unchanged.
     EndAttempt(h, std::nullopt, why);
@@ -424,11 +425,11 @@ void Engine::AttachReady(uint32_t h) {
   MarkServe(r->topic);
 }
 
-void Engine::AttachReserved(uint32_t h, int64_t until_mono) {
+void Engine::AttachReserved(uint32_t h, int64_t until_mono, uint32_t ttr_ms) {
   JobRecord* r = Rec(h);
   r->state = static_cast<uint8_t>(JobState::kReserved);
   ++topics_[r->topic]->reserved;
-  reservations_.Push(Reservation{until_mono, h});
+  reservations_.Push(Reservation{until_mono, h, ttr_ms});
 }
 
 void Engine::AttachBuried(uint32_t h) {
@@ -492,11 +493,12 @@ void Engine::MarkServe(uint32_t t) {
 
 // --- reserve -------------------------------------------------------------------
 
-Delivery Engine::Deliver(uint32_t h) {
+Delivery Engine::Deliver(uint32_t h, uint32_t ttr_ms) {
   JobRecord* r = Rec(h);
   ++r->attempts;
   ++counters_.reserves;
-  AttachReserved(h, now_mono_ + r->ttr_ms);
+  uint32_t ttr = ttr_ms != 0 ? ttr_ms : r->ttr_ms;
+  AttachReserved(h, now_mono_ + ttr, ttr);
   JournalUpdate(h);
   Delivery d;
   char buf[kGeneratedIdBytes];
@@ -506,16 +508,16 @@ Delivery Engine::Deliver(uint32_t h) {
   char receipt[kReceiptBytes];
   d.receipt = std::string(Receipt(h, receipt));
   d.attempts = r->attempts;
-  d.ttr_ms = r->ttr_ms;
+  d.ttr_ms = ttr;
   d.priority = r->priority;
   d.run_at_ms = r->run_at_ms;
-  d.reserved_until_ms = now_wall_ + r->ttr_ms;
+  d.reserved_until_ms = now_wall_ + ttr;
   d.max_attempts = r->max_attempts;
   return d;
 }
 
-Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count,
-                            uint64_t max_bytes) {
+Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count, uint64_t max_bytes,
+                            uint32_t ttr_ms) {
   Deliveries out;
   ReadyLess less{this};
   uint64_t bytes = 0;
@@ -533,7 +535,7 @@ Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count,
     if (max_bytes != 0 && !out.empty() && bytes + body > max_bytes) break;
     bytes += body;
     uint32_t h = best->ready.Pop();
-    out.push_back(Deliver(h));
+    out.push_back(Deliver(h, ttr_ms));
   }
   return out;
 }
@@ -555,7 +557,7 @@ uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
     uint32_t t = it == topic_index_.end() ? TopicIndex(name) : it->second;
     if (std::find(topics.begin(), topics.end(), t) == topics.end()) topics.push_back(t);
   }
-  Deliveries got = TakeBest(topics, req.count, req.max_bytes);
+  Deliveries got = TakeBest(topics, req.count, req.max_bytes, req.ttr_ms);
   if (!got.empty() || !wait) {
     done(std::move(got));
     return 0;
@@ -565,6 +567,7 @@ uint64_t Engine::Reserve(const ReserveRequest& req, ReserveCallback done) {
   w.topics = std::move(topics);
   w.count = req.count;
   w.max_bytes = req.max_bytes;
+  w.ttr_ms = req.ttr_ms;
   // A day is longer than any sane long-poll; the cap keeps the sum in range.
   w.deadline_mono = now_mono_ + std::min<int64_t>(req.wait_ms, 86'400'000);
   w.done = std::move(done);
@@ -623,7 +626,7 @@ void Engine::ServePending() {
     waiters_.erase(it);
     UnlinkWaiter(w);
     waiter_deadlines_.erase({w.deadline_mono, oldest});
-    w.done(TakeBest(w.topics, w.count, w.max_bytes));
+    w.done(TakeBest(w.topics, w.count, w.max_bytes, w.ttr_ms));
   }
 }
 
@@ -802,7 +805,8 @@ Status Engine::Touch(std::string_view id, std::string_view receipt) {
   if (h == 0) return NotFound(Quote(id) + " does not exist");
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
   JobRecord* r = Rec(h);
-  reservations_.At(r->pos).until_mono = now_mono_ + r->ttr_ms;
+  Reservation& res = reservations_.At(r->pos);
+  res.until_mono = now_mono_ + res.ttr_ms;
   reservations_.Fix(r->pos);
   JournalUpdate(h);
   return Status::Ok();
@@ -1041,7 +1045,9 @@ JobImage Engine::ImageOf(uint32_t h) const {
   img.state = StateOf(h);
   img.run_at_ms = r->run_at_ms;
   if (img.state == JobState::kReserved) {
-    img.reserved_until_ms = now_wall_ + (reservations_.At(r->pos).until_mono - now_mono_);
+    const Reservation& res = reservations_.At(r->pos);
+    img.reserved_until_ms = now_wall_ + (res.until_mono - now_mono_);
+    if (res.ttr_ms != r->ttr_ms) img.reservation_ttr_ms = res.ttr_ms;
   }
   img.ttr_ms = r->ttr_ms;
   img.priority = r->priority;
@@ -1110,7 +1116,8 @@ void Engine::AttachRestored(uint32_t h, const JobImage& job) {
     case JobState::kReserved:
       // The deadline is wall clock in the log; one that passed while
       // delayq was down times out on the first Tick.
-      AttachReserved(h, now_mono_ + std::max<int64_t>(0, job.reserved_until_ms - now_wall_));
+      AttachReserved(h, now_mono_ + std::max<int64_t>(0, job.reserved_until_ms - now_wall_),
+                     job.reservation_ttr_ms != 0 ? job.reservation_ttr_ms : Rec(h)->ttr_ms);
       break;
     case JobState::kBuried:
       AttachBuried(h);

@@ -222,6 +222,10 @@ class Engine {
   struct Reservation {
     int64_t until_mono;
     uint32_t handle;
+    // This reservation's TTR: what a touch extends it by. The job's own, or
+    // the reserve's ReserveRequest::ttr_ms (it fits in the padding: entries
+    // stay 16 bytes).
+    uint32_t ttr_ms;
   };
   struct ReservationLess {
     bool operator()(const Reservation& a, const Reservation& b) const {
@@ -265,6 +269,7 @@ class Engine {
     std::vector<std::list<uint64_t>::iterator> links;  // one per topic
     uint32_t count = 1;
     uint64_t max_bytes = 0;  // ReserveRequest::max_bytes
+    uint32_t ttr_ms = 0;     // ReserveRequest::ttr_ms
     int64_t deadline_mono = 0;
     ReserveCallback done;
   };
@@ -320,7 +325,7 @@ class Engine {
   void Detach(uint32_t h);
   void AttachDelayed(uint32_t h);
   void AttachReady(uint32_t h);
-  void AttachReserved(uint32_t h, int64_t until_mono);
+  void AttachReserved(uint32_t h, int64_t until_mono, uint32_t ttr_ms);
   void AttachBuried(uint32_t h);
   // Reservation ended without success (release, TTR): buried if attempts are
   // used up, else due again at `retry_at` (nullopt: ready now, run_at kept).
@@ -331,11 +336,13 @@ class Engine {
   void SetLastError(uint32_t h, std::string_view error);
   void ClearLastError(uint32_t h);
 
-  Delivery Deliver(uint32_t h);
+  Delivery Deliver(uint32_t h, uint32_t ttr_ms);
   // Pops up to `count` best ready jobs across `topics` and reserves them,
   // stopping before the job that would take the bodies past `max_bytes`
   // (0: no limit) unless it would be the first.
-  Deliveries TakeBest(const std::vector<uint32_t>& topics, uint32_t count, uint64_t max_bytes);
+  // ttr_ms: ReserveRequest::ttr_ms (0: each job's own TTR).
+  Deliveries TakeBest(const std::vector<uint32_t>& topics, uint32_t count, uint64_t max_bytes,
+                      uint32_t ttr_ms);
   void UnlinkWaiter(Waiter& w);
   JobInfo Info(uint32_t h) const;
   TopicInfo InfoOf(const TopicState& t) const;

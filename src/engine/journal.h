@@ -35,6 +35,9 @@ struct JobImage {
   JobState state = JobState::kDelayed;
   int64_t run_at_ms = 0;
   int64_t reserved_until_ms = 0;  // wall clock; only for kReserved
+  // kReserved by a reserve with a TTR of its own (ReserveRequest::ttr_ms):
+  // that TTR, which a touch extends by; 0: the job's ttr_ms.
+  uint32_t reservation_ttr_ms = 0;
   uint32_t ttr_ms = 0;
   uint32_t priority = 0;
   uint32_t max_attempts = 0;

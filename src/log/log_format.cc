@@ -15,6 +15,8 @@ constexpr uint8_t kFlagError = 2;      // a last_error follows
 constexpr uint8_t kFlagIdHandle = 4;   // the id is in the generated form of this seq: only
                                        // its handle part is stored
 constexpr uint8_t kFlagGiveBacks = 8;  // (version 2) give_backs follows attempts
+// (version 3) reserved with a TTR of the reserve's own: it follows the deadline
+constexpr uint8_t kFlagReservationTtr = 16;
 
 // The job's creation time, which run_at and deadlines are stored relative to
 // (most are a delay away from it: a few bytes instead of six).
@@ -121,6 +123,7 @@ bool DecodeJobState(Reader& r, engine::JobImage* job, uint8_t* flags) {
     int64_t until = 0;
     if (!r.Signed(&until)) return false;
     job->reserved_until_ms = job->run_at_ms + until;
+    if ((*flags & kFlagReservationTtr) && !r.U32(&job->reservation_ttr_ms)) return false;
   }
   return true;
 }
@@ -234,16 +237,20 @@ uint8_t IdFlag(const engine::JobImage& job) {
   return job.handle != 0 || IdIsHandle(job.id, job.seq, &handle) ? kFlagIdHandle : 0;
 }
 
+bool HasReservationTtr(const engine::JobImage& job) {
+  return job.state == JobState::kReserved && job.reservation_ttr_ms != 0;
+}
+
 // The flags every job record but REMOVE shares.
 uint8_t JobFlags(const engine::JobImage& job) {
   return (job.last_error.empty() ? 0 : kFlagError) | (job.give_backs == 0 ? 0 : kFlagGiveBacks) |
-         IdFlag(job);
+         (HasReservationTtr(job) ? kFlagReservationTtr : 0) | IdFlag(job);
 }
 
 }  // namespace
 
 void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) {
-  size_t max = 2 + 8 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
+  size_t max = 2 + 9 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
                RecordWriter::StringMax(job.topic) + RecordWriter::StringMax(job.last_error) +
                RecordWriter::StringMax(job.body);
   RecordWriter w(RecordType::kPut, max, segment, out);
@@ -252,6 +259,7 @@ void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) 
   w.Varint(job.seq);
   w.Signed(job.run_at_ms - Base(job.seq));
   if (job.state == JobState::kReserved) w.Signed(job.reserved_until_ms - job.run_at_ms);
+  if (HasReservationTtr(job)) w.Varint(job.reservation_ttr_ms);
   w.Varint(job.ttr_ms);
   w.Varint(job.priority);
   w.Varint(job.max_attempts);
@@ -265,7 +273,7 @@ void EncodePut(const engine::JobImage& job, uint64_t segment, std::string* out) 
 }
 
 void EncodeUpdate(const engine::JobImage& job, uint64_t segment, std::string* out) {
-  size_t max = 2 + 5 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
+  size_t max = 2 + 6 * RecordWriter::kVarint + RecordWriter::StringMax(job.id) +
                RecordWriter::StringMax(job.last_error);
   RecordWriter w(RecordType::kUpdate, max, segment, out);
   w.Byte(JobFlags(job));
@@ -273,6 +281,7 @@ void EncodeUpdate(const engine::JobImage& job, uint64_t segment, std::string* ou
   w.Varint(job.seq);
   w.Signed(job.run_at_ms - Base(job.seq));
   if (job.state == JobState::kReserved) w.Signed(job.reserved_until_ms - job.run_at_ms);
+  if (HasReservationTtr(job)) w.Varint(job.reservation_ttr_ms);
   w.Varint(job.attempts);
   if (job.give_backs != 0) w.Varint(job.give_backs);
   w.Id(job);

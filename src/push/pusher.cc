@@ -24,6 +24,11 @@ namespace {
 // A free slot older than this (beyond the reserve's wait) is given back and
 // taken again, so a lease never runs out under a request that started late.
 constexpr int64_t kLeaseSlackMs = 5'000;
+// A pushed job's reservation lasts its request's timeout and this much more:
+// the hop from the reserve's answer to the request's start, and the
+// acknowledgment after the timeout, must fit before the job is handed out
+// again.
+constexpr uint32_t kReservationSlackMs = 1'000;
 // Bytes of a receiver's answer kept in a job's last_error.
 constexpr size_t kErrorBodyBytes = 200;
 
@@ -290,13 +295,9 @@ class Pusher::Impl {
         it = groups_.erase(it);
         continue;
       }
-      if (g.instances.empty() && g.ticket != 0) {
-        // Nobody left to push to: stop waiting (jobs it took anyway come
-        // back through OnReserved, which gives them back).
-        queue_->AbandonReserve(g.ticket);
-        g.ticket = 0;
-        g.reserving = false;
-      }
+      // Nobody free left to push to: stop waiting (jobs it took anyway come
+      // back through OnReserved, which gives them back).
+      StopWaitingIfNobodyIsFree(it->first);
       Pump(it->first, g);
       ++it;
     }
@@ -332,6 +333,7 @@ class Pusher::Impl {
     if (stopping_ || !running_) return;
     const int64_t now_ms = clock_->NowMs();
     size_t free = 0;
+    uint32_t longest_timeout = 0;
     std::set<std::string> topics;
     for (const InstancePtr& inst : g.instances) {
       if (!Usable(*inst, now_ms)) continue;
@@ -341,6 +343,7 @@ class Pusher::Impl {
       }
       if (!inst->free.empty()) {
         free += inst->free.size();
+        longest_timeout = std::max(longest_timeout, inst->sub.timeout_ms);
         topics.insert(inst->sub.topics.begin(), inst->sub.topics.end());
       }
     }
@@ -349,6 +352,11 @@ class Pusher::Impl {
     req.topics.assign(topics.begin(), topics.end());
     req.count = static_cast<uint32_t>(std::min<size_t>(free, kMaxReserveCount));
     req.wait_ms = options_.reserve_wait_ms;
+    // Reserved for as long as a request may run, not the job's TTR (meant
+    // for pull workers): a server that dies mid-request frees its jobs after
+    // the request's timeout, not minutes later. One reserve serves every instance with a
+    // free slot, whichever gets each job, so the longest of their timeouts.
+    req.ttr_ms = longest_timeout + kReservationSlackMs;
     g.reserving = true;
     const uint64_t id = ++next_reserve_id_;
     g.reserve_id = id;
@@ -458,6 +466,22 @@ class Pusher::Impl {
     SchedulePump(name);
   }
 
+  // A name's waiting reserve is for its free slots: once no usable instance
+  // has one (the last left or lapsed), the wait is withdrawn, so a job that
+  // falls due meanwhile is not taken only to be given back.
+  void StopWaitingIfNobodyIsFree(const std::string& name) {
+    auto it = groups_.find(name);
+    if (it == groups_.end() || it->second.ticket == 0) return;
+    Group& g = it->second;
+    const int64_t now_ms = clock_->NowMs();
+    for (const InstancePtr& inst : g.instances) {
+      if (!inst->free.empty() && Usable(*inst, now_ms)) return;
+    }
+    queue_->AbandonReserve(g.ticket);
+    g.ticket = 0;
+    g.reserving = false;
+  }
+
   // The next usable instance, round-robin, with a free slot and the topic.
   InstancePtr Pick(Group& g, std::string_view topic, int64_t now_ms) {
     const size_t n = g.instances.size();
@@ -496,9 +520,13 @@ class Pusher::Impl {
     r.lease = std::move(lease);
     ++inst->in_flight;
     ++stats_.requests;
-    // The reservation lasts the job's TTR; a request allowed to run longer
-    // keeps it alive as a worker would, touching at half the TTR.
-    if (d.ttr_ms > 0 && d.ttr_ms < inst->sub.timeout_ms + 1000) ScheduleTouch(number, d.ttr_ms);
+    // The reservation lasts the longest timeout among the instances that had
+    // free slots when the reserve was made (Pump). An instance registered or
+    // changed since may allow a longer request: that one keeps it alive as a
+    // worker would, touching at half the TTR.
+    if (d.ttr_ms > 0 && d.ttr_ms < inst->sub.timeout_ms + kReservationSlackMs) {
+      ScheduleTouch(number, d.ttr_ms);
+    }
     r.delivery = std::move(d);
     r.http_id = http_->Post(std::move(req),
                             [this, number](const HttpResponse& resp) { OnAnswer(number, resp); });
@@ -550,6 +578,7 @@ class Pusher::Impl {
         GiveBackFreeSlots(inst, 0);
         Log(LogLevel::kInfo, "push: %s: %s answered 410 Gone; removing it", r.name.c_str(),
             inst.sub.url.c_str());
+        StopWaitingIfNobodyIsFree(r.name);
         queue_->DeleteSubscriptionAsync(
             inst.sub.name, inst.sub.url,
             OnLoop<Result<uint64_t>>([this](const Result<uint64_t>&) { Refresh(); }));

@@ -64,7 +64,9 @@ std::string Tail(const std::string& message, std::string_view what) {
 
 struct RedisQueue::Waiter {
   std::vector<std::string> topics;  // deduplicated, in the order given
-  std::string key;                  // the topics joined: attempts with one key share a group
+  // The topics joined (and the TTR override): attempts with one key share a
+  // group.
+  std::string key;
   uint32_t count = 1;
   // ReserveRequest::max_bytes. Applied when a group hands its deliveries
   // to its attempts, not inside the scripts: one reserve call serves several
@@ -74,7 +76,8 @@ struct RedisQueue::Waiter {
   // attempt counted) before any is answered; the cost, a script per job
   // given back, falls only on batches larger than a server can write.
   uint64_t max_bytes = 0;
-  bool once = false;  // wait_ms == 0: answered after its first attempt
+  uint32_t ttr_ms = 0;  // ReserveRequest::ttr_ms: part of `key` (one per group)
+  bool once = false;    // wait_ms == 0: answered after its first attempt
   int64_t deadline_mono = kNever;
   ReserveCallback done;
   uint64_t serial = 0;  // of its current attempt
@@ -472,7 +475,7 @@ void RedisQueue::TakeAttempts(std::vector<std::unique_ptr<rq::Op>>* round) {
       }
     }
     if (!joins) {
-      auto g = std::make_unique<rq::ReserveGroup>(w.topics);
+      auto g = std::make_unique<rq::ReserveGroup>(w.topics, w.ttr_ms);
       group_it = groups.insert_or_assign(w.key, std::make_pair(g.get(), 0u)).first;
       round->push_back(std::move(g));
       for (const std::string& t : w.topics) owner[t] = &group_it->first;
@@ -651,6 +654,9 @@ uint64_t RedisQueue::ReserveAsync(const ReserveRequest& req, ReserveCallback don
   }
   w.count = req.count;
   w.max_bytes = req.max_bytes;
+  w.ttr_ms = req.ttr_ms;
+  // A group's attempts share one reserve call, and so one TTR override.
+  if (w.ttr_ms != 0) w.key += "ttr " + std::to_string(w.ttr_ms) + '\n';
   w.once = req.wait_ms == 0;
   if (!w.once) w.deadline_mono = clock_->MonotonicMs() + std::min(req.wait_ms, kMaxWaitMs);
   std::unique_lock<std::mutex> lock(mu_);

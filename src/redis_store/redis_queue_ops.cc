@@ -88,8 +88,10 @@ constexpr size_t kDeliveryFields = 3;  // fields per job of a reserve reply
 // (docs/redis-store.md, "The record": state, attempts, priority, ttr_ms,
 // max_attempts, run_at_ms (6 bytes), seq (7), topic (1-byte length),
 // last_error (2-byte length), body; big-endian) and its deliveries given
-// back. now_ms: the round's, which the script used for the TTR deadline.
-Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery* d, int64_t* seq) {
+// back. now_ms: the round's, which the script used for the TTR deadline;
+// ttr_ms: the reserve's TTR override (0: the record's ttr_ms).
+Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, uint32_t ttr_ms,
+                      Delivery* d, int64_t* seq) {
   const std::string* id = AsText(f[at]);
   const std::string* rec = AsText(f[at + 1]);
   const std::optional<int64_t> given = AsInt(f[at + 2]);
@@ -111,7 +113,7 @@ Status DecodeDelivery(std::vector<Reply>& f, size_t at, int64_t now_ms, Delivery
   if (rec->size() < body_at) return Internal("redis store: malformed delivery");
   d->attempts = static_cast<uint32_t>(u(1, 4));
   d->priority = static_cast<uint32_t>(u(5, 4));
-  d->ttr_ms = static_cast<uint32_t>(u(9, 4));
+  d->ttr_ms = ttr_ms != 0 ? ttr_ms : static_cast<uint32_t>(u(9, 4));
   d->max_attempts = static_cast<uint32_t>(u(13, 4));
   d->run_at_ms = static_cast<int64_t>(u(17, 6));
   *seq = static_cast<int64_t>(u(23, 7));
@@ -334,25 +336,26 @@ size_t Batch::Single(Lua lua, uint32_t bucket, std::vector<std::string> args) {
 Batch::GroupSlot Batch::AddHeads(uint32_t bucket, uint32_t m,
                                  const std::vector<std::string>& topics, bool promote) {
   if (promote) promote_.insert(bucket);
-  return AddGroup(Lua::kHeads, bucket, m, topics);
+  return AddGroup(Lua::kHeads, bucket, m, topics, 0);
 }
 
 Batch::GroupSlot Batch::AddReserve(uint32_t bucket, uint32_t count,
-                                   const std::vector<std::string>& topics) {
-  return AddGroup(Lua::kReserve, bucket, count, topics);
+                                   const std::vector<std::string>& topics, uint32_t ttr_ms) {
+  return AddGroup(Lua::kReserve, bucket, count, topics, ttr_ms);
 }
 
 Batch::GroupSlot Batch::AddGroup(Lua lua, uint32_t bucket, uint32_t n,
-                                 const std::vector<std::string>& topics) {
+                                 const std::vector<std::string>& topics, uint32_t ttr_ms) {
   n = std::clamp<uint32_t>(n, 1, kMaxBatch);
-  auto it = open_shared_.find({lua, bucket});
+  auto it = open_shared_.find({lua, bucket, ttr_ms});
   if (it == open_shared_.end() || shared_[it->second].total + n > kMaxBatch ||
       shared_[it->second].topics + topics.size() > kMaxCallTopics) {
     SharedCall call;
     call.lua = lua;
     call.bucket = bucket;
+    call.ttr_ms = ttr_ms;
     shared_.push_back(std::move(call));
-    it = open_shared_.insert_or_assign({lua, bucket}, shared_.size() - 1).first;
+    it = open_shared_.insert_or_assign({lua, bucket, ttr_ms}, shared_.size() - 1).first;
   }
   SharedCall& call = shared_[it->second];
   call.group_args.push_back(Str(n));
@@ -378,6 +381,8 @@ void Batch::Seal() {
     if (call.lua == Lua::kHeads) {
       args.emplace_back("ready");
       if (auto p = promotes.find(call.bucket); p != promotes.end()) call.promote = p->second;
+    } else {
+      args.push_back(Str(static_cast<int64_t>(call.ttr_ms)));
     }
     args.push_back(Str(call.groups));
     for (std::string& a : call.group_args) args.push_back(std::move(a));
@@ -1154,7 +1159,7 @@ void ReserveGroup::Plan(Batch& b) {
     if (count == 0) continue;
     const uint32_t n = std::min(count, kMaxBatch);
     const uint64_t stamp = b.ctx().ready_events.load(std::memory_order_relaxed);
-    reserve_cmds_.push_back({bucket, b.AddReserve(bucket, n, topics_), n, stamp});
+    reserve_cmds_.push_back({bucket, b.AddReserve(bucket, n, topics_, ttr_ms_), n, stamp});
   }
 }
 
@@ -1228,7 +1233,8 @@ bool ReserveGroup::AbsorbReserve(Batch& b) {
     for (size_t i = 0; i < n; ++i) {
       Got g;
       int64_t seq = 0;
-      if (Status s = DecodeDelivery(f, part->first + i * kDeliveryFields, b.now(), &g.d, &seq);
+      if (Status s =
+              DecodeDelivery(f, part->first + i * kDeliveryFields, b.now(), ttr_ms_, &g.d, &seq);
           !s.ok()) {
         error = s;
         break;

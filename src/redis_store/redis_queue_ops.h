@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -162,9 +163,12 @@ class Batch {
   GroupSlot AddHeads(uint32_t bucket, uint32_t m, const std::vector<std::string>& topics,
                      bool promote);
   // Likewise a group's `count` jobs of `topics` from this round's `reserve`
-  // call on `bucket`. The script serves the groups in the order they were
-  // added, and a job taken by one is not seen by the next.
-  GroupSlot AddReserve(uint32_t bucket, uint32_t count, const std::vector<std::string>& topics);
+  // call on `bucket` with the TTR override `ttr_ms` (ReserveRequest::ttr_ms;
+  // one per call: groups with different ones go to different calls). The
+  // script serves the groups in the order they were added, and a job taken
+  // by one is not seen by the next.
+  GroupSlot AddReserve(uint32_t bucket, uint32_t count, const std::vector<std::string>& topics,
+                       uint32_t ttr_ms);
   // Adds the shared heads and reserve calls to the commands (each bucket's
   // promote first). Called once, after every op of the round was planned and
   // before the commands are sent.
@@ -223,6 +227,7 @@ class Batch {
   struct SharedCall {
     Lua lua = Lua::kHeads;
     uint32_t bucket = 0;
+    uint32_t ttr_ms = 0;                  // reserve: its ttr_ms argument
     std::vector<std::string> group_args;  // per group: n, k, then k topics
     uint32_t groups = 0;
     uint32_t total = 0;  // the groups' n summed
@@ -233,7 +238,8 @@ class Batch {
     std::vector<size_t> starts;
     Status shape;  // a reply that does not match the groups
   };
-  GroupSlot AddGroup(Lua lua, uint32_t bucket, uint32_t n, const std::vector<std::string>& topics);
+  GroupSlot AddGroup(Lua lua, uint32_t bucket, uint32_t n, const std::vector<std::string>& topics,
+                     uint32_t ttr_ms);
   // The arguments a command of `lua` starts with: now_ms, or none.
   std::vector<std::string> FirstArgs(Lua lua) const;
   // Fills call.starts from its reply, or sets call.shape.
@@ -245,8 +251,9 @@ class Batch {
   std::vector<redis::Command> cmds_;
   std::map<std::pair<Lua, uint32_t>, Open> open_;
   std::vector<SharedCall> shared_;
-  std::map<std::pair<Lua, uint32_t>, size_t> open_shared_;  // (lua, bucket) -> shared_ index
-  std::set<uint32_t> promote_;                              // buckets promoted before heads
+  // (lua, bucket, ttr_ms) -> shared_ index
+  std::map<std::tuple<Lua, uint32_t, uint32_t>, size_t> open_shared_;
+  std::set<uint32_t> promote_;  // buckets promoted before heads
   bool sealed_ = false;
   std::vector<Result<redis::Reply>> results_;
   std::map<uint32_t, int64_t> due_;
@@ -367,7 +374,9 @@ struct Attempt {
 // alone.
 class ReserveGroup final : public Op {
  public:
-  explicit ReserveGroup(std::vector<std::string> topics) : topics_(std::move(topics)) {}
+  // ttr_ms: the attempts' ReserveRequest::ttr_ms (the same for all).
+  ReserveGroup(std::vector<std::string> topics, uint32_t ttr_ms)
+      : topics_(std::move(topics)), ttr_ms_(ttr_ms) {}
   const std::vector<std::string>& topics() const { return topics_; }
   // The attempts in order; the queue drops cancelled ones between rounds
   // and ends finished ones after each round.
@@ -410,6 +419,7 @@ class ReserveGroup final : public Op {
   void FailAll(const Status& s);
 
   const std::vector<std::string> topics_;
+  const uint32_t ttr_ms_;
   Stage stage_ = Stage::kHeads;
   int retries_ = 0;
   // Deliveries past every attempt's count or byte budget, given back

@@ -963,6 +963,79 @@ TEST_P(QueueConformance, ReservationLastsExactlyItsTtr) {
   EXPECT_TRUE(HasCode(q.Finish("t", d.receipt), Code::kStaleReceipt));
 }
 
+// A reserve's own TTR (ReserveRequest::ttr_ms) replaces the job's for that
+// delivery: the reservation ends after it, touches extend by it, and the job
+// keeps its own TTR for the deliveries after. The network client cannot send
+// it and says so.
+TEST_P(QueueConformance, AReserveWithItsOwnTtrHoldsEachJobForThatTtr) {
+  Queue& q = queue();
+  constexpr uint32_t kTtr = 30'000;
+  JobSpec spec = Spec("rttr", "j");
+  spec.ttr_ms = kLongMs;
+  MustAdd(q, spec);
+  QueueStats s0 = MustStats(q);
+  ReserveRequest req = Request({"rttr"}, 0);
+  req.ttr_ms = kTtr;
+  const int64_t before = harness().NowMs();
+  Result<Deliveries> got = q.Reserve(req);
+  const int64_t after = harness().NowMs();
+  if (!got.ok() &&
+      got.status().message().find("not supported over the network") != std::string::npos) {
+    EXPECT_TRUE(Rejects(got.status(), "ttr_ms"));
+    EXPECT_EQ(State(q, "j"), "ready");
+    GTEST_SKIP() << "this Queue cannot reserve with a TTR of its own (refused, as it must)";
+  }
+  ASSERT_TRUE(IsOk(got.status()));
+  ASSERT_EQ(got->size(), 1u);
+  const Delivery d = got->front();
+  EXPECT_EQ(d.ttr_ms, kTtr);
+  EXPECT_GE(d.reserved_until_ms, before + kTtr);
+  EXPECT_LE(d.reserved_until_ms, after + kTtr);
+  JobInfo info = MustGet(q, "j");
+  EXPECT_EQ(info.ttr_ms, kLongMs) << "the job keeps its own TTR";
+  EXPECT_EQ(info.reserved_until_ms, d.reserved_until_ms);
+
+  if (!harness().exact_time()) return;  // the rest counts milliseconds
+  harness().AdvanceMs(20);
+  ASSERT_TRUE(IsOk(q.Touch("j", d.receipt)));
+  EXPECT_EQ(MustGet(q, "j").reserved_until_ms, harness().NowMs() + kTtr)
+      << "a touch extends by the reserve's TTR";
+  harness().AdvanceMs(kTtr - 1);
+  EXPECT_EQ(State(q, "j"), "reserved");
+  harness().AdvanceMs(1);
+  info = MustGet(q, "j");
+  EXPECT_EQ(StateName(info.state), "ready");
+  EXPECT_EQ(info.attempts, 1u);
+  EXPECT_NE(info.last_error.find("30000"), std::string::npos) << info.last_error;
+  EXPECT_EQ(MustStats(q).timed_out - s0.timed_out, 1u);
+  EXPECT_TRUE(HasCode(q.Touch("j", d.receipt), Code::kStaleReceipt));
+
+  // The next plain reserve: the job's own TTR again, for touches too.
+  Delivery plain = ReserveOne(q, "rttr");
+  EXPECT_EQ(plain.ttr_ms, kLongMs);
+  EXPECT_EQ(plain.reserved_until_ms, harness().NowMs() + kLongMs);
+  harness().AdvanceMs(20);
+  ASSERT_TRUE(IsOk(q.Touch("j", plain.receipt)));
+  EXPECT_EQ(MustGet(q, "j").reserved_until_ms, harness().NowMs() + kLongMs);
+  ASSERT_TRUE(IsOk(q.Finish("j", plain.receipt)));
+
+  // A waiting reserve hands what becomes ready with its TTR too.
+  ReserveRequest wait = Request({"rttr.w"}, kLongMs);
+  wait.ttr_ms = 50;
+  ReserveProbe probe(q, wait);
+  ASSERT_TRUE(WaitersReach(q, "rttr.w", 1));
+  spec = Spec("rttr.w", "w");
+  spec.ttr_ms = kLongMs;
+  MustAdd(q, spec);
+  Deliveries waited = probe.TakeOk();
+  ASSERT_EQ(waited.size(), 1u);
+  EXPECT_EQ(waited[0].ttr_ms, 50u);
+  harness().AdvanceMs(49);
+  EXPECT_EQ(State(q, "w"), "reserved");
+  harness().AdvanceMs(1);
+  EXPECT_EQ(State(q, "w"), "ready");
+}
+
 // --- release ---------------------------------------------------------------------
 
 TEST_P(QueueConformance, ReleaseWithDelayMakesTheJobDelayedAndKeepsTheError) {

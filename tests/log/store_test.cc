@@ -165,6 +165,38 @@ TEST(LogFormat, EveryRecordTypeReadsBackAsWritten) {
   EXPECT_TRUE(rest.empty());
 }
 
+// A reservation made with a reserve's own TTR keeps it across a restart:
+// PUT (compaction) and UPDATE carry it (flag 16); without one, neither does.
+TEST(LogFormat, AReservationsOwnTtrReadsBackOnPutAndUpdate) {
+  engine::JobImage job;
+  job.id = "pushed";
+  job.seq = 123456789;
+  job.topic = "t";
+  job.state = JobState::kReserved;
+  job.run_at_ms = 1'800'000'000'000;
+  job.reserved_until_ms = 1'800'000'061'000;
+  job.ttr_ms = 600'000;
+  job.reservation_ttr_ms = 61'000;
+  std::string bytes;
+  EncodePut(job, 7, &bytes);
+  EncodeUpdate(job, 7, &bytes);
+  job.reservation_ttr_ms = 0;
+  EncodeUpdate(job, 7, &bytes);
+  std::string_view rest = bytes;
+  Record r;
+  size_t size = 0;
+  std::string error;
+  for (uint32_t want : {61'000u, 61'000u, 0u}) {
+    ASSERT_EQ(ReadRecord(rest, 7, &r, &size, &error), ReadOutcome::kRecord) << error;
+    EXPECT_EQ(r.job.reservation_ttr_ms, want);
+    EXPECT_EQ(r.job.reserved_until_ms, job.reserved_until_ms);
+    EXPECT_EQ(r.job.id, "pushed");
+    rest.remove_prefix(size);
+  }
+  EXPECT_EQ(r.job.attempts, 0u);
+  EXPECT_TRUE(rest.empty());
+}
+
 TEST(LogFormat, AGeneratedIdTravelsAsItsHandleAndComesBackAsText) {
   engine::JobImage job;
   job.seq = 0x1a2b3c4d5e6f7788;

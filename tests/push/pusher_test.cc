@@ -292,6 +292,45 @@ TEST_F(PusherTest, ATimeoutReleasesTheJobAndAHungReceiverHoldsOnlyItsSlots) {
   }
 }
 
+// A pushed job is reserved for its request's timeout and a second, not its
+// own TTR: a server that dies mid-request leaves it for a minute, not ten.
+// The receiver hangs (the request runs on real time); the reservation runs
+// on the manual clock, which stands still until the test moves it.
+TEST_F(PusherTest, APushedJobIsReservedForTheRequestsTimeoutNotItsTtr) {
+  HttpReceiver hung;
+  hung.SetAnswer([](const ReceivedRequest&) {
+    ReceiverAnswer a;
+    a.hang = true;
+    return a;
+  });
+  Subscription s = Sub(hung.url());
+  s.timeout_ms = 60'000;
+  s.concurrency = 1;
+  Put(s);
+  JobSpec spec;
+  spec.topic = "order.close";
+  spec.id = "long-ttr";
+  spec.ttr_ms = 600'000;
+  Result<AddResult> added = Result<AddResult>(Status::Ok());
+  OnLoop([&] { added = queue_->Add(spec); });
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  ASSERT_TRUE(PollUntil([&] { return hung.count() == 1; }, kWait));
+  auto job = Get("long-ttr");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReserved);
+  EXPECT_EQ(job->reserved_until_ms - clock_->NowMs(), 61'000);
+  EXPECT_EQ(job->ttr_ms, 600'000u) << "the job keeps its own TTR";
+  // The server "died": nobody touches, nobody answers. The job is free once
+  // the request's time is up, and that attempt counts as a TTR that ran out.
+  Advance(60'999);
+  EXPECT_EQ(Get("long-ttr")->state, JobState::kReserved);
+  Advance(1);
+  job = Get("long-ttr");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReady) << "the one slot is still held by the hung request";
+  EXPECT_NE(job->last_error.find("ttr of 61000 ms ran out"), std::string::npos) << job->last_error;
+}
+
 TEST_F(PusherTest, ConcurrencyBoundsRequestsInFlightAndInstancesShareTheWork) {
   std::atomic<bool> open{false};
   auto gate = [&](const ReceivedRequest&) {
@@ -325,10 +364,8 @@ TEST_F(PusherTest, A410RemovesTheInstanceAndTheJobGoesElsewhereUncounted) {
   AddJob("moving");
   ASSERT_TRUE(PollUntil([&] { return gone.count() >= 1; }, kWait));
   ASSERT_TRUE(PollUntil([&] { return Describe("orders").empty(); }, kWait));
-  auto job = Get("moving");
-  ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, JobState::kReady);
-  EXPECT_EQ(job->attempts, 0u);  // given back, not counted
+  ASSERT_TRUE(WaitForState("moving", JobState::kReady));
+  EXPECT_EQ(Get("moving")->attempts, 0u);  // given back, not counted
   HttpReceiver next;
   Put(Sub(next.url()));
   ASSERT_TRUE(PollUntil([&] { return next.count() == 1; }, kWait));

@@ -159,11 +159,12 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def delivery(now, job_id, rec, given=0):
+def delivery(now, job_id, rec, given=0, reserve_ttr=0):
     """A reserve reply's job (its id, its record as stored after the
     reserve, docs/redis-store.md "The record", and its deliveries given
-    back) as DELIVERY_FIELDS."""
+    back) as DELIVERY_FIELDS; reserve_ttr: the reserve's own TTR (0: none)."""
     state, attempts, priority, ttr, _max_attempts = struct.unpack('>BIIII', rec[:17])
+    ttr = reserve_ttr or ttr
     if state != 2:
         raise AssertionError('a delivered record that is not reserved: %r' % (rec,))
     run_at = int.from_bytes(rec[17:23], 'big')
@@ -297,15 +298,16 @@ class Bucket:
     def add_one(self, now, id, topic, run_at=None, **kw):
         return self.add(now, self.job(id, topic, now if run_at is None else run_at, **kw))[0]
 
-    def reserve_groups(self, now, groups):
+    def reserve_groups(self, now, groups, ttr=0):
         """groups: [(count, topics)]; returns one list of deliveries per group
-        (dicts of DELIVERY_FIELDS, read from each job's id and record)."""
-        flat = self.call('reserve', now, *flat_groups(groups))
-        return [[delivery(now, job_id, rec, given) for job_id, rec, given in part]
+        (dicts of DELIVERY_FIELDS, read from each job's id and record).
+        ttr: the reserve's own TTR for every job (0: each job's)."""
+        flat = self.call('reserve', now, ttr, *flat_groups(groups))
+        return [[delivery(now, job_id, rec, given, ttr) for job_id, rec, given in part]
                 for part in split_groups(flat, len(groups), 3)]
 
-    def reserve(self, now, topics, count=1):
-        return self.reserve_groups(now, [(count, topics)])[0]
+    def reserve(self, now, topics, count=1, ttr=0):
+        return self.reserve_groups(now, [(count, topics)], ttr)[0]
 
     def heads_groups(self, now, state, groups):
         """groups: [(m, topics)]; returns next_due_ms and one list of keys per

@@ -296,6 +296,29 @@ class Timing(ScriptTest):
                           info['reserved_until_ms']), ('reserved', 1, d['receipt'], T0 + 45003))
 
 
+    def test_a_reserves_own_ttr_is_kept_while_reserved_and_dropped_after(self):
+        b = self.b
+        rttr = b.tag + ':rttr'
+        for i in range(4):
+            b.add(T0, b.job('o%d' % i, 'own', T0, ttr=600000))
+        got = b.reserve(T0, ['own'], 4, ttr=50)
+        self.assertEqual([(d['ttr_ms'], d['reserved_until_ms']) for d in got], [(50, T0 + 50)] * 4)
+        self.assertEqual(b.get(T0, 'o0')['ttr_ms'], 600000)
+        self.assertEqual(b.r.hlen(rttr), 4)
+        self.assertEqual(b.touch(T0 + 10, ('o0', got[0]['receipt'])), ['ok'])
+        self.assertEqual(b.get(T0 + 10, 'o0')['reserved_until_ms'], T0 + 60)
+        # Every way out of reserved drops the entry: finish, release, TTR.
+        self.assertEqual(b.finish(T0 + 10, ('o1', got[1]['receipt'])), ['ok'])
+        b.release(T0 + 10, 'o2', got[2]['receipt'])
+        self.assertEqual(b.r.hlen(rttr), 2)
+        info = b.get(T0 + 50, 'o3')  # its reservation ran out
+        self.assertEqual((info['state'], info['last_error']), ('ready', 'ttr of 50 ms ran out (attempt 1)'))
+        b.promote(T0 + 60)
+        self.assertEqual(b.r.exists(rttr), 0)
+        again = b.reserve(T0 + 60, ['own'])[0]  # a plain reserve: the job's own TTR
+        self.assertEqual(again['reserved_until_ms'], T0 + 60 + 600000)
+
+
 class Order(ScriptTest):
 
     def test_ready_jobs_come_out_by_priority_then_run_at_then_order_of_adding(self):
@@ -365,29 +388,31 @@ class Order(ScriptTest):
         b = self.b
         b.add_one(T0, 'keep', 'rq.ok')
         many = tuple('t%d' % i for i in range(100))
-        # now, G, then per group: count, k, k topics.
-        for args, field in (((T0, 1, 1, 0), 'topics'), ((T0, 1, 1, 1, 'bad topic'), 'topics'),
-                            ((T0, 1, 1, 2, 'rq.ok', ''), 'topics'),
-                            ((T0, 1, 0, 1, 'rq.ok'), 'count'),
-                            ((T0, 1, 1001, 1, 'rq.ok'), 'count'),
-                            ((T0, 1, 1, 101) + many + ('t100',), 'topics'),
-                            ((T0, 1, 1, 2, 'rq.ok'), 'topics'),  # fewer topics than k
-                            ((T0, 0), 'groups'), ((T0, 1001), 'groups'), ((T0,), 'groups'),
-                            ((T0, 1), 'count'), ((T0, 2, 1, 1, 'rq.ok'), 'count'),
-                            ((T0, 1, 1, 1, 'rq.ok', 'rq.ok'), 'groups'),  # left over
+        # now, ttr_ms, G, then per group: count, k, k topics.
+        for args, field in (((T0, 0, 1, 1, 0), 'topics'), ((T0, 0, 1, 1, 1, 'bad topic'), 'topics'),
+                            ((T0, 0, 1, 1, 2, 'rq.ok', ''), 'topics'),
+                            ((T0, 0, 1, 0, 1, 'rq.ok'), 'count'),
+                            ((T0, 0, 1, 1001, 1, 'rq.ok'), 'count'),
+                            ((T0, 0, 1, 1, 101) + many + ('t100',), 'topics'),
+                            ((T0, 0, 1, 1, 2, 'rq.ok'), 'topics'),  # fewer topics than k
+                            ((T0, 0, 0), 'groups'), ((T0, 0, 1001), 'groups'), ((T0, 0), 'groups'),
+                            ((T0, 0, 1), 'count'), ((T0, 0, 2, 1, 1, 'rq.ok'), 'count'),
+                            ((T0, 0, 1, 1, 1, 'rq.ok', 'rq.ok'), 'groups'),  # left over
                             # The bounds of one call: counts and topics over all groups.
-                            ((T0, 2, 600, 1, 'rq.ok', 401, 1, 'rq.ok'), 'count'),
-                            ((T0, 11) + sum(((1, 100) + many for _ in range(11)), ()),
+                            ((T0, 0, 2, 600, 1, 'rq.ok', 401, 1, 'rq.ok'), 'count'),
+                            ((T0, 0, 11) + sum(((1, 100) + many for _ in range(11)), ()),
                              'topics'),
+                            ((T0,), 'ttr_ms'), ((T0, -1, 1, 1, 1, 'rq.ok'), 'ttr_ms'),
+                            ((T0, 2**32, 1, 1, 1, 'rq.ok'), 'ttr_ms'),
                             # A bad group after a good one: nothing is reserved.
-                            ((T0, 2, 1, 1, 'rq.ok', 1, 1, 'bad topic'), 'topics')):
+                            ((T0, 0, 2, 1, 1, 'rq.ok', 1, 1, 'bad topic'), 'topics')):
             with self.subTest(args=args[:6], field=field):
                 e = self.assertCode('invalid_argument', b.call, 'reserve', *args)
                 self.assertTrue(e.message.startswith(field + ':'), e.message)
         self.assertEqual(b.state(T0, 'keep'), 'ready')
         # At the bounds exactly: 1000 jobs and 1000 topics over all groups.
-        self.assertEqual(b.call('reserve', T0, 2, 999, 1, 'rq.none', 1, 1, 'rq.none'), [0, 0])
-        self.assertEqual(b.call('reserve', T0, *((10,) + sum(((1, 100) + many for _ in range(10)),
+        self.assertEqual(b.call('reserve', T0, 0, 2, 999, 1, 'rq.none', 1, 1, 'rq.none'), [0, 0])
+        self.assertEqual(b.call('reserve', T0, 0, *((10,) + sum(((1, 100) + many for _ in range(10)),
                                                              ()))), [0] * 10)
 
     def test_heads_rejects_bad_requests_naming_the_field(self):

@@ -95,8 +95,7 @@ local function main()
         local changed
         if j.state == RESERVED and not seen then
           if ran_out(k) then
-            detach(j)
-            time_out(j)
+            expire(j)
             changed = true
           end
         else
@@ -117,6 +116,7 @@ local function main()
     redis.call('HDEL', K_JOBS, unpack(gone_ids))
     redis.call('ZREM', K_RESERVED, unpack(gone_ids))
     forget_given(gone_ids)
+    forget_rttr(gone_ids)
     for _, t in ipairs(topic_order) do
       hincr(K_TOPICS, t, -per_topic[t])
       hincr(K_RESERVING, t, -per_topic[t])

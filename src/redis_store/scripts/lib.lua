@@ -27,6 +27,7 @@ local K_TOPICS = B .. ':topics'        -- hash: topic -> live jobs in this bucke
 local K_RESERVING = B .. ':reserving'  -- hash: topic -> reserved jobs in this bucket
 local K_PAUSED = B .. ':paused'        -- hash: topic -> pause end (ms; -1 until resumed)
 local K_GIVEN = B .. ':given'          -- hash: id -> deliveries given back: seq (7), n (4)
+local K_RTTR = B .. ':rttr'            -- hash: id -> TTR (ms) of a reservation made with one
 local CHANNEL = PREFIX .. ':wake'
 local function kd(topic) return B .. ':d:' .. topic end  -- delayed of a topic
 local function kr(topic) return B .. ':r:' .. topic end  -- ready of a topic
@@ -259,6 +260,24 @@ end
 local function forget_given(ids)
   if #ids > 0 and has_given() then redis.call('HDEL', K_GIVEN, unpack(ids)) end
 end
+-- A reservation made by a reserve with a TTR of its own (ReserveRequest::
+-- ttr_ms) lasts that long, and a touch extends it by as much: the TTR is kept
+-- beside the record while the job is reserved, only for such reservations
+-- (the others use the record's ttr_ms). Every way out of the reserved state
+-- drops the entry (detach, expire_due, finish.lua).
+local any_rttr  -- whether the bucket has any entry: asked once per call
+local function has_rttr()
+  if any_rttr == nil then any_rttr = redis.call('EXISTS', K_RTTR) == 1 end
+  return any_rttr
+end
+-- The TTR of reserved job j's current reservation.
+local function reservation_ttr(j)
+  if not has_rttr() then return j.ttr end
+  return tonumber(redis.call('HGET', K_RTTR, j.id)) or j.ttr
+end
+local function forget_rttr(ids)
+  if #ids > 0 and has_rttr() then redis.call('HDEL', K_RTTR, unpack(ids)) end
+end
 -- The delivery number of a job whose entry holds `given` (mod 2^32: 8 hex digits).
 local function delivery_number(attempts, given) return (attempts + given) % 4294967296 end
 
@@ -418,6 +437,7 @@ local function detach(j)
     redis.call('ZREM', kr(j.topic), ready_member(j))
   elseif s == RESERVED then
     redis.call('ZREM', K_RESERVED, j.id)
+    if has_rttr() then redis.call('HDEL', K_RTTR, j.id) end
     hincr(K_RESERVING, j.topic, -1)
   else
     redis.call('ZREM', kb(j.topic), j.id)
@@ -471,10 +491,17 @@ local function end_attempt(j, retry_at, e)
   return false
 end
 
--- The reservation of a detached job ran out.
-local function time_out(j)
+-- The reservation of a detached job ran out; `ttr`: the reservation's.
+local function time_out(j, ttr)
   count('timed_out')
-  end_attempt(j, nil, 'ttr of ' .. fmt(j.ttr) .. ' ms ran out (attempt ' .. fmt(j.attempts) .. ')')
+  end_attempt(j, nil, 'ttr of ' .. fmt(ttr) .. ' ms ran out (attempt ' .. fmt(j.attempts) .. ')')
+end
+
+-- Ends the reservation of reserved job j, which ran out.
+local function expire(j)
+  local ttr = reservation_ttr(j)
+  detach(j)
+  time_out(j, ttr)
 end
 
 -- Acts on the time for one job, as the engine does at the start of every
@@ -489,8 +516,7 @@ local function settle_job(j)
   elseif j.state == RESERVED then
     local d = tonumber(redis.call('ZSCORE', K_RESERVED, j.id))
     if d ~= nil and d <= NOW then
-      detach(j)
-      time_out(j)
+      expire(j)
       return true
     end
     j.deadline = d
@@ -566,11 +592,13 @@ local function expire_due(limit)
   if #ids == 0 then return 0 end
   redis.call('ZREMRANGEBYRANK', K_RESERVED, 0, #ids - 1)
   local vals = redis.call('HMGET', K_JOBS, unpack(ids))
+  local ttrs = has_rttr() and redis.call('HMGET', K_RTTR, unpack(ids))
+  forget_rttr(ids)
   for i = 1, #ids do
     if vals[i] then
       local j = decode(ids[i], vals[i])
       hincr(K_RESERVING, j.topic, -1)
-      time_out(j)
+      time_out(j, ttrs and tonumber(ttrs[i]) or j.ttr)
       save(j)
     end
   end

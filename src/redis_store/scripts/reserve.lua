@@ -12,7 +12,10 @@
 --
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
--- ARGV[2]  G, the number of groups (1..1000)
+-- ARGV[2]  ttr_ms, 0..2^32-1: the TTR of every reservation this call makes;
+--          0: each job's own (ReserveRequest::ttr_ms). Not 0: kept in rttr
+--          while the job is reserved, so a touch extends by it too.
+-- ARGV[3]  G, the number of groups (1..1000)
 -- then per group:
 --          count, 1..1000
 --          k, 1..100: how many topics follow
@@ -25,7 +28,7 @@
 --          (an integer, almost always 0). The caller reads the rest from the
 --          record: topic, body, attempts, ttr, priority, run_at; the receipt
 --          from seq and the delivery number, attempts + given back;
---          reserved_until_ms = now_ms + ttr_ms.
+--          reserved_until_ms = now_ms + ttr_ms (ARGV[2]'s when not 0).
 --          (The record is the string this script writes anyway: no field is
 --          cut out or formatted per job.)
 -- Errors   invalid_argument naming groups, count or topics (nothing changed).
@@ -95,7 +98,8 @@ end
 
 local function main()
   read_now()
-  local groups = read_groups(2, 'count')
+  local override = int_arg(2, 'ttr_ms', 0, 4294967295)
+  local groups = read_groups(3, 'count')
 
   settle_bucket(SETTLE_LIMIT)
   local paused = {}  -- topic -> paused now: read once however many groups name it
@@ -141,6 +145,7 @@ local function main()
         local h = 2 * handed
         hset[h + 1] = id
         hset[h + 2] = rec
+        if override ~= 0 then ttr = override end
         local deadline = deadlines[ttr]
         if deadline == nil then
           deadline = fmt(NOW + ttr)
@@ -164,6 +169,16 @@ local function main()
   if handed > 0 then
     redis.call('HSET', K_JOBS, unpack(hset))
     redis.call('ZADD', K_RESERVED, unpack(zadd))
+    if override ~= 0 then
+      -- zadd holds deadline, id pairs: the same shape, the TTR for the deadline.
+      local rttr, text = {}, fmt(override)
+      for i = 2, 2 * handed, 2 do
+        rttr[i - 1] = zadd[i]
+        rttr[i] = text
+      end
+      redis.call('HSET', K_RTTR, unpack(rttr))
+      any_rttr = true
+    end
     for _, t in ipairs(topic_order) do hincr(K_RESERVING, t, per_topic[t]) end
     count('reserves', handed)
   end

@@ -1,5 +1,6 @@
 #!lua
--- touch: extends reservations of one bucket to a full TTR from now_ms.
+-- touch: extends reservations of one bucket to a full TTR from now_ms: the
+-- job's ttr_ms, or the reserve's own TTR that made the reservation (rttr).
 --
 -- KEYS[1]  the bucket tag "{<prefix>:<bucket>}"
 -- ARGV[1]  now_ms
@@ -8,7 +9,7 @@
 --          | "stale_receipt" (as finish)
 -- Errors   invalid_argument for a malformed batch (nothing changed).
 --
--- The receipt stays the same; the deadline becomes now_ms + ttr_ms. A
+-- The receipt stays the same; the deadline becomes now_ms + that TTR. A
 -- reservation whose deadline <= now_ms has already run out (stale).
 --!include lib.lua
 
@@ -30,7 +31,7 @@ local function main()
       if code then
         out[k] = status
       else
-        redis.call('ZADD', K_RESERVED, 'XX', NOW + j.ttr, j.id)
+        redis.call('ZADD', K_RESERVED, 'XX', NOW + reservation_ttr(j), j.id)
         out[k] = 'ok'
       end
     end
