@@ -18,7 +18,7 @@
 #
 # Exit status: 0 when clean, 1 when a check failed. Configures $BUILD
 # (default build/) when it has no compile_commands.json yet; the Makefile's
-# lint target builds first, so generated headers exist for clang-tidy.
+# lint target generates the headers clang-tidy needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
