@@ -20,7 +20,7 @@ RUN_PACKAGES=(
   libabsl-dev libxxhash-dev libcli11-dev
   libboost-dev libsimdjson-dev libhiredis-dev libjemalloc-dev
   libcurl4-openssl-dev libssl-dev
-  curl redis-tools jq
+  curl redis-tools jq tzdata
 )
 TEST_PACKAGES=(
   libgtest-dev libbenchmark-dev

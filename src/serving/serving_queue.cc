@@ -59,6 +59,22 @@ void ServingQueue::SubscriptionsAsync(std::string_view /*name*/, SubscriptionsCa
   done(NoSubscriptions());
 }
 
+namespace {
+Status NoSchedules() { return Internal("this store keeps no schedules"); }
+}  // namespace
+void ServingQueue::PutScheduleAsync(const Schedule& /*s*/, ScheduleCallback done) {
+  done(NoSchedules());
+}
+void ServingQueue::DeleteScheduleAsync(std::string_view /*name*/, ScheduleCallback done) {
+  done(NoSchedules());
+}
+void ServingQueue::SchedulesAsync(std::string_view /*name*/, SchedulesCallback done) {
+  done(NoSchedules());
+}
+void ServingQueue::FireScheduleAsync(const ScheduleFiring& /*f*/, ScheduleFiredCallback done) {
+  done(NoSchedules());
+}
+
 // NOLINTEND(performance-unnecessary-value-param)
 
 }  // namespace delayq

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "delayq/schedule.h"
 #include "delayq/subscription.h"
 #include "serving/push_ledger.h"
 
@@ -152,6 +153,36 @@ class ServingQueue : public Queue {
   // nullptr when this process is the only one that pushes for the store
   // (memory, embedded): src/push then counts in process. Owned by the queue.
   virtual PushLedger* push_ledger() { return nullptr; }
+
+  // --- Schedules (periodic jobs: src/schedule, docs/schedules.md) ----------
+  // A third kind of record, kept like subscriptions (durable in the log,
+  // shared on Redis, in memory otherwise). Same rules as the async calls
+  // above. A store that keeps none answers kInternal (the default).
+  //
+  // Put: validates (ValidateScheduleDefinition; the caller has parsed the
+  // cron and time zone), then creates the schedule or replaces its
+  // definition (the fields under "The definition"). Keeps the firing state
+  // and created_ms; version and revision +1 (1 for a new one); updated_ms
+  // from the store's wall clock; a put with paused false clears
+  // pause_reason and paused_at_ms is left for the scheduler. Answers the
+  // record as stored.
+  using ScheduleCallback = std::function<void(Result<Schedule>)>;
+  using SchedulesCallback = std::function<void(Result<std::vector<Schedule>>)>;
+  using ScheduleFiredCallback = std::function<void(Result<ScheduleFired>)>;
+  virtual void PutScheduleAsync(const Schedule& s, ScheduleCallback done);
+  // Removes the schedule; answers the record as it was (kNotFound when none
+  // was there). Its jobs stay (the scheduler withdraws the one added ahead).
+  virtual void DeleteScheduleAsync(std::string_view name, ScheduleCallback done);
+  // The schedule `name` (kNotFound when none), in a one-element vector; or
+  // every schedule, by name, when name is empty.
+  virtual void SchedulesAsync(std::string_view name, SchedulesCallback done);
+  // The compare-and-set that makes a firing (ScheduleFiring in
+  // include/delayq/schedule.h): atomic on the embedded and memory stores;
+  // on Redis, the schedule's change is made first and its jobs after, and a
+  // change whose jobs were not all made (a server died between) is finished
+  // by the next server that reads the schedule, never made twice.
+  // kNotFound when the schedule is gone.
+  virtual void FireScheduleAsync(const ScheduleFiring& f, ScheduleFiredCallback done);
 
  protected:
   ServingQueue() = default;
