@@ -37,7 +37,9 @@
 namespace delayq::schedule {
 
 struct SchedulerOptions {
-  std::shared_ptr<const Clock> clock;  // default: SystemClock()
+  // default: SystemClock(). A clock that is not real time (ManualClock) is
+  // subscribed to: the scheduler looks at its schedules when it moves.
+  std::shared_ptr<Clock> clock;
   // How often the schedules are read again from the store (another server's
   // changes; a firing a server that died had planned).
   int64_t refresh_ms = 1000;
