@@ -443,7 +443,8 @@ class Scheduler::Impl {
   // A record read from or written to the store: cached, and looked at.
   void Learn(const Schedule& s) {
     Entry& e = entries_[s.name];
-    if (e.s.revision > s.revision && e.s.version >= s.version) return;  // older than what we have
+    // Older than what we have (the same schedule, not one made again since).
+    if (e.s.created_ms == s.created_ms && e.s.revision > s.revision) return;
     if (!e.cron.has_value() || e.s.cron != s.cron || e.s.timezone != s.timezone) {
       std::string key = s.timezone + "\n" + s.cron;
       auto known = parsed_.find(key);
@@ -685,10 +686,12 @@ class Scheduler::Impl {
         RemoveFromGaps(&st, t, t);
       }
       if (st.first_fire_at_ms == 0 || add.front() < st.first_fire_at_ms) {
-        // Fire times between the earliest added and the old first were not
-        // all added (overlap skip): remembered as skipped.
-        if (overlap == Overlap::kSkip && st.first_fire_at_ms != 0) {
-          st.gaps.insert(st.gaps.begin(), {add.front() + 1, st.first_fire_at_ms - 1});
+        // The fired range now starts earlier; what lies between the jobs
+        // added and the old start did not fire (with skip, all but the
+        // latest; past the range, none): remembered as skipped.
+        const int64_t gap_from = overlap == Overlap::kAllow ? to_ms + 1 : add.front() + 1;
+        if (st.first_fire_at_ms != 0 && gap_from <= st.first_fire_at_ms - 1) {
+          st.gaps.insert(st.gaps.begin(), {gap_from, st.first_fire_at_ms - 1});
           while (st.gaps.size() > kMaxScheduleGaps) st.gaps.erase(st.gaps.begin());
         }
         st.first_fire_at_ms = add.front();
