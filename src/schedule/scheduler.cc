@@ -285,7 +285,9 @@ Decision Decide(const Schedule& s, const cron::Cron& c, int64_t now, const PrevJ
     }
     d.wake_ms = std::min(d.wake_ms, now + check_ms);
   }
-  if (st.pause_on_failure && !prev_id.empty()) {
+  // Only a firing after the latest put counts: resuming (or changing) the
+  // schedule accepts the failures before it.
+  if (st.pause_on_failure && !prev_id.empty() && st.last_fire_at_ms > st.updated_ms) {
     if (prev == nullptr) {
       d.need_prev = prev_id;
       return d;
