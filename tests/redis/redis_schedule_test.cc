@@ -19,7 +19,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "delayq/schedule.h"
@@ -30,6 +29,7 @@
 namespace delayq {
 namespace {
 
+using redis_harness::RedisCluster;
 using redis_harness::RedisServer;
 using redis_harness::WaitFor;
 
@@ -530,6 +530,46 @@ TEST_P(RedisSchedule, DeletingASchedulesDropsItsPendingClaim) {
   ASSERT_TRUE(HasPending("s"));
   ASSERT_TRUE(Del(*b_, "s").ok());
   EXPECT_FALSE(HasPending("s")) << "a deleted schedule's firing is not made later";
+}
+
+// On a cluster each bucket is its own slot: the claim and the clear run on
+// bucket 0's master, each job's step on its bucket's (a script that touched
+// two slots would be refused).
+TEST(RedisScheduleCluster, AFiringMakesItsJobsInTheirBucketsOnAnyMaster) {
+  auto cluster = RedisCluster::Start(3);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  QueueOptions o;
+  o.redis_url = (*cluster)->url();
+  o.redis_prefix = FreshPrefix();
+  o.redis_buckets = 16;
+  auto a = RedisQueue::Open(o);
+  auto b = RedisQueue::Open(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto put = Await<Schedule>([&](auto done) { (*a)->PutScheduleAsync(Def("s"), std::move(done)); });
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  const int64_t t = NowMs() + 3'600'000;
+  ScheduleFiring f;
+  f.name = "s";
+  f.revision = put->revision;
+  f.state = *put;
+  std::set<uint32_t> buckets;
+  for (int i = 0; i < 16; ++i) {
+    f.jobs.push_back(FiringJob("s", t + i));
+    buckets.insert((*a)->BucketOf(f.jobs.back().id));
+  }
+  ASSERT_GT(buckets.size(), 3u);
+  auto fired =
+      Await<ScheduleFired>([&](auto done) { (*b)->FireScheduleAsync(f, std::move(done)); });
+  ASSERT_TRUE(fired.ok()) << fired.status().ToString();
+  EXPECT_TRUE(fired->applied);
+  EXPECT_EQ(fired->added, 16u);
+  for (const JobSpec& j : f.jobs) EXPECT_TRUE((*a)->Get(j.id).ok()) << j.id;
+  auto listed =
+      Await<std::vector<Schedule>>([&](auto done) { (*a)->SchedulesAsync("", std::move(done)); });
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].revision, 2u);
+  EXPECT_EQ((*listed)[0].firings, 0u) << "the firing's state is the caller's";
 }
 
 }  // namespace
