@@ -340,6 +340,7 @@ class Scheduler::Impl {
 
   void Stop() {
     stopped_ = true;
+    for (auto& [name, e] : entries_) Settled(e);
     if (timer_ != 0) loop_->CancelTimer(timer_);
     if (refresh_timer_ != 0) loop_->CancelTimer(refresh_timer_);
     timer_ = refresh_timer_ = 0;
@@ -351,8 +352,15 @@ class Scheduler::Impl {
     if (Status v = ValidateScheduleDefinition(s); !v.ok()) return done(v);
     queue_->PutScheduleAsync(s, OnLoop<Result<Schedule>>([this, done = std::move(done)](
                                                              Result<Schedule> r) {
-      if (r.ok()) Learn(*r);
-      done(std::move(r));
+      if (!r.ok()) return done(std::move(r));
+      // Answered once the scheduler has planned it (next_fire_at_ms set, or
+      // the firing ahead withdrawn on a pause), so the caller sees that.
+      const std::string name = r->name;
+      Learn(*r);
+      auto it = entries_.find(name);
+      if (it == entries_.end() || !it->second.busy) return done(std::move(r));
+      it->second.waiters.push_back(
+          [done = std::move(done)](const Schedule& planned) { done(planned); });
     }));
   }
 
@@ -420,6 +428,8 @@ class Scheduler::Impl {
     std::optional<cron::Cron> cron;  // none: the stored expression does not parse here
     bool busy = false;               // a store call for it is in flight
     bool again = false;              // look again when it ends
+    // Puts answered when the store calls in flight end (Put).
+    std::vector<std::function<void(const Schedule&)>> waiters;
     int64_t wake_ms = kIdle;
   };
 
@@ -468,6 +478,13 @@ class Scheduler::Impl {
 
   void Forget(const std::string& name) { entries_.erase(name); }
 
+  // Nothing more to do for `e` now: the puts waiting for it are answered.
+  static void Settled(Entry& e) {
+    auto waiters = std::move(e.waiters);
+    e.waiters.clear();
+    for (auto& w : waiters) w(e.s);
+  }
+
   void Act(const std::string& name, const PrevJob* prev = nullptr) {
     if (stopped_ || !started_) return;
     auto it = entries_.find(name);
@@ -477,7 +494,7 @@ class Scheduler::Impl {
       e.again = true;
       return;
     }
-    if (!e.cron.has_value()) return;
+    if (!e.cron.has_value()) return Settled(e);
     const int64_t now = Now();
     Decision d = Decide(e.s, *e.cron, now, prev, options_.check_ms);
     if (d.need_prev.has_value()) {
@@ -489,6 +506,7 @@ class Scheduler::Impl {
                          it->second.again = false;
                          if (!j.ok() && j.status().code() != Code::kNotFound) {
                            Wake(name, Now() + kRetryMs);
+                           Settled(it->second);
                            return;
                          }
                          PrevJob p;
@@ -500,6 +518,7 @@ class Scheduler::Impl {
     }
     if (!d.write) {
       Wake(name, d.wake_ms);
+      Settled(e);
       return;
     }
     ScheduleFiring f;
@@ -521,12 +540,14 @@ class Scheduler::Impl {
           e.again = false;
           if (!r.ok()) {
             if (r.status().code() == Code::kNotFound) {
+              Settled(e);
               entries_.erase(it);
               return;
             }
             Log(LogLevel::kWarn, "schedule %s: %s; trying again", name.c_str(),
                 r.status().message().c_str());
             Wake(name, Now() + kRetryMs);
+            Settled(e);
             return;
           }
           if (r->applied) {

@@ -161,6 +161,7 @@ class SchedulerTest : public ::testing::Test {
 TEST_F(SchedulerTest, TheNextFiringIsInTheQueueAheadWithItsIdAndRunAt) {
   auto put = Put(Every10s());
   ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->next_fire_at_ms, kT0 + 10'000) << "answered once planned";
   ASSERT_TRUE(WaitNext("tick", kT0 + 10'000));
   auto job = Job(Id("tick", kT0 + 10'000));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -289,6 +290,7 @@ TEST_F(SchedulerTest, PauseWithdrawsTheFiringAheadAndResumeCatchesUp) {
   ASSERT_TRUE(WaitNext("tick", kT0 + 10'000));
   auto p = SetPaused("tick", true);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->next_fire_at_ms, 0) << "answered once the firing ahead is withdrawn";
   ASSERT_TRUE(WaitSchedule("tick", [](const Schedule& s) { return s.paused_at_ms != 0; }));
   EXPECT_FALSE(Exists(Id("tick", kT0 + 10'000)));
   EXPECT_EQ(GetSchedule("tick")->next_fire_at_ms, 0);
