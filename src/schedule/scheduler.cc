@@ -358,7 +358,8 @@ class Scheduler::Impl {
       const std::string name = r->name;
       Learn(*r);
       auto it = entries_.find(name);
-      if (it == entries_.end() || !it->second.busy) return done(std::move(r));
+      if (it == entries_.end()) return done(std::move(r));
+      if (!it->second.busy) return done(it->second.s);  // planned inside the call
       it->second.waiters.push_back(
           [done = std::move(done)](const Schedule& planned) { done(planned); });
     }));
