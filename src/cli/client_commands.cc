@@ -36,6 +36,8 @@
 #include "CLI/CLI.hpp"
 #include "cli/failure.h"
 #include "cli/option_checks.h"
+#include "cli/reply_fields.h"
+#include "cli/schedule_command.h"
 #include "cli/work_command.h"
 #include "client/server_set.h"
 #include "client/wire_codec.h"
@@ -72,7 +74,8 @@ constexpr char kExitCodesHelp[] =
     "     (CODE: NOTFOUND, EXISTS, STALE, NOTRESERVED, INVALID, TOOLARGE, NOAUTH, ...)\n"
     "  2  usage error: bad arguments or --server address\n"
     "  3  nothing there: reserve got no job; get or peek found none; subscriptions\n"
-    "     NAME found no instance; unsubscribe removed nothing\n"
+    "     NAME found no instance; unsubscribe removed nothing; schedule get or\n"
+    "     delete found no such schedule\n"
     "  4  no server could serve it: cannot connect, no reply in time, connection lost,\n"
     "     the server answered UNAVAILABLE, or ended a reserve's wait as it shut down";
 
@@ -163,8 +166,6 @@ struct CommandDef {
 
 // --- output ------------------------------------------------------------------
 
-void Out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
-
 // "delayq <command>: s", for what a command finds wrong itself.
 void ErrOf(std::string_view command, std::string_view s) {
   std::string line = "delayq ";
@@ -178,23 +179,6 @@ void ErrOf(std::string_view command, std::string_view s) {
 void OutJson(const JsonWriter& w) {
   Out(w.str());
   Out("\n");
-}
-
-using Pairs = std::vector<std::pair<std::string, std::string>>;
-
-// key: value lines, the values aligned.
-void PrintFields(const Pairs& fields) {
-  size_t width = 0;
-  for (const auto& [k, v] : fields) width = std::max(width, k.size());
-  std::string out;
-  for (const auto& [k, v] : fields) {
-    out += k;
-    out += ':';
-    if (!v.empty()) out.append(width - k.size() + 1, ' ');
-    out += EscapeForTerminal(v);
-    out += '\n';
-  }
-  Out(out);
 }
 
 // --- jobs and field lists --------------------------------------------------------
@@ -246,43 +230,6 @@ void PrintJobHuman(const Delivery& d) {
 // as body_base64.
 void WriteJobJson(JsonWriter* w, const Delivery& d) {
   wire::WriteJson(*w, d, wire::kDeliveryFields);
-}
-
-// The server's STATS answers a flat array of field/value pairs.
-std::optional<Pairs> ParseFields(const Reply& r) {
-  if (r.type() != Reply::Type::kArray || r.elements().size() % 2 != 0) return std::nullopt;
-  Pairs fields;
-  for (size_t i = 0; i < r.elements().size(); i += 2) {
-    const Reply& k = r.elements()[i];
-    const Reply& v = r.elements()[i + 1];
-    if (k.type() != Reply::Type::kString) return std::nullopt;
-    if (v.type() == Reply::Type::kString) {
-      fields.emplace_back(k.str(), v.str());
-    } else if (v.type() == Reply::Type::kInteger) {
-      fields.emplace_back(k.str(), std::to_string(v.integer()));
-    } else if (v.type() == Reply::Type::kArray) {  // a text list (a subscription's topics)
-      std::vector<std::string> items;
-      for (const Reply& e : v.elements()) {
-        if (e.type() != Reply::Type::kString) return std::nullopt;
-        items.push_back(e.str());
-      }
-      fields.emplace_back(k.str(), wire::JoinList(items));
-    } else {
-      return std::nullopt;
-    }
-  }
-  return fields;
-}
-
-std::optional<int64_t> AsInteger(const std::string& s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  size_t start = s[0] == '-' ? 1 : 0;
-  if (start == s.size()) return std::nullopt;
-  if (s.size() - start > 1 && s[start] == '0') return std::nullopt;  // keep "007" a string
-  for (size_t i = start; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return std::nullopt;
-  }
-  return std::stoll(s);
 }
 
 void PrintFieldsJson(const Pairs& fields) {
@@ -961,47 +908,6 @@ wire::Kind SubscriptionKind(std::string_view key) {
   return wire::KindOf(key, wire::kPushFigureFields<PushFigures>).value_or(wire::Kind::kText);
 }
 
-// One instance's RESP pairs as the JSON object HTTP answers: each value as
-// its row's kind says (a list as an array, numbers as numbers, a flag as
-// true or false). False when the reply is not pairs.
-bool WriteInstanceJson(JsonWriter& w, const Reply& pairs) {
-  if (pairs.type() != Reply::Type::kArray || pairs.elements().size() % 2 != 0) return false;
-  w.BeginObject();
-  for (size_t i = 0; i < pairs.elements().size(); i += 2) {
-    const std::string& key = pairs.elements()[i].str();
-    const Reply& v = pairs.elements()[i + 1];
-    if (v.type() == Reply::Type::kArray) {
-      w.Key(key);
-      w.BeginArray();
-      for (const Reply& e : v.elements()) w.String(e.str());
-      w.EndArray();
-      continue;
-    }
-    const std::string text =
-        v.type() == Reply::Type::kInteger ? std::to_string(v.integer()) : v.str();
-    const wire::Kind kind = SubscriptionKind(key);
-    std::optional<int64_t> n = AsInteger(text);
-    double d = 0;
-    auto parsed = std::from_chars(text.data(), text.data() + text.size(), d);
-    const bool is_double =
-        !text.empty() && parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
-    if ((kind == wire::Kind::kUint || kind == wire::Kind::kInt) && n) {
-      w.Key(key);
-      w.Int(*n);
-    } else if (kind == wire::Kind::kBool && n) {
-      w.Key(key);
-      w.Bool(*n != 0);
-    } else if (kind == wire::Kind::kDouble && is_double) {
-      w.Key(key);
-      w.Raw(wire::FormatDouble(d));
-    } else {
-      w.TextField(key, text);
-    }
-  }
-  w.EndObject();
-  return true;
-}
-
 // SUBSCRIPTION SET name url topics [options]: only the options given; the
 // server gives the rest their defaults.
 redis::Argv SubscribeCommand(const CLI::App& sub, const Invocation& inv) {
@@ -1040,7 +946,7 @@ int RunSubscribe(const Session& s, const Invocation& inv) {
     return kExitOk;
   }
   JsonWriter w;
-  WriteInstanceJson(w, *r);
+  WritePairsJson(w, *r, SubscriptionKind);
   OutJson(w);
   return kExitOk;
 }
@@ -1117,7 +1023,7 @@ int RunSubscriptions(const Session& s, const Invocation& inv) {
     w.Key("instances");
     w.BeginArray();
     for (; i < instances.size() && name_of(instances[i]) == name; ++i) {
-      WriteInstanceJson(w, r->elements()[i]);
+      WritePairsJson(w, r->elements()[i], SubscriptionKind);
     }
     w.EndArray();
     if (inv.name.empty()) w.EndObject();
@@ -1230,6 +1136,7 @@ class ClientCommandsImpl final : public ClientCommands {
       subs_.emplace_back(&cmd, sub);
     }
     work_ = AddWorkCommand(app, kExitCodesHelp);
+    schedule_ = AddScheduleCommand(app, kExitCodesHelp);
     // Composes with a footer main() may have set, rather than replacing it.
     app->footer([] { return std::string(kExitCodesHelp); });
   }
@@ -1248,12 +1155,21 @@ class ClientCommandsImpl final : public ClientCommands {
       options.request_timeout_ms = kWorkRequestTimeoutMs;
       return work_->Run(options);
     }
+    if (schedule_->Parsed()) {
+      ReadEnvironment(&inv_);
+      if (Status s = CheckServers(inv_.server); !s.ok()) {
+        ErrOf("schedule", s.message());
+        return kExitUsage;
+      }
+      return schedule_->Run(RemoteOptions(inv_), inv_.json);
+    }
     return kExitUsage;
   }
 
   bool Parsed() const override {
-    return work_->Parsed() || std::any_of(subs_.begin(), subs_.end(),
-                                          [](const auto& s) { return s.second->parsed(); });
+    return work_->Parsed() || schedule_->Parsed() ||
+           std::any_of(subs_.begin(), subs_.end(),
+                       [](const auto& s) { return s.second->parsed(); });
   }
 
   std::string OptionGiven() const override {
@@ -1267,6 +1183,7 @@ class ClientCommandsImpl final : public ClientCommands {
   Invocation inv_;  // bound to the options of every subcommand
   std::vector<std::pair<const CommandDef*, CLI::App*>> subs_;
   std::unique_ptr<WorkCommand> work_;
+  std::unique_ptr<ScheduleCommand> schedule_;
 };
 
 }  // namespace

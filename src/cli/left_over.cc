@@ -131,6 +131,28 @@ std::optional<std::string> DescribeChoice(const CLI::App& app, const CLI::App& s
   return Shown(app, sub, m[1]) + " takes " + list + ", not '" + std::string(m[2]) + "'";
 }
 
+// The deepest subcommand chosen (`schedule set` is two deep), or nullptr,
+// and how messages name it: "delayq schedule set".
+const CLI::App* Chosen(const CLI::App& app, std::string* who) {
+  const CLI::App* sub = nullptr;
+  *who = "delayq";
+  for (const CLI::App* at = &app;;) {
+    std::vector<CLI::App*> chosen = at->get_subcommands();
+    if (chosen.empty()) return sub;
+    sub = at = chosen.front();
+    *who += " " + sub->get_name();
+  }
+}
+
+// The names of the subcommands `app` has.
+std::vector<std::string> CommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(c->get_name());
+  }
+  return names;
+}
+
 }  // namespace
 
 std::string DescribeLeftOver(const CLI::App& app, const CLI::ParseError& error) {
@@ -141,9 +163,8 @@ std::string DescribeLeftOver(const CLI::App& app, const CLI::ParseError& error) 
   while (word != left.end() && *word == "--") ++word;  // a separator, not a word
   if (word == left.end()) return {};
 
-  std::vector<CLI::App*> chosen = app.get_subcommands();
-  const CLI::App* sub = chosen.empty() ? nullptr : chosen.front();
-  std::string who = sub == nullptr ? "delayq" : "delayq " + sub->get_name();
+  std::string who;
+  const CLI::App* sub = Chosen(app, &who);
 
   if (word->size() > 1 && (*word)[0] == '-') {
     std::string name = word->substr(0, word->find('='));  // --opt=value
@@ -154,14 +175,14 @@ std::string DescribeLeftOver(const CLI::App& app, const CLI::ParseError& error) 
     return who + ": unknown option '" + name + "'" +
            (hint.empty() ? " ('" + who + " --help' lists the options)" : hint);
   }
-  if (sub == nullptr) {
-    std::vector<std::string> commands;
-    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
-      commands.push_back(c->get_name());
-    }
+  // No command, or one that is only its subcommands (`schedule`), and a
+  // word that is none of them.
+  const CLI::App& parent = sub == nullptr ? app : *sub;
+  if (std::vector<std::string> commands = CommandNames(parent);
+      sub == nullptr || !commands.empty()) {
     std::string hint = DidYouMean(*word, commands);
-    return "delayq: unknown command '" + *word + "'" +
-           (hint.empty() ? " ('delayq --help' lists the commands)" : hint);
+    return who + ": unknown command '" + *word + "'" +
+           (hint.empty() ? " ('" + who + " --help' lists the commands)" : hint);
   }
   // A word too many may only be the echo of another mistake (the value of
   // `--data-dir --store memory` is "--store", leaving "memory"): unless it
@@ -172,10 +193,10 @@ std::string DescribeLeftOver(const CLI::App& app, const CLI::ParseError& error) 
 
 std::string DescribeParseError(const CLI::App& app, const CLI::ParseError& error) {
   if (std::string left = DescribeLeftOver(app, error); !left.empty()) return left;
-  std::vector<CLI::App*> chosen = app.get_subcommands();
-  if (chosen.empty()) return {};
-  const CLI::App& sub = *chosen.front();
-  const std::string who = "delayq " + sub.get_name();
+  std::string who;
+  const CLI::App* chosen = Chosen(app, &who);
+  if (chosen == nullptr) return {};
+  const CLI::App& sub = *chosen;
   const std::string help = "see " + who + " --help";
   const std::string message = error.what();
   std::smatch m;
@@ -185,6 +206,12 @@ std::string DescribeParseError(const CLI::App& app, const CLI::ParseError& error
     if (std::regex_match(message, m, kRequired)) {
       return who + ": " + Shown(app, sub, m[1]) + " is required (" + UsageOf(sub, who) + "; " +
              help + ")";
+    }
+    // A command that is only its subcommands (`delayq schedule`) alone.
+    if (std::vector<std::string> commands = CommandNames(sub); !commands.empty()) {
+      std::string list;
+      for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
+      return who + ": a subcommand is required: " + list + " (" + help + ")";
     }
   }
   if (dynamic_cast<const CLI::ValidationError*>(&error) != nullptr) {

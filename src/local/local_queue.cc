@@ -71,7 +71,8 @@ class LocalQueue::LogJournal final : public engine::Journal {
 
 Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
-    store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions) {
+    store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions,
+    Schedules* schedules) {
   store::LogOptions lo;
   lo.dir = options.data_dir;
   lo.fsync = options.fsync;
@@ -117,6 +118,13 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
         }
         break;
       }
+      case store::RecordType::kSchedule:
+        if (rec.unschedule) {
+          schedules->erase(rec.schedule->name);
+        } else {
+          (*schedules)[rec.schedule->name] = ScheduleEntry{*rec.schedule, rec.segment};
+        }
+        break;
     }
     return Status::Ok();
   };
@@ -144,9 +152,11 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   store::RecoveryReport report;
   uint64_t live = 0;
   Subscriptions subscriptions;
+  Schedules schedules;
   auto started = std::chrono::steady_clock::now();
   if (options.store == StoreKind::kEmbedded) {
-    auto opened = OpenLog(options, std::move(fs), **engine, &report, &live, &subscriptions);
+    auto opened =
+        OpenLog(options, std::move(fs), **engine, &report, &live, &subscriptions, &schedules);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
   }
@@ -167,6 +177,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   q->recovery_seconds_ = seconds;
   q->live_bytes_.store(live);
   q->log_segment_bytes_ = options.segment_bytes;
+  q->limits_ = options.limits;
   {
     std::lock_guard<std::mutex> lock(q->mu_);
     q->subscriptions_ = std::move(subscriptions);
@@ -174,12 +185,14 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
       // Replay could not tell the log which records are the latest.
       for (const auto& [key, e] : q->subscriptions_) q->CountSubscription(e, +1);
     }
+    q->schedules_ = std::move(schedules);
+    for (const auto& [name, e] : q->schedules_) q->CountSchedule(e, +1);
     // Those that lapsed while delayq was down, or before it stopped.
     q->ForgetLapsed(q->clock_->NowMs());
   }
   // Started once the fields above are set: its first turn may compact, and
   // compaction read with them unset (no segment size, no live bytes, no
-  // subscriptions counted) would copy or delete what it must not.
+  // subscriptions or schedules counted) would copy or delete what it must not.
   if (!caller_loop) q->runner_ = std::thread([p = q.get()] { p->RunLoop(); });
   return q;
 }
@@ -377,7 +390,10 @@ bool LocalQueue::ShouldCompact() const {
   // must still know them (deleting it waits at most one window).
   if (log_->DedupUntil(oldest) > clock_->NowMs()) return false;
   // Nothing live in it: deleting it costs no reading.
-  if (log_->LivePuts(oldest) <= 0 && log_->LiveSubscriptions(oldest) <= 0) return true;
+  if (log_->LivePuts(oldest) <= 0 && log_->LiveSubscriptions(oldest) <= 0 &&
+      log_->LiveSchedules(oldest) <= 0) {
+    return true;
+  }
   // Dead bytes beyond both the live ones and two segments: then copying the
   // live jobs of the oldest segment forward costs at most what it frees.
   uint64_t live = live_bytes_.load(std::memory_order_relaxed);
@@ -399,8 +415,8 @@ bool LocalQueue::CompactStep() {
     c.segment = log_->OldestClosed();
     compaction_idle_.store(false, std::memory_order_relaxed);
     if (log_->LivePuts(c.segment) <= 0) {
-      // No job needs it; only its pauses and subscriptions may, and those
-      // are written anew.
+      // No job needs it; only its pauses, subscriptions and schedules may,
+      // and those are written anew.
       if (log_->HasPauses(c.segment)) {
         for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
       }
@@ -408,10 +424,11 @@ bool LocalQueue::CompactStep() {
       c.remove_after = log_->end();
     }
   }
-  if (!c.subscriptions_kept) {
-    // Without room the step waits, as a chunk's does.
-    if (!KeepSubscriptions(c.segment)) return false;
-    c.subscriptions_kept = true;
+  if (!c.records_kept) {
+    // Without room the step waits, as a chunk's does (a second try copies
+    // only what the first did not: a copy moves the record's segment).
+    if (!KeepSubscriptions(c.segment) || !KeepSchedules(c.segment)) return false;
+    c.records_kept = true;
     if (c.scanned) c.remove_after = log_->end();
   }
   if (!c.scanned) {
@@ -797,6 +814,212 @@ void LocalQueue::SubscriptionsAsync(std::string_view name, SubscriptionsCallback
     }
     return out;
   }));
+}
+
+// --- schedules -----------------------------------------------------------------
+
+namespace {
+
+Status ScheduleNotFound(std::string_view name) {
+  return NotFound("schedule \"" + std::string(name) + "\" not found");
+}
+
+// The fields a put gives (include/delayq/schedule.h, "The definition").
+void CopyDefinition(const Schedule& from, Schedule* to) {
+  to->name = from.name;
+  to->cron = from.cron;
+  to->timezone = from.timezone;
+  to->topic = from.topic;
+  to->body = from.body;
+  to->ttr_ms = from.ttr_ms;
+  to->priority = from.priority;
+  to->max_attempts = from.max_attempts;
+  to->catchup = from.catchup;
+  to->catchup_window_ms = from.catchup_window_ms;
+  to->overlap = from.overlap;
+  to->paused = from.paused;
+  to->pause_on_failure = from.pause_on_failure;
+}
+
+// The fields a firing writes ("Firing state"; `paused` only to set it).
+void CopyFiringState(const Schedule& from, Schedule* to) {
+  to->next_fire_at_ms = from.next_fire_at_ms;
+  to->planned_version = from.planned_version;
+  to->last_fire_at_ms = from.last_fire_at_ms;
+  to->first_fire_at_ms = from.first_fire_at_ms;
+  to->gaps = from.gaps;
+  to->buffered_fire_at_ms = from.buffered_fire_at_ms;
+  to->paused_at_ms = from.paused_at_ms;
+  to->pause_reason = from.pause_reason;
+  to->firings = from.firings;
+  to->skipped = from.skipped;
+  if (from.paused) to->paused = true;
+}
+
+}  // namespace
+
+void LocalQueue::CountSchedule(const ScheduleEntry& e, int64_t n) {
+  if (log_ == nullptr) return;
+  log_->SchedulesMoved(e.segment, n);
+  uint64_t bytes = store::ScheduleBytes(e.s) * static_cast<uint64_t>(n < 0 ? -n : n);
+  if (n > 0) {
+    live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  } else {
+    live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+}
+
+void LocalQueue::LogSchedule(ScheduleEntry& e, bool rewrite) {
+  if (log_ == nullptr) return;
+  e.segment = log_->AppendSchedule(e.s, rewrite);  // counted there in the log
+  live_bytes_.fetch_add(store::ScheduleBytes(e.s), std::memory_order_relaxed);
+}
+
+bool LocalQueue::KeepSchedules(uint64_t segment) {
+  if (log_->LiveSchedules(segment) <= 0) return true;
+  uint64_t bytes = 0;
+  for (const auto& [name, e] : schedules_) {
+    if (e.segment == segment) bytes += store::ScheduleBound(e.s);
+  }
+  if (!log_->Room(bytes, Need::kUpkeep).ok()) return false;
+  for (auto& [name, e] : schedules_) {
+    if (e.segment != segment) continue;
+    CountSchedule(e, -1);
+    LogSchedule(e, /*rewrite=*/true);
+  }
+  return true;
+}
+
+Status LocalQueue::ScheduleRoom(uint64_t bytes, Need need) {
+  if (log_ == nullptr) return Status::Ok();
+  Status s = log_->Room(bytes, need);
+  if (!s.ok()) refused_changes_.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+void LocalQueue::PutScheduleAsync(const Schedule& s, ScheduleCallback done) {
+  if (Status st = ValidateScheduleDefinition(s); !st.ok()) return done(st);
+  // A new schedule adds data; a change to one keeps it going (as a
+  // subscription's renewal), so on a full disk it may use the room kept
+  // back. Read apart from the change: one record either way.
+  Need need = Need::kGrow;
+  if (log_ && WithEngine([&](engine::Engine&) { return schedules_.contains(s.name); })) {
+    need = Need::kUpkeep;
+  }
+  auto put = [&](engine::Engine&) -> Result<Schedule> {
+    int64_t now = clock_->NowMs();
+    auto it = schedules_.find(s.name);
+    Schedule stored;
+    if (it == schedules_.end()) {
+      stored.version = 1;
+      stored.revision = 1;
+      stored.created_ms = now;
+    } else {
+      stored = it->second.s;  // keeps the firing state and created_ms
+      ++stored.version;
+      ++stored.revision;
+    }
+    CopyDefinition(s, &stored);
+    stored.updated_ms = now;
+    if (!s.paused) stored.pause_reason.clear();
+    // The firing state kept may make the record longer than the caller's.
+    if (Status st = ScheduleRoom(store::ScheduleBound(stored), need); !st.ok()) return st;
+    if (it == schedules_.end()) {
+      it = schedules_.try_emplace(s.name).first;
+    } else {
+      CountSchedule(it->second, -1);  // its record is superseded
+    }
+    it->second.s = std::move(stored);
+    LogSchedule(it->second);
+    return it->second.s;
+  };
+  done(Change(store::ScheduleBound(s), need, put));
+}
+
+void LocalQueue::DeleteScheduleAsync(std::string_view name, ScheduleCallback done) {
+  if (Status st = ValidateScheduleName(name); !st.ok()) return done(st);
+  auto remove = [&](engine::Engine&) -> Result<Schedule> {
+    auto it = schedules_.find(name);
+    if (it == schedules_.end()) return ScheduleNotFound(name);
+    CountSchedule(it->second, -1);
+    Schedule old = std::move(it->second.s);
+    schedules_.erase(it);
+    if (log_) log_->AppendUnschedule(name);
+    return old;
+  };
+  done(Change(store::UnscheduleBound(name.size()), Need::kUpkeep, remove));
+}
+
+void LocalQueue::SchedulesAsync(std::string_view name, SchedulesCallback done) {
+  if (!name.empty()) {
+    if (Status st = ValidateScheduleName(name); !st.ok()) return done(st);
+  }
+  done(WithEngine([&](engine::Engine&) -> Result<std::vector<Schedule>> {
+    std::vector<Schedule> out;
+    if (name.empty()) {
+      out.reserve(schedules_.size());
+      for (const auto& [key, e] : schedules_) out.push_back(e.s);
+      return out;
+    }
+    auto it = schedules_.find(name);
+    if (it == schedules_.end()) return ScheduleNotFound(name);
+    out.push_back(it->second.s);
+    return out;
+  }));
+}
+
+void LocalQueue::FireScheduleAsync(const ScheduleFiring& f, ScheduleFiredCallback done) {
+  if (Status st = ValidateScheduleName(f.name); !st.ok()) return done(st);
+  // Checked before anything changes: a firing is made whole or not at all.
+  uint64_t bytes = 0;
+  for (const JobSpec& job : f.jobs) {
+    if (job.id.empty()) {
+      return done(InvalidArgument("jobs: a firing's job needs an id (\"<schedule>@<ms>\")"));
+    }
+    if (Status st = ValidateJobSpec(job, limits_); !st.ok()) return done(st);
+    bytes += store::PutBound(job.id.size(), job.topic.size(), 0, job.body.size());
+  }
+  bytes += f.withdraw.size() * kUpdateBytes;
+  // Jobs add data; a firing without any (a skip, a pause) keeps a schedule going.
+  Need need = f.jobs.empty() ? Need::kUpkeep : Need::kGrow;
+  auto fire = [&](engine::Engine& e) -> Result<ScheduleFired> {
+    auto it = schedules_.find(f.name);
+    if (it == schedules_.end()) return ScheduleNotFound(f.name);
+    ScheduleEntry& entry = it->second;
+    ScheduleFired out;
+    if (entry.s.revision != f.revision) {
+      out.schedule = entry.s;
+      return out;
+    }
+    Schedule next = entry.s;
+    CopyFiringState(f.state, &next);
+    ++next.revision;
+    if (Status st = ScheduleRoom(bytes + store::ScheduleBound(next), need); !st.ok()) return st;
+    for (const JobSpec& job : f.jobs) {
+      // The id is the deduplication: a job already there, in any state, is
+      // left as it is (never replaced, never remembered by a key).
+      JobSpec add = job;
+      add.replace = false;
+      add.idempotency_key.clear();
+      Result<AddResult> r = e.Add(add);
+      if (r.ok()) {
+        ++out.added;
+      } else if (r.status().code() != Code::kExists) {
+        return r.status();
+      }
+    }
+    for (const std::string& id : f.withdraw) {
+      Result<JobInfo> job = e.Get(id);
+      if (job.ok() && job->state == JobState::kDelayed) (void)e.Delete(id);
+    }
+    CountSchedule(entry, -1);
+    entry.s = std::move(next);
+    LogSchedule(entry);
+    out.applied = true;
+    out.schedule = entry.s;
+    return out;
+  };
+  done(Change(bytes, need, fire));
 }
 
 }  // namespace delayq

@@ -2,8 +2,8 @@
 // any number of threads: store "memory", and store "embedded", which adds a
 // durable log (store::Log) that the engine tells every change (Journal).
 //
-// Embedded: Open replays the log into the engine (and the subscriptions into
-// their map). A change is refused with
+// Embedded: Open replays the log into the engine (and the subscriptions and
+// schedules into their maps). A change is refused with
 // the log's error while the log cannot write (nothing changes then). After a
 // change, a call returns once the log has released it under the fsync policy
 // (with caller_loop, the caller holds its reply instead: QueueDriver::Mark).
@@ -12,8 +12,8 @@
 // segment), the oldest closed segment is read, every job whose add it holds
 // and which is still live is written again at the head, and once that is
 // synced the segment is deleted. A step reads 256 KiB, so it never holds the
-// engine for more than a few milliseconds. Subscriptions need no reading:
-// each instance knows the segment of its latest record, and those of the
+// engine for more than a few milliseconds. Subscriptions and schedules need
+// no reading: each knows the segment of its latest record, and those of the
 // segment being compacted are appended again first.
 //
 // One mutex guards the engine; each call holds it for the engine operation
@@ -89,6 +89,19 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   void DeleteSubscriptionAsync(std::string_view name, std::string_view url,
                                CountCallback done) override;
   void SubscriptionsAsync(std::string_view name, SubscriptionsCallback done) override;
+  // Schedules, kept like subscriptions: a map by name beside the engine,
+  // under the same mutex, SCHEDULE records in the log. A firing is one turn
+  // under the mutex: its jobs' records and the schedule's go out in the same
+  // write (and fdatasync); a firing cut short by a crash may leave jobs
+  // without the schedule's change, which the next firing's ids dedup.
+  // Before anything changes, a firing's jobs are checked (each needs an id:
+  // kInvalidArgument otherwise) and its room asked for; an add that fails
+  // for want of memory leaves the jobs added before it and the schedule as
+  // it was.
+  void PutScheduleAsync(const Schedule& s, ScheduleCallback done) override;
+  void DeleteScheduleAsync(std::string_view name, ScheduleCallback done) override;
+  void SchedulesAsync(std::string_view name, SchedulesCallback done) override;
+  void FireScheduleAsync(const ScheduleFiring& f, ScheduleFiredCallback done) override;
   QueueDriver* driver() override { return runner_.joinable() ? nullptr : this; }
   // Embedded: the log's figures (log_writes, log_syncs, ...) and health.
   StoreFigures Figures() override;
@@ -121,6 +134,11 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     uint64_t segment = 0;  // embedded: the log segment holding its latest record
   };
   using Subscriptions = std::map<SubscriptionKey, SubscriptionEntry>;
+  struct ScheduleEntry {
+    Schedule s;
+    uint64_t segment = 0;  // embedded: the log segment holding its latest record
+  };
+  using Schedules = std::map<std::string, ScheduleEntry, std::less<>>;
 
   // QueueDriver (caller_loop only).
   std::vector<int> PollFds() const override;
@@ -141,7 +159,8 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
              std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd, bool caller_loop);
   static Result<std::unique_ptr<store::Log>> OpenLog(
       const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
-      store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions);
+      store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions,
+      Schedules* schedules);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
@@ -194,6 +213,15 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   // Compaction: appends again every live instance whose latest record is in
   // `segment`. False, having appended nothing, if the log has no room now.
   bool KeepSubscriptions(uint64_t segment);
+  // Schedules by name; the helpers below REQUIRE mu_ and mirror the
+  // subscriptions' ones.
+  Schedules schedules_;
+  void CountSchedule(const ScheduleEntry& e, int64_t n);
+  void LogSchedule(ScheduleEntry& e, bool rewrite = false);
+  bool KeepSchedules(uint64_t segment);
+  // Embedded: room for a change's records, asked again under the mutex once
+  // the stored schedule (and so its record's size) is known.
+  Status ScheduleRoom(uint64_t bytes, store::Log::Need need);
 
   // Embedded only. The journal is the engine's; the log outlives it.
   std::unique_ptr<store::Log> log_;
@@ -203,6 +231,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   store::RecoveryReport recovery_;
   double recovery_seconds_ = 0;
   const bool caller_loop_;
+  Limits limits_;  // a firing's jobs are checked against them before any is added
   uint64_t log_segment_bytes_ = 0;
   std::atomic<bool> compaction_idle_{true};
   struct Compaction {
@@ -210,10 +239,10 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     uint64_t offset = 0;   // of its records read so far
     std::string carry;     // a record cut by the end of a read
     bool scanned = false;
-    uint64_t remove_after = 0;        // log position to be synced before it goes
-    bool stuck = false;               // a segment could not be read: no more tries
-    bool subscriptions_kept = false;  // its instances were appended again
-  } compaction_;                      // GUARDED_BY(mu_)
+    uint64_t remove_after = 0;  // log position to be synced before it goes
+    bool stuck = false;         // a segment could not be read: no more tries
+    bool records_kept = false;  // its subscriptions and schedules were appended again
+  } compaction_;                // GUARDED_BY(mu_)
 
   std::thread runner_;  // started last (by Open), joined first; none with caller_loop
 };

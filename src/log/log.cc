@@ -375,6 +375,7 @@ void Log::Count(const Record& rec, uint64_t number) {
           std::max(accounts_.back().dedup_until_ms, rec.dedup.expires_ms);
       break;
     case RecordType::kSubscription:  // counted by the owner (SubscriptionsMoved)
+    case RecordType::kSchedule:      // likewise (SchedulesMoved)
     case RecordType::kUpdate:
       break;
   }
@@ -609,7 +610,10 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
   {
     std::lock_guard<SpinLock> lock(buf_mu_);
     const Account& head = accounts_.back();
-    if (!buf_.empty() || head.live_puts > 0 || head.live_subscriptions > 0) return false;
+    if (!buf_.empty() || head.live_puts > 0 || head.live_subscriptions > 0 ||
+        head.live_schedules > 0) {
+      return false;
+    }
     {
       std::lock_guard<std::mutex> seg(seg_mu_);
       roll = segments_.back().bytes >= min_bytes;
@@ -635,6 +639,12 @@ int64_t Log::LiveSubscriptions(uint64_t number) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   Account* a = AccountOf(number);
   return a == nullptr ? 0 : a->live_subscriptions;
+}
+
+int64_t Log::LiveSchedules(uint64_t number) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  Account* a = AccountOf(number);
+  return a == nullptr ? 0 : a->live_schedules;
 }
 
 bool Log::HasPauses(uint64_t number) {
@@ -769,6 +779,30 @@ void Log::AppendUnsubscribe(std::string_view name, std::string_view url) {
 void Log::SubscriptionsMoved(uint64_t number, int64_t n) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   if (Account* a = AccountOf(number); a != nullptr) a->live_subscriptions += n;
+}
+
+uint64_t Log::AppendSchedule(const Schedule& s, bool rewrite) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  size_t before = buf_.size();
+  Account& a = accounts_.back();
+  EncodeSchedule(s, a.number, &buf_);
+  ++a.live_schedules;
+  size_t bytes = buf_.size() - before;
+  if (rewrite) rewritten_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  end_.fetch_add(bytes, std::memory_order_release);
+  return a.number;
+}
+
+void Log::AppendUnschedule(std::string_view name) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  size_t before = buf_.size();
+  EncodeUnschedule(name, accounts_.back().number, &buf_);
+  end_.fetch_add(buf_.size() - before, std::memory_order_release);
+}
+
+void Log::SchedulesMoved(uint64_t number, int64_t n) {
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  if (Account* a = AccountOf(number); a != nullptr) a->live_schedules += n;
 }
 
 Status Log::WriteOut() {

@@ -191,6 +191,11 @@ class Log {
   // in segment `number`: an instance put again, removed or lapsed is one
   // fewer in the segment of its former record; recovery counts them all.
   void SubscriptionsMoved(uint64_t number, int64_t n);
+  // A schedule as stored, and its removal: counted like subscriptions (the
+  // owner knows which record of a schedule is its latest).
+  uint64_t AppendSchedule(const Schedule& s, bool rewrite = false);
+  void AppendUnschedule(std::string_view name);
+  void SchedulesMoved(uint64_t number, int64_t n);
   // Every later segment header says no seq above this was issued before it.
   void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   // The highest job seq the log has seen (replay included).
@@ -264,13 +269,15 @@ class Log {
   // Live subscription instances whose latest record is in the segment (as
   // the owner counted them: AppendSubscription, SubscriptionsMoved).
   int64_t LiveSubscriptions(uint64_t number);
+  // Likewise, schedules (AppendSchedule, SchedulesMoved).
+  int64_t LiveSchedules(uint64_t number);
   bool HasPauses(uint64_t number);
   // The latest wall-clock expiry of the remembered adds (kDedup records) in
   // the segment, 0 for none: compaction keeps the segment until then, so a
   // restart within an add's dedup window still remembers it.
   int64_t DedupUntil(uint64_t number);
   // When nothing was written for half a second and no live job's PUT (nor
-  // live subscription) is in the segment being written, and it holds at
+  // live subscription or schedule) is in the segment being written, and it holds at
   // least `min_bytes`: closes it, so
   // that compaction can delete it (an idle log shrinks to its live set).
   // Returns whether it did.
@@ -298,6 +305,7 @@ class Log {
     bool has_pauses = false;
     int64_t dedup_until_ms = 0;      // DedupUntil
     int64_t live_subscriptions = 0;  // LiveSubscriptions
+    int64_t live_schedules = 0;      // LiveSchedules
   };
 
   explicit Log(const LogOptions& options);

@@ -378,6 +378,69 @@ void EncodeUnsubscribe(std::string_view name, std::string_view url, uint64_t seg
   w.Finish();
 }
 
+// flags (1: a removal; 2: paused; 4: pause_on_failure) · name, and for a
+// put: cron · timezone · topic · body · ttr_ms · priority · max_attempts ·
+// catchup u8 · overlap u8 · catchup_window_ms · revision · version ·
+// created_ms · updated_ms - created_ms · next_fire_at_ms · planned_version ·
+// last_fire_at_ms · first_fire_at_ms · gap count · gaps (from, to - from) ·
+// buffered_fire_at_ms · paused_at_ms · pause_reason · firings · skipped.
+namespace {
+constexpr uint8_t kFlagUnschedule = 1;
+constexpr uint8_t kFlagPaused = 2;
+constexpr uint8_t kFlagPauseOnFailure = 4;
+constexpr size_t kScheduleNumbers = 17;  // varints besides the gaps and the strings
+}  // namespace
+
+size_t ScheduleBound(const Schedule& s) {
+  return kRecordHeaderBytes + 3 + kScheduleNumbers * RecordWriter::kVarint +
+         2 * RecordWriter::kVarint * s.gaps.size() + RecordWriter::StringMax(s.name) +
+         RecordWriter::StringMax(s.cron) + RecordWriter::StringMax(s.timezone) +
+         RecordWriter::StringMax(s.topic) + RecordWriter::StringMax(s.body) +
+         RecordWriter::StringMax(s.pause_reason);
+}
+
+void EncodeSchedule(const Schedule& s, uint64_t segment, std::string* out) {
+  RecordWriter w(RecordType::kSchedule, ScheduleBound(s) - kRecordHeaderBytes, segment, out);
+  w.Byte((s.paused ? kFlagPaused : 0) | (s.pause_on_failure ? kFlagPauseOnFailure : 0));
+  w.String(s.name);
+  w.String(s.cron);
+  w.String(s.timezone);
+  w.String(s.topic);
+  w.String(s.body);
+  w.Varint(s.ttr_ms);
+  w.Varint(s.priority);
+  w.Varint(s.max_attempts);
+  w.Byte(static_cast<uint8_t>(s.catchup));
+  w.Byte(static_cast<uint8_t>(s.overlap));
+  w.Signed(s.catchup_window_ms);
+  w.Varint(s.revision);
+  w.Varint(s.version);
+  w.Signed(s.created_ms);
+  w.Signed(s.updated_ms - s.created_ms);
+  w.Signed(s.next_fire_at_ms);
+  w.Varint(s.planned_version);
+  w.Signed(s.last_fire_at_ms);
+  w.Signed(s.first_fire_at_ms);
+  w.Varint(s.gaps.size());
+  for (const auto& [from, to] : s.gaps) {
+    w.Signed(from);
+    w.Signed(to - from);
+  }
+  w.Signed(s.buffered_fire_at_ms);
+  w.Signed(s.paused_at_ms);
+  w.String(s.pause_reason);
+  w.Varint(s.firings);
+  w.Varint(s.skipped);
+  w.Finish();
+}
+
+void EncodeUnschedule(std::string_view name, uint64_t segment, std::string* out) {
+  RecordWriter w(RecordType::kSchedule, 1 + RecordWriter::StringMax(name), segment, out);
+  w.Byte(kFlagUnschedule);
+  w.String(name);
+  w.Finish();
+}
+
 namespace {
 
 // A count of strings, then the strings; at most `max` (more is damage: a
@@ -421,6 +484,68 @@ bool DecodeSubscription(Reader& r, Record* record) {
     std::memcpy(&s->rate_per_s, &rate, sizeof rate);
   }
   record->subscription = std::move(s);
+  return true;
+}
+
+bool DecodeScheduleState(Reader& r, Schedule* s) {
+  std::string_view pause_reason;
+  uint64_t gaps = 0;
+  if (!r.Signed(&s->next_fire_at_ms) || !r.Varint(&s->planned_version) ||
+      !r.Signed(&s->last_fire_at_ms) || !r.Signed(&s->first_fire_at_ms) || !r.Varint(&gaps) ||
+      gaps > kMaxScheduleGaps) {
+    return false;
+  }
+  s->gaps.reserve(gaps);
+  for (uint64_t i = 0; i < gaps; ++i) {
+    int64_t from = 0;
+    int64_t span = 0;
+    if (!r.Signed(&from) || !r.Signed(&span)) return false;
+    s->gaps.emplace_back(from, from + span);
+  }
+  if (!r.Signed(&s->buffered_fire_at_ms) || !r.Signed(&s->paused_at_ms) ||
+      !r.String(&pause_reason) || !r.Varint(&s->firings) || !r.Varint(&s->skipped)) {
+    return false;
+  }
+  s->pause_reason = pause_reason;
+  return true;
+}
+
+bool DecodeSchedule(Reader& r, Record* record) {
+  uint8_t flags = 0;
+  std::string_view name;
+  if (!r.Byte(&flags) || (flags & ~(kFlagUnschedule | kFlagPaused | kFlagPauseOnFailure)) != 0 ||
+      !r.String(&name)) {
+    return false;
+  }
+  auto s = std::make_unique<Schedule>();
+  s->name = name;
+  record->unschedule = (flags & kFlagUnschedule) != 0;
+  if (!record->unschedule) {
+    std::string_view cron, timezone, topic, body;
+    uint8_t catchup = 0;
+    uint8_t overlap = 0;
+    int64_t updated = 0;
+    if (!r.String(&cron) || !r.String(&timezone) || !r.String(&topic) || !r.String(&body) ||
+        !r.U32(&s->ttr_ms) || !r.U32(&s->priority) || !r.U32(&s->max_attempts) ||
+        !r.Byte(&catchup) || catchup > static_cast<uint8_t>(Catchup::kAll) || !r.Byte(&overlap) ||
+        overlap > static_cast<uint8_t>(Overlap::kBufferOne) || !r.Signed(&s->catchup_window_ms) ||
+        !r.Varint(&s->revision) || !r.Varint(&s->version) || !r.Signed(&s->created_ms) ||
+        !r.Signed(&updated) || !DecodeScheduleState(r, s.get())) {
+      return false;
+    }
+    s->cron = cron;
+    s->timezone = timezone;
+    s->topic = topic;
+    s->body = body;
+    s->catchup = static_cast<Catchup>(catchup);
+    s->overlap = static_cast<Overlap>(overlap);
+    s->updated_ms = s->created_ms + updated;
+    s->paused = (flags & kFlagPaused) != 0;
+    s->pause_on_failure = (flags & kFlagPauseOnFailure) != 0;
+  } else if (flags != kFlagUnschedule) {
+    return false;
+  }
+  record->schedule = std::move(s);
   return true;
 }
 
@@ -505,6 +630,12 @@ ReadOutcome DecodeRecord(std::string_view bytes, uint32_t length, Record* record
       record->unsubscribe = false;
       ok = DecodeSubscription(r, record);
       break;
+    case static_cast<uint8_t>(RecordType::kSchedule):
+      record->type = RecordType::kSchedule;
+      record->schedule.reset();
+      record->unschedule = false;
+      ok = DecodeSchedule(r, record);
+      break;
     default:
       if (error != nullptr) *error = "unknown record type " + std::to_string(type);
       return ReadOutcome::kCorrupt;
@@ -559,6 +690,12 @@ size_t SubscriptionBytes(const Subscription& s) {
   for (const std::string& t : s.topics) n += 1 + t.size();
   for (const std::string& k : s.secrets) n += 1 + k.size();
   return n;
+}
+
+size_t ScheduleBytes(const Schedule& s) {
+  // Header, flags, the numbers at a typical size, and a length byte a string.
+  return kRecordHeaderBytes + 3 + 60 + 12 * s.gaps.size() + 6 + s.name.size() + s.cron.size() +
+         s.timezone.size() + s.topic.size() + s.body.size() + s.pause_reason.size();
 }
 
 }  // namespace delayq::store

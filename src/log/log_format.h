@@ -1,4 +1,4 @@
-// The embedded store's on-disk format, version 3 (docs/log-format.md is the
+// The embedded store's on-disk format, version 4 (docs/log-format.md is the
 // description for humans; this file and log_format.cc are the definition).
 //
 // A segment file starts with a 32-byte header:
@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "delayq/schedule.h"
 #include "delayq/status.h"
 #include "delayq/subscription.h"
 #include "engine/job_record.h"
@@ -26,11 +27,12 @@
 namespace delayq::store {
 
 inline constexpr std::string_view kSegmentMagic{"DQLOG\r\n\x1a", 8};
-// The version new segments get. Versions 1 and 2 are read too: version 2's
-// records are version 3's without kSubscription records, version 1's are
-// version 2's without give-backs (flag 8) and kDedup records, so one decoder
-// reads all three.
-inline constexpr uint32_t kFormatVersion = 3;
+// The version new segments get. Versions 1 to 3 are read too: version 3's
+// records are version 4's without kSchedule records, version 2's are version
+// 3's without kSubscription records (and flag 16), version 1's are version
+// 2's without give-backs (flag 8) and kDedup records, so one decoder reads
+// all four.
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kSegmentHeaderBytes = 32;
 inline constexpr size_t kRecordHeaderBytes = 9;  // checksum, length, type
@@ -43,9 +45,11 @@ enum class RecordType : uint8_t {
   kRemove = 3,  // a job finished or deleted (or replaced)
   kPause = 4,   // a topic paused or resumed
   kDedup = 5,   // an add with an idempotency key (version 2)
-  // A push subscription's instance put (in full) or removed (version 3; the
-  // last: IsRecordType knows).
+  // A push subscription's instance put (in full) or removed (version 3).
   kSubscription = 6,
+  // A schedule put or fired (in full: definition and firing state), or
+  // removed (version 4; the last: IsRecordType knows).
+  kSchedule = 7,
 };
 
 struct SegmentHeader {
@@ -74,6 +78,10 @@ void EncodeSubscription(const Subscription& s, uint64_t segment, std::string* ou
 // when url is empty.
 void EncodeUnsubscribe(std::string_view name, std::string_view url, uint64_t segment,
                        std::string* out);
+// A schedule as stored: definition, firing state and the store's fields.
+void EncodeSchedule(const Schedule& s, uint64_t segment, std::string* out);
+// The removal of the schedule `name`.
+void EncodeUnschedule(std::string_view name, uint64_t segment, std::string* out);
 
 // Upper bounds of one record's size, header included, from the lengths of
 // its strings: what a change asks Log::Room for before it is made.
@@ -90,6 +98,9 @@ size_t SubscriptionBound(const Subscription& s);
 constexpr size_t UnsubscribeBound(size_t name, size_t url) {
   return kRecordBoundFixed + name + url;
 }
+// A kSchedule record of `s` (a put or a firing) or of its name (a removal).
+size_t ScheduleBound(const Schedule& s);
+constexpr size_t UnscheduleBound(size_t name) { return kRecordBoundFixed + name; }
 
 // One decoded record; string views point into the bytes it was read from,
 // or into the record itself (a generated id's text): not copyable.
@@ -108,6 +119,10 @@ struct Record {
   std::unique_ptr<Subscription> subscription;
   // kSubscription: a removal (of every instance of the name if url is empty).
   bool unsubscribe = false;
+  // kSchedule: the schedule as stored; only its name for a removal. Owned.
+  std::unique_ptr<Schedule> schedule;
+  // kSchedule: a removal.
+  bool unschedule = false;
   uint64_t segment = 0;  // the segment it was read from (ReadRecord's)
   char id_buf[engine::kGeneratedIdBytes];
 };
@@ -127,7 +142,7 @@ ReadOutcome ReadRecord(std::string_view bytes, uint64_t segment, Record* record,
 // cheapest test, which turns away nearly every position.
 inline bool IsRecordType(uint8_t byte) {
   return byte >= static_cast<uint8_t>(RecordType::kPut) &&
-         byte <= static_cast<uint8_t>(RecordType::kSubscription);
+         byte <= static_cast<uint8_t>(RecordType::kSchedule);
 }
 // What recovery looks for after a bad record (store::Log), in two steps so
 // that a scan can bound what it spends: the size of the record that starts
@@ -142,6 +157,8 @@ bool RecordChecksumMatches(std::string_view bytes, size_t size, uint64_t segment
 size_t PutBytes(const engine::JobImage& job);
 // Likewise for a subscription's kSubscription record.
 size_t SubscriptionBytes(const Subscription& s);
+// Likewise for a schedule's kSchedule record.
+size_t ScheduleBytes(const Schedule& s);
 
 }  // namespace delayq::store
 

@@ -23,6 +23,7 @@
 #include "redis/url.h"
 #include "redis_store/redis_push.h"
 #include "redis_store/redis_queue_ops.h"
+#include "redis_store/redis_schedule.h"
 
 namespace delayq {
 namespace {
@@ -1217,5 +1218,43 @@ void RedisQueue::SubscriptionsAsync(std::string_view name, SubscriptionsCallback
 }
 
 PushLedger* RedisQueue::push_ledger() { return ledger_.get(); }
+
+// --- schedules -------------------------------------------------------------------------
+
+void RedisQueue::PutScheduleAsync(const Schedule& s, ScheduleCallback done) {
+  if (Status st = ValidateScheduleDefinition(s); !st.ok()) return done(std::move(st));
+  Submit(rq::MakePutSchedule(s, std::move(done)), /*wait=*/false);
+}
+
+void RedisQueue::DeleteScheduleAsync(std::string_view name, ScheduleCallback done) {
+  if (Status st = ValidateScheduleName(name); !st.ok()) return done(std::move(st));
+  Submit(rq::MakeDeleteSchedule(name, std::move(done)), /*wait=*/false);
+}
+
+void RedisQueue::SchedulesAsync(std::string_view name, SchedulesCallback done) {
+  if (!name.empty()) {
+    if (Status st = ValidateScheduleName(name); !st.ok()) return done(std::move(st));
+  }
+  Submit(rq::MakeListSchedules(name, std::move(done)), /*wait=*/false);
+}
+
+void RedisQueue::FireScheduleAsync(const ScheduleFiring& f, ScheduleFiredCallback done) {
+  if (Status st = ValidateScheduleName(f.name); !st.ok()) return done(std::move(st));
+  // Checked before the claim: a job the FIRE step refused would leave the
+  // claim applied and its PENDING never finished.
+  for (size_t i = 0; i < f.jobs.size(); ++i) {
+    const JobSpec& job = f.jobs[i];
+    Status st = job.id.empty() ? InvalidArgument("id: a firing's job needs one")
+                               : ValidateJobSpec(job, ctx_->limits);
+    if (!st.ok()) {
+      return done(Status(st.code(), "jobs[" + std::to_string(i) + "]: " + st.message()));
+    }
+  }
+  for (const std::string& id : f.withdraw) {
+    if (Status st = ValidateId(id); !st.ok())
+      return done(InvalidArgument("withdraw: " + st.message()));
+  }
+  Submit(rq::MakeFireSchedule(f, std::move(done)), /*wait=*/false);
+}
 
 }  // namespace delayq

@@ -187,6 +187,17 @@ class RedisQueue final : public ServingQueue {
   // prefix (rq::RedisLedger, redis_push.h). Lives as long as the queue.
   PushLedger* push_ledger() override;
 
+  // Schedules: one hash under bucket 0's tag (schedules.lua, on Redis's
+  // clock); a firing is a claim there, its jobs in their buckets
+  // (schedule_fire.lua), then a clear, and a claim left half done by a
+  // server that died is finished by the next claim or read
+  // (rq::MakeFireSchedule, redis_schedule.h; docs/redis-store.md,
+  // "Schedules").
+  void PutScheduleAsync(const Schedule& s, ScheduleCallback done) override;
+  void DeleteScheduleAsync(std::string_view name, ScheduleCallback done) override;
+  void SchedulesAsync(std::string_view name, SchedulesCallback done) override;
+  void FireScheduleAsync(const ScheduleFiring& f, ScheduleFiredCallback done) override;
+
   // --- For tests and benchmarks -------------------------------------------
   uint32_t buckets() const;
   // The bucket of a job id: XXH3_64bits(id) mod buckets().

@@ -174,8 +174,11 @@ std::string ReceiptArg(std::string_view receipt) {
   return out;
 }
 
-// A new job's record as add.lua takes and stores it (docs/redis-store.md,
-// "The record"): ready (1) if due by now_ms, else delayed (0); attempts 0;
+}  // namespace
+
+// --- scripts, context, helpers -------------------------------------------------
+
+// The record: ready (1) if due by now_ms, else delayed (0); attempts 0;
 // priority, ttr_ms, max_attempts (4 bytes each); run_at_ms (6); seq (7): the
 // caller's seq floor; topic (1-byte length); no last_error (2-byte length
 // 0); the body. Big-endian. The spec is valid (ValidateJobSpec), so each
@@ -200,10 +203,6 @@ std::string NewRecord(const JobSpec& spec, int64_t now_ms, int64_t run_at_ms, ui
   r += spec.body;
   return r;
 }
-
-}  // namespace
-
-// --- scripts, context, helpers -------------------------------------------------
 
 const redis::Script& ScriptOf(Lua lua) {
   // Built once, never destroyed: ops may run while static destructors do.
@@ -304,7 +303,9 @@ Status ErrorStatus(const Reply& reply) {
 
 Batch::Batch(Context& ctx, int64_t now_ms) : ctx_(ctx), now_(now_ms), now_text_(Str(now_ms)) {}
 
-bool ReadsRedisTime(Lua lua) { return lua == Lua::kSubscriptions || lua == Lua::kPushLedger; }
+bool ReadsRedisTime(Lua lua) {
+  return lua == Lua::kSubscriptions || lua == Lua::kPushLedger || lua == Lua::kSchedules;
+}
 
 std::vector<std::string> Batch::FirstArgs(Lua lua) const {
   if (ReadsRedisTime(lua)) return {};

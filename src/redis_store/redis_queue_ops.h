@@ -54,8 +54,9 @@ inline constexpr uint32_t kAllBuckets = std::numeric_limits<uint32_t>::max();
 const redis::Script& ScriptOf(Lua lua);
 
 // Whether `lua` reads Redis's clock (TIME) instead of taking the caller's
-// now_ms as ARGV[1]: the push scripts, subscriptions and push_ledger, whose
-// times every server compares (docs/redis-store.md, "Push delivery").
+// now_ms as ARGV[1]: the push scripts, subscriptions and push_ledger, and
+// schedules, whose times every server compares (docs/redis-store.md, "Push
+// delivery", "Schedules").
 bool ReadsRedisTime(Lua lua);
 
 // Per bucket, the earliest time (wall ms) a queue knows something falls due
@@ -119,6 +120,12 @@ struct Context {
 // A generated id: 24 hex digits, 12 of wall ms (never going back within the
 // process), 4 drawn once per process, 8 of a process-wide counter.
 std::string GenerateId(int64_t now_ms);
+
+// A new job's record as add.lua (and schedule_fire.lua) take and store it
+// (docs/redis-store.md, "The record" and "What add is given"): ready if
+// run_at_ms <= now_ms, else delayed; seq the caller's seq floor. REQUIRES:
+// ValidateJobSpec(spec) is ok.
+std::string NewRecord(const JobSpec& spec, int64_t now_ms, int64_t run_at_ms, uint64_t seq);
 
 // "job 'x'", the id cut at 64 bytes, as the engine quotes ids.
 std::string QuoteId(std::string_view id);

@@ -25,6 +25,10 @@ constexpr int64_t kIdle = std::numeric_limits<int64_t>::max();
 constexpr int64_t kRetryMs = 1000;
 // pause_on_failure: how often the latest firing's job is looked at.
 constexpr int64_t kFailureCheckMs = 1000;
+// Distinct parsed expressions kept for sharing (then the cache starts over).
+constexpr size_t kMaxParsedKept = 10'000;
+// Schedules looked at in one loop turn (RunDue).
+constexpr int kActsPerTurn = 256;
 
 // What is known of the previous firing's job (the latest whose job was
 // added): live (delayed, ready or reserved), buried, or gone.
@@ -281,7 +285,9 @@ Decision Decide(const Schedule& s, const cron::Cron& c, int64_t now, const PrevJ
     }
     d.wake_ms = std::min(d.wake_ms, now + check_ms);
   }
-  if (st.pause_on_failure && !prev_id.empty()) {
+  // Only a firing after the latest put counts: resuming (or changing) the
+  // schedule accepts the failures before it.
+  if (st.pause_on_failure && !prev_id.empty() && st.last_fire_at_ms > st.updated_ms) {
     if (prev == nullptr) {
       d.need_prev = prev_id;
       return d;
@@ -439,11 +445,17 @@ class Scheduler::Impl {
   // A record read from or written to the store: cached, and looked at.
   void Learn(const Schedule& s) {
     Entry& e = entries_[s.name];
-    if (e.s.revision > s.revision && e.s.version >= s.version) return;  // older than what we have
+    // Older than what we have (the same schedule, not one made again since).
+    if (e.s.created_ms == s.created_ms && e.s.revision > s.revision) return;
     if (!e.cron.has_value() || e.s.cron != s.cron || e.s.timezone != s.timezone) {
-      auto parsed = cron::Cron::Parse(s.cron, s.timezone);
-      if (parsed.ok()) {
-        e.cron = std::move(*parsed);
+      std::string key = s.timezone + "\n" + s.cron;
+      auto known = parsed_.find(key);
+      if (known != parsed_.end()) {
+        e.cron = known->second;
+      } else if (auto parsed = cron::Cron::Parse(s.cron, s.timezone); parsed.ok()) {
+        if (parsed_.size() >= kMaxParsedKept) parsed_.clear();
+        e.cron = *parsed;
+        parsed_.emplace(std::move(key), std::move(*parsed));
       } else {
         e.cron.reset();
         Log(LogLevel::kWarn, "schedule %s: %s; not firing it", s.name.c_str(),
@@ -553,10 +565,26 @@ class Scheduler::Impl {
     });
   }
 
+  // Looks at the schedules whose time has come, at most kActsPerTurn in one
+  // loop turn: ten thousand schedules due on the same second must not hold
+  // the loop while their (earlier added) jobs wait to be handed out.
   void RunDue() {
     if (stopped_) return;
     const int64_t now = Now();
+    int acts = 0;
     while (!heap_.empty() && heap_.top().first <= now) {
+      if (++acts > kActsPerTurn) {
+        if (!continuing_) {
+          continuing_ = true;
+          std::weak_ptr<bool> alive = alive_;
+          loop_->Post([this, alive] {
+            if (auto a = alive.lock(); !a || !*a) return;
+            continuing_ = false;
+            RunDue();
+          });
+        }
+        return;
+      }
       auto [at, name] = heap_.top();
       heap_.pop();
       auto it = entries_.find(name);
@@ -660,10 +688,12 @@ class Scheduler::Impl {
         RemoveFromGaps(&st, t, t);
       }
       if (st.first_fire_at_ms == 0 || add.front() < st.first_fire_at_ms) {
-        // Fire times between the earliest added and the old first were not
-        // all added (overlap skip): remembered as skipped.
-        if (overlap == Overlap::kSkip && st.first_fire_at_ms != 0) {
-          st.gaps.insert(st.gaps.begin(), {add.front() + 1, st.first_fire_at_ms - 1});
+        // The fired range now starts earlier; what lies between the jobs
+        // added and the old start did not fire (with skip, all but the
+        // latest; past the range, none): remembered as skipped.
+        const int64_t gap_from = overlap == Overlap::kAllow ? to_ms + 1 : add.front() + 1;
+        if (st.first_fire_at_ms != 0 && gap_from <= st.first_fire_at_ms - 1) {
+          st.gaps.insert(st.gaps.begin(), {gap_from, st.first_fire_at_ms - 1});
           while (st.gaps.size() > kMaxScheduleGaps) st.gaps.erase(st.gaps.begin());
         }
         st.first_fire_at_ms = add.front();
@@ -703,6 +733,10 @@ class Scheduler::Impl {
   bool shared_store_ = false;
   bool started_ = false;
   bool stopped_ = false;
+  bool continuing_ = false;  // a RunDue is posted for the rest of what is due
+  // Parsed expressions by time zone and text: a million schedules with the
+  // same cron share one.
+  std::unordered_map<std::string, cron::Cron> parsed_;
   std::thread::id loop_thread_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   int clock_token_ = 0;

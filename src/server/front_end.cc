@@ -6,7 +6,9 @@
 #include <optional>
 #include <utility>
 
+#include "schedule/scheduler.h"
 #include "server/errors.h"
+#include "wire/fields.h"
 
 namespace delayq::server {
 namespace {
@@ -296,6 +298,12 @@ std::vector<std::pair<std::string_view, uint64_t>> FrontEnd::SharedStatsFields()
       {"due_lateness_p999_us", late.QuantileUs(0.999)},
       {"due_lateness_max_us", late.max_us()},
   };
+  if (scheduler_ != nullptr) {
+    const schedule::SchedulerStats st = scheduler_->stats();
+    for (const auto& f : wire::kSchedulerStatsFields<schedule::SchedulerStats>) {
+      out.emplace_back(f.name, f.get(st).u);
+    }
+  }
   for (const auto& field : StoreFields()) out.push_back(field);
   return out;
 }

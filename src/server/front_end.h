@@ -66,6 +66,9 @@
 namespace delayq::push {
 class Pusher;
 }
+namespace delayq::schedule {
+class Scheduler;
+}
 
 namespace delayq::server {
 
@@ -97,8 +100,14 @@ class FrontEnd : public net::TcpHandler {
   // on the same loop; it must outlive the front end's connections. Null
   // (the default): push delivery is off, and those answer PushOff().
   void set_pusher(push::Pusher* p) { pusher_ = p; }
+  // Where the schedules are created, read, changed and removed
+  // (/v1/schedules, SCHEDULE): the server's Scheduler, on the same loop; it
+  // must outlive the front end's connections. Null (the default): those
+  // answer SchedulesOff(), and STATS has no schedule figures.
+  void set_scheduler(schedule::Scheduler* s) { scheduler_ = s; }
   // What STATS and /v1/stats both end with: the due_lateness_* figures,
-  // then StoreFields().
+  // the scheduler's (wire::kSchedulerStatsFields) when there is one, then
+  // StoreFields().
   std::vector<std::pair<std::string_view, uint64_t>> SharedStatsFields() const;
   // Jobs handed to connection `conn_id` whose reply may not have left yet
   // (given back if it closes first); 0 for no such connection. Those whose
@@ -197,6 +206,9 @@ class FrontEnd : public net::TcpHandler {
   push::Pusher* pusher_ = nullptr;  // null: push delivery is off
   // What the subscription requests answer while pusher_ is null.
   static Status PushOff() { return Unavailable("push delivery is off on this server"); }
+  schedule::Scheduler* scheduler_ = nullptr;  // null: schedules are off
+  // What the schedule requests answer while scheduler_ is null.
+  static Status SchedulesOff() { return Unavailable("schedules are off on this server"); }
 
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);

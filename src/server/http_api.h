@@ -7,6 +7,7 @@
 //   http_metrics.cc  GET /metrics, the Prometheus text
 //   seed_command.cc  POST /command, the seed's protocol
 //   http_subscriptions.cc  /v1/subscriptions: push delivery's registrations
+//   http_schedules.cc  /v1/schedules: periodic jobs
 //   json_fields.h    request bodies read field by field
 #ifndef DELAYQ_SERVER_HTTP_API_H_
 #define DELAYQ_SERVER_HTTP_API_H_
@@ -27,6 +28,7 @@
 #include "http/request_parser.h"
 #include "net/tcp_server.h"
 #include "push/pusher.h"
+#include "schedule/scheduler.h"
 #include "server/http_server.h"
 
 namespace delayq::server {
@@ -198,6 +200,21 @@ class HttpServer::Api {
   // GET of one name: 404 when it has no live instance.
   void NamedSubscriptionReply(Connection& c, const Result<std::vector<push::InstanceView>>& r);
   void UnsubscribedReply(Connection& c, const Result<uint64_t>& r);
+  // Periodic jobs' schedules (http_schedules.cc).
+  void PutSchedule(Connection& c, const RouteCall& call);
+  void ListSchedules(Connection& c, const RouteCall& call);
+  void GetSchedule(Connection& c, const RouteCall& call);
+  void DeleteSchedule(Connection& c, const RouteCall& call);
+  void PauseSchedule(Connection& c, const RouteCall& call);
+  void ResumeSchedule(Connection& c, const RouteCall& call);
+  void SetSchedulePaused(Connection& c, const RouteCall& call, bool paused);
+  void BackfillSchedule(Connection& c, const RouteCall& call);
+  void NoScheduleAction(Connection& c, const RouteCall& call);
+  // A PUT's body as the definition of schedule `name`.
+  Result<Schedule> ReadSchedule(const std::string& name, std::string_view body);
+  void ScheduleReply(Connection& c, const Result<Schedule>& r);
+  void SchedulesReply(Connection& c, const Result<std::vector<Schedule>>& r);
+  void BackfillReply(Connection& c, const Result<schedule::BackfillResult>& r);
 
   HttpServer* s_;
   simdjson::dom::parser parser_;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "schedule/scheduler.h"
 #include "server/http_api.h"
 #include "server/lateness.h"
 #include "wire/encode.h"
@@ -40,6 +41,10 @@ void HttpServer::Api::MetricsReply(Connection& c, const Result<MetricsData>& r) 
     wire::AppendSample(&t, name, labels, v);
   };
   wire::AppendMetrics(&t, st, wire::kStatsFields);
+  if (const schedule::Scheduler* scheduler = s_->scheduler_) {
+    wire::AppendMetrics(&t, scheduler->stats(),
+                        wire::kSchedulerStatsFields<schedule::SchedulerStats>);
+  }
   if (const LatenessHistogram* late = s_->lateness_) {
     metric("delayq_due_lateness_seconds", "histogram",
            "From a job's run_at to its delivery to a reserve that was waiting for it.");

@@ -150,6 +150,16 @@ std::span<const HttpServer::Api::Route> HttpServer::Api::Routes() {
       {M::kPut, "/v1/subscriptions/{name}", &Api::PutSubscription},
       {M::kGet, "/v1/subscriptions/{name}", &Api::GetSubscription},
       {M::kDelete, "/v1/subscriptions/{name}", &Api::DeleteSubscription},
+      // Periodic jobs (http_schedules.cc).
+      {M::kGet, "/v1/schedules", &Api::ListSchedules},
+      {M::kPut, "/v1/schedules/{name}", &Api::PutSchedule},
+      {M::kGet, "/v1/schedules/{name}", &Api::GetSchedule},
+      {M::kDelete, "/v1/schedules/{name}", &Api::DeleteSchedule},
+      {M::kPost, "/v1/schedules/{name}/pause", &Api::PauseSchedule},
+      {M::kPost, "/v1/schedules/{name}/resume", &Api::ResumeSchedule},
+      {M::kPost, "/v1/schedules/{name}/backfill", &Api::BackfillSchedule},
+      // Any other action: 404 naming the actions, whatever the method.
+      {M::kAny, "/v1/schedules/{name}/{action}", &Api::NoScheduleAction},
   };
   return kRoutes;
 }

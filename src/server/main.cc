@@ -31,6 +31,7 @@
 #include "push/pusher.h"
 #include "queue/open.h"
 #include "redis/url.h"
+#include "schedule/scheduler.h"
 #include "server/http_server.h"
 #include "server/queue_on_loop.h"
 #include "server/resp_server.h"
@@ -251,6 +252,14 @@ int Serve(ServeOptions o) {
   if (!pusher.ok()) return Fail(pusher.status());
   (*http)->set_pusher(pusher->get());
   (*resp)->set_pusher(pusher->get());
+  // Periodic jobs: every server keeps each schedule's next firing in the
+  // queue, from this loop; the front ends create and change schedules
+  // through it.
+  auto scheduler =
+      delayq::schedule::Scheduler::Create(l, queue->get(), delayq::schedule::SchedulerOptions{});
+  if (!scheduler.ok()) return Fail(scheduler.status());
+  (*http)->set_scheduler(scheduler->get());
+  (*resp)->set_scheduler(scheduler->get());
   if (store == delayq::StoreKind::kEmbedded) {
     // Group commit: what every connection changed in a turn is written
     // together at its end, then the replies that waited for it go out. With
@@ -293,6 +302,9 @@ int Serve(ServeOptions o) {
     // No new pushes; those in flight get the same time as the connections,
     // then are cancelled and their jobs given back, before the queue closes.
     (*pusher)->Stop(o.shutdown_timeout_ms, [&] { push_stopped = true; });
+    // No further firing: another server (or the next start) makes the ones
+    // this one would have, from the store.
+    (*scheduler)->Stop();
     check_drained();
   });
   if (!watched.ok()) return Fail(watched);
@@ -307,11 +319,13 @@ int Serve(ServeOptions o) {
   Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
   Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
   (*pusher)->Start();  // on this thread, the loop's, before it runs
+  (*scheduler)->Start();
   l->Run();
   size_t left = (*http)->connections() + (*resp)->connections();
   (*http)->CloseConnections();  // closes what is left; waiting reserves are withdrawn
   (*resp)->CloseConnections();
-  pusher->reset();  // its reserves withdrawn and requests cancelled while the queue exists
+  pusher->reset();     // its reserves withdrawn and requests cancelled while the queue exists
+  scheduler->reset();  // its store calls answered or dropped while the queue exists
   (*on_loop)->Detach();
   // Answers anything still in flight (the Redis store's threads call back
   // into the front ends, which post to the loop: both still exist); the log

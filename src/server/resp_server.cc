@@ -28,10 +28,13 @@
 
 #include "common/duration.h"
 #include "common/secure_compare.h"
+#include "common/suggest.h"
+#include "delayq/schedule.h"
 #include "delayq/subscription.h"
 #include "delayq/version.h"
 #include "push/pusher.h"
 #include "resp/writer.h"
+#include "schedule/scheduler.h"
 #include "server/errors.h"
 #include "wire/encode.h"
 #include "wire/fields.h"
@@ -208,6 +211,27 @@ const RespServer::CommandSpec RespServer::kSubscriptionCommands[] = {
     {"HELP", 2, 2, true, &RespServer::CmdHelp, "queue", "", "Lists SUBSCRIPTION's subcommands."},
 };
 
+const RespServer::CommandSpec RespServer::kScheduleCommands[] = {
+    {"SET", 5, -1, true, &RespServer::CmdScheduleSet, "queue", "name field value [field value ...]",
+     "Creates or replaces schedule name's definition (fields: cron, topic, timezone, body, "
+     "ttr_ms, priority, max_attempts, catchup, catchup_window_ms, overlap, paused, "
+     "pause_on_failure; cron and topic required). Answers the schedule."},
+    {"GET", 3, 3, true, &RespServer::CmdScheduleGet, "queue", "name",
+     "The schedule, with its next and last firings (NOTFOUND: none)."},
+    {"DEL", 3, 3, true, &RespServer::CmdScheduleDel, "queue", "name",
+     "Removes the schedule and its firing added ahead; answers it as it was."},
+    {"LIST", 2, 2, true, &RespServer::CmdScheduleList, "queue", "", "Every schedule."},
+    {"PAUSE", 3, 3, true, &RespServer::CmdSchedulePause, "queue", "name",
+     "No firing until RESUME; the one added ahead is withdrawn. Answers the schedule."},
+    {"RESUME", 3, 3, true, &RespServer::CmdScheduleResume, "queue", "name",
+     "Fires again, applying catchup to the times passed meanwhile. Answers the schedule."},
+    {"BACKFILL", 5, 6, true, &RespServer::CmdScheduleBackfill, "queue",
+     "name from_ms to_ms [allow|skip]",
+     "Adds the firings of a past range that have not happened; answers added, already, "
+     "in_range."},
+    {"HELP", 2, 2, true, &RespServer::CmdHelp, "queue", "", "Lists SCHEDULE's subcommands."},
+};
+
 const RespServer::CommandSpec RespServer::kCommands[] = {
     {"PING", 1, 2, false, &RespServer::CmdPing, "connection", "[message]",
      "Answers PONG, or the message."},
@@ -265,6 +289,9 @@ const RespServer::CommandSpec RespServer::kCommands[] = {
     {"SUBSCRIPTION", 2, -1, true, nullptr, "queue", "subcommand [argument ...]",
      "Push delivery: registers, lists and removes the HTTP endpoints due jobs are POSTed to.",
      kSubscriptionCommands},
+    {"SCHEDULE", 2, -1, true, nullptr, "queue", "subcommand [argument ...]",
+     "Periodic jobs: schedules that add a job at each fire time of a cron expression.",
+     kScheduleCommands},
 };
 
 namespace {
@@ -859,6 +886,192 @@ void RespServer::CmdSubscriptionList(Connection& c, const Args&) {
   Await<Result<std::vector<push::InstanceView>>, AnswerInstances>(
       c, [&](std::function<void(Result<std::vector<push::InstanceView>>)> done) {
         pusher_->Describe("", std::move(done));
+      });
+}
+
+// --- periodic jobs' schedules ------------------------------------------------------
+
+namespace {
+
+struct AnswerSchedule {
+  void operator()(FrontEnd&, net::Connection& c, const Result<Schedule>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    wire::AppendRespPairs(&c.out, *r, wire::kScheduleFields, 0, Resp3(c));
+  }
+};
+
+struct AnswerSchedules {
+  void operator()(FrontEnd&, net::Connection& c, const Result<std::vector<Schedule>>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    resp::AppendArrayHeader(&c.out, r->size());
+    for (const Schedule& s : *r) {
+      wire::AppendRespPairs(&c.out, s, wire::kScheduleFields, 0, Resp3(c));
+    }
+  }
+};
+
+struct AnswerBackfill {
+  void operator()(FrontEnd&, net::Connection& c, const Result<schedule::BackfillResult>& r) const {
+    if (!r.ok()) return ReplyStatus(&c.out, r.status());
+    wire::AppendRespPairs(&c.out, *r, wire::kBackfillFields<schedule::BackfillResult>, 0, Resp3(c));
+  }
+};
+
+// The fields SCHEDULE SET takes: the definition's, as HTTP's PUT names them.
+const std::vector<std::string>& ScheduleSetFields() {
+  static const std::vector<std::string> kFields = {
+      "cron",         "topic",   "timezone",          "body",    "ttr_ms", "priority",
+      "max_attempts", "catchup", "catchup_window_ms", "overlap", "paused", "pause_on_failure"};
+  return kFields;
+}
+
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) {
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  }
+  return out;
+}
+
+// 1/0, true/false (any case): a flag's value.
+std::optional<bool> ParseFlag(std::string_view s) {
+  const std::string v = LowerAscii(s);
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  return std::nullopt;
+}
+
+// One `field value` of SCHEDULE SET into *s; each error names the field.
+Status ReadScheduleField(std::string_view field, std::string_view value, Schedule* s) {
+  const std::string f = LowerAscii(field);
+  if (f == "cron") {
+    s->cron = std::string(value);
+  } else if (f == "topic") {
+    s->topic = std::string(value);
+  } else if (f == "timezone") {
+    s->timezone = std::string(value);
+  } else if (f == "body") {
+    s->body = std::string(value);
+  } else if (f == "ttr_ms") {
+    Result<int64_t> t = ParseMsOrDuration(value, "ttr_ms", 1, UINT32_MAX);
+    if (!t.ok()) return t.status();
+    s->ttr_ms = static_cast<uint32_t>(*t);
+  } else if (f == "priority" || f == "max_attempts") {
+    auto n = ParseInt(value, 0, UINT32_MAX);
+    if (!n) return InvalidArgument(f + ": expected an integer 0..4294967295");
+    (f == "priority" ? s->priority : s->max_attempts) = static_cast<uint32_t>(*n);
+  } else if (f == "catchup") {
+    if (!ParseCatchup(LowerAscii(value), &s->catchup)) {
+      return InvalidArgument("catchup: expected none, last or all, not '" +
+                             std::string(value.substr(0, 32)) + "'");
+    }
+  } else if (f == "catchup_window_ms") {
+    Result<int64_t> w = ParseMsOrDuration(value, "catchup_window_ms", 1, kMaxCatchupWindowMs);
+    if (!w.ok()) return w.status();
+    s->catchup_window_ms = *w;
+  } else if (f == "overlap") {
+    if (!ParseOverlap(LowerAscii(value), &s->overlap)) {
+      return InvalidArgument("overlap: expected allow, skip or buffer_one, not '" +
+                             std::string(value.substr(0, 32)) + "'");
+    }
+  } else if (f == "paused" || f == "pause_on_failure") {
+    std::optional<bool> b = ParseFlag(value);
+    if (!b) return InvalidArgument(f + ": expected 1 or 0 (true or false)");
+    (f == "paused" ? s->paused : s->pause_on_failure) = *b;
+  } else {
+    std::string m = "SCHEDULE SET: unknown field '" + std::string(field.substr(0, 32)) + "'";
+    if (auto near = Nearest(f, ScheduleSetFields()))
+      return InvalidArgument(m + " (did you mean '" + *near + "'?)");
+    m += " (";
+    for (const std::string& known : ScheduleSetFields()) {
+      if (&known != &ScheduleSetFields().front()) m += ", ";
+      m += known;
+    }
+    return InvalidArgument(m + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// SCHEDULE SET name field value [field value ...]: what is left out takes its
+// default (the definition is replaced whole, as HTTP's PUT does).
+void RespServer::CmdScheduleSet(Connection& c, const Args& a) {
+  if ((a.size() - 3) % 2 != 0) {
+    return resp::AppendError(&c.out, "ERR wrong number of arguments for 'SCHEDULE|SET' command");
+  }
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  Schedule s;
+  s.name = std::string(a[2]);
+  for (size_t i = 3; i + 1 < a.size(); i += 2) {
+    if (Status st = ReadScheduleField(a[i], a[i + 1], &s); !st.ok()) {
+      return ReplyStatus(&c.out, st);
+    }
+  }
+  if (Status st = ValidateScheduleDefinition(s); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<Schedule>, AnswerSchedule>(
+      c, [&](std::function<void(Result<Schedule>)> done) { scheduler_->Put(s, std::move(done)); });
+}
+
+void RespServer::CmdScheduleGet(Connection& c, const Args& a) {
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  if (Status st = ValidateScheduleName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<Schedule>, AnswerSchedule>(c, [&](std::function<void(Result<Schedule>)> done) {
+    scheduler_->Get(a[2], std::move(done));
+  });
+}
+
+void RespServer::CmdScheduleDel(Connection& c, const Args& a) {
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  if (Status st = ValidateScheduleName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<Schedule>, AnswerSchedule>(c, [&](std::function<void(Result<Schedule>)> done) {
+    scheduler_->Delete(a[2], std::move(done));
+  });
+}
+
+void RespServer::CmdScheduleList(Connection& c, const Args&) {
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  Await<Result<std::vector<Schedule>>, AnswerSchedules>(
+      c, [&](std::function<void(Result<std::vector<Schedule>>)> done) {
+        scheduler_->List(std::move(done));
+      });
+}
+
+void RespServer::CmdSchedulePause(Connection& c, const Args& a) {
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  if (Status st = ValidateScheduleName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<Schedule>, AnswerSchedule>(c, [&](std::function<void(Result<Schedule>)> done) {
+    scheduler_->SetPaused(a[2], true, std::move(done));
+  });
+}
+
+void RespServer::CmdScheduleResume(Connection& c, const Args& a) {
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  if (Status st = ValidateScheduleName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  Await<Result<Schedule>, AnswerSchedule>(c, [&](std::function<void(Result<Schedule>)> done) {
+    scheduler_->SetPaused(a[2], false, std::move(done));
+  });
+}
+
+// SCHEDULE BACKFILL name from_ms to_ms [overlap]: overlap allow (the
+// default) adds every fire time of the range not fired yet; skip only the
+// latest, none while a firing's job is live.
+void RespServer::CmdScheduleBackfill(Connection& c, const Args& a) {
+  if (scheduler_ == nullptr) return ReplyStatus(&c.out, SchedulesOff());
+  if (Status st = ValidateScheduleName(a[2]); !st.ok()) return ReplyStatus(&c.out, st);
+  auto from = ParseInt(a[3], 0, kMaxRunAtMs);
+  if (!from) return ReplyInvalid(&c.out, "from_ms: expected a Unix time in ms");
+  auto to = ParseInt(a[4], 0, kMaxRunAtMs);
+  if (!to) return ReplyInvalid(&c.out, "to_ms: expected a Unix time in ms");
+  if (*to < *from) return ReplyInvalid(&c.out, "to_ms: must not be before from_ms");
+  Overlap overlap = Overlap::kAllow;
+  if (a.size() > 5 && !ParseOverlap(LowerAscii(a[5]), &overlap)) {
+    return ReplyInvalid(
+        &c.out, "overlap: expected allow or skip, not '" + std::string(a[5].substr(0, 32)) + "'");
+  }
+  Await<Result<schedule::BackfillResult>, AnswerBackfill>(
+      c, [&](std::function<void(Result<schedule::BackfillResult>)> done) {
+        scheduler_->Backfill(a[2], *from, *to, overlap, std::move(done));
       });
 }
 

@@ -131,6 +131,14 @@ class RespServer : public FrontEnd {
   void CmdSubscriptionDel(Connection& c, const Args& a);
   void CmdSubscriptionGet(Connection& c, const Args& a);
   void CmdSubscriptionList(Connection& c, const Args& a);
+  // SCHEDULE's subcommands: periodic jobs.
+  void CmdScheduleSet(Connection& c, const Args& a);
+  void CmdScheduleGet(Connection& c, const Args& a);
+  void CmdScheduleDel(Connection& c, const Args& a);
+  void CmdScheduleList(Connection& c, const Args& a);
+  void CmdSchedulePause(Connection& c, const Args& a);
+  void CmdScheduleResume(Connection& c, const Args& a);
+  void CmdScheduleBackfill(Connection& c, const Args& a);
   // What Redis's tools send (see the header comment).
   void CmdHello(Connection& c, const Args& a);
   void CmdSelect(Connection& c, const Args& a);
@@ -146,12 +154,14 @@ class RespServer : public FrontEnd {
   void CmdClientList(Connection& c, const Args& a);
   void CmdClientInfo(Connection& c, const Args& a);
   void CmdClientSetInfo(Connection& c, const Args& a);
-  void CmdHelp(Connection& c, const Args& a);  // CLIENT HELP, COMMAND HELP, SUBSCRIPTION HELP
+  // CLIENT HELP, COMMAND HELP, SUBSCRIPTION HELP, SCHEDULE HELP
+  void CmdHelp(Connection& c, const Args& a);
 
   static const CommandSpec kCommands[];
   static const CommandSpec kClientCommands[];
   static const CommandSpec kCommandCommands[];
   static const CommandSpec kSubscriptionCommands[];
+  static const CommandSpec kScheduleCommands[];
   static const CommandSpec* FindCommand(std::string_view name);
   // A command or a subcommand ("client|list"), by its full name.
   static const CommandSpec* FindFullName(std::string_view name);

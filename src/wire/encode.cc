@@ -162,7 +162,7 @@ bool TextIn(std::string_view key, const Field<T> (&fields)[N]) {
 
 bool IsTextKey(std::string_view key) {
   return TextIn(key, kDeliveryFields) || TextIn(key, kJobFields) || TextIn(key, kTopicFields) ||
-         TextIn(key, kStatsFields);
+         TextIn(key, kStatsFields) || TextIn(key, kScheduleFields);
 }
 
 }  // namespace delayq::wire

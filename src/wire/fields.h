@@ -1,5 +1,6 @@
 // One field table per wire type — /healthz, an add's answer, a delivery, a
-// job, a topic, the queue's figures, a push subscription — shared by every protocol: the JSON of
+// job, a topic, the queue's figures, a push subscription, a schedule —
+// shared by every protocol: the JSON of
 // the HTTP API, the RESP replies, the Prometheus text of /metrics and the command line. A new field
 // of a type is one line in its table; the encoders (wire/encode.h) walk the tables.
 //
@@ -17,6 +18,7 @@
 
 #include "delayq/job.h"
 #include "delayq/queue.h"
+#include "delayq/schedule.h"
 #include "delayq/subscription.h"
 #include "delayq/version.h"
 
@@ -268,6 +270,79 @@ inline constexpr Field<F> kPushFigureFields[] = {
     {"last_success_ms", [](const F& f) { return Int(f.last_success_ms); }},
     {"last_error_ms", [](const F& f) { return Int(f.last_error_ms); }},
     {"last_error", [](const F& f) { return Text(f.last_error); }},
+};
+
+// A schedule (SPEC §9) as PUT /v1/schedules/{name}, GET, SCHEDULE SET and
+// GET answer it: its definition, then the firing state the scheduler keeps.
+// The job's body is a kBytes, as a job's: JSON "body" when it is UTF-8, else
+// "body_base64", the same two fields a PUT takes. An empty time zone is
+// UTC, and shown so. The store's own bookkeeping (revision,
+// planned_version, first_fire_at_ms, gaps, paused_at_ms) stays inside.
+inline constexpr Field<Schedule> kScheduleFields[] = {
+    {"name", [](const Schedule& s) { return Text(s.name); }},
+    {"cron", [](const Schedule& s) { return Text(s.cron); }},
+    {"timezone",
+     [](const Schedule& s) {
+       return Text(s.timezone.empty() ? "UTC" : std::string_view(s.timezone));
+     }},
+    {"topic", [](const Schedule& s) { return Text(s.topic); }},
+    {"body", [](const Schedule& s) { return Bytes(s.body); }},
+    {"ttr_ms", [](const Schedule& s) { return Uint(s.ttr_ms); }},
+    {"priority", [](const Schedule& s) { return Uint(s.priority); }},
+    {"max_attempts", [](const Schedule& s) { return Uint(s.max_attempts); }},
+    {"catchup", [](const Schedule& s) { return Text(CatchupName(s.catchup)); }},
+    {"catchup_window_ms", [](const Schedule& s) { return Int(s.catchup_window_ms); }},
+    {"overlap", [](const Schedule& s) { return Text(OverlapName(s.overlap)); }},
+    {"paused", [](const Schedule& s) { return Bool(s.paused); }},
+    {"pause_on_failure", [](const Schedule& s) { return Bool(s.pause_on_failure); }},
+    // Why the scheduler paused it (a firing's job was buried); "" otherwise.
+    {"pause_reason", [](const Schedule& s) { return Text(s.pause_reason); }},
+    // Unix ms; 0: none (not planned, never fired, nothing held).
+    {"next_fire_at_ms", [](const Schedule& s) { return Int(s.next_fire_at_ms); }},
+    {"last_fire_at_ms", [](const Schedule& s) { return Int(s.last_fire_at_ms); }},
+    {"buffered_fire_at_ms", [](const Schedule& s) { return Int(s.buffered_fire_at_ms); }},
+    {"firings", [](const Schedule& s) { return Uint(s.firings); }},
+    {"skipped", [](const Schedule& s) { return Uint(s.skipped); }},
+    {"version", [](const Schedule& s) { return Uint(s.version); }},
+    {"created_ms", [](const Schedule& s) { return Int(s.created_ms); }},
+    {"updated_ms", [](const Schedule& s) { return Int(s.updated_ms); }},
+};
+
+// What a backfill answers (POST /v1/schedules/{name}/backfill, SCHEDULE
+// BACKFILL). `R` is src/schedule's BackfillResult, a template for the reason
+// kPushFigureFields is one: that layer sits above this one.
+template <typename R>
+inline constexpr Field<R> kBackfillFields[] = {
+    {"added", [](const R& r) { return Uint(r.added); }},
+    {"already", [](const R& r) { return Uint(r.already); }},
+    {"in_range", [](const R& r) { return Uint(r.in_range); }},
+};
+
+// The server's scheduler's figures, after the queue's in STATS, /v1/stats
+// and INFO, and in /metrics. `S` is src/schedule's SchedulerStats. Counts of
+// this server's own work since it started: every server runs the scheduler,
+// and a firing is counted by the one whose compare-and-set made it.
+template <typename S>
+inline constexpr Field<S> kSchedulerStatsFields[] = {
+    {"schedules",
+     [](const S& s) { return Uint(s.schedules); },
+     {},
+     {"delayq_schedules", "gauge", "", "Schedules this server knows."}},
+    {"schedule_firings",
+     [](const S& s) { return Uint(s.firings); },
+     {},
+     {"delayq_schedule_firings_total", "counter", "",
+      "Jobs this server added for schedules' firings since start."}},
+    {"schedule_skipped",
+     [](const S& s) { return Uint(s.skipped); },
+     {},
+     {"delayq_schedule_skipped_total", "counter", "",
+      "Fire times this server decided to skip since start (catch-up, pause, overlap)."}},
+    {"schedule_conflicts",
+     [](const S& s) { return Uint(s.conflicts); },
+     {},
+     {"delayq_schedule_conflicts_total", "counter", "",
+      "Firings another server (or a change of the schedule) made first, since start."}},
 };
 
 }  // namespace delayq::wire

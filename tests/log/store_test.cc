@@ -264,8 +264,8 @@ TEST(LogFormat, SegmentHeaderChecksMagicAndVersion) {
   EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("magic"), std::string::npos);
   EXPECT_EQ(got.version, kFormatVersion);
   bad = h;
-  bad[8] = 4;
-  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 4"), std::string::npos);
+  bad[8] = 5;  // a later delayq's
+  EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 5"), std::string::npos);
   bad[8] = 0;
   EXPECT_NE(DecodeSegmentHeader(bad, &got).message().find("version 0"), std::string::npos);
   bad[8] = 1;  // the version before kDedup records: still read
@@ -274,6 +274,9 @@ TEST(LogFormat, SegmentHeaderChecksMagicAndVersion) {
   bad[8] = 2;  // the version before kSubscription records: still read
   ASSERT_TRUE(DecodeSegmentHeader(bad, &got).ok());
   EXPECT_EQ(got.version, 2u);
+  bad[8] = 3;  // the version before kSchedule records: still read
+  ASSERT_TRUE(DecodeSegmentHeader(bad, &got).ok());
+  EXPECT_EQ(got.version, 3u);
 }
 
 TEST(LogFormat, ADedupRecordReadsBackAsWritten) {

@@ -27,7 +27,8 @@ DEADLINE_S = 10.0
 
 SCRIPT_NAMES = ('init', 'add', 'reserve', 'finish', 'delete', 'release', 'touch', 'bury',
                 'kick', 'kick_topic', 'get', 'peek', 'promote', 'pause', 'topics', 'stats',
-                'heads', 'unreserve', 'subscriptions', 'push_ledger')
+                'heads', 'unreserve', 'subscriptions', 'schedules', 'schedule_fire',
+                'push_ledger')
 
 
 def assemble(name):

@@ -1242,6 +1242,76 @@ class InitAndHeads(ScriptTest):
                           'timers', 'topics'])
 
 
+# --- schedule_fire (a schedule firing's jobs in their bucket) ------------------------------
+
+
+class ScheduleFire(ScriptTest):
+    """schedule_fire.lua: step 2 of a firing (docs/redis-store.md, "Schedules")."""
+
+    def fire(self, now, *entries):
+        """entries: ('a', id, run_at[, body]) or ('w', id); returns the statuses."""
+        args = []
+        for e in entries:
+            if e[0] == 'a':
+                body = e[3] if len(e) > 3 else b''
+                rec = Bucket.record(1 if e[2] <= now else 0, 'sched.t', e[2], body=body,
+                                    seq=now * 1024)
+                args += ['a', e[1], rec]
+            else:
+                args += ['w', e[1], '']
+        return [s.decode() for s in self.b.call('schedule_fire', now, *args)]
+
+    def test_a_job_is_added_once_and_not_again_within_ten_minutes_of_finishing(self):
+        b = self.b
+        self.assertEqual(self.fire(T0, ('a', 's@1', T0 + LONG), ('a', 's@2', T0 - 1)),
+                         ['delayed', 'ready'])
+        self.assertEqual(b.get(T0, 's@1')['run_at_ms'], T0 + LONG)
+        self.assertEqual(b.get(T0, 's@1')['topic'], 'sched.t')
+        self.assertEqual(self.fire(T0 + 1, ('a', 's@1', T0 + LONG)), ['fired'])
+        d = b.reserve(T0 + 2, ['sched.t'])
+        self.assertEqual(b.finish(T0 + 2, ('s@2', d[0]['receipt'])), ['ok'])
+        self.assertEqual(self.fire(T0 + 3, ('a', 's@2', T0 - 1)), ['fired'],
+                         'a re-run after the job finished adds nothing')
+        self.assertEqual(b.stats(T0 + 3)['added'], 2)
+        # T:fired forgets after 10 minutes (the documented bound).
+        later = T0 + 600_000 + 10
+        self.assertEqual(self.fire(later, ('a', 's@2', T0 - 1)), ['ready'])
+        self.assertEqual(self.r.zscore('{%s:0}:fired' % self.prefix, 's@2'), later)
+
+    def test_a_job_already_there_is_left_alone(self):
+        b = self.b
+        b.add_one(T0, 'mine@1', 'other.t', T0 + LONG, body='by hand')
+        self.assertEqual(self.fire(T0, ('a', 'mine@1', T0 + 5, b'x')), ['exists'])
+        self.assertEqual(b.get(T0, 'mine@1')['body'], b'by hand')
+
+    def test_a_withdrawal_deletes_only_a_delayed_job_and_lets_it_be_planned_again(self):
+        b = self.b
+        self.assertEqual(self.fire(T0, ('a', 'w@1', T0 + LONG), ('a', 'w@2', T0 + 10)),
+                         ['delayed', 'delayed'])
+        # w@2 has fallen due by T0 + 10: settled to ready, so kept.
+        self.assertEqual(self.fire(T0 + 10, ('w', 'w@1'), ('w', 'w@2'), ('w', 'w@3')),
+                         ['deleted', 'kept', 'absent'])
+        self.assertCode('not_found', b.get, T0 + 10, 'w@1')
+        self.assertEqual(b.get(T0 + 10, 'w@2')['state'], 'ready')
+        # Withdrawn then added in one call (a fire time planned again).
+        self.assertEqual(self.fire(T0 + 11, ('a', 'w@1', T0 + LONG, b'v1')), ['delayed'])
+        self.assertEqual(self.fire(T0 + 12, ('w', 'w@1'), ('a', 'w@1', T0 + LONG, b'v2')),
+                         ['deleted', 'delayed'])
+        self.assertEqual(b.get(T0 + 12, 'w@1')['body'], b'v2')
+
+    def test_bad_entries_are_refused_before_any_change(self):
+        b = self.b
+        for args, field in ((['x', 'id', ''], 'kind'), (['a', '', b''], 'id'),
+                            (['a', 'id'], 'entries'), (['a', 'id', b'short'], 'record')):
+            e = self.assertCode('invalid_argument', b.call, 'schedule_fire', T0, *args)
+            self.assertIn(field, e.message)
+        good = Bucket.record(0, 'sched.t', T0 + LONG, seq=T0 * 1024)
+        self.assertCode('invalid_argument', b.call, 'schedule_fire', T0, 'a', 'ok@1', good,
+                        'x', 'id', '')
+        self.assertCode('not_found', b.get, T0, 'ok@1')
+        self.assertEqual(self.keys(), [])
+
+
 # --- Redis Cluster ---------------------------------------------------------------------
 
 

@@ -275,8 +275,21 @@ FrontEndHarness::FrontEndHarness(FrontEndHarnessOptions options) : options_(std:
     http_->set_pusher(pusher_.get());
     resp_->set_pusher(pusher_.get());
   }
+  if (options_.schedule) {
+    schedule::SchedulerOptions so;
+    so.clock = clock_;
+    auto scheduler = schedule::Scheduler::Create(loop_.get(), queue_.get(), std::move(so));
+    if (!scheduler.ok()) {
+      ADD_FAILURE() << "Scheduler: " << scheduler.status().ToString();
+      std::abort();
+    }
+    scheduler_ = std::move(scheduler).value();
+    http_->set_scheduler(scheduler_.get());
+    resp_->set_scheduler(scheduler_.get());
+  }
   thread_ = std::thread([l = loop_.get()] { l->Run(); });
   if (pusher_ != nullptr) RunOnLoop([this] { pusher_->Start(); });
+  if (scheduler_ != nullptr) RunOnLoop([this] { scheduler_->Start(); });
 }
 
 FrontEndHarness::~FrontEndHarness() {
@@ -289,6 +302,7 @@ FrontEndHarness::~FrontEndHarness() {
     RunOnLoop([&] { pusher_->Stop(0, [&] { stopped.set_value(); }); });
     stopped.get_future().wait();
   }
+  if (scheduler_ != nullptr) RunOnLoop([this] { scheduler_->Stop(); });
   loop_->Stop();
   thread_.join();
   // As `delayq serve` stops: connections first, then the pusher, the queue,
@@ -296,6 +310,7 @@ FrontEndHarness::~FrontEndHarness() {
   http_->CloseConnections();
   resp_->CloseConnections();
   pusher_.reset();
+  scheduler_.reset();
   on_loop_->Detach();
   queue_.reset();
   http_.reset();

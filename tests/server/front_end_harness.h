@@ -39,6 +39,7 @@
 #include "log/file.h"
 #include "net/event_loop.h"
 #include "push/pusher.h"
+#include "schedule/scheduler.h"
 #include "server/http_server.h"
 #include "server/queue_on_loop.h"
 #include "server/resp_server.h"
@@ -116,6 +117,11 @@ struct FrontEndHarnessOptions {
   // (the subscription routes and commands), as `delayq serve` has one.
   // False: none, as with push delivery off.
   bool push = true;
+  // A schedule::Scheduler on the harness's loop and clock, given to both
+  // front ends (the schedule routes and commands), as `delayq serve` has
+  // one. False (the default, so the other suites' STATS stay as they were):
+  // none, and those answer "schedules are off".
+  bool schedule = false;
 };
 
 class FrontEndHarness {
@@ -189,6 +195,7 @@ class FrontEndHarness {
   HttpServer& http() { return *http_; }
   RespServer& resp() { return *resp_; }
   push::Pusher* pusher() { return pusher_.get(); }
+  schedule::Scheduler* scheduler() { return scheduler_.get(); }
 
  private:
   FrontEndHarnessOptions options_;
@@ -198,6 +205,7 @@ class FrontEndHarness {
   std::unique_ptr<ServingQueue> queue_;
   std::unique_ptr<QueueOnLoop> on_loop_;
   std::unique_ptr<push::Pusher> pusher_;
+  std::unique_ptr<schedule::Scheduler> scheduler_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<RespServer> resp_;
   std::thread thread_;
