@@ -19,7 +19,8 @@
 #   2 redis      the same with two `delayq serve --store redis` on one
 #                redis-server (started here: --save '' --appendonly no), the
 #                consumers spread over both, over REDIS_SECONDS (60) s: no
-#                duplicate, no missing firing.
+#                duplicate, no missing firing. Also redis-server's CPU over the
+#                whole bench run (creation, window, drain, deletion).
 #   3 idle       IDLE (1,000,000) schedules `0 * * * *` (hourly) created over
 #                4 pipelined connections on the embedded store: RSS per
 #                schedule; then SIGTERM (time to exit) and a start on the same
@@ -40,6 +41,7 @@ CONSUMERS=${CONSUMERS:-8}
 COUNT=${COUNT:-500}
 PY=${PY:-/usr/bin/python3}
 OUT=${OUT:-$(mktemp -d /tmp/delayq-schedule-bench.XXXXXX)}
+mkdir -p "$OUT"
 pids=()
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -74,12 +76,12 @@ serve() {
   wait_port "$RESP"
 }
 
-# stats HTTP: the schedule counters of /v1/stats, as JSON members.
+# stats HTTP: the schedule counters of /v1/stats, as JSON members stats_*.
 stats() {
   curl -s "127.0.0.1:$1/v1/stats" | $PY -c '
 import json, sys
 s = json.load(sys.stdin)
-print(json.dumps({k: s.get(k) for k in ("schedules", "schedule_firings", "schedule_skipped")}))'
+print(json.dumps({"stats_" + k: s.get(k) for k in ("schedules", "schedule_firings", "schedule_skipped")}))'
 }
 
 # pick FILE KEYS...: those members of a JSON object, as JSON.
@@ -125,10 +127,12 @@ if [[ " $STEPS " == *" 2 "* ]]; then
   serve s2b redis --redis "redis://127.0.0.1:$rd_port" --redis-prefix bench
   B_RESP=$RESP B_HTTP=$HTTP B_PID=$SERVER
   rd_mem0=$(redis-cli -p "$rd_port" info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  rd_cpu0=$(cpu_s "$RD_PID")
   rc=0
   "$BENCH" schedules --servers "127.0.0.1:$A_RESP,127.0.0.1:$B_RESP" --pids "$A_PID,$B_PID" \
     --schedules "$SCHEDULES" --seconds "$REDIS_SECONDS" --consumers "$CONSUMERS" \
     --count "$COUNT" >"$OUT/s2.json" || rc=$?
+  rd_cpu1=$(cpu_s "$RD_PID")
   cat "$OUT/s2.json" >&2
   sta=$(stats "$A_HTTP")
   stb=$(stats "$B_HTTP")
@@ -137,7 +141,7 @@ if [[ " $STEPS " == *" 2 "* ]]; then
   stop_pid "$RD_PID"
   summary+=("$(merge '{"step":"redis","servers":2,"rc":'"$rc"',"load":"'"$(loadavg)"'"}' \
     "$(pick "$OUT/s2.json" "${FIRING_KEYS[@]}")" \
-    "{\"server_a\":$sta,\"server_b\":$stb,\"redis_used_memory_before\":$rd_mem0}")")
+    "{\"server_a\":$sta,\"server_b\":$stb,\"redis_used_memory_before\":$rd_mem0,\"redis_cpu_s_whole_run\":$($PY -c "print(round($rd_cpu1-$rd_cpu0, 2))")}")")
 fi
 
 if [[ " $STEPS " == *" 3 "* ]]; then
