@@ -252,9 +252,9 @@ CLI::App* AddSchedules(CLI::App* app, delayq::bench::ScheduleBenchOptions* o) {
   sc->add_option("--consumers", o->consumers, "consumer connections in all")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  sc->add_option("--count", o->count, "RESERVE COUNT of each consumer")
+  sc->add_option("--count", o->count, "RESERVE COUNT of each consumer (the server's limit: 1000)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(CLI::Range(1, 1000));
   sc->add_option("--wait-ms", o->wait_ms, "RESERVE TIMEOUT")->capture_default_str();
   sc->add_option("--create-connections", o->create_connections,
                  "connections creating (and deleting) the schedules")

@@ -308,17 +308,19 @@ class ConsumerRun : public NetLoop::Handler {
       return;
     }
     if (r.kind == Reply::Kind::kError) {
+      // Asking again would only spin: the run ends, the error reported.
       log_->errors.Add("reserve", r.error);
-    } else {
-      // One write: the batch's finishes, then the next wait.
-      bool ok = ForEachJob(r.raw, [&](const ReservedJob& job) {
-        Record(job);
-        finish_.clear();
-        AppendRespCommand(&finish_, {"FINISH", job.id, job.receipt});
-        c.Command(finish_, 0, kTagFinish);
-      });
-      if (!ok) log_->errors.Add("reserve", "not an array of jobs");
+      loop_->Stop();
+      return;
     }
+    // One write: the batch's finishes, then the next wait.
+    bool ok = ForEachJob(r.raw, [&](const ReservedJob& job) {
+      Record(job);
+      finish_.clear();
+      AppendRespCommand(&finish_, {"FINISH", job.id, job.receipt});
+      c.Command(finish_, 0, kTagFinish);
+    });
+    if (!ok) log_->errors.Add("reserve", "not an array of jobs");
     if (loop_->now_wall_us() < end_wall_us_) c.Command(reserve_, o_.wait_ms, kTagReserve);
   }
 
