@@ -102,7 +102,8 @@ FIRING_KEYS=(schedules seconds expected missing duplicates redelivered early out
 summary=()
 
 if [[ " $STEPS " == *" 1 "* ]]; then
-  log "step 1: $SCHEDULES schedules every second, embedded, ${SECONDS_RUN} s (load $(loadavg))"
+  load0=$(loadavg)
+  log "step 1: $SCHEDULES schedules every second, embedded, ${SECONDS_RUN} s (load $load0)"
   serve s1 embedded
   rc=0
   "$BENCH" schedules --servers "127.0.0.1:$RESP" --pids "$SERVER" --schedules "$SCHEDULES" \
@@ -110,12 +111,13 @@ if [[ " $STEPS " == *" 1 "* ]]; then
   cat "$OUT/s1.json" >&2
   st=$(stats "$HTTP")
   stop_pid "$SERVER"
-  summary+=("$(merge '{"step":"embedded","rc":'"$rc"',"load":"'"$(loadavg)"'"}' \
+  summary+=("$(merge '{"step":"embedded","rc":'"$rc"',"load_before":"'"$load0"'","load_after":"'"$(loadavg)"'"}' \
     "$(pick "$OUT/s1.json" "${FIRING_KEYS[@]}")" "$st")")
 fi
 
 if [[ " $STEPS " == *" 2 "* ]]; then
-  log "step 2: $SCHEDULES schedules every second, two servers on one Redis, ${REDIS_SECONDS} s (load $(loadavg))"
+  load0=$(loadavg)
+  log "step 2: $SCHEDULES schedules every second, two servers on one Redis, ${REDIS_SECONDS} s (load $load0)"
   rd_port=$(free_port)
   mkdir -p "$OUT/redis"
   start redis redis-server --bind 127.0.0.1 --port "$rd_port" --dir "$OUT/redis" \
@@ -133,19 +135,21 @@ if [[ " $STEPS " == *" 2 "* ]]; then
     --schedules "$SCHEDULES" --seconds "$REDIS_SECONDS" --consumers "$CONSUMERS" \
     --count "$COUNT" >"$OUT/s2.json" || rc=$?
   rd_cpu1=$(cpu_s "$RD_PID")
+  log "redis-server CPU seconds: $rd_cpu0 before the bench run, $rd_cpu1 after"
   cat "$OUT/s2.json" >&2
   sta=$(stats "$A_HTTP")
   stb=$(stats "$B_HTTP")
   stop_pid "$A_PID"
   stop_pid "$B_PID"
   stop_pid "$RD_PID"
-  summary+=("$(merge '{"step":"redis","servers":2,"rc":'"$rc"',"load":"'"$(loadavg)"'"}' \
+  summary+=("$(merge '{"step":"redis","servers":2,"rc":'"$rc"',"load_before":"'"$load0"'","load_after":"'"$(loadavg)"'"}' \
     "$(pick "$OUT/s2.json" "${FIRING_KEYS[@]}")" \
     "{\"server_a\":$sta,\"server_b\":$stb,\"redis_used_memory_before\":$rd_mem0,\"redis_cpu_s_whole_run\":$($PY -c "print(round($rd_cpu1-$rd_cpu0, 2))")}")")
 fi
 
 if [[ " $STEPS " == *" 3 "* ]]; then
-  log "step 3: $IDLE idle hourly schedules, embedded: memory and restart (load $(loadavg))"
+  load0=$(loadavg)
+  log "step 3: $IDLE idle hourly schedules, embedded: memory and restart (load $load0)"
   serve s3 embedded
   rc=0
   "$BENCH" schedules --servers "127.0.0.1:$RESP" --pids "$SERVER" --schedules "$IDLE" \
@@ -178,7 +182,7 @@ if [[ " $STEPS " == *" 3 "* ]]; then
   rss_restart=$(awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$SERVER/status")
   st2=$(stats "$HTTP")
   stop_pid "$SERVER"
-  summary+=("$(merge '{"step":"idle","rc":'"$rc"',"load":"'"$(loadavg)"'"}' \
+  summary+=("$(merge '{"step":"idle","rc":'"$rc"',"load_before":"'"$load0"'","load_after":"'"$(loadavg)"'"}' \
     "$(pick "$OUT/s3.json" schedules sets_per_s create_s rss_before_bytes rss_after_bytes \
       bytes_per_schedule errors first_error)" \
     "$($PY -c 'import json,sys; a=[float(x) for x in sys.argv[1:5]]; print(json.dumps({
