@@ -207,6 +207,7 @@ class RespCodec : public Codec {
     long used = ScanResp(in, n, 0, &v);
     if (used <= 0) return used;
     *r = Reply();
+    r->raw = std::string_view(in, static_cast<size_t>(used));
     if (v.type == '-') {
       r->kind = Reply::Kind::kError;
       r->error = v.leaf[0];
@@ -535,6 +536,7 @@ class BeanstalkCodec : public Codec {
         if (line == "DELETED") return end;
         break;
       case Op::kAddAux:
+      case Op::kCommand:  // RESP only
         break;
     }
     r->kind = Reply::Kind::kError;
@@ -548,6 +550,11 @@ class BeanstalkCodec : public Codec {
 void AppendInt(std::string* out, int64_t v) {
   char digits[24];
   out->append(digits, static_cast<size_t>(FormatInt(v, digits)));
+}
+
+void AppendRespCommand(std::string* out, std::initializer_list<std::string_view> args) {
+  AppendArrayHeader(out, static_cast<int>(args.size()));
+  for (std::string_view a : args) AppendBulk(out, a);
 }
 
 Result<std::unique_ptr<Codec>> Codec::Create(std::string_view proto, std::string host_header) {

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,8 @@ enum class Op : uint8_t {
   kAddAux,  // redis-hashzset: the HSET before the ZADD
   kReserve,
   kFinish,
+  kCommand,  // RESP only: a request the benchmark encoded itself (Conn::Command);
+             // its reply's bytes are in Reply::raw
 };
 
 // One reply, its views pointing into the connection's input buffer: valid
@@ -54,6 +57,7 @@ struct Reply {
   std::string_view body;
   std::string_view receipt;  // empty for beanstalk
   std::string_view error;
+  std::string_view raw;  // RESP: the whole reply as read, for the caller to parse
 };
 
 // An add. Exactly one of delay_ms and run_at_ms is used: run_at_ms when
@@ -99,6 +103,9 @@ class Codec {
 
 // Appends the decimal form of v.
 void AppendInt(std::string* out, int64_t v);
+
+// Appends one RESP command: an array of bulk strings (for Conn::Command).
+void AppendRespCommand(std::string* out, std::initializer_list<std::string_view> args);
 
 }  // namespace delayq::bench
 

@@ -12,6 +12,10 @@
 //                                             network (net_bench.h)
 //   delayq-bench receive --port P --jobs N    the receiving end of push
 //                                             delivery (push_receiver.h)
+//   delayq-bench schedules --servers H:P --pids PID
+//                                             N schedules on running servers:
+//                                             memory, firings delivered once,
+//                                             lateness (schedule_bench.h)
 #include <cstdio>
 #include <string>
 
@@ -20,6 +24,7 @@
 #include "net_bench.h"
 #include "push_receiver.h"
 #include "remote_worker_bench.h"
+#include "schedule_bench.h"
 #include "worker_bench.h"
 
 namespace {
@@ -218,6 +223,52 @@ CLI::App* AddMemory(CLI::App* app, delayq::bench::MemoryOptions* o) {
   return mem;
 }
 
+CLI::App* AddSchedules(CLI::App* app, delayq::bench::ScheduleBenchOptions* o) {
+  CLI::App* sc = app->add_subcommand(
+      "schedules",
+      "N schedules created over RESP, then their firings consumed by long-poll reserves: "
+      "memory per schedule, every firing once, lateness, server CPU per firing");
+  sc->add_option("--servers", o->servers,
+                 "RESP addresses host:port[,host:port...]; schedules are created on the first, "
+                 "consumers spread over all")
+      ->delimiter(',')
+      ->capture_default_str();
+  sc->add_option("--pids", o->pids, "the servers' process ids (VmRSS, CPU), comma-separated")
+      ->delimiter(',');
+  sc->add_option("--schedules", o->schedules, "schedules created")->capture_default_str();
+  sc->add_option("--cron", o->cron, "each schedule's cron")->capture_default_str();
+  sc->add_option("--topic", o->topic, "the topic of their jobs")->capture_default_str();
+  sc->add_option("--body", o->body, "each firing's job's body")->capture_default_str();
+  sc->add_option("--name-prefix", o->name_prefix, "schedule i is PREFIX-i (default: sb<pid>)");
+  sc->add_option("--seconds", o->seconds, "measured whole seconds (0: create only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
+  sc->add_option("--warmup-seconds", o->warmup_seconds, "after the creation, before the window")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
+  sc->add_option("--drain-seconds", o->drain_seconds, "after the window, for its last firings")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  sc->add_option("--consumers", o->consumers, "consumer connections in all")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  sc->add_option("--count", o->count, "RESERVE COUNT of each consumer (the server's limit: 1000)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  sc->add_option("--wait-ms", o->wait_ms, "RESERVE TIMEOUT")->capture_default_str();
+  sc->add_option("--create-connections", o->create_connections,
+                 "connections creating (and deleting) the schedules")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  sc->add_option("--create-depth", o->create_depth, "SCHEDULE SETs in flight per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sc->add_flag("--keep", o->keep, "leave the schedules in place (default: delete them at the end)");
+  sc->add_option("--stall-seconds", o->stall_seconds, "fail when a server owes replies this long")
+      ->capture_default_str();
+  return sc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,6 +300,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   receive->add_option("--status", receive_opts.status, "the answer's status code")
       ->capture_default_str();
+  delayq::bench::ScheduleBenchOptions sched_opts;
+  CLI::App* sched = AddSchedules(&app, &sched_opts);
   CLI11_PARSE(app, argc, argv);
   if (engine->parsed()) return delayq::bench::RunEngineBench(engine_opts);
   if (worker->parsed()) return delayq::bench::RunWorkerBench(worker_opts);
@@ -259,5 +312,6 @@ int main(int argc, char** argv) {
   if (late->parsed()) return delayq::bench::RunLatenessBench(late_opts);
   if (mem->parsed()) return delayq::bench::RunMemoryBench(mem_opts);
   if (receive->parsed()) return delayq::bench::RunReceive(receive_opts);
+  if (sched->parsed()) return delayq::bench::RunScheduleBench(sched_opts);
   return 2;
 }

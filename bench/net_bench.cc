@@ -198,6 +198,7 @@ class CycleRole {
         }
         break;
       case Op::kAddAux:
+      case Op::kCommand:
         break;
     }
   }
@@ -554,6 +555,7 @@ class ReserveLatencyRun : public NetLoop::Handler {
         if (r.kind == Reply::Kind::kError) Error(c, "bind", r.error);
         return;
       case Op::kAddAux:
+      case Op::kCommand:
         return;
       case Op::kAdd:
         if (r.kind == Reply::Kind::kError) return Error(c, "add", r.error);

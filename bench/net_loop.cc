@@ -37,6 +37,8 @@ const char* OpName(Op op) {
       return "reserve";
     case Op::kFinish:
       return "finish";
+    case Op::kCommand:
+      return "command";
   }
   return "?";
 }
@@ -154,6 +156,12 @@ void Conn::Reserve(std::string_view topic, int64_t wait_ms, uint32_t tag) {
 void Conn::Finish(std::string_view id, std::string_view receipt, uint32_t tag) {
   loop_->codec_->Finish(&out_, id, receipt);
   Push(Op::kFinish, tag);
+}
+
+void Conn::Command(std::string_view encoded, int64_t wait_ms, uint32_t tag) {
+  out_.append(encoded);
+  loop_->max_wait_ns_ = std::max(loop_->max_wait_ns_, wait_ms * 1'000'000);
+  Push(Op::kCommand, tag);
 }
 
 void Conn::StageFinish(std::string_view id, std::string_view receipt) {

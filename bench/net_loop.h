@@ -74,6 +74,10 @@ class Conn {
   void Add(const AddArgs& a, uint32_t tag = 0);
   void Reserve(std::string_view topic, int64_t wait_ms, uint32_t tag = 0);
   void Finish(std::string_view id, std::string_view receipt, uint32_t tag = 0);
+  // A request encoded by the caller (RESP: AppendRespCommand), answered as
+  // Op::kCommand with the reply's bytes in Reply::raw. wait_ms: how long the
+  // server may hold it (a blocking reserve), for the stall limit.
+  void Command(std::string_view encoded, int64_t wait_ms = 0, uint32_t tag = 0);
   // A finish held back until SendStaged, so a job's finish can travel with
   // the next batch of requests: replies' views die with the next read, the
   // staged bytes do not.
