@@ -4,28 +4,49 @@
 # kLuaScripts, for each script its name, the text sent to Redis as a raw
 # string literal, and the SHA-1 of that text (what EVALSHA names it by). The
 # text of a script is its file (src/redis_store/scripts/) with the line
-# "--!include lib.lua" replaced by lib.lua without its trailing newlines,
+# "--!include lib.lua" replaced by lib.lua without its trailing newlines (and
+# lib.lua's "--!include base.lua" by base.lua), or "--!include base.lua" by
+# base.lua alone,
 # exactly as tests/redis/script_harness.py assembles it (docs/redis-store.md,
 # "Assembling a script"), so both compute one SHA-1.
 #
 #   cmake -DSCRIPTS_DIR=<dir> -DOUT=<file> -DNAMES="init|add|..." -P embed_scripts.cmake
 string(REPLACE "|" ";" NAMES "${NAMES}")
-set(include_line "--!include lib.lua")
 set(delim "DQLUA")
+# base.lua (the bucket tag, errors, integer arguments, TIME) is spliced into
+# lib.lua first, at its line "--!include base.lua"; a script includes one of
+# the two.
+file(READ "${SCRIPTS_DIR}/base.lua" base)
+string(REGEX REPLACE "\n+$" "" base "${base}")
 file(READ "${SCRIPTS_DIR}/lib.lua" lib)
 string(REGEX REPLACE "\n+$" "" lib "${lib}")
+string(FIND "${lib}" "\n--!include base.lua\n" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "lib.lua must have the line \"--!include base.lua\"")
+endif()
+string(REPLACE "\n--!include base.lua\n" "\n${base}\n" lib "${lib}")
 set(enum "")
 set(texts "")
 set(table "")
 list(LENGTH NAMES count)
 foreach(name IN LISTS NAMES)
   file(READ "${SCRIPTS_DIR}/${name}.lua" source)
-  string(FIND "${source}" "\n${include_line}\n" first)
-  string(FIND "${source}" "\n${include_line}\n" last REVERSE)
-  if(first EQUAL -1 OR NOT first EQUAL last)
-    message(FATAL_ERROR "${name}.lua must have exactly one line \"${include_line}\"")
+  set(found 0)
+  foreach(part lib base)
+    set(include_line "--!include ${part}.lua")
+    string(FIND "${source}" "\n${include_line}\n" first)
+    string(FIND "${source}" "\n${include_line}\n" last REVERSE)
+    if(NOT first EQUAL -1)
+      math(EXPR found "${found} + 1")
+      if(NOT first EQUAL last)
+        set(found 2)
+      endif()
+      string(REPLACE "\n${include_line}\n" "\n${${part}}\n" assembled "${source}")
+    endif()
+  endforeach()
+  if(NOT found EQUAL 1)
+    message(FATAL_ERROR "${name}.lua must have exactly one line \"--!include lib.lua\" or \"--!include base.lua\"")
   endif()
-  string(REPLACE "\n${include_line}\n" "\n${lib}\n" assembled "${source}")
   string(FIND "${assembled}" ")${delim}\"" clash)
   if(NOT clash EQUAL -1)
     message(FATAL_ERROR "${name}.lua contains the raw string delimiter )${delim}\"")

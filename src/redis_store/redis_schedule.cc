@@ -194,7 +194,9 @@ class PendingRunner {
   void PlanClear(Batch& b) {
     for (Run& run : runs_) {
       if (run.error.ok()) {
-        b.Single(Lua::kSchedules, 0, {"clear", run.name, std::to_string(run.pending.revision)});
+        // Shared with the round's other claims and clears: one call.
+        b.Append(Lua::kSchedules, 0,
+                 {"clear", run.name, std::to_string(run.pending.revision), "", "", "", ""});
       }
     }
   }
@@ -406,8 +408,9 @@ class FireScheduleOp final : public Op {
           jobs_.clear();
           withdraw_.clear();
         }
-        cmd_ = b.Single(Lua::kSchedules, 0,
-                        {"claim", name_, revision_, paused_, state_, reason_, payload_});
+        // Shared with the round's other claims and clears: one call.
+        slot_ = b.Append(Lua::kSchedules, 0,
+                         {"claim", name_, revision_, paused_, state_, reason_, payload_});
         return;
       case Stage::kFire:
         runner_.PlanFire(b);
@@ -466,9 +469,10 @@ class FireScheduleOp final : public Op {
   }
 
   bool AbsorbClaim(Batch& b) {
-    auto r = b.ReplyOf(cmd_);
+    auto r = b.Element(slot_);
     if (!r.ok()) return Done(r.status());
     const Reply& reply = **r;
+    if (reply.is_error()) return Done(ErrorStatus(reply));
     // {"applied"|"stale", record} or {"pending", record, pending}.
     if (!reply.is_array() || reply.elements().size() < 2 || !Text(reply.elements()[0]) ||
         !reply.elements()[1].is_string()) {
@@ -521,7 +525,7 @@ class FireScheduleOp final : public Op {
   bool encoded_ = false;
   FiredDone done_;
   Stage stage_ = Stage::kClaim;
-  size_t cmd_ = 0;
+  Batch::Slot slot_;
   bool own_ = false;      // the PENDING being run is this firing's
   bool retried_ = false;  // claimed again after finishing another's PENDING
   PendingRunner runner_;

@@ -21,6 +21,7 @@ from polling import wait_until  # noqa: E402
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 SCRIPTS_DIR = os.path.join(REPO, 'src', 'redis_store', 'scripts')
 INCLUDE_LINE = '--!include lib.lua'
+BASE_INCLUDE_LINE = '--!include base.lua'
 REDIS_SERVER = shutil.which('redis-server') or '/usr/bin/redis-server'
 REDIS_CLI = shutil.which('redis-cli') or '/usr/bin/redis-cli'
 DEADLINE_S = 10.0
@@ -31,16 +32,28 @@ SCRIPT_NAMES = ('init', 'add', 'reserve', 'finish', 'delete', 'release', 'touch'
                 'push_ledger')
 
 
+def _splice(lines, include_line, text, name):
+    at = [i for i, line in enumerate(lines) if line == include_line]
+    if len(at) != 1:
+        raise AssertionError(f'{name} must have exactly one "{include_line}" line')
+    return lines[:at[0]] + [text] + lines[at[0] + 1:]
+
+
+def _read(name):
+    with open(os.path.join(SCRIPTS_DIR, name), encoding='utf-8') as f:
+        return f.read().rstrip('\n')
+
+
 def assemble(name):
-    """The text sent to Redis: the script with its include line replaced by lib.lua."""
+    """The text sent to Redis: the script with its include line replaced by
+    lib.lua (itself with base.lua spliced in), or by base.lua alone."""
     with open(os.path.join(SCRIPTS_DIR, name + '.lua'), encoding='utf-8') as f:
         lines = f.read().split('\n')
-    with open(os.path.join(SCRIPTS_DIR, 'lib.lua'), encoding='utf-8') as f:
-        lib = f.read().rstrip('\n')
-    at = [i for i, line in enumerate(lines) if line == INCLUDE_LINE]
-    if len(at) != 1:
-        raise AssertionError(f'{name}.lua must have exactly one "{INCLUDE_LINE}" line')
-    return '\n'.join(lines[:at[0]] + [lib] + lines[at[0] + 1:])
+    base = _read('base.lua')
+    if BASE_INCLUDE_LINE in lines:
+        return '\n'.join(_splice(lines, BASE_INCLUDE_LINE, base, name + '.lua'))
+    lib = '\n'.join(_splice(_read('lib.lua').split('\n'), BASE_INCLUDE_LINE, base, 'lib.lua'))
+    return '\n'.join(_splice(lines, INCLUDE_LINE, lib, name + '.lua'))
 
 
 def load_scripts():

@@ -78,6 +78,7 @@ local function main()
   measure_due()
   redis.call('ZREMRANGEBYSCORE', K_FIRED, '-inf', '(' .. fmt(NOW - FIRED_KEEP_MS))
   local out, added, deleted = {}, 0, 0
+  local due_min = {}  -- topic -> earliest run_at of the delayed jobs added
   for k = 1, n do
     local id = ids[k]
     if kinds[k] == 'a' then
@@ -97,7 +98,8 @@ local function main()
           out[k] = 'ready'
         else
           redis.call('ZADD', kd(topic), run_at, struct.pack('>I7c0', s, id))
-          redis.call('ZADD', K_TIMERS, 'LT', run_at, topic)
+          -- The topic's timer once per call, at its earliest (below).
+          if not due_min[topic] or run_at < due_min[topic] then due_min[topic] = run_at end
           added_due(run_at)
           out[k] = 'delayed'
         end
@@ -126,6 +128,7 @@ local function main()
       end
     end
   end
+  for topic, run_at in pairs(due_min) do redis.call('ZADD', K_TIMERS, 'LT', run_at, topic) end
   count('added', added)
   count('deleted', deleted)
   commit()

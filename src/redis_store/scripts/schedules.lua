@@ -20,6 +20,9 @@
 --            none). Error not_found.
 --   list               Reply: {now_ms, then per schedule record, pending},
 --            unordered (the caller sorts).
+--   claim and clear come as a batch: ARGV is a run of items of 7 fields
+--   each (a clear's last four empty); the reply is an array with one reply
+--   per item, in order, an error reply for an item that failed.
 --   claim <name> <revision> <paused> <state> <pause_reason> <payload>
 --            the compare-and-set of a firing. If the stored revision is not
 --            <revision>: {"stale", record}. Else if a PENDING is there (a
@@ -28,7 +31,7 @@
 --            <pause_reason> (paused set when <paused> is 1), revision + 1,
 --            and when <payload> is not "" it is kept as the PENDING
 --            {revision, now, payload}: {"applied", record}. Error not_found.
---   clear <name> <revision>  removes the PENDING made at <revision>
+--   clear <name> <revision> "" "" "" ""  removes the PENDING made at <revision>
 --            (another is kept). Reply: 1 removed, 0 not.
 -- Errors   invalid_argument (operation, name, record, revision), nothing
 --          changed; not_found as said.
@@ -43,7 +46,7 @@
 --
 -- Time is Redis's (TIME), as in subscriptions.lua: every server compares a
 -- PENDING's age on one clock.
---!include lib.lua
+--!include base.lua
 
 local K_SCHED = B .. ':sched'           -- hash: name -> schedule record
 local K_PENDING = B .. ':sched:pending' -- hash: name -> PENDING of a claimed firing
@@ -148,20 +151,25 @@ local function list(now)
   return out
 end
 
-local function claim(now)
-  local name = check_name(ARGV[2])
-  local revision = int_arg(3, 'revision', 0, MAX_REVISION)
-  local paused = int_arg(4, 'paused', 0, 1)
-  local state, reason, payload = ARGV[5], ARGV[6], ARGV[7]
+-- The item of a batch at ARGV[at..at+6] (see the contract above).
+local function claim(now, at)
+  local name = check_name(ARGV[at + 1])
+  local revision = int_arg(at + 2, 'revision', 0, MAX_REVISION)
+  local paused = int_arg(at + 3, 'paused', 0, 1)
+  local state, reason, payload = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   if type(payload) ~= 'string' then
     abort('invalid_argument', 'claim: name, revision, paused, state, pause_reason, payload')
   end
   if #reason > 65535 then abort('invalid_argument', 'pause_reason: at most 65535 bytes') end
   local rec = load_record(name)
-  local r = unpack_record(rec, 'stored record')
-  if r.revision ~= revision then return { 'stale', rec } end
+  -- The revision alone first: another server's claim of the same firing
+  -- (the usual loser's case) stops here without decoding the record.
+  if #rec < SCHED_HEAD_BYTES then abort('invalid_argument', 'stored record: shorter than its head') end
+  local _, stored_revision = struct.unpack('>BI7', rec)
+  if stored_revision ~= revision then return { 'stale', rec } end
   local pending = redis.call('HGET', K_PENDING, name)
   if pending then return { 'pending', rec, pending } end
+  local r = unpack_record(rec, 'stored record')
   if r.revision >= MAX_REVISION then abort('invalid_argument', 'revision: at its limit') end
   r.revision = r.revision + 1
   r.state, r.reason = state, reason
@@ -174,9 +182,9 @@ local function claim(now)
   return { 'applied', stored }
 end
 
-local function clear()
-  local name = check_name(ARGV[2])
-  local revision = int_arg(3, 'revision', 0, MAX_REVISION)
+local function clear(_, at)
+  local name = check_name(ARGV[at + 1])
+  local revision = int_arg(at + 2, 'revision', 0, MAX_REVISION)
   local pending = redis.call('HGET', K_PENDING, name)
   if not pending or #pending < 14 then return 0 end
   local _, made = struct.unpack(PENDING_HEAD, pending)
@@ -185,14 +193,41 @@ local function clear()
   return 1
 end
 
-local OPS = { put = put, delete = delete, get = get, list = list, claim = claim, clear = clear }
+local OPS = { put = put, delete = delete, get = get, list = list }
+local ITEMS = { claim = claim, clear = clear }
+local ITEM_FIELDS = 7
+
+-- claim and clear come in batches (a round's firings share one call): one
+-- reply per item, an error reply for an item that failed (not_found, a bad
+-- argument), which changed nothing; the other items are not affected.
+local function items(now)
+  if #ARGV % ITEM_FIELDS ~= 0 then
+    abort('invalid_argument', 'claim and clear: items of ' .. fmt(ITEM_FIELDS) .. ' fields')
+  end
+  local out = {}
+  for at = 1, #ARGV, ITEM_FIELDS do
+    local op = ITEMS[ARGV[at]]
+    if not op then abort('invalid_argument', 'operation: claim or clear in a batch') end
+    local ok, res = pcall(op, now, at)
+    if ok then
+      out[#out + 1] = res
+    elseif aborted then
+      out[#out + 1] = redis.error_reply(aborted)
+      aborted = nil
+    else
+      error(res, 0)
+    end
+  end
+  return out
+end
 
 local function main()
+  local now = redis_time()
+  if ITEMS[ARGV[1]] then return items(now) end
   local op = OPS[ARGV[1]]
   if not op then
     abort('invalid_argument', 'operation: put, delete, get, list, claim or clear')
   end
-  local now = redis_time()
   return op(now)
 end
 
