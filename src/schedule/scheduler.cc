@@ -134,7 +134,7 @@ std::vector<int64_t> CatchUp(const cron::Cron& c, int64_t after, int64_t now, De
 // scheduler.h for the rules). `prev`: the previous firing's job, when the
 // last Decide asked for it.
 Decision Decide(const Schedule& s, const cron::Cron& c, int64_t now, const PrevJob* prev,
-                int64_t check_ms) {
+                int64_t check_ms, int64_t plan_after_due_ms) {
   Decision d;
   d.state = s;
   Schedule& st = d.state;
@@ -269,8 +269,10 @@ Decision Decide(const Schedule& s, const cron::Cron& c, int64_t now, const PrevJ
     return d;
   }
 
-  // Planned, not yet due.
-  d.wake_ms = st.next_fire_at_ms;
+  // Planned, not yet due. With overlap allow its job is in the queue: the
+  // next one is planned a little after it falls due, not on the instant
+  // when the queue hands out the jobs of every schedule due then.
+  d.wake_ms = st.next_fire_at_ms + (st.overlap == Overlap::kAllow ? plan_after_due_ms : 0);
   if (st.buffered_fire_at_ms != 0) {
     if (!prev_id.empty() && prev == nullptr) {
       d.need_prev = prev_id;
@@ -420,6 +422,12 @@ class Scheduler::Impl {
   SchedulerStats stats() const {
     SchedulerStats s = stats_;
     s.schedules = entries_.size();
+    for (const auto& [name, e] : entries_) {
+      const int64_t next = e.s.next_fire_at_ms;
+      if (next != 0 && !e.s.paused && (s.next_fire_at_ms == 0 || next < s.next_fire_at_ms)) {
+        s.next_fire_at_ms = next;
+      }
+    }
     return s;
   }
 
@@ -497,7 +505,7 @@ class Scheduler::Impl {
     }
     if (!e.cron.has_value()) return Settled(e);
     const int64_t now = Now();
-    Decision d = Decide(e.s, *e.cron, now, prev, options_.check_ms);
+    Decision d = Decide(e.s, *e.cron, now, prev, options_.check_ms, options_.plan_after_due_ms);
     if (d.need_prev.has_value()) {
       e.busy = true;
       queue_->GetAsync(*d.need_prev, OnLoop<Result<JobInfo>>([this, name](Result<JobInfo> j) {

@@ -46,6 +46,10 @@ struct SchedulerOptions {
   // How often the previous firing's job is looked at, for a schedule that
   // holds a firing (buffer_one) or pauses on failure.
   int64_t check_ms = 200;
+  // With overlap allow, how long after a firing falls due the one after it
+  // is planned (its job added ahead). Not at once: every schedule due on the
+  // same second would be planned while the queue hands out their jobs.
+  int64_t plan_after_due_ms = 250;
 };
 
 struct BackfillResult {
@@ -59,6 +63,10 @@ struct SchedulerStats {
   uint64_t firings = 0;    // jobs this server added for firings
   uint64_t skipped = 0;    // fire times this server decided to skip
   uint64_t conflicts = 0;  // compare-and-sets another server (or a put) won
+  // The earliest next fire time (Unix ms) among the schedules this server
+  // runs, 0 when none is planned: an alert on it lying far in the past
+  // finds a scheduler that stopped.
+  int64_t next_fire_at_ms = 0;
 };
 
 class Scheduler {

@@ -343,6 +343,11 @@ inline constexpr Field<S> kSchedulerStatsFields[] = {
      {},
      {"delayq_schedule_conflicts_total", "counter", "",
       "Firings another server (or a change of the schedule) made first, since start."}},
+    {"schedule_next_fire_at_ms",
+     [](const S& s) { return Uint(static_cast<uint64_t>(s.next_fire_at_ms)); },  // >= 0
+     {},
+     {"delayq_schedule_next_fire_at_ms", "gauge", "",
+      "The earliest next fire time (Unix ms) of the schedules this server runs; 0 for none."}},
 };
 
 }  // namespace delayq::wire

@@ -60,6 +60,7 @@ class SchedulerTest : public ::testing::Test {
     SchedulerOptions so;
     so.clock = clock_;
     so.check_ms = 50;
+    so.plan_after_due_ms = 0;  // the firing after is planned the moment one falls due
     auto s = Scheduler::Create(loop_.get(), queue_.get(), so);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     if (schedulers_.size() <= i) schedulers_.resize(i + 1);

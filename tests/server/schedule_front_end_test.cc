@@ -290,14 +290,16 @@ TEST_F(ScheduleFigures, StatsAndMetricsCarryTheSchedulersFigures) {
   ASSERT_EQ(stats.status, 200) << stats.body;
   Json j(stats.body);
   for (const char* k :
-       {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts"}) {
+       {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts",
+        "schedule_next_fire_at_ms"}) {
     EXPECT_GE(Int(j[k]), 0) << k << " in " << stats.body;
   }
   // After the lateness figures, before the store's.
   EXPECT_LT(stats.body.find("due_lateness_max_us"), stats.body.find("\"schedules\""));
   RespReply resp = h.Resp({"STATS"});
   for (const char* k :
-       {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts"}) {
+       {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts",
+        "schedule_next_fire_at_ms"}) {
     EXPECT_NE(Pair(resp, k), nullptr) << k << " in " << resp.ToString();
   }
   HttpReply metrics = h.Http("GET", "/metrics");
@@ -305,7 +307,8 @@ TEST_F(ScheduleFigures, StatsAndMetricsCarryTheSchedulersFigures) {
   for (const char* m : {"# TYPE delayq_schedules gauge\ndelayq_schedules ",
                         "# TYPE delayq_schedule_firings_total counter\n",
                         "# TYPE delayq_schedule_skipped_total counter\n",
-                        "# TYPE delayq_schedule_conflicts_total counter\n"}) {
+                        "# TYPE delayq_schedule_conflicts_total counter\n",
+                        "# TYPE delayq_schedule_next_fire_at_ms gauge\n"}) {
     EXPECT_NE(metrics.body.find(m), std::string::npos) << m;
   }
 }
@@ -589,6 +592,10 @@ TEST_F(ScheduleHttp, StatsCountTheSchedules) {
   ASSERT_EQ(Put("b", R"({"cron":"@hourly","topic":"t"})").status, 200);
   EXPECT_EQ(Int(Json(h.Http("GET", "/v1/stats").body)["schedules"]), 2);
   EXPECT_NE(h.Http("GET", "/metrics").body.find("\ndelayq_schedules 2\n"), std::string::npos);
+  // The earliest next firing of the two: the next whole hour.
+  const int64_t now = h.clock().NowMs();
+  EXPECT_EQ(Int(Json(h.Http("GET", "/v1/stats").body)["schedule_next_fire_at_ms"]),
+            (now / 3'600'000 + 1) * 3'600'000);
 }
 
 class ScheduleResp : public ScheduleFixture {};
