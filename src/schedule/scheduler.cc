@@ -352,19 +352,19 @@ class Scheduler::Impl {
     auto parsed = cron::Cron::Parse(s.cron, s.timezone);
     if (!parsed.ok()) return done(parsed.status());
     if (Status v = ValidateScheduleDefinition(s); !v.ok()) return done(v);
-    queue_->PutScheduleAsync(s, OnLoop<Result<Schedule>>([this, done = std::move(done)](
-                                                             Result<Schedule> r) {
-      if (!r.ok()) return done(std::move(r));
-      // Answered once the scheduler has planned it (next_fire_at_ms set, or
-      // the firing ahead withdrawn on a pause), so the caller sees that.
-      const std::string name = r->name;
-      Learn(*r);
-      auto it = entries_.find(name);
-      if (it == entries_.end()) return done(std::move(r));
-      if (!it->second.busy) return done(it->second.s);  // planned inside the call
-      it->second.waiters.push_back(
-          [done = std::move(done)](const Schedule& planned) { done(planned); });
-    }));
+    queue_->PutScheduleAsync(
+        s, OnLoop<Result<Schedule>>([this, done = std::move(done)](Result<Schedule> r) {
+          if (!r.ok()) return done(std::move(r));
+          // Answered once the scheduler has planned it (next_fire_at_ms set, or
+          // the firing ahead withdrawn on a pause), so the caller sees that.
+          const std::string name = r->name;
+          Learn(*r);
+          auto it = entries_.find(name);
+          if (it == entries_.end()) return done(std::move(r));
+          if (!it->second.busy) return done(it->second.s);  // planned inside the call
+          it->second.waiters.push_back(
+              [done = std::move(done)](const Schedule& planned) { done(planned); });
+        }));
   }
 
   void Get(std::string_view name, std::function<void(Result<Schedule>)> done) {
@@ -386,7 +386,8 @@ class Scheduler::Impl {
         name, OnLoop<Result<Schedule>>([this, done = std::move(done)](Result<Schedule> r) {
           if (r.ok()) {
             Forget(r->name);
-            if (r->next_fire_at_ms > Now()) WithdrawIfDelayed(FiringId(r->name, r->next_fire_at_ms));
+            if (r->next_fire_at_ms > Now())
+              WithdrawIfDelayed(FiringId(r->name, r->next_fire_at_ms));
           }
           done(std::move(r));
         }));
@@ -509,20 +510,20 @@ class Scheduler::Impl {
     if (d.need_prev.has_value()) {
       e.busy = true;
       queue_->GetAsync(*d.need_prev, OnLoop<Result<JobInfo>>([this, name](Result<JobInfo> j) {
-                         auto it = entries_.find(name);
-                         if (it == entries_.end()) return;
-                         it->second.busy = false;
-                         it->second.again = false;
-                         if (!j.ok() && j.status().code() != Code::kNotFound) {
-                           Wake(name, Now() + kRetryMs);
-                           Settled(it->second);
-                           return;
-                         }
-                         PrevJob p;
-                         p.live = j.ok() && j->state != JobState::kBuried;
-                         p.buried = j.ok() && j->state == JobState::kBuried;
-                         Act(name, &p);
-                       }));
+        auto it = entries_.find(name);
+        if (it == entries_.end()) return;
+        it->second.busy = false;
+        it->second.again = false;
+        if (!j.ok() && j.status().code() != Code::kNotFound) {
+          Wake(name, Now() + kRetryMs);
+          Settled(it->second);
+          return;
+        }
+        PrevJob p;
+        p.live = j.ok() && j->state != JobState::kBuried;
+        p.buried = j.ok() && j->state == JobState::kBuried;
+        Act(name, &p);
+      }));
       return;
     }
     if (!d.write) {
@@ -629,38 +630,36 @@ class Scheduler::Impl {
   // store other servers write too.
   void Refresh() {
     if (stopped_) return;
-    queue_->SchedulesAsync("", OnLoop<Result<std::vector<Schedule>>>(
-                                   [this](Result<std::vector<Schedule>> r) {
-                                     if (r.ok()) {
-                                       std::unordered_map<std::string, bool> seen;
-                                       for (const Schedule& s : *r) {
-                                         seen[s.name] = true;
-                                         auto it = entries_.find(s.name);
-                                         if (it == entries_.end() ||
-                                             (!it->second.busy &&
-                                              it->second.s.revision != s.revision)) {
-                                           Learn(s);
-                                         }
-                                       }
-                                       for (auto it = entries_.begin(); it != entries_.end();) {
-                                         if (!seen.count(it->first) && !it->second.busy) {
-                                           it = entries_.erase(it);
-                                         } else {
-                                           ++it;
-                                         }
-                                       }
-                                     } else {
-                                       Log(LogLevel::kWarn, "schedules: reading them failed: %s",
-                                           r.status().message().c_str());
-                                     }
-                                     if (shared_store_ || !r.ok()) {
-                                       refresh_timer_ = loop_->RunAfter(
-                                           r.ok() ? options_.refresh_ms : kRetryMs, [this] {
-                                             refresh_timer_ = 0;
-                                             Refresh();
-                                           });
-                                     }
-                                   }));
+    queue_->SchedulesAsync(
+        "", OnLoop<Result<std::vector<Schedule>>>([this](Result<std::vector<Schedule>> r) {
+          if (r.ok()) {
+            std::unordered_map<std::string, bool> seen;
+            for (const Schedule& s : *r) {
+              seen[s.name] = true;
+              auto it = entries_.find(s.name);
+              if (it == entries_.end() ||
+                  (!it->second.busy && it->second.s.revision != s.revision)) {
+                Learn(s);
+              }
+            }
+            for (auto it = entries_.begin(); it != entries_.end();) {
+              if (!seen.count(it->first) && !it->second.busy) {
+                it = entries_.erase(it);
+              } else {
+                ++it;
+              }
+            }
+          } else {
+            Log(LogLevel::kWarn, "schedules: reading them failed: %s",
+                r.status().message().c_str());
+          }
+          if (shared_store_ || !r.ok()) {
+            refresh_timer_ = loop_->RunAfter(r.ok() ? options_.refresh_ms : kRetryMs, [this] {
+              refresh_timer_ = 0;
+              Refresh();
+            });
+          }
+        }));
   }
 
   void WithdrawIfDelayed(const std::string& id) {
@@ -731,14 +730,15 @@ class Scheduler::Impl {
       if (overlap == Overlap::kAllow) RemoveFromGaps(&st, from_ms, to_ms);
       if (st.last_fire_at_ms == 0) st.last_fire_at_ms = add.back();
       queue_->FireScheduleAsync(
-          f, OnLoop<Result<ScheduleFired>>([this, out, from_ms, to_ms, overlap, tries, asked,
-                                            done = std::move(done)](Result<ScheduleFired> r) mutable {
+          f,
+          OnLoop<Result<ScheduleFired>>([this, out, from_ms, to_ms, overlap, tries, asked,
+                                         done = std::move(done)](Result<ScheduleFired> r) mutable {
             if (!r.ok()) return done(r.status());
             if (!r->applied) {
               stats_.conflicts++;
               if (tries <= 1) return done(Unavailable("schedule kept changing; try again"));
-              return BackfillOnce(std::move(r->schedule), from_ms, to_ms, overlap,
-                                  std::move(done), tries - 1);
+              return BackfillOnce(std::move(r->schedule), from_ms, to_ms, overlap, std::move(done),
+                                  tries - 1);
             }
             out.added = r->added;
             out.already += asked - r->added;  // their ids were there: not made again
@@ -748,10 +748,11 @@ class Scheduler::Impl {
           }));
     };
     if (overlap == Overlap::kSkip && s.last_fire_at_ms != 0 && !todo.empty()) {
-      queue_->GetAsync(FiringId(s.name, s.last_fire_at_ms),
-                       OnLoop<Result<JobInfo>>([finish = std::move(finish)](Result<JobInfo> j) mutable {
-                         finish(j.ok() && j->state != JobState::kBuried);
-                       }));
+      queue_->GetAsync(
+          FiringId(s.name, s.last_fire_at_ms),
+          OnLoop<Result<JobInfo>>([finish = std::move(finish)](Result<JobInfo> j) mutable {
+            finish(j.ok() && j->state != JobState::kBuried);
+          }));
       return;
     }
     finish(false);

@@ -145,9 +145,9 @@ class RedisSchedule : public ::testing::TestWithParam<uint32_t> {
   Result<redis::Reply> ClaimOnly(const Schedule& stored, const std::vector<JobSpec>& jobs) {
     Schedule state = stored;
     state.firings += jobs.size();
-    auto r = Server()->Command({"EVALSHA", rq::ScriptOf(rq::Lua::kSchedules).sha1(), "1",
-                                Tag(0), "claim", stored.name, std::to_string(stored.revision),
-                                "0", rq::EncodeScheduleState(state), "",
+    auto r = Server()->Command({"EVALSHA", rq::ScriptOf(rq::Lua::kSchedules).sha1(), "1", Tag(0),
+                                "claim", stored.name, std::to_string(stored.revision), "0",
+                                rq::EncodeScheduleState(state), "",
                                 rq::EncodeFiringPayload(jobs, {}, NowMs())});
     // Claims come in batches: the reply is one per item.
     if (!r.ok() || !r->is_array() || r->elements().size() != 1) return r;

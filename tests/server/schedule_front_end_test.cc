@@ -289,17 +289,15 @@ TEST_F(ScheduleFigures, StatsAndMetricsCarryTheSchedulersFigures) {
   HttpReply stats = h.Http("GET", "/v1/stats");
   ASSERT_EQ(stats.status, 200) << stats.body;
   Json j(stats.body);
-  for (const char* k :
-       {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts",
-        "schedule_next_fire_at_ms"}) {
+  for (const char* k : {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts",
+                        "schedule_next_fire_at_ms"}) {
     EXPECT_GE(Int(j[k]), 0) << k << " in " << stats.body;
   }
   // After the lateness figures, before the store's.
   EXPECT_LT(stats.body.find("due_lateness_max_us"), stats.body.find("\"schedules\""));
   RespReply resp = h.Resp({"STATS"});
-  for (const char* k :
-       {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts",
-        "schedule_next_fire_at_ms"}) {
+  for (const char* k : {"schedules", "schedule_firings", "schedule_skipped", "schedule_conflicts",
+                        "schedule_next_fire_at_ms"}) {
     EXPECT_NE(Pair(resp, k), nullptr) << k << " in " << resp.ToString();
   }
   HttpReply metrics = h.Http("GET", "/metrics");
