@@ -353,7 +353,7 @@ class Scheduler::Impl {
     if (!parsed.ok()) return done(parsed.status());
     if (Status v = ValidateScheduleDefinition(s); !v.ok()) return done(v);
     queue_->PutScheduleAsync(
-        s, OnLoop<Result<Schedule>>([this, done = std::move(done)](Result<Schedule> r) {
+        s, OnLoop<Result<Schedule>>([this, done = std::move(done)](Result<Schedule> r) mutable {
           if (!r.ok()) return done(std::move(r));
           // Answered once the scheduler has planned it (next_fire_at_ms set, or
           // the firing ahead withdrawn on a pause), so the caller sees that.
@@ -362,7 +362,7 @@ class Scheduler::Impl {
           auto it = entries_.find(name);
           if (it == entries_.end()) return done(std::move(r));
           if (!it->second.busy) return done(it->second.s);  // planned inside the call
-          it->second.waiters.push_back(
+          it->second.waiters.emplace_back(
               [done = std::move(done)](const Schedule& planned) { done(planned); });
         }));
   }
@@ -665,12 +665,12 @@ class Scheduler::Impl {
   void WithdrawIfDelayed(const std::string& id) {
     queue_->GetAsync(id, OnLoop<Result<JobInfo>>([this, id](Result<JobInfo> j) {
                        if (j.ok() && j->state == JobState::kDelayed) {
-                         queue_->DeleteAsync(id, [](Status) {});
+                         queue_->DeleteAsync(id, [](const Status&) {});
                        }
                      }));
   }
 
-  void BackfillOnce(Schedule s, int64_t from_ms, int64_t to_ms, Overlap overlap,
+  void BackfillOnce(const Schedule& s, int64_t from_ms, int64_t to_ms, Overlap overlap,
                     std::function<void(Result<BackfillResult>)> done, int tries) {
     auto parsed = cron::Cron::Parse(s.cron, s.timezone);
     if (!parsed.ok()) return done(parsed.status());
