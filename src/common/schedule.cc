@@ -95,7 +95,8 @@ Status ValidateScheduleDefinition(const Schedule& s) {
   if (s.timezone.size() > kMaxTimezoneBytes) {
     return InvalidArgument("timezone: at most " + std::to_string(kMaxTimezoneBytes) + " bytes");
   }
-  if (s.topic.empty()) return InvalidArgument("topic: required, the topic each firing's job goes to");
+  if (s.topic.empty())
+    return InvalidArgument("topic: required, the topic each firing's job goes to");
   if (Status st = ValidateTopic(s.topic); !st.ok()) return st;
   // The job each firing adds must itself be valid: id and run_at are the
   // longest and latest a firing can make.

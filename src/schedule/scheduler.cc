@@ -416,7 +416,7 @@ class Scheduler::Impl {
     }
     Get(name, [this, from_ms, to_ms, overlap, done = std::move(done)](Result<Schedule> r) mutable {
       if (!r.ok()) return done(r.status());
-      BackfillOnce(std::move(*r), from_ms, to_ms, overlap, std::move(done), /*tries=*/3);
+      BackfillOnce(*r, from_ms, to_ms, overlap, std::move(done), /*tries=*/3);
     });
   }
 
@@ -737,8 +737,7 @@ class Scheduler::Impl {
             if (!r->applied) {
               stats_.conflicts++;
               if (tries <= 1) return done(Unavailable("schedule kept changing; try again"));
-              return BackfillOnce(std::move(r->schedule), from_ms, to_ms, overlap, std::move(done),
-                                  tries - 1);
+              return BackfillOnce(r->schedule, from_ms, to_ms, overlap, std::move(done), tries - 1);
             }
             out.added = r->added;
             out.already += asked - r->added;  // their ids were there: not made again
