@@ -12,6 +12,7 @@
 
 #include "codec/json_writer.h"
 #include "common/log.h"
+#include "net/on_loop.h"
 #include "push/backoff.h"
 #include "push/local_ledger.h"
 #include "push/signature.h"
@@ -218,25 +219,11 @@ class Pusher::Impl {
     uint64_t touch_timer = 0;
   };
 
-  // Wraps a store callback so that it runs on the loop thread (the Redis
-  // store answers on a thread of its own) and not after this is gone. The
-  // wrapper touches nothing of this on another thread: the pusher may be
-  // destroyed on the loop meanwhile (the loop outlives it, and the queue).
+  // A store callback, run on the loop thread and not after this is gone
+  // (net/on_loop.h).
   template <typename T>
   std::function<void(T)> OnLoop(std::function<void(T)> fn) {
-    std::weak_ptr<bool> alive = alive_;
-    net::EventLoop* loop = loop_;
-    const std::thread::id loop_thread = loop_thread_;
-    return [loop, loop_thread, alive, fn = std::move(fn)](T value) mutable {
-      if (std::this_thread::get_id() == loop_thread) {
-        if (auto a = alive.lock(); a && *a) fn(std::move(value));
-        return;
-      }
-      auto shared = std::make_shared<T>(std::move(value));
-      loop->Post([alive, fn = std::move(fn), shared]() mutable {
-        if (auto a = alive.lock(); a && *a) fn(std::move(*shared));
-      });
-    };
+    return net::OnLoopThread<T>(loop_, loop_thread_, alive_, std::move(fn));
   }
 
   // --- the registrations ----------------------------------------------------

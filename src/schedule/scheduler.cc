@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "cron/cron.h"
+#include "net/on_loop.h"
 
 namespace delayq::schedule {
 namespace {
@@ -437,7 +438,6 @@ class Scheduler::Impl {
     Schedule s;
     std::optional<cron::Cron> cron;  // none: the stored expression does not parse here
     bool busy = false;               // a store call for it is in flight
-    bool again = false;              // look again when it ends
     // Puts answered when the store calls in flight end (Put).
     std::vector<std::function<void(const Schedule&)>> waiters;
     int64_t wake_ms = kIdle;
@@ -447,19 +447,7 @@ class Scheduler::Impl {
 
   template <typename T>
   std::function<void(T)> OnLoop(std::function<void(T)> fn) {
-    std::weak_ptr<bool> alive = alive_;
-    net::EventLoop* loop = loop_;
-    const std::thread::id loop_thread = loop_thread_;
-    return [loop, loop_thread, alive, fn = std::move(fn)](T value) mutable {
-      if (std::this_thread::get_id() == loop_thread) {
-        if (auto a = alive.lock(); a && *a) fn(std::move(value));
-        return;
-      }
-      auto shared = std::make_shared<T>(std::move(value));
-      loop->Post([alive, fn = std::move(fn), shared]() mutable {
-        if (auto a = alive.lock(); a && *a) fn(std::move(*shared));
-      });
-    };
+    return net::OnLoopThread<T>(loop_, loop_thread_, alive_, std::move(fn));
   }
 
   // A record read from or written to the store: cached, and looked at.
@@ -500,10 +488,7 @@ class Scheduler::Impl {
     auto it = entries_.find(name);
     if (it == entries_.end()) return;
     Entry& e = it->second;
-    if (e.busy) {
-      e.again = true;
-      return;
-    }
+    if (e.busy) return;  // its store call's answer looks at it again
     if (!e.cron.has_value()) return Settled(e);
     const int64_t now = Now();
     Decision d = Decide(e.s, *e.cron, now, prev, options_.check_ms, options_.plan_after_due_ms);
@@ -513,7 +498,6 @@ class Scheduler::Impl {
         auto it = entries_.find(name);
         if (it == entries_.end()) return;
         it->second.busy = false;
-        it->second.again = false;
         if (!j.ok() && j.status().code() != Code::kNotFound) {
           Wake(name, Now() + kRetryMs);
           Settled(it->second);
@@ -547,7 +531,6 @@ class Scheduler::Impl {
           if (it == entries_.end()) return;
           Entry& e = it->second;
           e.busy = false;
-          e.again = false;
           if (!r.ok()) {
             if (r.status().code() == Code::kNotFound) {
               Settled(e);
