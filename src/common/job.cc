@@ -1,27 +1,11 @@
 #include "delayq/job.h"
 
-#include <array>
 #include <string>
 
+#include "common/name_chars.h"
 #include "delayq/queue.h"
 
 namespace delayq {
-namespace {
-
-// [A-Za-z0-9._:-] by byte: one load per byte (topics are checked on every
-// add and reserve).
-constexpr std::array<bool, 256> kTopicChars = [] {
-  std::array<bool, 256> t{};
-  for (int c = 0; c < 256; ++c) {
-    t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == ':' || c == '-';
-  }
-  return t;
-}();
-
-bool IsTopicChar(unsigned char c) { return kTopicChars[c]; }
-
-}  // namespace
 
 std::string_view StateName(JobState state) {
   switch (state) {
@@ -52,7 +36,7 @@ Status ValidateTopic(std::string_view topic) {
                            " bytes, at most 200 allowed");
   }
   for (unsigned char c : topic) {
-    if (!IsTopicChar(c)) {
+    if (!IsNameChar(c)) {
       return InvalidArgument("topic: only [A-Za-z0-9._:-] allowed, found byte 0x" +
                              std::string(1, "0123456789abcdef"[c >> 4]) +
                              std::string(1, "0123456789abcdef"[c & 15]));

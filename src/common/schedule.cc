@@ -5,15 +5,9 @@
 
 #include <string>
 
+#include "common/name_chars.h"
+
 namespace delayq {
-namespace {
-
-bool IsNameChar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == ':' || c == '-';
-}
-
-}  // namespace
 
 std::string_view CatchupName(Catchup c) {
   switch (c) {

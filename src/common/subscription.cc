@@ -6,15 +6,11 @@
 #include <cmath>
 #include <string>
 
+#include "common/name_chars.h"
 #include "delayq/job.h"
 
 namespace delayq {
 namespace {
-
-bool IsNameChar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == ':' || c == '-';
-}
 
 bool IsBase64Char(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||

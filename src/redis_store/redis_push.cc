@@ -9,6 +9,8 @@
 #include <tuple>
 #include <utility>
 
+#include "redis_store/record_bytes.h"
+
 namespace delayq::rq {
 namespace {
 
@@ -23,52 +25,6 @@ constexpr int64_t kMaxLeaseMs = 86'400'000;
 constexpr int64_t kMaxIntervalUs = 3'600'000'000;
 constexpr int64_t kMaxNowMs = (int64_t{1} << 43) - 1;
 constexpr size_t kMaxErrorBytes = 1024;
-
-void PutU(std::string& out, size_t bytes, uint64_t v) {
-  for (size_t i = bytes; i-- > 0;) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-void PutS(std::string& out, size_t len_bytes, std::string_view s) {
-  PutU(out, len_bytes, s.size());
-  out.append(s);
-}
-
-// Reads a record front to back; any read past its end sets `bad`.
-struct Reader {
-  std::string_view in;
-  size_t at = 0;
-  bool bad = false;
-  uint64_t U(size_t bytes) {
-    if (bad || in.size() - at < bytes) {
-      bad = true;
-      return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < bytes; ++i) v = v << 8 | static_cast<unsigned char>(in[at + i]);
-    at += bytes;
-    return v;
-  }
-  std::string S(size_t len_bytes) {
-    const size_t n = U(len_bytes);
-    if (bad || in.size() - at < n) {
-      bad = true;
-      return {};
-    }
-    std::string s(in.substr(at, n));
-    at += n;
-    return s;
-  }
-};
-
-std::optional<int64_t> AsInt(const Reply& r) {
-  if (r.is_integer()) return r.integer();
-  return std::nullopt;
-}
-
-Status Malformed(std::string_view what, const Reply& r) {
-  return Internal("redis store: malformed " + std::string(what) +
-                  " reply: " + r.ToString().substr(0, 200));
-}
 
 // --- subscriptions -------------------------------------------------------------
 

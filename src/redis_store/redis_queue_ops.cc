@@ -20,29 +20,6 @@ constexpr int kMaxReserveRetries = 2;
 
 using redis::Reply;
 
-std::optional<int64_t> AsInt(const Reply& r) {
-  if (r.is_integer()) return r.integer();
-  if (r.is_string() || r.is_status()) {
-    const std::string& s = r.str();
-    if (s.empty()) return std::nullopt;
-    char* end = nullptr;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (end != s.c_str() + s.size()) return std::nullopt;
-    return v;
-  }
-  return std::nullopt;
-}
-
-const std::string* AsText(const Reply& r) {
-  if (r.is_string() || r.is_status()) return &r.str();
-  return nullptr;
-}
-
-Status Malformed(std::string_view what, const Reply& r) {
-  return Internal("redis store: malformed " + std::string(what) +
-                  " reply: " + r.ToString().substr(0, 200));
-}
-
 // An array reply of `width` fields per entry.
 Status CheckArray(const Reply& r, size_t width, std::string_view what) {
   if (!r.is_array() || r.elements().size() % width != 0) return Malformed(what, r);
@@ -175,6 +152,29 @@ std::string ReceiptArg(std::string_view receipt) {
 }
 
 }  // namespace
+
+std::optional<int64_t> AsInt(const Reply& r) {
+  if (r.is_integer()) return r.integer();
+  if (r.is_string() || r.is_status()) {
+    const std::string& s = r.str();
+    if (s.empty()) return std::nullopt;
+    char* end = nullptr;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (end != s.c_str() + s.size()) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
+const std::string* AsText(const Reply& r) {
+  if (r.is_string() || r.is_status()) return &r.str();
+  return nullptr;
+}
+
+Status Malformed(std::string_view what, const Reply& r) {
+  return Internal("redis store: malformed " + std::string(what) +
+                  " reply: " + r.ToString().substr(0, 200));
+}
 
 // --- scripts, context, helpers -------------------------------------------------
 

@@ -39,6 +39,13 @@
 
 namespace delayq::rq {
 
+// Reading the scripts' replies (shared by redis_push.cc and
+// redis_schedule.cc): an integer (or a string of one), a bulk or status
+// string, and the error for a reply of the wrong shape.
+std::optional<int64_t> AsInt(const redis::Reply& r);
+const std::string* AsText(const redis::Reply& r);
+Status Malformed(std::string_view what, const redis::Reply& r);
+
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 inline constexpr uint32_t kFormat = 1;       // the store format these scripts speak
 inline constexpr uint32_t kMaxBatch = 1000;  // jobs per script call (the scripts' MAX_BATCH)

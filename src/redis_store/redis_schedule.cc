@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "redis_store/record_bytes.h"
 
 namespace delayq::rq {
 namespace {
@@ -25,44 +26,6 @@ using redis::Reply;
 constexpr size_t kRecordHeadBytes = 28;   // version, revision, version, created, updated, paused
 constexpr size_t kPendingHeadBytes = 14;  // version, revision, at_ms
 constexpr size_t kMaxReasonBytes = 65535;
-
-void PutU(std::string& out, size_t bytes, uint64_t v) {
-  for (size_t i = bytes; i-- > 0;) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutI(std::string& out, int64_t v) { PutU(out, 8, std::bit_cast<uint64_t>(v)); }
-void PutS(std::string& out, size_t len_bytes, std::string_view s) {
-  PutU(out, len_bytes, s.size());
-  out.append(s);
-}
-
-// Reads front to back; any read past the end sets `bad`.
-struct Reader {
-  std::string_view in;
-  size_t at = 0;
-  bool bad = false;
-  uint64_t U(size_t bytes) {
-    if (bad || in.size() - at < bytes) {
-      bad = true;
-      return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < bytes; ++i) v = v << 8 | static_cast<unsigned char>(in[at + i]);
-    at += bytes;
-    return v;
-  }
-  int64_t I() { return std::bit_cast<int64_t>(U(8)); }
-  std::string_view View(size_t len_bytes) {
-    const size_t n = U(len_bytes);
-    if (bad || in.size() - at < n) {
-      bad = true;
-      return {};
-    }
-    std::string_view s = in.substr(at, n);
-    at += n;
-    return s;
-  }
-  std::string S(size_t len_bytes) { return std::string(View(len_bytes)); }
-};
 
 std::string EncodeDefinition(const Schedule& s) {
   std::string d;
@@ -119,15 +82,6 @@ void DecodeState(std::string_view state, Schedule* s, bool* bad) {
   *bad = *bad || in.bad;
 }
 
-Status Malformed(std::string_view what, const Reply& r) {
-  return Internal("redis store: malformed " + std::string(what) +
-                  " reply: " + r.ToString().substr(0, 200));
-}
-
-const std::string* Text(const Reply& r) {
-  if (r.is_string() || r.is_status()) return &r.str();
-  return nullptr;
-}
 
 // The FIRE and CLEAR steps of PENDINGs, planned into rounds for an op: one
 // round of schedule_fire entries (every PENDING's, shared with the round's
@@ -173,7 +127,7 @@ class PendingRunner {
         if (s.run->error.ok()) s.run->error = e.status();
         continue;
       }
-      const std::string* t = Text(**e);
+      const std::string* t = AsText(**e);
       if (t == nullptr) {
         if (s.run->error.ok()) s.run->error = Malformed("schedule_fire", **e);
         continue;
@@ -474,11 +428,11 @@ class FireScheduleOp final : public Op {
     const Reply& reply = **r;
     if (reply.is_error()) return Done(ErrorStatus(reply));
     // {"applied"|"stale", record} or {"pending", record, pending}.
-    if (!reply.is_array() || reply.elements().size() < 2 || !Text(reply.elements()[0]) ||
+    if (!reply.is_array() || reply.elements().size() < 2 || !AsText(reply.elements()[0]) ||
         !reply.elements()[1].is_string()) {
       return Done(Malformed("schedules claim", reply));
     }
-    const std::string& what = *Text(reply.elements()[0]);
+    const std::string& what = *AsText(reply.elements()[0]);
     auto s = DecodeScheduleRecord(reply.elements()[1].str());
     if (!s.ok()) return Done(s.status());
     fired_.schedule = std::move(s).value();

@@ -56,12 +56,12 @@ struct RespServer::RespState : FrontEnd::State {
 
 namespace {
 
-RespServer::RespState& StateOf(net::Connection& c) {
+RespServer::RespState& RespStateOf(net::Connection& c) {
   return static_cast<RespServer::RespState&>(*c.state);
 }
 
 // Whether c asked for RESP3 (HELLO 3): its maps are maps.
-bool Resp3(net::Connection& c) { return StateOf(c).proto == resp::Protocol::kResp3; }
+bool Resp3(net::Connection& c) { return RespStateOf(c).proto == resp::Protocol::kResp3; }
 
 bool EqualsUpper(std::string_view a, std::string_view upper) {
   if (a.size() != upper.size()) return false;
@@ -349,7 +349,7 @@ std::string_view RespServer::TimeoutReply() const {
 // Parses and executes complete commands until the input runs dry, a command
 // parks the connection, or the connection is closing.
 void RespServer::OnInput(Connection& c) {
-  RespState& s = StateOf(c);
+  RespState& s = RespStateOf(c);
   size_t offset = 0;
   while (!c.closing && !c.waiting && !c.OutputFull() && offset < c.in.size()) {
     size_t consumed = 0;
@@ -407,7 +407,7 @@ void RespServer::Execute(Connection& c, const Args& args) {
     resp::AppendError(&c.out, "ERR wrong number of arguments for '" + name + "' command");
     return;
   }
-  RespState& s = StateOf(c);
+  RespState& s = RespStateOf(c);
   if (cmd->needs_auth && !s.authed) {
     ReplyStatus(&c.out, Status(Code::kUnauthorized, "Authentication required: AUTH <token>"));
     return;
@@ -442,7 +442,7 @@ void RespServer::CmdAuth(Connection& c, const Args& a) {
   }
   // As in Redis, a failed AUTH leaves an earlier successful one in force.
   Status st = CheckCredentials(a.size() == 3 ? a[1] : "default", a.back());
-  if (st.ok()) StateOf(c).authed = true;
+  if (st.ok()) RespStateOf(c).authed = true;
   ReplyStatus(&c.out, st);
 }
 
@@ -530,7 +530,7 @@ void RespServer::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
   if (!r.ok()) {
     ReplyStatus(&c.out, r.status());
   } else if (r->empty()) {
-    resp::AppendNullArray(&c.out, StateOf(c).proto);
+    resp::AppendNullArray(&c.out, RespStateOf(c).proto);
   } else {
     resp::AppendArrayHeader(&c.out, r->size());
     for (const Delivery& d : *r) AppendDelivery(&c.out, d);
@@ -643,7 +643,7 @@ struct AnswerJob {
   void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
     if (!r.ok()) {
       if (r.status().code() == Code::kNotFound) {
-        return resp::AppendNullArray(&c.out, StateOf(c).proto);
+        return resp::AppendNullArray(&c.out, RespStateOf(c).proto);
       }
       return ReplyStatus(&c.out, r.status());
     }
@@ -658,7 +658,7 @@ struct AnswerPeek {
   void operator()(FrontEnd&, net::Connection& c, const Result<JobInfo>& r) const {
     if (!r.ok()) {
       if (r.status().code() == Code::kNotFound) {
-        return resp::AppendNullArray(&c.out, StateOf(c).proto);
+        return resp::AppendNullArray(&c.out, RespStateOf(c).proto);
       }
       return ReplyStatus(&c.out, r.status());
     }
@@ -1195,7 +1195,7 @@ struct AnswerInfo {
   void operator()(FrontEnd& f, net::Connection& c, const InfoResult& r) const {
     if (!r.stats.ok()) return ReplyStatus(&c.out, r.stats.status());
     const std::string text = static_cast<RespServer&>(f).InfoText(r.sections, *r.stats);
-    resp::AppendVerbatim(&c.out, text, StateOf(c).proto);
+    resp::AppendVerbatim(&c.out, text, RespStateOf(c).proto);
   }
 };
 
@@ -1216,7 +1216,7 @@ Status RespServer::CheckCredentials(std::string_view user, std::string_view toke
 // words, except that a failing option changes nothing (Redis keeps an AUTH
 // that came before it).
 void RespServer::CmdHello(Connection& c, const Args& a) {
-  RespState& s = StateOf(c);
+  RespState& s = RespStateOf(c);
   resp::Protocol proto = s.proto;
   if (a.size() >= 2) {
     auto v = ParseInt(a[1], INT64_MIN, INT64_MAX);
@@ -1300,7 +1300,7 @@ void RespServer::CmdInfo(Connection& c, const Args& a) {
     }
   }
   if ((sections & (kClients | kDelayq)) == 0) {
-    return resp::AppendVerbatim(&c.out, InfoText(sections, QueueStats{}), StateOf(c).proto);
+    return resp::AppendVerbatim(&c.out, InfoText(sections, QueueStats{}), RespStateOf(c).proto);
   }
   Await<InfoResult, AnswerInfo>(c, [&](std::function<void(InfoResult)> done) {
     queue_->StatsAsync([sections, done = std::move(done)](Result<QueueStats> r) {
@@ -1445,7 +1445,7 @@ void RespServer::AppendCommandDocs(std::string* out, const CommandSpec& cmd,
 // COMMAND DOCS [name ...]: a map from name to its docs; names that are no
 // command are left out, as Redis does.
 void RespServer::CmdCommandDocs(Connection& c, const Args& a) {
-  const resp::Protocol p = StateOf(c).proto;
+  const resp::Protocol p = RespStateOf(c).proto;
   std::vector<std::pair<const CommandSpec*, const CommandSpec*>> found;  // (command, parent)
   if (a.size() == 2) {
     for (const CommandSpec& cmd : kCommands) found.emplace_back(&cmd, nullptr);
@@ -1467,7 +1467,7 @@ void RespServer::CmdCommandDocs(Connection& c, const Args& a) {
 
 // COMMAND INFO [name ...]: one description per name, nil for no command.
 void RespServer::CmdCommandInfo(Connection& c, const Args& a) {
-  const resp::Protocol p = StateOf(c).proto;
+  const resp::Protocol p = RespStateOf(c).proto;
   if (a.size() == 2) {
     resp::AppendArrayHeader(&c.out, std::size(kCommands));
     for (const CommandSpec& cmd : kCommands) AppendCommandInfo(&c.out, cmd, nullptr, p);
@@ -1507,12 +1507,12 @@ void RespServer::CmdClientSetName(Connection& c, const Args& a) {
     return resp::AppendError(
         &c.out, "ERR Client names cannot contain spaces, newlines or special characters.");
   }
-  StateOf(c).name = std::string(a[2]);
+  RespStateOf(c).name = std::string(a[2]);
   resp::AppendSimple(&c.out, "OK");
 }
 
 void RespServer::CmdClientGetName(Connection& c, const Args&) {
-  const RespState& s = StateOf(c);
+  const RespState& s = RespStateOf(c);
   if (s.name.empty()) return resp::AppendNull(&c.out, s.proto);
   resp::AppendBulk(&c.out, s.name);
 }
@@ -1523,7 +1523,7 @@ void RespServer::CmdClientId(Connection& c, const Args&) {
 
 // CLIENT SETINFO LIB-NAME|LIB-VER value (redis-py 5 sends both on connect).
 void RespServer::CmdClientSetInfo(Connection& c, const Args& a) {
-  RespState& s = StateOf(c);
+  RespState& s = RespStateOf(c);
   std::string* field = EqualsUpper(a[2], "LIB-NAME")  ? &s.lib_name
                        : EqualsUpper(a[2], "LIB-VER") ? &s.lib_ver
                                                       : nullptr;
@@ -1611,11 +1611,11 @@ void RespServer::CmdClientList(Connection& c, const Args& a) {
     if (!ids.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) continue;
     text += ClientLine(*conn);
   }
-  resp::AppendVerbatim(&c.out, text, StateOf(c).proto);
+  resp::AppendVerbatim(&c.out, text, RespStateOf(c).proto);
 }
 
 void RespServer::CmdClientInfo(Connection& c, const Args&) {
-  resp::AppendVerbatim(&c.out, ClientLine(c), StateOf(c).proto);
+  resp::AppendVerbatim(&c.out, ClientLine(c), RespStateOf(c).proto);
 }
 
 }  // namespace delayq::server
