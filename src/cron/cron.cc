@@ -235,7 +235,12 @@ std::vector<Token> SplitFields(std::string_view expr) {
   return out;
 }
 
-// The parsed expression and the arithmetic on it.
+}  // namespace
+
+// The parsed expression and the arithmetic on it. In a named namespace,
+// not the anonymous one: Cron::Spec, a type with linkage, derives from it.
+namespace detail {
+
 struct Calendar {
   absl::TimeZone tz;
   int64_t every_s = 0;  // "@every": the interval; else 0 and the sets below
@@ -405,6 +410,12 @@ struct Calendar {
     return std::min(civil - collapsed + added, cap);
   }
 };
+
+}  // namespace detail
+
+namespace {
+
+using detail::Calendar;
 
 Status ParseEvery(const std::vector<Token>& tokens, Calendar* spec);
 
