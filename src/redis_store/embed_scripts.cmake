@@ -6,8 +6,8 @@
 # text of a script is its file (src/redis_store/scripts/) with the line
 # "--!include lib.lua" replaced by lib.lua without its trailing newlines (and
 # lib.lua's "--!include base.lua" by base.lua), or "--!include base.lua" by
-# base.lua alone,
-# exactly as tests/redis/script_harness.py assembles it (docs/redis-store.md,
+# base.lua alone; then a line "--!include schedule_record.lua" by that
+# part (shared by the two schedule scripts), exactly as tests/redis/script_harness.py assembles it (docs/redis-store.md,
 # "Assembling a script"), so both compute one SHA-1.
 #
 #   cmake -DSCRIPTS_DIR=<dir> -DOUT=<file> -DNAMES="init|add|..." -P embed_scripts.cmake
@@ -47,6 +47,16 @@ foreach(name IN LISTS NAMES)
   if(NOT found EQUAL 1)
     message(FATAL_ERROR "${name}.lua must have exactly one line \"--!include lib.lua\" or \"--!include base.lua\"")
   endif()
+  # Parts a script may add after lib.lua or base.lua, each at its own line.
+  foreach(part schedule_record)
+    set(include_line "--!include ${part}.lua")
+    string(FIND "${assembled}" "\n${include_line}\n" at)
+    if(NOT at EQUAL -1)
+      file(READ "${SCRIPTS_DIR}/${part}.lua" part_text)
+      string(REGEX REPLACE "\n+$" "" part_text "${part_text}")
+      string(REPLACE "\n${include_line}\n" "\n${part_text}\n" assembled "${assembled}")
+    endif()
+  endforeach()
   string(FIND "${assembled}" ")${delim}\"" clash)
   if(NOT clash EQUAL -1)
     message(FATAL_ERROR "${name}.lua contains the raw string delimiter )${delim}\"")

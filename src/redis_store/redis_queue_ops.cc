@@ -328,6 +328,29 @@ Batch::Slot Batch::Append(Lua lua, uint32_t bucket, std::vector<std::string>&& f
   return Slot{open.cmd, open.jobs++};
 }
 
+Batch::Slot Batch::AppendTogether(Lua lua, uint32_t bucket,
+                                  std::vector<std::vector<std::string>>&& entries) {
+  size_t bytes = 0;
+  for (const auto& fields : entries) {
+    for (const std::string& f : fields) bytes += f.size() + 16;
+  }
+  auto it = open_.find({lua, bucket});
+  if (it == open_.end() || it->second.jobs + entries.size() > kMaxBatch ||
+      (it->second.jobs > 0 && it->second.bytes + bytes > kMaxCommandBytes)) {
+    cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, FirstArgs(lua)));
+    it = open_.insert_or_assign({lua, bucket}, Open{cmds_.size() - 1, 0, 0}).first;
+  }
+  Open& open = it->second;
+  redis::Argv& argv = cmds_[open.cmd].argv;
+  const Slot first{open.cmd, open.jobs};
+  for (auto& fields : entries) {
+    for (std::string& f : fields) argv.push_back(std::move(f));
+  }
+  open.bytes += bytes;
+  open.jobs += entries.size();
+  return first;
+}
+
 size_t Batch::Single(Lua lua, uint32_t bucket, std::vector<std::string> args) {
   if (!ReadsRedisTime(lua)) args.insert(args.begin(), now_text_);
   cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, std::move(args)));

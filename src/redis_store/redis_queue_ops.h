@@ -158,6 +158,11 @@ class Batch {
   // `bucket`, opening a new one when none is open or it is full (kMaxBatch
   // jobs or ~8 MiB of arguments).
   Slot Append(Lua lua, uint32_t bucket, std::vector<std::string>&& fields);
+  // Adds several entries that must share one call (a schedule's claim and
+  // the jobs made with it): a new command is opened unless they all fit the
+  // open one. Returns the first entry's slot; entry i is at index + i.
+  // REQUIRES: 1 <= entries.size() <= kMaxBatch.
+  Slot AppendTogether(Lua lua, uint32_t bucket, std::vector<std::vector<std::string>>&& entries);
   // A command of its own: `lua` on `bucket` with now_ms then `args`.
   size_t Single(Lua lua, uint32_t bucket, std::vector<std::string> args);
   // (Append and Single give a script that ReadsRedisTime no now_ms.)

@@ -83,6 +83,17 @@ void DecodeState(std::string_view state, Schedule* s, bool* bad) {
 }
 
 
+// A PENDING made of this server's own payload at `revision` (what the claim
+// stored, read back without a round trip).
+Result<PendingFiring> OwnPending(uint64_t revision, std::string_view payload) {
+  std::string pending;
+  PutU(pending, 1, kPendingVersion);
+  PutU(pending, 7, revision);
+  PutU(pending, 6, 0);
+  pending += payload;
+  return DecodePending(pending);
+}
+
 // The FIRE and CLEAR steps of PENDINGs, planned into rounds for an op: one
 // round of schedule_fire entries (every PENDING's, shared with the round's
 // other firings), then one of clears.
@@ -343,6 +354,7 @@ class FireScheduleOp final : public Op {
  public:
   FireScheduleOp(const ScheduleFiring& f, FiredDone done)
       : name_(f.name),
+        revision_number_(f.revision),
         revision_(std::to_string(f.revision)),
         paused_(f.state.paused ? "1" : "0"),
         state_(EncodeScheduleState(f.state)),
@@ -358,9 +370,25 @@ class FireScheduleOp final : public Op {
         // becomes a run_at then).
         if (!encoded_) {
           payload_ = EncodeFiringPayload(jobs_, withdraw_, b.now());
+          // One bucket: the jobs live with the schedules, so the claim and
+          // the jobs are one step (schedule_fire's "c" entry): no PENDING,
+          // no clear, no T:fired.
+          one_step_ = b.ctx().buckets == 1 && 1 + jobs_.size() + withdraw_.size() <= kMaxBatch;
+          if (one_step_ && !payload_.empty()) {
+            auto own = OwnPending(0, payload_);
+            if (own.ok()) {
+              made_ = std::move(own).value();
+            } else {
+              one_step_ = false;  // cannot happen: the payload was just made
+            }
+          }
           encoded_ = true;
           jobs_.clear();
           withdraw_.clear();
+        }
+        if (one_step_) {
+          PlanOneStep(b);
+          return;
         }
         // Shared with the round's other claims and clears: one call.
         slot_ = b.Append(Lua::kSchedules, 0,
@@ -422,6 +450,52 @@ class FireScheduleOp final : public Op {
     return true;
   }
 
+  // The claim, its withdrawals, then its jobs, in one schedule_fire call on
+  // bucket 0 (AppendTogether: never split over two calls).
+  void PlanOneStep(Batch& b) {
+    std::string claim;
+    PutU(claim, 7, revision_number_);
+    PutU(claim, 1, paused_ == "1" ? 1 : 0);
+    PutU(claim, 2, made_.withdraw.size() + made_.jobs.size());
+    PutS(claim, 4, state_);
+    PutS(claim, 2, reason_);
+    std::vector<std::vector<std::string>> entries;
+    entries.reserve(1 + made_.withdraw.size() + made_.jobs.size());
+    entries.push_back({"c", name_, std::move(claim)});
+    for (const std::string& id : made_.withdraw) entries.push_back({"w", id, ""});
+    for (const JobSpec& job : made_.jobs) {
+      entries.push_back(
+          {"a", job.id, NewRecord(job, b.now(), *job.run_at_ms, b.ctx().NextSeqFloor(b.now()))});
+    }
+    slot_ = b.AppendTogether(Lua::kScheduleFire, 0, std::move(entries));
+  }
+
+  // The statuses of a one-step claim's entries, after its "applied".
+  Status AbsorbMade(Batch& b) {
+    size_t at = slot_.index + 1 + made_.withdraw.size();
+    for (size_t i = 1; i < at - slot_.index; ++i) {
+      auto e = b.Element({slot_.cmd, slot_.index + i});
+      if (!e.ok()) return e.status();
+      if (AsText(**e) == nullptr) return Malformed("schedule_fire", **e);
+    }
+    for (const JobSpec& job : made_.jobs) {
+      auto e = b.Element({slot_.cmd, at++});
+      if (!e.ok()) return e.status();
+      const std::string* t = AsText(**e);
+      if (t == nullptr) return Malformed("schedule_fire", **e);
+      if (*t == "ready") {
+        ++fired_.added;
+        b.NoteReady(job.topic, 0);
+      } else if (*t == "delayed") {
+        ++fired_.added;
+        b.NoteDue(0, *job.run_at_ms);
+      } else if (*t != "exists") {
+        return Malformed("schedule_fire", **e);
+      }
+    }
+    return Status::Ok();
+  }
+
   bool AbsorbClaim(Batch& b) {
     auto r = b.Element(slot_);
     if (!r.ok()) return Done(r.status());
@@ -453,14 +527,10 @@ class FireScheduleOp final : public Op {
     }
     if (what != "applied") return Done(Malformed("schedules claim", reply));
     fired_.applied = true;
+    if (one_step_) return Done(AbsorbMade(b));
     if (payload_.empty()) return Done(Status::Ok());
     // Our own PENDING: the same payload, made at the new revision.
-    std::string pending;
-    PutU(pending, 1, kPendingVersion);
-    PutU(pending, 7, fired_.schedule.revision);
-    PutU(pending, 6, 0);
-    pending += payload_;
-    auto p = DecodePending(pending);
+    auto p = OwnPending(fired_.schedule.revision, payload_);
     if (!p.ok()) return Done(p.status());
     own_ = true;
     runner_.Add(name_, std::move(p).value());
@@ -469,6 +539,7 @@ class FireScheduleOp final : public Op {
   }
 
   const std::string name_;
+  const uint64_t revision_number_;
   const std::string revision_;
   const std::string paused_;
   const std::string state_;
@@ -480,6 +551,8 @@ class FireScheduleOp final : public Op {
   FiredDone done_;
   Stage stage_ = Stage::kClaim;
   Batch::Slot slot_;
+  bool one_step_ = false;  // claimed and made in one schedule_fire call (one bucket)
+  PendingFiring made_;     // one step: the jobs and withdrawals, run_at resolved
   bool own_ = false;      // the PENDING being run is this firing's
   bool retried_ = false;  // claimed again after finishing another's PENDING
   PendingRunner runner_;

@@ -359,6 +359,36 @@ TEST_P(RedisSchedule, AFiringAtTheStoredRevisionAddsItsJobsAndAStaleOneChangesNo
   EXPECT_EQ(Fire(*a_, none).status().code(), Code::kNotFound);
 }
 
+// One bucket: the jobs live with the schedules, so the claim and the jobs are
+// one schedule_fire call, and T:fired (the guard of a step run again) is
+// never written. Several buckets: three steps, the added ids in T:fired.
+TEST_P(RedisSchedule, OneBucketClaimsAndAddsInOneStepWithoutTheFiredGuard) {
+  auto put = Put(*a_, Def("s"));
+  ASSERT_TRUE(put.ok());
+  const int64_t t = NowMs() + 3'600'000;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 4; ++i) jobs.push_back(FiringJob("s", t + i * 60'000));
+  auto fired = Fire(*b_, Firing(*put, jobs));
+  ASSERT_TRUE(fired.ok()) << fired.status().ToString();
+  EXPECT_TRUE(fired->applied);
+  EXPECT_EQ(fired->added, 4u);
+  EXPECT_FALSE(HasPending("s"));
+  uint64_t guarded = 0;
+  for (uint32_t bucket = 0; bucket < GetParam(); ++bucket) {
+    auto n = Server()->Command({"ZCARD", Tag(bucket) + ":fired"});
+    ASSERT_TRUE(n.ok() && n->is_integer()) << (n.ok() ? n->ToString() : n.status().ToString());
+    guarded += static_cast<uint64_t>(n->integer());
+  }
+  EXPECT_EQ(guarded, GetParam() == 1 ? 0u : 4u);
+
+  // A firing of the stale revision changes nothing either way.
+  auto stale = Fire(*a_, Firing(*put, {FiringJob("s", t + 3'600'000)}));
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_FALSE(stale->applied);
+  EXPECT_EQ(a_->Get(FiringId("s", t + 3'600'000)).status().code(), Code::kNotFound);
+  EXPECT_EQ(Added(), 4u);
+}
+
 TEST_P(RedisSchedule, AJobAlreadyThereIsLeftAsItIsAndNotCounted) {
   auto put = Put(*a_, Def("s"));
   ASSERT_TRUE(put.ok());

@@ -22,6 +22,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 SCRIPTS_DIR = os.path.join(REPO, 'src', 'redis_store', 'scripts')
 INCLUDE_LINE = '--!include lib.lua'
 BASE_INCLUDE_LINE = '--!include base.lua'
+PARTS = ('schedule_record.lua',)
 REDIS_SERVER = shutil.which('redis-server') or '/usr/bin/redis-server'
 REDIS_CLI = shutil.which('redis-cli') or '/usr/bin/redis-cli'
 DEADLINE_S = 10.0
@@ -46,14 +47,21 @@ def _read(name):
 
 def assemble(name):
     """The text sent to Redis: the script with its include line replaced by
-    lib.lua (itself with base.lua spliced in), or by base.lua alone."""
+    lib.lua (itself with base.lua spliced in), or by base.lua alone, then
+    each line "--!include <part>" by that part."""
     with open(os.path.join(SCRIPTS_DIR, name + '.lua'), encoding='utf-8') as f:
         lines = f.read().split('\n')
     base = _read('base.lua')
     if BASE_INCLUDE_LINE in lines:
-        return '\n'.join(_splice(lines, BASE_INCLUDE_LINE, base, name + '.lua'))
-    lib = '\n'.join(_splice(_read('lib.lua').split('\n'), BASE_INCLUDE_LINE, base, 'lib.lua'))
-    return '\n'.join(_splice(lines, INCLUDE_LINE, lib, name + '.lua'))
+        lines = _splice(lines, BASE_INCLUDE_LINE, base, name + '.lua')
+    else:
+        lib = '\n'.join(_splice(_read('lib.lua').split('\n'), BASE_INCLUDE_LINE, base, 'lib.lua'))
+        lines = _splice(lines, INCLUDE_LINE, lib, name + '.lua')
+    # Parts a script may add after lib.lua or base.lua.
+    for part in PARTS:
+        if '--!include ' + part in lines:
+            lines = _splice(lines, '--!include ' + part, _read(part), name + '.lua')
+    return '\n'.join(lines)
 
 
 def load_scripts():

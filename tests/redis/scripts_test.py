@@ -1312,6 +1312,73 @@ class ScheduleFire(ScriptTest):
         self.assertEqual(self.keys(), [])
 
 
+    # One step (a deployment of one bucket): "c" claims a firing of a schedule
+    # kept in bucket 0 and makes the n entries after it only if applied.
+    def put_schedule(self, name):
+        definition = bytes([len(name)]) + name.encode()
+        state, reason = b'', b''
+        rec = (bytes([1]) + (0).to_bytes(7, 'big') + (0).to_bytes(7, 'big') +
+               (0).to_bytes(6, 'big') + (0).to_bytes(6, 'big') + bytes([0]) +
+               len(definition).to_bytes(4, 'big') + definition +
+               len(state).to_bytes(4, 'big') + state + len(reason).to_bytes(2, 'big') + reason)
+        stored = self.b.call('schedules', 'put', rec)
+        return int.from_bytes(stored[1:8], 'big')
+
+    @staticmethod
+    def claim(revision, n, state=b'st', reason=b'', paused=0):
+        return (revision.to_bytes(7, 'big') + bytes([paused]) + n.to_bytes(2, 'big') +
+                len(state).to_bytes(4, 'big') + state + len(reason).to_bytes(2, 'big') + reason)
+
+    def job_args(self, now, id_, run_at):
+        return ['a', id_, Bucket.record(1 if run_at <= now else 0, 'sched.t', run_at,
+                                        seq=now * 1024)]
+
+    def test_a_claim_makes_its_entries_in_one_step_and_a_stale_one_skips_them(self):
+        b = self.b
+        rev = self.put_schedule('s')
+        got = b.call('schedule_fire', T0, 'c', 's', self.claim(rev, 2),
+                     *self.job_args(T0, 's@1', T0 + LONG), *self.job_args(T0, 's@2', T0 - 1))
+        self.assertEqual(got[0][0], b'applied')
+        stored = got[0][1]
+        self.assertEqual(int.from_bytes(stored[1:8], 'big'), rev + 1)
+        self.assertEqual(self.r.hget('{%s:0}:sched' % self.prefix, 's'), stored)
+        self.assertEqual(got[1:], [b'delayed', b'ready'])
+        self.assertEqual(b.get(T0, 's@1')['run_at_ms'], T0 + LONG)
+        self.assertEqual(self.r.zcard('{%s:0}:fired' % self.prefix), 0,
+                         'one step: no guard against a step run again')
+        # The same revision again: stale, its entry skipped.
+        got = b.call('schedule_fire', T0 + 1, 'c', 's', self.claim(rev, 1),
+                     *self.job_args(T0 + 1, 's@3', T0 + LONG))
+        self.assertEqual((got[0][0], got[1]), (b'stale', b'skipped'))
+        self.assertCode('not_found', b.get, T0 + 1, 's@3')
+        # A claim of no schedule: its error, its entry skipped; an entry after
+        # its n is made as any step-2 entry (with the guard).
+        got = b.call('schedule_fire', T0 + 2, 'c', 'none', self.claim(1, 1),
+                     *self.job_args(T0 + 2, 'none@1', T0 + LONG),
+                     *self.job_args(T0 + 2, 'free@1', T0 + LONG))
+        self.assertIsInstance(got[0], redis.ResponseError)
+        self.assertIn('not_found', str(got[0]))
+        self.assertEqual(got[1:], [b'skipped', b'delayed'])
+        self.assertCode('not_found', b.get, T0 + 2, 'none@1')
+        self.assertEqual(self.r.zcard('{%s:0}:fired' % self.prefix), 1)
+        self.assertEqual(b.stats(T0 + 2)['added'], 3)
+
+    def test_a_claim_is_refused_outside_bucket_0_or_past_the_entries_before_any_change(self):
+        rev = self.put_schedule('s')
+        e = self.assertCode('invalid_argument', self.bucket(1).call, 'schedule_fire', T0,
+                            'c', 's', self.claim(rev, 0))
+        self.assertIn('bucket 0', e.message)
+        for claim, field in ((self.claim(rev, 2), 'claim'), (b'short', 'claim'),
+                             (self.claim(rev, 0) + b'x', 'claim'),
+                             (self.claim(rev, 0, paused=2), 'claim')):
+            e = self.assertCode('invalid_argument', self.b.call, 'schedule_fire', T0,
+                                'c', 's', claim, *self.job_args(T0, 's@1', T0 + LONG))
+            self.assertIn(field, e.message)
+        self.assertCode('not_found', self.b.get, T0, 's@1')
+        stored = self.r.hget('{%s:0}:sched' % self.prefix, 's')
+        self.assertEqual(int.from_bytes(stored[1:8], 'big'), rev)
+
+
 # --- Redis Cluster ---------------------------------------------------------------------
 
 

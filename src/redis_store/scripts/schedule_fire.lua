@@ -12,6 +12,15 @@
 --                   takes it: "What add is given"), unless the id is in
 --                   T:fired (a firing added it within the last 10 minutes)
 --                   or is a job of this bucket in any state
+--          c <name> <claim>  claim a firing of schedule <name> here and make
+--                   it with the <n> entries that follow, in one step: only in
+--                   bucket 0, where the schedules are (a deployment of one
+--                   bucket: every job is there too). <claim> is
+--                   `>I7BI2I4c0Hc0`: revision, paused (0|1), n, the firing
+--                   state, pause_reason, as schedules.lua's claim takes them.
+--                   The following n entries are made only if the claim is
+--                   applied, and without T:fired: the compare-and-set and
+--                   the jobs are one step, so no step runs again.
 --          w <id> ""        delete the job if it is delayed (a firing added
 --                   ahead that is not due yet), and forget it in T:fired, so
 --                   that a later claim may add that id again (a resume, a
@@ -20,7 +29,10 @@
 --                   that re-plans a fire time withdraws the old job first
 -- Reply    one status per entry, in order: a → "ready" | "delayed" (added),
 --          "exists" (a job of that id is there), "fired" (in T:fired);
---          w → "deleted" | "kept" | "absent"
+--          w → "deleted" | "kept" | "absent"; c → schedules.lua's claim
+--          reply ({"applied"|"stale", record} or {"pending", record,
+--          pending}, or the error of a claim that failed: not_found), and
+--          "skipped" for each of its n entries when it was not applied
 -- Errors   invalid_argument naming the field and the entry's index
 --          (nothing changed).
 --
@@ -30,6 +42,7 @@
 -- is thus not added again by a late re-run of its step. Counters: added,
 -- deleted.
 --!include lib.lua
+--!include schedule_record.lua
 
 local FIELDS = 3
 local K_FIRED = B .. ':fired'
@@ -42,12 +55,33 @@ local function main()
     abort('invalid_argument', 'entries: expected 1..' .. MAX_BATCH .. ' groups of ' .. FIELDS
       .. ' fields (kind, id, record) after now_ms')
   end
-  local kinds, ids, recs = {}, {}, {}
+  local kinds, ids, recs, claims = {}, {}, {}, {}
   for k = 1, n do
     local a = 1 + (k - 1) * FIELDS
     local kind = ARGV[a + 1]
-    ids[k] = check_id(ARGV[a + 2], 'id', k)
     kinds[k] = kind
+    if kind == 'c' then
+      if BUCKET ~= '0' then
+        abort('invalid_argument', field_name('kind', k) .. ': c (claim) only in bucket 0')
+      end
+      ids[k] = check_name(ARGV[a + 2])
+      local c = ARGV[a + 3]
+      if #c < 16 or #c < 16 + struct.unpack('>I4', c, 11) then
+        abort('invalid_argument', field_name('claim', k) .. ': cut short')
+      end
+      local revision, paused, m, state, reason_len = struct.unpack('>I7BI2I4c0H', c)
+      if #c ~= 16 + #state + reason_len then
+        abort('invalid_argument', field_name('claim', k) .. ': not revision, paused, n, state, reason')
+      end
+      if revision > MAX_REVISION or paused > 1 or k + m > n then
+        abort('invalid_argument', field_name('claim', k) .. ': revision, paused (0|1) or n (' .. fmt(m)
+          .. ' entries after it) out of range')
+      end
+      claims[k] = { revision = revision, paused = paused, n = m, state = state,
+                    reason = string.sub(c, #c - reason_len + 1) }
+    else
+      ids[k] = check_id(ARGV[a + 2], 'id', k)
+    end
     if kind == 'a' then
       local rec = ARGV[a + 3]
       if #rec < 33 or #rec < 33 + string.byte(rec, 31) then
@@ -70,8 +104,8 @@ local function main()
           .. 'by now_ms, else delayed (0), with 0 attempts and no last_error')
       end
       recs[k] = rec
-    elseif kind ~= 'w' then
-      abort('invalid_argument', field_name('kind', k) .. ': a (add) or w (withdraw)')
+    elseif kind ~= 'w' and kind ~= 'c' then
+      abort('invalid_argument', field_name('kind', k) .. ': a (add), w (withdraw) or c (claim)')
     end
   end
 
@@ -79,13 +113,29 @@ local function main()
   redis.call('ZREMRANGEBYSCORE', K_FIRED, '-inf', '(' .. fmt(NOW - FIRED_KEEP_MS))
   local out, added, deleted = {}, 0, 0
   local due_min = {}  -- topic -> earliest run_at of the delayed jobs added
+  local skip_to, claimed_to = 0, 0  -- the entries of a claim not applied; of one applied
   for k = 1, n do
     local id = ids[k]
-    if kinds[k] == 'a' then
-      if redis.call('ZSCORE', K_FIRED, id) then
+    local one_step = k <= claimed_to
+    if k <= skip_to then
+      out[k] = 'skipped'
+    elseif kinds[k] == 'c' then
+      local c = claims[k]
+      local ok, what, rec, pending = pcall(claim_record, id, c.revision, c.paused, c.state, c.reason)
+      if ok then
+        out[k] = { what, rec, pending }
+      elseif aborted then
+        out[k] = redis.error_reply(aborted)
+        aborted = nil
+      else
+        error(what, 0)
+      end
+      if ok and what == 'applied' then claimed_to = k + c.n else skip_to = k + c.n end
+    elseif kinds[k] == 'a' then
+      if not one_step and redis.call('ZSCORE', K_FIRED, id) then
         out[k] = 'fired'
       elseif redis.call('HEXISTS', K_JOBS, id) == 1 then
-        redis.call('ZADD', K_FIRED, NOW, id)
+        if not one_step then redis.call('ZADD', K_FIRED, NOW, id) end
         out[k] = 'exists'
       else
         local rec = recs[k]
@@ -105,7 +155,7 @@ local function main()
         end
         redis.call('HSET', K_JOBS, id, rec)
         hincr(K_TOPICS, topic, 1)
-        redis.call('ZADD', K_FIRED, NOW, id)
+        if not one_step then redis.call('ZADD', K_FIRED, NOW, id) end
         added = added + 1
       end
     else
