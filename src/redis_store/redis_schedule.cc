@@ -82,7 +82,6 @@ void DecodeState(std::string_view state, Schedule* s, bool* bad) {
   *bad = *bad || in.bad;
 }
 
-
 // A PENDING made of this server's own payload at `revision` (what the claim
 // stored, read back without a round trip).
 Result<PendingFiring> OwnPending(uint64_t revision, std::string_view payload) {
@@ -553,8 +552,8 @@ class FireScheduleOp final : public Op {
   Batch::Slot slot_;
   bool one_step_ = false;  // claimed and made in one schedule_fire call (one bucket)
   PendingFiring made_;     // one step: the jobs and withdrawals, run_at resolved
-  bool own_ = false;      // the PENDING being run is this firing's
-  bool retried_ = false;  // claimed again after finishing another's PENDING
+  bool own_ = false;       // the PENDING being run is this firing's
+  bool retried_ = false;   // claimed again after finishing another's PENDING
   PendingRunner runner_;
   ScheduleFired fired_;
   Status status_;
