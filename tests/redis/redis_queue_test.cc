@@ -303,6 +303,41 @@ TEST(RedisScripts, TheTableNamesEachScriptByTheSha1RedisGivesIt) {
   EXPECT_EQ(rq::kLuaScripts[static_cast<size_t>(rq::Lua::kKickTopic)].name, "kick_topic");
 }
 
+// Entries that must share one call (a schedule's claim and its jobs) are
+// never split over two: a group that does not fit the open command opens a
+// new one; one that fits joins it. Single appends fill up to kMaxBatch.
+TEST(RedisBatch, EntriesAppendedTogetherAreNeverSplitOverTwoCalls) {
+  rq::Context ctx;
+  ctx.buckets = 1;
+  ctx.tags = {"{p:0}"};
+  rq::Batch b(ctx, 1'000);
+  auto entry = [](int i) { return std::vector<std::string>{"a", "id" + std::to_string(i), "r"}; };
+  for (int i = 0; i < 999; ++i) {
+    const rq::Batch::Slot s = b.Append(rq::Lua::kScheduleFire, 0, entry(i));
+    ASSERT_EQ(s.cmd, 0u);
+    ASSERT_EQ(s.index, static_cast<size_t>(i));
+  }
+  // 999 + 2 > 1000: both go to a new command.
+  const rq::Batch::Slot two =
+      b.AppendTogether(rq::Lua::kScheduleFire, 0, {{"c", "s", "x"}, entry(1000)});
+  EXPECT_EQ(two.cmd, 1u);
+  EXPECT_EQ(two.index, 0u);
+  // 2 + 998 = 1000: they fit the open one.
+  std::vector<std::vector<std::string>> many;
+  for (int i = 0; i < 998; ++i) many.push_back(entry(2000 + i));
+  const rq::Batch::Slot fit = b.AppendTogether(rq::Lua::kScheduleFire, 0, std::move(many));
+  EXPECT_EQ(fit.cmd, 1u);
+  EXPECT_EQ(fit.index, 2u);
+  // Full: the next single append opens a third.
+  EXPECT_EQ(b.Append(rq::Lua::kScheduleFire, 0, entry(9999)).cmd, 2u);
+  ASSERT_EQ(b.commands().size(), 3u);
+  // Each command: EVALSHA sha 1 key now_ms, then 3 fields per entry.
+  EXPECT_EQ(b.commands()[0].argv.size(), 5u + 3 * 999);
+  EXPECT_EQ(b.commands()[1].argv.size(), 5u + 3 * 1000);
+  EXPECT_EQ(b.commands()[1].argv[5], "c");
+  EXPECT_EQ(b.commands()[1].argv.back(), "r");
+}
+
 TEST(RedisQueueOptions, ABucketCountOtherThanThePrefixWasCreatedWithIsRefused) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
