@@ -81,14 +81,6 @@ bool Engine::DelayLess::operator()(const DelayEntry& a, const DelayEntry& b) con
   return x->seq < y->seq;
 }
 
-bool Engine::ReadyLess::operator()(uint32_t a, uint32_t b) const {
-  const JobRecord* x = e->Rec(a);
-  const JobRecord* y = e->Rec(b);
-  if (x->priority != y->priority) return x->priority < y->priority;
-  if (x->run_at_ms != y->run_at_ms) return x->run_at_ms < y->run_at_ms;
-  return x->seq < y->seq;
-}
-
 bool Engine::TimerLess::operator()(uint32_t ta, uint32_t tb) const {
   const JobRecord* x = e->Rec(e->topics_[ta]->delayed.Top().handle);
   const JobRecord* y = e->Rec(e->topics_[tb]->delayed.Top().handle);
@@ -150,8 +142,9 @@ void Engine::PromoteDue() {
     if (Rec(ts.delayed.Top().handle)->run_at_ms > now_wall_) break;
     do {
       uint32_t h = ts.delayed.Pop().handle;
-      Rec(h)->state = static_cast<uint8_t>(JobState::kReady);
-      ts.ready.Push(h);
+      JobRecord* r = Rec(h);
+      r->state = static_cast<uint8_t>(JobState::kReady);
+      ts.ready.Push(ReadyEntry{r->priority, h, r->run_at_ms, r->seq});
     } while (!ts.delayed.empty() && Rec(ts.delayed.Top().handle)->run_at_ms <= now_wall_);
     UpdateTimer(t);
     MarkServe(t);
@@ -244,7 +237,7 @@ bool Engine::IsIndexed(uint32_t h) const {
     case static_cast<uint8_t>(JobState::kDelayed):
       return r->pos < ts.delayed.size() && ts.delayed.At(r->pos).handle == h;
     case static_cast<uint8_t>(JobState::kReady):
-      return r->pos < ts.ready.size() && ts.ready.At(r->pos) == h;
+      return r->pos < ts.ready.size() && ts.ready.At(r->pos).handle == h;
     case static_cast<uint8_t>(JobState::kReserved):
       return r->pos < reservations_.size() && reservations_.At(r->pos).handle == h;
     case static_cast<uint8_t>(JobState::kBuried):
@@ -421,7 +414,7 @@ void Engine::AttachDelayed(uint32_t h) {
 void Engine::AttachReady(uint32_t h) {
   JobRecord* r = Rec(h);
   r->state = static_cast<uint8_t>(JobState::kReady);
-  topics_[r->topic]->ready.Push(h);
+  topics_[r->topic]->ready.Push(ReadyEntry{r->priority, h, r->run_at_ms, r->seq});
   MarkServe(r->topic);
 }
 
@@ -519,7 +512,7 @@ Delivery Engine::Deliver(uint32_t h, uint32_t ttr_ms) {
 Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count, uint64_t max_bytes,
                             uint32_t ttr_ms) {
   Deliveries out;
-  ReadyLess less{this};
+  ReadyLess less;
   uint64_t bytes = 0;
   while (out.size() < count) {
     TopicState* best = nullptr;
@@ -531,10 +524,10 @@ Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count,
     if (best == nullptr) break;
     // The budget is checked before the job is popped: one that does not fit
     // stays first in line, untouched.
-    uint64_t body = Rec(best->ready.Top())->body_len;
+    uint64_t body = Rec(best->ready.Top().handle)->body_len;
     if (max_bytes != 0 && !out.empty() && bytes + body > max_bytes) break;
     bytes += body;
-    uint32_t h = best->ready.Pop();
+    uint32_t h = best->ready.Pop().handle;
     out.push_back(Deliver(h, ttr_ms));
   }
   return out;
@@ -936,7 +929,7 @@ Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
   const TopicState* ts = FindTopic(topic);
   uint32_t h = 0;
   if (ts != nullptr) {
-    if (state == JobState::kReady && !ts->ready.empty()) h = ts->ready.Top();
+    if (state == JobState::kReady && !ts->ready.empty()) h = ts->ready.Top().handle;
     if (state == JobState::kDelayed && !ts->delayed.empty()) h = ts->delayed.Top().handle;
     if (state == JobState::kBuried && !ts->buried.empty()) h = ts->buried.begin()->second;
   }
