@@ -23,6 +23,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -107,6 +108,16 @@ struct Errors {
 
 // --- reading a RESERVE reply -----------------------------------------------------
 
+// A decimal (RESP lengths, counts, integers), without a copy or strtoll's
+// locale: the consumers read ten thousand jobs a second on the server's
+// machine, so their own reading must stay small beside the server's work.
+int64_t Num(std::string_view t) {
+  bool neg = !t.empty() && t[0] == '-';
+  int64_t x = 0;
+  for (size_t i = neg ? 1 : 0; i < t.size(); ++i) x = x * 10 + (t[i] - '0');
+  return neg ? -x : x;
+}
+
 // A cursor over RESP bytes already known to be one whole reply (the codec
 // scanned it), so bounds are checked but incompleteness is an error.
 class RespCursor {
@@ -115,8 +126,12 @@ class RespCursor {
 
   // Reads a header line: its type byte and the text after it.
   bool Header(char* type, std::string_view* text) {
-    size_t nl = s_.find("\r\n", pos_);
-    if (nl == std::string_view::npos || nl == pos_) return false;
+    if (pos_ >= s_.size()) return false;
+    const void* lf = std::memchr(s_.data() + pos_, '\n', s_.size() - pos_);
+    if (lf == nullptr) return false;
+    size_t at_lf = static_cast<size_t>(static_cast<const char*>(lf) - s_.data());
+    if (at_lf < pos_ + 2 || s_[at_lf - 1] != '\r') return false;  // a type byte, then CR LF
+    size_t nl = at_lf - 1;
     *type = s_[pos_];
     *text = s_.substr(pos_ + 1, nl - pos_ - 1);
     pos_ = nl + 2;
@@ -130,7 +145,7 @@ class RespCursor {
     if (!Header(&type, &text)) return false;
     switch (type) {
       case '$': {
-        int64_t len = std::atoll(std::string(text).c_str());
+        int64_t len = Num(text);
         if (len < 0) {
           *v = {};
           return true;
@@ -150,7 +165,7 @@ class RespCursor {
         *v = {};
         return true;
       case '*': {
-        int64_t n = std::atoll(std::string(text).c_str());
+        int64_t n = Num(text);
         std::string_view skip;
         for (int64_t i = 0; i < n; ++i) {
           if (!Scalar(&skip)) return false;
@@ -183,10 +198,10 @@ bool ForEachJob(std::string_view raw, F f) {
   if (!cur.Header(&type, &text)) return false;
   if (type == '_' || (type == '$' && text == "-1")) return true;
   if (type != '*') return false;
-  int64_t n = std::atoll(std::string(text).c_str());
+  int64_t n = Num(text);
   for (int64_t i = 0; i < n; ++i) {
     if (!cur.Header(&type, &text) || type != '*') return false;
-    int64_t fields = std::atoll(std::string(text).c_str());
+    int64_t fields = Num(text);
     if (fields < 5) return false;
     std::string_view v[5];
     for (int64_t k = 0; k < fields; ++k) {
@@ -194,7 +209,7 @@ bool ForEachJob(std::string_view raw, F f) {
       if (!cur.Scalar(&x)) return false;
       if (k < 5) v[k] = x;
     }
-    ReservedJob job{v[0], v[3], std::atoll(std::string(v[4]).c_str())};
+    ReservedJob job{v[0], v[3], Num(v[4])};
     f(job);
   }
   return true;

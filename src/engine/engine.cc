@@ -128,9 +128,12 @@ void Engine::Advance() {
   if (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) ExpireReservations();
   if (!paused_topics_.empty()) EndPauses();
   // Serve before expiring waits: a job that fell due during a wait goes to
-  // the waiter even when this call comes late.
+  // the waiter even when this call comes late (and while a slice was cut
+  // short, waits end only once the jobs ready for them are handed out).
   ServePending();
-  if (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_) ExpireWaiters();
+  if (!serve_cut_ && !waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_) {
+    ExpireWaiters();
+  }
 }
 
 void Engine::Tick() { Advance(); }
@@ -140,12 +143,18 @@ void Engine::PromoteDue() {
     uint32_t t = timers_.Top();
     TopicState& ts = *topics_[t];
     if (Rec(ts.delayed.Top().handle)->run_at_ms > now_wall_) break;
-    do {
-      uint32_t h = ts.delayed.Pop().handle;
-      JobRecord* r = Rec(h);
-      r->state = static_cast<uint8_t>(JobState::kReady);
-      ts.ready.Push(ReadyEntry{r->priority, h, r->run_at_ms, r->seq});
-    } while (!ts.delayed.empty() && Rec(ts.delayed.Top().handle)->run_at_ms <= now_wall_);
+    // The key says most of it (256 ms units): only entries in now's unit
+    // read their record.
+    const uint32_t now_key = DelayKey(now_wall_);
+    ts.delayed.TakeWhile(
+        [&](const DelayEntry& d) {
+          return d.key < now_key || (d.key == now_key && Rec(d.handle)->run_at_ms <= now_wall_);
+        },
+        [&](const DelayEntry& d) {
+          JobRecord* r = Rec(d.handle);
+          r->state = static_cast<uint8_t>(JobState::kReady);
+          ts.ready.Push(ReadyEntry{r->priority, d.handle, r->run_at_ms, r->seq});
+        });
     UpdateTimer(t);
     MarkServe(t);
   }
@@ -194,6 +203,11 @@ void Engine::ExpireWaiters() {
 
 Engine::Deadlines Engine::NextDeadlines() const {
   Deadlines d;
+  if (serve_cut_) {  // the next slice of waiting reserves: now
+    d.wall_ms = now_wall_;
+    d.mono_ms = now_mono_;
+    return d;
+  }
   if (!timers_.empty()) d.wall_ms = Rec(topics_[timers_.Top()]->delayed.Top().handle)->run_at_ms;
   if (!reservations_.empty()) d.mono_ms = reservations_.Top().until_mono;
   if (!waiter_deadlines_.empty()) d.mono_ms = std::min(d.mono_ms, waiter_deadlines_.begin()->first);
@@ -599,6 +613,8 @@ bool Engine::CancelWaiter(uint64_t waiter) {
 void Engine::ServePending() {
   // Oldest waiter first, across every topic that has new ready jobs: waiter
   // ids grow with age, so the smallest front id among those topics wins.
+  serve_cut_ = false;
+  size_t served = 0;
   for (;;) {
     uint64_t oldest = 0;
     for (size_t i = 0; i < serve_queue_.size();) {
@@ -613,13 +629,19 @@ void Engine::ServePending() {
       ++i;
     }
     if (oldest == 0) return;
+    if (served >= kServeSliceJobs) {
+      serve_cut_ = true;
+      return;
+    }
     auto it = waiters_.find(oldest);
     assert(it != waiters_.end());
     Waiter w = std::move(it->second);
     waiters_.erase(it);
     UnlinkWaiter(w);
     waiter_deadlines_.erase({w.deadline_mono, oldest});
-    w.done(TakeBest(w.topics, w.count, w.max_bytes, w.ttr_ms));
+    Deliveries got = TakeBest(w.topics, w.count, w.max_bytes, w.ttr_ms);
+    served += got.size();
+    w.done(std::move(got));
   }
 }
 

@@ -116,7 +116,16 @@ class Engine {
   // Acts on the current time: delayed jobs due by now become ready, expired
   // reservations go back to ready (or buried), ended pauses end, expired
   // waits answer empty, and waiting reserves are served.
+  //
+  // One call serves waiting reserves up to about kServeSliceJobs jobs (at
+  // least one whole reserve): a burst of ten thousand due jobs for many
+  // waiters goes out in slices, so the owner can send the first answers
+  // while the rest are still being taken. ServeLeft() says a slice was cut
+  // short; NextDeadlines() is then due now, and the next call (any call)
+  // serves the next slice.
   void Tick();
+  bool ServeLeft() const { return serve_cut_; }
+  static constexpr uint32_t kServeSliceJobs = 256;
 
   // When Tick next has work: the earliest job due time (wall clock) and the
   // earliest TTR / wait / pause deadline (monotonic clock); kNever for none.
@@ -415,6 +424,7 @@ class Engine {
   absl::flat_hash_map<uint32_t, uint32_t> give_backs_;
   absl::flat_hash_set<uint32_t> paused_topics_;
   std::vector<uint32_t> serve_queue_;  // topics with new ready jobs
+  bool serve_cut_ = false;             // the last ServePending stopped at its slice
 
   absl::flat_hash_map<uint64_t, Waiter> waiters_;
   std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono, id)

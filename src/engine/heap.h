@@ -52,6 +52,59 @@ class IndexedHeap {
 
   Entry Pop() { return Remove(0); }
 
+  // Removes every entry `taken` holds for and hands each to `sink`, in no
+  // particular order. REQUIRES: `taken` holds for every entry ordered before
+  // one it holds for (a deadline: those are a subtree at the root).
+  //
+  // A few are popped one by one. Many (a burst falling due on one tick) cost
+  // one pass instead: the survivors are compacted and re-heaped in O(n),
+  // rather than O(k log n) pops whose sift steps compare ties again and
+  // again.
+  template <typename Taken, typename Sink>
+  void TakeWhile(Taken taken, Sink sink) {
+    if (v_.empty() || !taken(v_.front())) return;
+    // The subtree of taken entries, walked once: its size picks the way.
+    marks_.clear();
+    walk_.clear();
+    walk_.push_back(0);
+    while (!walk_.empty()) {
+      size_t pos = walk_.back();
+      walk_.pop_back();
+      marks_.push_back(pos);
+      size_t first = pos * kArity + 1;
+      size_t end = first + kArity < v_.size() ? first + kArity : v_.size();
+      for (size_t c = first; c < end; ++c) {
+        if (taken(v_[c])) walk_.push_back(c);
+      }
+    }
+    const size_t k = marks_.size();
+    const size_t n = v_.size();
+    size_t levels = 1;
+    for (size_t m = n; m >= kArity; m /= kArity) ++levels;
+    if (k * levels * kArity < n) {
+      for (size_t i = 0; i < k; ++i) sink(Pop());
+      return;
+    }
+    std::vector<bool> gone(n, false);
+    for (size_t pos : marks_) gone[pos] = true;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (gone[i]) {
+        sink(std::move(v_[i]));
+      } else {
+        if (kept != i) v_[kept] = std::move(v_[i]);
+        ++kept;
+      }
+    }
+    v_.resize(kept);
+    // Floyd's build: sift down every parent, last first; then tell every
+    // entry where it ended (compaction moved most of them).
+    for (size_t i = kept / kArity + 1; i-- > 0;) {
+      if (i < kept) SiftDownQuiet(i);
+    }
+    for (size_t i = 0; i < kept; ++i) on_move_(v_[i], i);
+  }
+
   // Restores order after the key of the entry at `pos` changed either way.
   void Fix(size_t pos) {
     if (pos > 0 && less_(v_[pos], v_[Parent(pos)])) {
@@ -100,9 +153,30 @@ class IndexedHeap {
     on_move_(v_[pos], pos);
   }
 
+  // SiftDown without reporting moves (TakeWhile reports them all after).
+  void SiftDownQuiet(size_t pos) {
+    const size_t n = v_.size();
+    Entry e = std::move(v_[pos]);
+    for (;;) {
+      size_t first = pos * kArity + 1;
+      if (first >= n) break;
+      size_t best = first;
+      size_t end = first + kArity < n ? first + kArity : n;
+      for (size_t c = first + 1; c < end; ++c) {
+        if (less_(v_[c], v_[best])) best = c;
+      }
+      if (!less_(v_[best], e)) break;
+      v_[pos] = std::move(v_[best]);
+      pos = best;
+    }
+    v_[pos] = std::move(e);
+  }
+
   Less less_;
   OnMove on_move_;
   std::vector<Entry> v_;
+  std::vector<size_t> marks_;  // TakeWhile's scratch, kept for its capacity
+  std::vector<size_t> walk_;
 };
 
 }  // namespace delayq::engine

@@ -310,6 +310,9 @@ bool LocalQueue::RunDueOnce() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     engine_->Tick();
+    // Waiting reserves left for the next slice: come back after this one's
+    // answers are on their way.
+    if (engine_->ServeLeft()) more = true;
     if (log_ && CompactStep()) more = true;
     d = engine_->NextDeadlines();
     SetArmed(d);

@@ -532,8 +532,7 @@ void RespServer::AnswerReserve(Connection& c, const Result<Deliveries>& r) {
   } else if (r->empty()) {
     resp::AppendNullArray(&c.out, RespStateOf(c).proto);
   } else {
-    resp::AppendArrayHeader(&c.out, r->size());
-    for (const Delivery& d : *r) AppendDelivery(&c.out, d);
+    wire::AppendRespDeliveries(&c.out, *r);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "resp/writer.h"
@@ -82,6 +84,60 @@ void AppendRespValue(std::string* out, const Value& v) {
     case Kind::kTextList:
       return AppendRespList(out, *v.list);
   }
+}
+
+namespace {
+
+// RESP's header line for `v`: type byte, digits, CRLF, at p; returns the end.
+char* PutNumberLine(char* p, char type, int64_t v) {
+  *p++ = type;
+  p = std::to_chars(p, p + 20, v).ptr;
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+char* PutBulk(char* p, std::string_view s) {
+  p = PutNumberLine(p, '$', static_cast<int64_t>(s.size()));
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());
+  p += s.size();
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+}  // namespace
+
+void AppendRespDeliveries(std::string* out, const std::vector<Delivery>& ds) {
+  // Every header line is at most 23 bytes (type, sign, 20 digits... CRLF
+  // included): 1 + 10 of them per delivery, and one for the array.
+  constexpr size_t kLine = 24;
+  constexpr size_t kFields = std::size(kDeliveryFields);
+  static_assert(kFields == 10, "AppendRespDeliveries writes ten fields: update it with the table");
+  size_t need = kLine;
+  for (const Delivery& d : ds) {
+    need += (1 + kFields) * kLine + 4 * 2 + d.id.size() + d.topic.size() + d.body.size() +
+            d.receipt.size();
+  }
+  size_t at = out->size();
+  out->resize(at + need);
+  char* p = out->data() + at;
+  p = PutNumberLine(p, '*', static_cast<int64_t>(ds.size()));
+  for (const Delivery& d : ds) {
+    // The order of kDeliveryFields.
+    p = PutNumberLine(p, '*', static_cast<int64_t>(kFields));
+    p = PutBulk(p, d.id);
+    p = PutBulk(p, d.topic);
+    p = PutBulk(p, d.body);
+    p = PutBulk(p, d.receipt);
+    p = PutNumberLine(p, ':', d.attempts);
+    p = PutNumberLine(p, ':', d.ttr_ms);
+    p = PutNumberLine(p, ':', d.priority);
+    p = PutNumberLine(p, ':', d.run_at_ms);
+    p = PutNumberLine(p, ':', d.reserved_until_ms);
+    p = PutNumberLine(p, ':', d.max_attempts);
+  }
+  out->resize(static_cast<size_t>(p - out->data()));
 }
 
 void AppendRespPair(std::string* out, std::string_view key, const Value& v, bool resp3) {

@@ -274,6 +274,60 @@ TEST_F(EngineTest, ManyDelayedJobsFallDueExactlyOnTheirTime) {
   }
 }
 
+TEST_F(EngineTest, ABurstDueOnOneTickIsHandedOutInPriorityThenRunAtThenAddOrder) {
+  // 3,000 jobs due within one 256 ms unit (ties in the delayed heap's
+  // inline key) and 1,000 due later: the tick that reaches them all takes
+  // the due ones out at once (the heap rebuilt, not popped one by one).
+  // Whatever the way, they are handed out in (priority, run_at, add) order
+  // and the later ones stay delayed, each falling due on its own time.
+  struct Want {
+    uint32_t priority;
+    int64_t run_at;
+    int order;
+    std::string id;
+  };
+  std::vector<Want> due;
+  for (int i = 0; i < 4000; ++i) {
+    JobSpec spec = Spec("t", Name("b", i));
+    spec.priority = static_cast<uint32_t>((i * 7919) % 5);
+    const bool later = i % 4 == 3;
+    spec.run_at_ms = kStart + (later ? 5000 + (i * 31) % 900 : 100 + (i * 13) % 50);
+    MustAdd(spec);
+    if (!later) due.push_back(Want{spec.priority, *spec.run_at_ms, i, spec.id});
+  }
+  std::sort(due.begin(), due.end(), [](const Want& a, const Want& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.run_at != b.run_at) return a.run_at < b.run_at;
+    return a.order < b.order;
+  });
+  clock_->Advance(150);
+  engine_->Tick();
+  EXPECT_EQ(MustTopic("t").ready, 3000u);
+  EXPECT_EQ(MustTopic("t").delayed, 1000u);
+  Deliveries got;
+  for (int round = 0; round < 4; ++round) {
+    for (Delivery& d : Take({"t"}, 1000)) got.push_back(std::move(d));
+  }
+  ASSERT_EQ(got.size(), due.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].id, due[i].id) << "at " << i;
+  }
+  // The survivors kept their order: each falls due on its own millisecond.
+  clock_->Advance(5000 - 150 - 1);
+  EXPECT_TRUE(Take({"t"}, 10).empty());
+  int64_t now = kStart + 4999;
+  int seen = 0;
+  while (seen < 1000) {
+    clock_->Advance(1);
+    ++now;
+    for (const Delivery& d : Take({"t"}, 1000)) {
+      ASSERT_EQ(d.run_at_ms, now) << d.id;
+      ++seen;
+    }
+    ASSERT_LE(now, kStart + 5900);
+  }
+}
+
 TEST_F(EngineTest, InvalidSpecsAreRejectedAndAddNothing) {
   struct Case {
     JobSpec spec;

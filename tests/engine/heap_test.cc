@@ -222,6 +222,58 @@ TEST_F(HeapTest, EveryPushReportsAPosition) {
   CheckInvariants();
 }
 
+// TakeWhile against a sorted model, for cuts that take none, a few (popped
+// one by one), most, and all (the heap rebuilt): exactly the entries at or
+// below the cut leave, each once; the rest stay in order at the positions
+// reported.
+TEST_F(HeapTest, TakeWhileTakesExactlyTheEntriesBelowTheCutAndKeepsTheRest) {
+  std::mt19937 rng(7);
+  for (size_t n : {1u, 2u, 5u, 17u, 300u, 5000u}) {
+    for (double share : {0.0, 0.001, 0.05, 0.5, 0.97, 1.0}) {
+      m_ = Model{};
+      heap_ = Heap(KeyLess{&m_}, RecordPos{&m_});
+      // Many ties: keys from a small range, as a burst due on one tick has.
+      for (size_t i = 0; i < n; ++i) PushKey(static_cast<int64_t>(rng() % (n / 4 + 2)));
+      std::vector<int64_t> sorted = m_.keys;
+      std::sort(sorted.begin(), sorted.end());
+      auto cut_at = static_cast<size_t>(share * static_cast<double>(n));
+      int64_t cut = cut_at == 0 ? -1 : sorted[cut_at - 1];
+      std::vector<uint32_t> taken;
+      heap_.TakeWhile([&](uint32_t e) { return m_.keys[e] <= cut; },
+                      [&](uint32_t e) { taken.push_back(e); });
+      size_t expect = static_cast<size_t>(std::count_if(
+          sorted.begin(), sorted.end(), [&](int64_t k) { return k <= cut; }));
+      ASSERT_EQ(taken.size(), expect) << "n=" << n << " share=" << share;
+      std::vector<bool> seen(n, false);
+      for (uint32_t e : taken) {
+        ASSERT_LE(m_.keys[e], cut);
+        ASSERT_FALSE(seen[e]) << "entry " << e << " taken twice";
+        seen[e] = true;
+      }
+      ASSERT_EQ(heap_.size(), n - expect);
+      for (uint32_t e : heap_.entries()) ASSERT_GT(m_.keys[e], cut);
+      CheckInvariants();
+      int64_t last = cut;
+      while (!heap_.empty()) {
+        uint32_t e = heap_.Pop();
+        ASSERT_GE(m_.keys[e], last);
+        last = m_.keys[e];
+      }
+    }
+  }
+}
+
+TEST_F(HeapTest, TakeWhileOnAnEmptyHeapOrWithNothingDueTakesNothing) {
+  int calls = 0;
+  heap_.TakeWhile([](uint32_t) { return true; }, [&](uint32_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+  for (int k : {5, 3, 9}) PushKey(k);
+  heap_.TakeWhile([&](uint32_t e) { return m_.keys[e] < 3; }, [&](uint32_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(heap_.size(), 3u);
+  CheckInvariants();
+}
+
 TEST(IndexedHeap, WorksWithStructEntries) {
   struct Item {
     int64_t key;
