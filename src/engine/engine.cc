@@ -154,7 +154,9 @@ void Engine::PromoteDue() {
           JobRecord* r = Rec(d.handle);
           r->state = static_cast<uint8_t>(JobState::kReady);
           ts.ready.Push(ReadyEntry{r->priority, d.handle, r->run_at_ms, r->seq});
-        });
+        },
+        // Ten thousand records read in a burst are mostly not in cache.
+        [&](const DelayEntry& d) { __builtin_prefetch(Rec(d.handle), 1); });
     UpdateTimer(t);
     MarkServe(t);
   }
@@ -526,6 +528,11 @@ Delivery Engine::Deliver(uint32_t h, uint32_t ttr_ms) {
 Deliveries Engine::TakeBest(const std::vector<uint32_t>& topics, uint32_t count, uint64_t max_bytes,
                             uint32_t ttr_ms) {
   Deliveries out;
+  // Room for the whole answer at once: growing it would move every
+  // delivery taken so far, again and again (a burst answers 500 at a time).
+  size_t ready = 0;
+  for (uint32_t t : topics) ready += topics_[t]->ready.size();
+  out.reserve(std::min<size_t>(count, ready));
   ReadyLess less;
   uint64_t bytes = 0;
   while (out.size() < count) {

@@ -23,6 +23,10 @@ namespace delayq::engine {
 template <typename Entry, typename Less, typename OnMove, size_t kArity = 4>
 class IndexedHeap {
  public:
+  struct NoPrefetch {
+    void operator()(const Entry&) const {}
+  };
+
   IndexedHeap(Less less, OnMove on_move) : less_(std::move(less)), on_move_(std::move(on_move)) {}
 
   size_t size() const { return v_.size(); }
@@ -59,22 +63,26 @@ class IndexedHeap {
   // A few are popped one by one. Many (a burst falling due on one tick) cost
   // one pass instead: the survivors are compacted and re-heaped in O(n),
   // rather than O(k log n) pops whose sift steps compare ties again and
-  // again.
-  template <typename Taken, typename Sink>
-  void TakeWhile(Taken taken, Sink sink) {
+  // again. `prefetch(entry)` is called a little before `taken`, `sink`,
+  // `Less` or `OnMove` first look at an entry, so that an owner whose
+  // entries point at records (the engine) can start loading them.
+  template <typename Taken, typename Sink, typename Prefetch = NoPrefetch>
+  void TakeWhile(Taken taken, Sink sink, Prefetch prefetch = Prefetch{}) {
     if (v_.empty() || !taken(v_.front())) return;
-    // The subtree of taken entries, walked once: its size picks the way.
+    // The subtree of taken entries, breadth first: a child is announced when
+    // queued and judged when its turn comes. Its size picks the way.
     marks_.clear();
     walk_.clear();
     walk_.push_back(0);
-    while (!walk_.empty()) {
-      size_t pos = walk_.back();
-      walk_.pop_back();
+    for (size_t head = 0; head < walk_.size(); ++head) {
+      size_t pos = walk_[head];
+      if (head > 0 && !taken(v_[pos])) continue;  // the root was judged above
       marks_.push_back(pos);
       size_t first = pos * kArity + 1;
       size_t end = first + kArity < v_.size() ? first + kArity : v_.size();
       for (size_t c = first; c < end; ++c) {
-        if (taken(v_[c])) walk_.push_back(c);
+        prefetch(v_[c]);
+        walk_.push_back(c);
       }
     }
     const size_t k = marks_.size();
@@ -85,10 +93,12 @@ class IndexedHeap {
       for (size_t i = 0; i < k; ++i) sink(Pop());
       return;
     }
+    constexpr size_t kAhead = 8;
     std::vector<bool> gone(n, false);
     for (size_t pos : marks_) gone[pos] = true;
     size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) prefetch(v_[i + kAhead]);
       if (gone[i]) {
         sink(std::move(v_[i]));
       } else {
@@ -102,7 +112,10 @@ class IndexedHeap {
     for (size_t i = kept / kArity + 1; i-- > 0;) {
       if (i < kept) SiftDownQuiet(i);
     }
-    for (size_t i = 0; i < kept; ++i) on_move_(v_[i], i);
+    for (size_t i = 0; i < kept; ++i) {
+      if (i + kAhead < kept) prefetch(v_[i + kAhead]);
+      on_move_(v_[i], i);
+    }
   }
 
   // Restores order after the key of the entry at `pos` changed either way.

@@ -145,19 +145,20 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   uint64_t ticket = 0;
   {
     InCall<Result<Deliveries>> in_call(this, conn_id, &now);
-    // Captures fit std::function's inline storage: no allocation per reserve.
-    ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
-      if (InCall<Result<Deliveries>>::Take(this, conn_id, r)) return;  // inside ReserveAsync
-      auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
-      loop_->Post([this, conn_id, serial, alive = alive_, shared] {
-        if (!*alive) return;
-        if (serial != 0) {
-          FinishInFlightReserve(conn_id, serial, std::move(*shared));
-        } else {
-          FinishReserve(conn_id, std::move(*shared));
-        }
+    // Two words of capture fit std::function's inline storage (three do
+    // not): no allocation per reserve while both numbers fit 32 bits.
+    if (conn_id <= UINT32_MAX && serial <= UINT32_MAX) {
+      ticket = queue_->ReserveAsync(
+          req, [this, packed = conn_id << 32 | serial](Result<Deliveries> r) {
+            if (InCall<Result<Deliveries>>::Take(this, packed >> 32, r)) return;  // inside
+            ReserveAnsweredLater(packed >> 32, packed & UINT32_MAX, std::move(r));
+          });
+    } else {
+      ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
+        if (InCall<Result<Deliveries>>::Take(this, conn_id, r)) return;
+        ReserveAnsweredLater(conn_id, serial, std::move(r));
       });
-    });
+    }
   }
   NoteChange(c, mark_before);  // the reservations made, if any
   if (now) {
@@ -175,6 +176,18 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   s.parked_at_ms = now_ms;
   s.reserve_cut_short = cut_short;
   c.waiting = true;
+}
+
+void FrontEnd::ReserveAnsweredLater(uint64_t conn_id, uint64_t serial, Result<Deliveries> r) {
+  auto shared = std::make_shared<Result<Deliveries>>(std::move(r));
+  loop_->Post([this, conn_id, serial, alive = alive_, shared] {
+    if (!*alive) return;
+    if (serial != 0) {
+      FinishInFlightReserve(conn_id, serial, std::move(*shared));
+    } else {
+      FinishReserve(conn_id, std::move(*shared));
+    }
+  });
 }
 
 void FrontEnd::GiveBack(const Result<Deliveries>& r) {

@@ -212,6 +212,9 @@ class FrontEnd : public net::TcpHandler {
 
  private:
   void FinishReserve(uint64_t conn_id, Result<Deliveries> result);
+  // A reserve's answer that came after ReserveAsync returned (it waited, or
+  // the store answers later): posted to the loop.
+  void ReserveAnsweredLater(uint64_t conn_id, uint64_t serial, Result<Deliveries> result);
   // AnswerReserve, noting the jobs handed over and where their reply ends.
   void AnswerTracked(net::Connection& c, Result<Deliveries> result);
   // Pipelining: the answer of the reserve whose reply goes in hole `serial`.
@@ -219,6 +222,9 @@ class FrontEnd : public net::TcpHandler {
   // Writes what `answer` appends to c.out into hole `serial` instead.
   template <typename F>
   void FillHole(net::Connection& c, uint64_t serial, F&& answer);
+  // Await's answer that came after the call returned: posted to the loop.
+  template <typename T, typename Answer>
+  void AnswerLater(uint64_t conn_id, uint64_t serial, T r);
   // A reply came in. Once the answers that reached the loop together are
   // all in (a posted task later), writes what can be written, one write per
   // connection, and lets a request held back run if nothing holds it any
@@ -307,25 +313,19 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
   std::optional<T> now;
   {
     InCall<T> in_call(this, conn_id, &now);
-    // Captures fit std::function's inline storage: no allocation per call.
-    call(std::function<void(T)>([this, conn_id, serial](T r) {
-      if (InCall<T>::Take(this, conn_id, r)) return;  // inside the call
-      auto shared = std::make_shared<T>(std::move(r));
-      loop_->Post([this, conn_id, serial, alive = alive_, shared] {
-        if (!*alive) return;
-        net::Connection* conn = tcp_->Find(conn_id);
-        if (conn == nullptr) return;
-        if (serial == 0) {
-          conn->waiting = false;
-          Answer{}(*this, *conn, std::move(*shared));
-          tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
-          return;
-        }
-        --static_cast<State&>(*conn->state).changes;
-        FillHole(*conn, serial, [&] { Answer{}(*this, *conn, std::move(*shared)); });
-        AfterAnswer(*conn);
-      });
-    }));
+    // Two words of capture fit std::function's inline storage (three do
+    // not): no allocation per call while both numbers fit 32 bits.
+    if (conn_id <= UINT32_MAX && serial <= UINT32_MAX) {
+      call(std::function<void(T)>([this, packed = conn_id << 32 | serial](T r) {
+        if (InCall<T>::Take(this, packed >> 32, r)) return;  // inside the call
+        AnswerLater<T, Answer>(packed >> 32, packed & UINT32_MAX, std::move(r));
+      }));
+    } else {
+      call(std::function<void(T)>([this, conn_id, serial](T r) {
+        if (InCall<T>::Take(this, conn_id, r)) return;
+        AnswerLater<T, Answer>(conn_id, serial, std::move(r));
+      }));
+    }
   }
   NoteChange(c, mark_before);
   if (now) {
@@ -338,6 +338,25 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
   }
   c.OpenHole();
   ++static_cast<State&>(*c.state).changes;
+}
+
+template <typename T, typename Answer>
+void FrontEnd::AnswerLater(uint64_t conn_id, uint64_t serial, T r) {
+  auto shared = std::make_shared<T>(std::move(r));
+  loop_->Post([this, conn_id, serial, alive = alive_, shared] {
+    if (!*alive) return;
+    net::Connection* conn = tcp_->Find(conn_id);
+    if (conn == nullptr) return;
+    if (serial == 0) {
+      conn->waiting = false;
+      Answer{}(*this, *conn, std::move(*shared));
+      tcp_->Resume(*conn);  // writes the answer, then serves what was pipelined behind it
+      return;
+    }
+    --static_cast<State&>(*conn->state).changes;
+    FillHole(*conn, serial, [&] { Answer{}(*this, *conn, std::move(*shared)); });
+    AfterAnswer(*conn);
+  });
 }
 
 }  // namespace delayq::server
