@@ -27,6 +27,11 @@
 #                data dir: seconds until /healthz answers and until SCHEDULE
 #                GET of the last schedule created answers it.
 #
+# PIN (default 1): with two CPUs or more, step 1 runs the server on CPU 0 and
+# the consumers on CPU 1 (taskset), as consumers on other machines would
+# leave the server its core; PIN=0 lets the kernel place both. Both figures
+# are in docs/benchmarks.md.
+#
 # Loopback only, on free ports; every process started here is stopped by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +44,7 @@ REDIS_SECONDS=${REDIS_SECONDS:-60}
 IDLE=${IDLE:-1000000}
 CONSUMERS=${CONSUMERS:-8}
 COUNT=${COUNT:-500}
+PIN=${PIN:-1}
 PY=${PY:-/usr/bin/python3}
 OUT=${OUT:-$(mktemp -d /tmp/delayq-schedule-bench.XXXXXX)}
 mkdir -p "$OUT"
@@ -70,7 +76,7 @@ serve() {
   if [ "$store" = embedded ]; then
     args+=(--data-dir "$OUT/data-$name" --fsync everysec)
   fi
-  start "server-$name" "$DELAYQ" "${args[@]}" "$@"
+  start "server-$name" "${SERVER_PIN[@]}" "$DELAYQ" "${args[@]}" "$@"
   SERVER=$started
   wait_port "$HTTP"
   wait_port "$RESP"
@@ -101,19 +107,30 @@ FIRING_KEYS=(schedules seconds expected missing duplicates redelivered early out
   cpu_us_per_firing client_cpu_s errors first_error)
 summary=()
 
+SERVER_PIN=()
+BENCH_PIN=()
+if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+  SERVER_PIN=(taskset -c 0)
+  BENCH_PIN=(taskset -c 1)
+fi
+
 if [[ " $STEPS " == *" 1 "* ]]; then
   load0=$(loadavg)
-  log "step 1: $SCHEDULES schedules every second, embedded, ${SECONDS_RUN} s (load $load0)"
+  log "step 1: $SCHEDULES schedules every second, embedded, ${SECONDS_RUN} s (load $load0, ${SERVER_PIN[*]:-not pinned})"
   serve s1 embedded
   rc=0
-  "$BENCH" schedules --servers "127.0.0.1:$RESP" --pids "$SERVER" --schedules "$SCHEDULES" \
+  "${BENCH_PIN[@]}" "$BENCH" schedules --servers "127.0.0.1:$RESP" --pids "$SERVER" --schedules "$SCHEDULES" \
     --seconds "$SECONDS_RUN" --consumers "$CONSUMERS" --count "$COUNT" >"$OUT/s1.json" || rc=$?
   cat "$OUT/s1.json" >&2
   st=$(stats "$HTTP")
   stop_pid "$SERVER"
-  summary+=("$(merge '{"step":"embedded","rc":'"$rc"',"load_before":"'"$load0"'","load_after":"'"$(loadavg)"'"}' \
+  pinned=false
+  [ ${#BENCH_PIN[@]} -gt 0 ] && pinned=true
+  summary+=("$(merge '{"step":"embedded","pinned":'"$pinned"',"rc":'"$rc"',"load_before":"'"$load0"'","load_after":"'"$(loadavg)"'"}' \
     "$(pick "$OUT/s1.json" "${FIRING_KEYS[@]}")" "$st")")
 fi
+
+SERVER_PIN=()  # steps 2 and 3: placed by the kernel
 
 if [[ " $STEPS " == *" 2 "* ]]; then
   load0=$(loadavg)
