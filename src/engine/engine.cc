@@ -139,24 +139,36 @@ void Engine::Advance() {
 void Engine::Tick() { Advance(); }
 
 void Engine::PromoteDue() {
+  // A few due at a time (the usual trickle) are popped one by one; past
+  // kPopFirst in one call it is a burst (ten thousand schedules firing on one
+  // millisecond), and the rest leave the heap in one pass (TakeWhile).
+  constexpr int kPopFirst = 32;
   while (!timers_.empty()) {
     uint32_t t = timers_.Top();
     TopicState& ts = *topics_[t];
     if (Rec(ts.delayed.Top().handle)->run_at_ms > now_wall_) break;
-    // The key says most of it (256 ms units): only entries in now's unit
-    // read their record.
-    const uint32_t now_key = DelayKey(now_wall_);
-    ts.delayed.TakeWhile(
-        [&](const DelayEntry& d) {
-          return d.key < now_key || (d.key == now_key && Rec(d.handle)->run_at_ms <= now_wall_);
-        },
-        [&](const DelayEntry& d) {
-          JobRecord* r = Rec(d.handle);
-          r->state = static_cast<uint8_t>(JobState::kReady);
-          ts.ready.Push(ReadyEntry{r->priority, d.handle, r->run_at_ms, r->seq});
-        },
-        // Ten thousand records read in a burst are mostly not in cache.
-        [&](const DelayEntry& d) { __builtin_prefetch(Rec(d.handle), 1); });
+    auto make_ready = [&](uint32_t h) {
+      JobRecord* r = Rec(h);
+      r->state = static_cast<uint8_t>(JobState::kReady);
+      ts.ready.Push(ReadyEntry{r->priority, h, r->run_at_ms, r->seq});
+    };
+    int popped = 0;
+    do {
+      make_ready(ts.delayed.Pop().handle);
+    } while (++popped < kPopFirst && !ts.delayed.empty() &&
+             Rec(ts.delayed.Top().handle)->run_at_ms <= now_wall_);
+    if (popped == kPopFirst) {
+      // The key says most of it (256 ms units): only entries in now's unit
+      // read their record.
+      const uint32_t now_key = DelayKey(now_wall_);
+      ts.delayed.TakeWhile(
+          [&](const DelayEntry& d) {
+            return d.key < now_key || (d.key == now_key && Rec(d.handle)->run_at_ms <= now_wall_);
+          },
+          [&](const DelayEntry& d) { make_ready(d.handle); },
+          // Ten thousand records read in a burst are mostly not in cache.
+          [&](const DelayEntry& d) { __builtin_prefetch(Rec(d.handle), 1); });
+    }
     UpdateTimer(t);
     MarkServe(t);
   }

@@ -65,27 +65,32 @@ class IndexedHeap {
   // rather than O(k log n) pops whose sift steps compare ties again and
   // again. `prefetch(entry)` is called a little before `taken`, `sink`,
   // `Less` or `OnMove` first look at an entry, so that an owner whose
-  // entries point at records (the engine) can start loading them.
+  // entries point at records (the engine) can start loading them. `sink`
+  // must not call TakeWhile (the scratch is the thread's).
   template <typename Taken, typename Sink, typename Prefetch = NoPrefetch>
   void TakeWhile(Taken taken, Sink sink, Prefetch prefetch = Prefetch{}) {
     if (v_.empty() || !taken(v_.front())) return;
     // The subtree of taken entries, breadth first: a child is announced when
     // queued and judged when its turn comes. Its size picks the way.
-    marks_.clear();
-    walk_.clear();
-    walk_.push_back(0);
-    for (size_t head = 0; head < walk_.size(); ++head) {
-      size_t pos = walk_[head];
+    // Scratch kept for its capacity, per thread rather than per heap (an
+    // engine has two heaps per topic).
+    static thread_local std::vector<size_t> marks;
+    static thread_local std::vector<size_t> walk;
+    marks.clear();
+    walk.clear();
+    walk.push_back(0);
+    for (size_t head = 0; head < walk.size(); ++head) {
+      size_t pos = walk[head];
       if (head > 0 && !taken(v_[pos])) continue;  // the root was judged above
-      marks_.push_back(pos);
+      marks.push_back(pos);
       size_t first = pos * kArity + 1;
       size_t end = first + kArity < v_.size() ? first + kArity : v_.size();
       for (size_t c = first; c < end; ++c) {
         prefetch(v_[c]);
-        walk_.push_back(c);
+        walk.push_back(c);
       }
     }
-    const size_t k = marks_.size();
+    const size_t k = marks.size();
     const size_t n = v_.size();
     size_t levels = 1;
     for (size_t m = n; m >= kArity; m /= kArity) ++levels;
@@ -95,7 +100,7 @@ class IndexedHeap {
     }
     constexpr size_t kAhead = 8;
     std::vector<bool> gone(n, false);
-    for (size_t pos : marks_) gone[pos] = true;
+    for (size_t pos : marks) gone[pos] = true;
     size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {
       if (i + kAhead < n) prefetch(v_[i + kAhead]);
@@ -110,7 +115,7 @@ class IndexedHeap {
     // Floyd's build: sift down every parent, last first; then tell every
     // entry where it ended (compaction moved most of them).
     for (size_t i = kept / kArity + 1; i-- > 0;) {
-      if (i < kept) SiftDownQuiet(i);
+      if (i < kept) SiftDownReporting<false>(i);
     }
     for (size_t i = 0; i < kept; ++i) {
       if (i + kAhead < kept) prefetch(v_[i + kAhead]);
@@ -146,28 +151,12 @@ class IndexedHeap {
     on_move_(v_[pos], pos);
   }
 
-  void SiftDown(size_t pos) {
-    const size_t n = v_.size();
-    Entry e = std::move(v_[pos]);
-    for (;;) {
-      size_t first = pos * kArity + 1;
-      if (first >= n) break;
-      size_t best = first;
-      size_t end = first + kArity < n ? first + kArity : n;
-      for (size_t c = first + 1; c < end; ++c) {
-        if (less_(v_[c], v_[best])) best = c;
-      }
-      if (!less_(v_[best], e)) break;
-      v_[pos] = std::move(v_[best]);
-      on_move_(v_[pos], pos);
-      pos = best;
-    }
-    v_[pos] = std::move(e);
-    on_move_(v_[pos], pos);
-  }
+  void SiftDown(size_t pos) { SiftDownReporting<true>(pos); }
 
-  // SiftDown without reporting moves (TakeWhile reports them all after).
-  void SiftDownQuiet(size_t pos) {
+  // kReport false: moves go unreported (TakeWhile's rebuild reports every
+  // position once, after).
+  template <bool kReport>
+  void SiftDownReporting(size_t pos) {
     const size_t n = v_.size();
     Entry e = std::move(v_[pos]);
     for (;;) {
@@ -180,16 +169,16 @@ class IndexedHeap {
       }
       if (!less_(v_[best], e)) break;
       v_[pos] = std::move(v_[best]);
+      if constexpr (kReport) on_move_(v_[pos], pos);
       pos = best;
     }
     v_[pos] = std::move(e);
+    if constexpr (kReport) on_move_(v_[pos], pos);
   }
 
   Less less_;
   OnMove on_move_;
   std::vector<Entry> v_;
-  std::vector<size_t> marks_;  // TakeWhile's scratch, kept for its capacity
-  std::vector<size_t> walk_;
 };
 
 }  // namespace delayq::engine

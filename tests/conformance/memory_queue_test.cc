@@ -4,9 +4,12 @@
 // for real-time harnesses such as the network client's. Both again with
 // QueueOptions::caller_loop, driven by an event loop of the test's own (as
 // `delayq serve` drives it).
+#include <poll.h>
+
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "conformance/local_queue_harness.h"
 #include "conformance/queue_conformance.h"
@@ -51,6 +54,48 @@ TEST(LocalQueueDriver, MaybeDueTurnsTrueAtTheDeadlineAndRunDueClearsIt) {
   auto info = (*queue)->Get(added->id);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->state, JobState::kReady);
+}
+
+// A burst for more waiting reserves than one slice serves (Engine::Tick
+// hands out ~256 jobs per round): the driver's descriptors stay readable
+// until every slice is out, so a loop that just polls them and calls RunDue
+// answers every reserve, one slice per call, with nothing else happening.
+TEST(LocalQueueDriver, ABurstForManyWaitersKeepsTheDriverDueUntilEveryOneIsServed) {
+  OpenOptions open;
+  open.caller_loop = true;
+  auto queue = OpenServingQueue(Memory(), open);
+  ASSERT_TRUE(queue.ok());
+  QueueDriver* driver = (*queue)->driver();
+  driver->RunDue();
+  ASSERT_TRUE((*queue)->Pause("t", 0).ok());
+  for (int i = 0; i < 1200; ++i) {
+    JobSpec spec;
+    spec.topic = "t";
+    ASSERT_TRUE((*queue)->Add(spec).ok());
+  }
+  constexpr int kWaiters = 4;
+  std::vector<int> got(kWaiters, -1);
+  for (int w = 0; w < kWaiters; ++w) {
+    ReserveRequest req;
+    req.topics = {"t"};
+    req.count = 300;
+    req.wait_ms = 60'000;
+    EXPECT_NE((*queue)->ReserveAsync(req, [&got, w](Result<Deliveries> r) {
+      got[static_cast<size_t>(w)] = r.ok() ? static_cast<int>(r->size()) : -2;
+    }), 0u);
+  }
+  ASSERT_TRUE((*queue)->Resume("t").ok());
+  EXPECT_EQ(got[0], 300);
+  EXPECT_EQ(got[1], -1) << "the resume served more than one slice";
+  std::vector<pollfd> fds;
+  for (int fd : driver->PollFds()) fds.push_back({fd, POLLIN, 0});
+  int runs = 0;
+  while (runs < 20 && poll(fds.data(), fds.size(), 0) > 0) {
+    driver->RunDue();
+    ++runs;
+  }
+  EXPECT_EQ(got, std::vector<int>(kWaiters, 300));
+  EXPECT_EQ(runs, kWaiters - 1) << "one slice per RunDue, then nothing readable";
 }
 
 // Contract violations of LocalQueue found by the suite: none known. (Tags go

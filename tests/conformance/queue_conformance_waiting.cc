@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -109,6 +111,49 @@ TEST_P(QueueConformance, WaitingReserveGetsTheJobsReadyAtThatMomentUpToCount) {
   ReserveProbe more(q, Request({"wbatch.one"}, kLongMs, 10));
   MustAdd(q, Spec("wbatch.one", "only"));
   EXPECT_EQ(Ids(more.TakeOk()), std::vector<std::string>{"only"});
+}
+
+TEST_P(QueueConformance, ABurstForManyWaitingReservesReachesEveryOneOldestFirst) {
+  // More jobs at once than one round of serving hands out (the engine serves
+  // waiting reserves in slices of ~256 jobs, at least one whole reserve):
+  // every waiting reserve still gets its full count, with no other call
+  // made, the oldest waiter the first jobs, no job twice. The jobs wait in a
+  // paused topic, so that they all become available on one call (Resume)
+  // however long adding them took.
+  Queue& q = queue();
+  const std::vector<uint32_t> counts = {260, 10, 30};
+  ASSERT_TRUE(IsOk(q.Pause("burst.many", 0)));  // until resumed
+  std::vector<std::string> order;
+  uint32_t total = 0;
+  for (uint32_t c : counts) total += c;
+  for (uint32_t i = 0; i < total; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "b%05u", i);
+    MustAdd(q, Spec("burst.many", id));
+    order.push_back(id);
+  }
+  std::vector<std::unique_ptr<ReserveProbe>> probes;
+  for (size_t w = 0; w < counts.size(); ++w) {
+    probes.push_back(
+        std::make_unique<ReserveProbe>(q, Request({"burst.many"}, kLongMs, counts[w])));
+    // One at a time, so that their age is their order here.
+    ASSERT_TRUE(WaitersReach(q, "burst.many", w + 1));
+  }
+  ASSERT_TRUE(IsOk(q.Resume("burst.many")));
+  std::set<std::string> seen;
+  size_t first = 0;
+  for (size_t w = 0; w < counts.size(); ++w) {
+    SCOPED_TRACE("waiter " + std::to_string(w));
+    Deliveries got = probes[w]->TakeOk();
+    ASSERT_EQ(got.size(), counts[w]);
+    for (const Delivery& d : got) EXPECT_TRUE(seen.insert(d.id).second) << d.id << " twice";
+    // Ready jobs go in the order they were added, to the oldest waiter first.
+    EXPECT_EQ(got.front().id, order[first]);
+    EXPECT_EQ(got.back().id, order[first + counts[w] - 1]);
+    first += counts[w];
+  }
+  EXPECT_EQ(seen.size(), order.size());
+  EXPECT_EQ(MustStats(q).ready, 0u);
 }
 
 TEST_P(QueueConformance, WaitThatRunsOutAnswersEmpty) {

@@ -1564,6 +1564,64 @@ TEST_F(EngineTest, OldestWaiterIsServedFirst) {
   EXPECT_EQ(MustTopic("t").waiting, 1u);
 }
 
+TEST_F(EngineTest, ABurstForManyWaitersIsServedInSlicesOldestFirst) {
+  // 8 waiters of 500 and 4,000 jobs falling due on one tick: a tick serves
+  // one slice (about kServeSliceJobs jobs, at least one whole waiter), says
+  // more is left, and is due again at once; the next ticks serve the rest.
+  constexpr int kWaiters = 8;
+  constexpr uint32_t kCount = 500;
+  static_assert(kCount >= Engine::kServeSliceJobs, "one waiter fills a slice");
+  std::vector<std::shared_ptr<Answer>> answers;
+  for (int i = 0; i < kWaiters; ++i) {
+    answers.push_back(std::make_shared<Answer>());
+    Wait({"t"}, 60'000, answers.back(), kCount);
+  }
+  for (int i = 0; i < kWaiters * static_cast<int>(kCount); ++i) AddDelayed("t", Name("j", i), 100);
+  clock_->Advance(100);
+  engine_->Tick();
+  EXPECT_TRUE(answers[0]->called());
+  EXPECT_FALSE(answers[1]->called()) << "one tick served more than a slice";
+  EXPECT_TRUE(engine_->ServeLeft());
+  EXPECT_EQ(engine_->NextDeadlines().wall_ms, kStart + 100) << "the next slice is due now";
+  EXPECT_EQ(engine_->MsUntilNextDeadline(), 0);
+  int ticks = 1;
+  while (engine_->ServeLeft() && ticks < 100) {
+    engine_->Tick();
+    ++ticks;
+  }
+  EXPECT_EQ(ticks, kWaiters);
+  std::set<std::string> seen;
+  for (int w = 0; w < kWaiters; ++w) {
+    std::vector<std::string> ids = answers[static_cast<size_t>(w)]->ids();
+    ASSERT_EQ(ids.size(), kCount) << "waiter " << w;
+    EXPECT_EQ(ids.front(), Name("j", w * static_cast<int>(kCount))) << "waiter " << w;
+    for (const std::string& id : ids) EXPECT_TRUE(seen.insert(id).second) << id;
+  }
+  EXPECT_EQ(MustTopic("t").waiting, 0u);
+  EXPECT_EQ(MustTopic("t").ready, 0u);
+}
+
+TEST_F(EngineTest, AWaitEndingWhileItsBurstIsSlicedGetsJobsNotAnEmptyAnswer) {
+  // Three waiters whose waits end on the very millisecond 1,500 jobs fall
+  // due: the first tick serves one slice; the others' deadlines have passed,
+  // but jobs are ready for them, so they are served, not answered empty.
+  std::vector<std::shared_ptr<Answer>> answers;
+  for (int i = 0; i < 3; ++i) {
+    answers.push_back(std::make_shared<Answer>());
+    Wait({"t"}, 100, answers.back(), 500);
+  }
+  for (int i = 0; i < 1500; ++i) AddDelayed("t", Name("j", i), 100);
+  clock_->Advance(100);
+  engine_->Tick();
+  EXPECT_TRUE(engine_->ServeLeft());
+  EXPECT_FALSE(answers[2]->called());
+  // Any call serves the next slice, not only Tick.
+  EXPECT_TRUE(engine_->Get("j0").ok());
+  engine_->Tick();
+  for (const auto& a : answers) EXPECT_EQ(a->ids().size(), 500u);
+  EXPECT_FALSE(engine_->ServeLeft());
+}
+
 TEST_F(EngineTest, OldestWaiterAcrossTopicListsIsServedFirst) {
   auto multi = std::make_shared<Answer>();
   auto single = std::make_shared<Answer>();
