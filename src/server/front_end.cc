@@ -148,8 +148,8 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
     // Two words of capture fit std::function's inline storage (three do
     // not): no allocation per reserve while both numbers fit 32 bits.
     if (conn_id <= UINT32_MAX && serial <= UINT32_MAX) {
-      ticket = queue_->ReserveAsync(
-          req, [this, packed = conn_id << 32 | serial](Result<Deliveries> r) {
+      ticket =
+          queue_->ReserveAsync(req, [this, packed = conn_id << 32 | serial](Result<Deliveries> r) {
             if (InCall<Result<Deliveries>>::Take(this, packed >> 32, r)) return;  // inside
             ReserveAnsweredLater(packed >> 32, packed & UINT32_MAX, std::move(r));
           });

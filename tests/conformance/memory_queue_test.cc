@@ -80,9 +80,12 @@ TEST(LocalQueueDriver, ABurstForManyWaitersKeepsTheDriverDueUntilEveryOneIsServe
     req.topics = {"t"};
     req.count = 300;
     req.wait_ms = 60'000;
-    EXPECT_NE((*queue)->ReserveAsync(req, [&got, w](Result<Deliveries> r) {
-      got[static_cast<size_t>(w)] = r.ok() ? static_cast<int>(r->size()) : -2;
-    }), 0u);
+    EXPECT_NE((*queue)->ReserveAsync(req,
+                                     [&got, w](Result<Deliveries> r) {
+                                       got[static_cast<size_t>(w)] =
+                                           r.ok() ? static_cast<int>(r->size()) : -2;
+                                     }),
+              0u);
   }
   ASSERT_TRUE((*queue)->Resume("t").ok());
   EXPECT_EQ(got[0], 300);

@@ -241,8 +241,8 @@ TEST_F(HeapTest, TakeWhileTakesExactlyTheEntriesBelowTheCutAndKeepsTheRest) {
       std::vector<uint32_t> taken;
       heap_.TakeWhile([&](uint32_t e) { return m_.keys[e] <= cut; },
                       [&](uint32_t e) { taken.push_back(e); });
-      size_t expect = static_cast<size_t>(std::count_if(
-          sorted.begin(), sorted.end(), [&](int64_t k) { return k <= cut; }));
+      size_t expect = static_cast<size_t>(
+          std::count_if(sorted.begin(), sorted.end(), [&](int64_t k) { return k <= cut; }));
       ASSERT_EQ(taken.size(), expect) << "n=" << n << " share=" << share;
       std::vector<bool> seen(n, false);
       for (uint32_t e : taken) {
