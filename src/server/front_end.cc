@@ -145,20 +145,8 @@ void FrontEnd::StartReserve(net::Connection& c, ReserveRequest req) {
   uint64_t ticket = 0;
   {
     InCall<Result<Deliveries>> in_call(this, conn_id, &now);
-    // Two words of capture fit std::function's inline storage (three do
-    // not): no allocation per reserve while both numbers fit 32 bits.
-    if (conn_id <= UINT32_MAX && serial <= UINT32_MAX) {
-      ticket =
-          queue_->ReserveAsync(req, [this, packed = conn_id << 32 | serial](Result<Deliveries> r) {
-            if (InCall<Result<Deliveries>>::Take(this, packed >> 32, r)) return;  // inside
-            ReserveAnsweredLater(packed >> 32, packed & UINT32_MAX, std::move(r));
-          });
-    } else {
-      ticket = queue_->ReserveAsync(req, [this, conn_id, serial](Result<Deliveries> r) {
-        if (InCall<Result<Deliveries>>::Take(this, conn_id, r)) return;
-        ReserveAnsweredLater(conn_id, serial, std::move(r));
-      });
-    }
+    ticket = queue_->ReserveAsync(
+        req, AnswerCallback<Result<Deliveries>, &FrontEnd::ReserveAnsweredLater>(conn_id, serial));
   }
   NoteChange(c, mark_before);  // the reservations made, if any
   if (now) {

@@ -274,6 +274,24 @@ class FrontEnd : public net::TcpHandler {
     }
     Awaiting outer;
   };
+  // The callback a queue call gets: it keeps an answer given inside the call
+  // (InCall), else hands it to (this->*Later)(conn, serial, answer) — on
+  // whatever thread the queue answers. Two words of capture fit
+  // std::function's inline storage, three do not: while both numbers fit 32
+  // bits they travel packed in one, and a call allocates nothing.
+  template <typename T, void (FrontEnd::*Later)(uint64_t, uint64_t, T)>
+  std::function<void(T)> AnswerCallback(uint64_t conn, uint64_t serial) {
+    if (conn <= UINT32_MAX && serial <= UINT32_MAX) {
+      return [this, packed = conn << 32 | serial](T r) {
+        if (InCall<T>::Take(this, packed >> 32, r)) return;
+        (this->*Later)(packed >> 32, packed & UINT32_MAX, std::move(r));
+      };
+    }
+    return [this, conn, serial](T r) {
+      if (InCall<T>::Take(this, conn, r)) return;
+      (this->*Later)(conn, serial, std::move(r));
+    };
+  }
 };
 
 template <typename F>
@@ -313,19 +331,7 @@ void FrontEnd::Await(net::Connection& c, Call&& call) {
   std::optional<T> now;
   {
     InCall<T> in_call(this, conn_id, &now);
-    // Two words of capture fit std::function's inline storage (three do
-    // not): no allocation per call while both numbers fit 32 bits.
-    if (conn_id <= UINT32_MAX && serial <= UINT32_MAX) {
-      call(std::function<void(T)>([this, packed = conn_id << 32 | serial](T r) {
-        if (InCall<T>::Take(this, packed >> 32, r)) return;  // inside the call
-        AnswerLater<T, Answer>(packed >> 32, packed & UINT32_MAX, std::move(r));
-      }));
-    } else {
-      call(std::function<void(T)>([this, conn_id, serial](T r) {
-        if (InCall<T>::Take(this, conn_id, r)) return;
-        AnswerLater<T, Answer>(conn_id, serial, std::move(r));
-      }));
-    }
+    call(AnswerCallback<T, &FrontEnd::AnswerLater<T, Answer>>(conn_id, serial));
   }
   NoteChange(c, mark_before);
   if (now) {
