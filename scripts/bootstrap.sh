@@ -9,7 +9,11 @@
 #         `make lint` need: GoogleTest, Google Benchmark, clang for the fuzz
 #         targets, clang-format and clang-tidy, and the programs the tests run
 #         against the binary (redis-server, redis-py, systemd-analyze for the
-#         unit in deploy/, beanstalkd and wrk for the comparisons, strace).
+#         unit in deploy/, beanstalkd and wrk for the comparisons, strace),
+#         and the clients' toolchains (clients/): Go, pytest, venv and pip
+#         for the Python client's install test, node and npm (Debian's, only
+#         when no node is installed), then `npm ci` in clients/node when
+#         its node_modules does not match its package-lock.json.
 #
 # Skips apt entirely when every package is already installed (one dpkg-query
 # call), so it is cheap to call from every `make` target. Safe to re-run.
@@ -27,6 +31,7 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev clang-format clang-tidy
   python3-redis redis-server systemd openssl
   beanstalkd wrk strace
+  golang-go python3-pytest python3-venv python3-pip python3-setuptools
 )
 
 case "${1:-test}" in
@@ -49,13 +54,30 @@ for p in "${packages[@]}"; do
   [ -n "${installed[$p]:-}" ] || missing+=("$p")
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+# Node for the Node client's tests: any node 18+ on PATH will do (this machine
+# may have one from elsewhere, with its own npm); Debian's otherwise.
+if [ "${1:-test}" = test ]; then
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
 fi
 
-echo "bootstrap: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The Node client's packages, exactly as its lock file pins them (npm's
+# registry): once, and again whenever package-lock.json changes (npm ci
+# leaves a copy of the lock in node_modules/.package-lock.json).
+if [ "${1:-test}" = test ]; then
+  node_dir="$(dirname "$0")/../clients/node"
+  if [ -f "$node_dir/package-lock.json" ] &&
+    [ ! "$node_dir/node_modules/.package-lock.json" -nt "$node_dir/package-lock.json" ]; then
+    echo "bootstrap: npm ci in clients/node"
+    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The language clients' workers (issue 27, "Performance"): job lifecycles per
+# second of a no-op handler at concurrency 50, while producers add 100-byte
+# jobs due now, at most WINDOW (1000) outstanding, counted over RUN_SECONDS
+# after WARMUP_SECONDS; each worker's own clients/<lang>/bench/lifecycle.*,
+# producers in the same process as its worker, as BullMQ's lifecycle.js runs
+# its own (PROCESSES=1, its best figure here). In one run, in turns:
+#
+#   node_memory   Node Worker  -> `delayq serve --store memory`
+#   node_redis    Node Worker  -> `delayq serve --store redis` on redis-server R
+#   bullmq        BullMQ Worker (bench/bullmq.sh, concurrency 50) on the same R
+#   python_memory Python Worker (asyncio, async no-op handler) -> memory
+#   go_memory     Go Worker    -> memory
+#   cpp_memory    the C++ Worker through the network client (delayq-bench
+#                 remote-worker, 50 threads) -> memory
+#
+# Targets: node_memory >= 3 x bullmq (each on its own store), node_redis >=
+# 1.5 x bullmq (same Redis); the others recorded beside the C++ Worker's.
+#
+#   bash bench/clients.sh                       # builds first (make build)
+#   SKIP_BUILD=1 ROUNDS=5 bash bench/clients.sh
+#   RUNS="node_memory bullmq" SKIP_BUILD=1 bash bench/clients.sh
+#
+# Environment (defaults): ROUNDS 3 (medians; the runs in a different order
+# each round), RUNS (all six), CONCURRENCY 50, WINDOW 1000, BODY 100,
+# RUN_SECONDS 5, WARMUP_SECONDS 2, BUILD build, OUT (a temp dir).
+# Every process started here is stopped by PID on exit; loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-3}
+RUNS=${RUNS:-node_memory node_redis bullmq python_memory go_memory cpp_memory}
+CONCURRENCY=${CONCURRENCY:-50}
+WINDOW=${WINDOW:-1000}
+BODY=${BODY:-100}
+RUN_SECONDS=${RUN_SECONDS:-5}
+WARMUP_SECONDS=${WARMUP_SECONDS:-2}
+OUT=${OUT:-$(mktemp -d /tmp/delayq-clients-bench.XXXXXX)}
+PY=/usr/bin/python3
+export GOPROXY=off GOFLAGS=-mod=mod
+
+mkdir -p "$OUT"
+bin=$BUILD/bin
+if [ "${SKIP_BUILD:-0}" != 1 ]; then make build BUILD="$BUILD" >&2; fi
+for tool in "$bin/delayq" "$bin/delayq-bench"; do
+  [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
+done
+bash scripts/bootstrap.sh test # node, go, and clients/node's npm ci
+
+pids=()
+trap stop_started EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+log "machine: $(nproc) cpu, load $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
+log "output in $OUT"
+(cd clients/go && go build -o "$OUT/go-lifecycle" ./bench/lifecycle.go)
+
+rd_port=$(free_port)
+mkdir -p "$OUT/redis"
+start redis redis-server --bind 127.0.0.1 --port "$rd_port" --dir "$OUT/redis" \
+  --save "" --appendonly no
+wait_port "$rd_port"
+mem_resp=$(free_port)
+start memory "$bin/delayq" serve --store memory --resp-port "$mem_resp" --http-port 0
+mem_pid=$started
+rds_resp=$(free_port)
+start redis_store "$bin/delayq" serve --store redis --redis "redis://127.0.0.1:$rd_port" \
+  --redis-prefix "bench-clients-$$" --resp-port "$rds_resp" --http-port 0
+rds_pid=$started
+wait_port "$mem_resp"
+wait_port "$rds_resp"
+log "redis-server $rd_port; delayq memory $mem_resp (pid $mem_pid), redis $rds_resp (pid $rds_pid)"
+
+# lifecycle NAME SERVER_PID RESP_PORT COMMAND...: one run of a client's
+# lifecycle program (one JSON line), with the worker process's CPU seconds
+# (user + system, from its rusage via `time`) and the server's added.
+lifecycle() {
+  local name=$1 spid=$2 port=$3 c0 c1
+  shift 3
+  c0=$(cpu_s "$spid")
+  if ! DELAYQ_SERVER="127.0.0.1:$port" CONCURRENCY="$CONCURRENCY" WINDOW="$WINDOW" \
+    BODY="$BODY" RUN_SECONDS="$RUN_SECONDS" WARMUP_SECONDS="$WARMUP_SECONDS" \
+    "$@" >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
+    echo "FAILED: $name ($(tail -1 "$OUT/$name.err"))" >&2
+    return 0
+  fi
+  c1=$(cpu_s "$spid")
+  $PY - "$OUT/$name" "$name" "$c0" "$c1" <<'PYEOF'
+import json, sys
+base, name, c0, c1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+d = json.loads(open(base + ".raw").read().strip().splitlines()[-1])
+d["name"] = name
+d["server_cpu_s"] = round(c1 - c0, 2)  # warm-up, run and drain
+json.dump(d, open(base + ".json", "w"))
+PYEOF
+  cat "$OUT/$name.json" >&2
+  echo >&2
+}
+
+cpp() {
+  local name=$1 c0 c1
+  c0=$(cpu_s "$mem_pid")
+  if ! "$bin/delayq-bench" remote-worker --servers "127.0.0.1:$mem_resp" --threads "$CONCURRENCY" \
+    --producers 4 --batch 50 --window "$WINDOW" --body "$BODY" \
+    --seconds "$RUN_SECONDS" --warmup-seconds "$WARMUP_SECONDS" \
+    >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
+    echo "FAILED: delayq-bench remote-worker ($(tail -1 "$OUT/$name.err"))" >&2
+    return 0
+  fi
+  c1=$(cpu_s "$mem_pid")
+  $PY - "$OUT/$name" "$name" "$c0" "$c1" <<'PYEOF'
+import json, sys
+base, name, c0, c1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+d = json.load(open(base + ".raw"))
+d["name"] = name
+d["server_cpu_s"] = round(c1 - c0, 2)
+json.dump(d, open(base + ".json", "w"))
+PYEOF
+  cat "$OUT/$name.json" >&2
+  echo >&2
+}
+
+bullmq() {
+  local name=$1
+  if ! ROUNDS=1 RUN_SECONDS="$RUN_SECONDS" WARMUP_SECONDS="$WARMUP_SECONDS" \
+    CONCURRENCY="$CONCURRENCY" WINDOW="$WINDOW" BODY="$BODY" REDIS_PORT="$rd_port" \
+    OUT="$OUT/$name.d" bash bench/bullmq.sh >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
+    echo "FAILED: bench/bullmq.sh ($(tail -1 "$OUT/$name.err"))" >&2
+    return 0
+  fi
+  head -1 "$OUT/$name.raw" | $PY -c 'import json,sys
+s = json.load(sys.stdin)
+print(json.dumps({"name": sys.argv[1], "lifecycles_per_s": s["bullmq_lifecycles_per_s"],
+                  "versions": s.get("versions")}))' "$name" >"$OUT/$name.json"
+  cat "$OUT/$name.json" >&2
+  echo >&2
+}
+
+read -r -a runs <<<"$RUNS"
+n=${#runs[@]}
+for r in $(seq "$ROUNDS"); do
+  log "round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  for k in $(seq 0 $((n - 1))); do # each round starts one run later
+    run=${runs[$(((k + r - 1) % n))]}
+    case $run in
+      node_memory) lifecycle "node_memory_r$r" "$mem_pid" "$mem_resp" node clients/node/bench/lifecycle.mjs ;;
+      node_redis) lifecycle "node_redis_r$r" "$rds_pid" "$rds_resp" node clients/node/bench/lifecycle.mjs ;;
+      python_memory) lifecycle "python_memory_r$r" "$mem_pid" "$mem_resp" \
+        env PYTHONPATH=clients/python/src $PY clients/python/bench/lifecycle.py ;;
+      go_memory) lifecycle "go_memory_r$r" "$mem_pid" "$mem_resp" "$OUT/go-lifecycle" ;;
+      cpp_memory) cpp "cpp_memory_r$r" ;;
+      bullmq) bullmq "bullmq_r$r" ;;
+      *) echo "unknown run '$run' in RUNS" >&2; exit 2 ;;
+    esac
+  done
+done
+for run in "${runs[@]}"; do median "$run" lifecycles_per_s; done
+
+# --- summary -------------------------------------------------------------------------------
+$PY - "$OUT" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+def load(n):
+    try:
+        return json.load(open(os.path.join(out, n + ".json")))
+    except Exception:
+        return {}
+names = ["node_memory", "node_redis", "bullmq", "python_memory", "go_memory", "cpp_memory"]
+runs = {n: load(n) for n in names}
+rate = {n: runs[n].get("lifecycles_per_s") for n in names}
+ratio = lambda a, b: round(a / b, 1) if a and b else None
+s = {n + "_lifecycles_per_s": rate[n] for n in names}
+s.update({n + "_rounds": runs[n].get("rounds_lifecycles_per_s") for n in names})
+s["node_memory_vs_bullmq"] = ratio(rate["node_memory"], rate["bullmq"])
+s["node_redis_vs_bullmq"] = ratio(rate["node_redis"], rate["bullmq"])
+s["bullmq_versions"] = runs["bullmq"].get("versions")
+s["load_average_at_end"] = sys.argv[2]
+print(json.dumps(s))
+print()
+print("| worker, no-op handler, concurrency 50 | store | lifecycles/s (rounds) | vs BullMQ | target |")
+print("| --- | --- | --- | --- | --- |")
+rows = [("Node (`clients/node`)", "node_memory", "delayq memory", ">= 3x"),
+        ("Node (`clients/node`)", "node_redis", "delayq redis, same Redis as BullMQ", ">= 1.5x"),
+        ("BullMQ Worker", "bullmq", "Redis", ""),
+        ("Python (`clients/python`, asyncio)", "python_memory", "delayq memory", "recorded"),
+        ("Go (`clients/go`)", "go_memory", "delayq memory", "recorded"),
+        ("C++ `delayq::Worker`, network client, 50 threads", "cpp_memory", "delayq memory", "recorded")]
+for label, n, store, target in rows:
+    print("| %s | %s | %s (%s) | %s | %s |" % (label, store, rate[n], runs[n].get("rounds_lifecycles_per_s"),
+                                            ratio(rate[n], rate["bullmq"]) if n != "bullmq" else "", target))
+EOF
+log "raw output in $OUT"
