@@ -23,7 +23,8 @@
 #
 # Environment (defaults): ROUNDS 3 (medians; the runs in a different order
 # each round), RUNS (all six), CONCURRENCY 50, WINDOW 1000, BODY 100,
-# RUN_SECONDS 5, WARMUP_SECONDS 2, BUILD build, OUT (a temp dir).
+# RUN_SECONDS 5, WARMUP_SECONDS 2, BULLMQ_PRODUCERS 4, BUILD build, OUT (a
+# temp dir).
 # Every process started here is stopped by PID on exit; loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,9 @@ WINDOW=${WINDOW:-1000}
 BODY=${BODY:-100}
 RUN_SECONDS=${RUN_SECONDS:-5}
 WARMUP_SECONDS=${WARMUP_SECONDS:-2}
+# BullMQ's producers (addBulk of 50 each): 4, as bench/worker.sh gives it,
+# its better figure here (bench/bullmq.sh's own default is 2).
+BULLMQ_PRODUCERS=${BULLMQ_PRODUCERS:-4}
 OUT=${OUT:-$(mktemp -d /tmp/delayq-clients-bench.XXXXXX)}
 PY=/usr/bin/python3
 export GOPROXY=off GOFLAGS=-mod=mod
@@ -58,25 +62,10 @@ log "machine: $(nproc) cpu, load $(cut -d' ' -f1-3 /proc/loadavg)," \
 log "output in $OUT"
 (cd clients/go && go build -o "$OUT/go-lifecycle" ./bench/lifecycle.go)
 
-rd_port=$(free_port)
-mkdir -p "$OUT/redis"
-start redis redis-server --bind 127.0.0.1 --port "$rd_port" --dir "$OUT/redis" \
-  --save "" --appendonly no
-wait_port "$rd_port"
-mem_resp=$(free_port)
-start memory "$bin/delayq" serve --store memory --resp-port "$mem_resp" --http-port 0
-mem_pid=$started
-rds_resp=$(free_port)
-start redis_store "$bin/delayq" serve --store redis --redis "redis://127.0.0.1:$rd_port" \
-  --redis-prefix "bench-clients-$$" --resp-port "$rds_resp" --http-port 0
-rds_pid=$started
-wait_port "$mem_resp"
-wait_port "$rds_resp"
-log "redis-server $rd_port; delayq memory $mem_resp (pid $mem_pid), redis $rds_resp (pid $rds_pid)"
+start_worker_servers clients
 
 # lifecycle NAME SERVER_PID RESP_PORT COMMAND...: one run of a client's
-# lifecycle program (one JSON line), with the worker process's CPU seconds
-# (user + system, from its rusage via `time`) and the server's added.
+# lifecycle program (its last line of output: JSON), the server's CPU added.
 lifecycle() {
   local name=$1 spid=$2 port=$3 c0 c1
   shift 3
@@ -88,18 +77,11 @@ lifecycle() {
     return 0
   fi
   c1=$(cpu_s "$spid")
-  $PY - "$OUT/$name" "$name" "$c0" "$c1" <<'PYEOF'
-import json, sys
-base, name, c0, c1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-d = json.loads(open(base + ".raw").read().strip().splitlines()[-1])
-d["name"] = name
-d["server_cpu_s"] = round(c1 - c0, 2)  # warm-up, run and drain
-json.dump(d, open(base + ".json", "w"))
-PYEOF
-  cat "$OUT/$name.json" >&2
-  echo >&2
+  with_server_cpu "$name" "$c0" "$c1"
 }
 
+# cpp NAME: the C++ Worker through the network client (delayq-bench
+# remote-worker: its 4 producers add batches of 50) on the memory server.
 cpp() {
   local name=$1 c0 c1
   c0=$(cpu_s "$mem_pid")
@@ -111,32 +93,7 @@ cpp() {
     return 0
   fi
   c1=$(cpu_s "$mem_pid")
-  $PY - "$OUT/$name" "$name" "$c0" "$c1" <<'PYEOF'
-import json, sys
-base, name, c0, c1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-d = json.load(open(base + ".raw"))
-d["name"] = name
-d["server_cpu_s"] = round(c1 - c0, 2)
-json.dump(d, open(base + ".json", "w"))
-PYEOF
-  cat "$OUT/$name.json" >&2
-  echo >&2
-}
-
-bullmq() {
-  local name=$1
-  if ! ROUNDS=1 RUN_SECONDS="$RUN_SECONDS" WARMUP_SECONDS="$WARMUP_SECONDS" \
-    CONCURRENCY="$CONCURRENCY" WINDOW="$WINDOW" BODY="$BODY" REDIS_PORT="$rd_port" \
-    OUT="$OUT/$name.d" bash bench/bullmq.sh >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
-    echo "FAILED: bench/bullmq.sh ($(tail -1 "$OUT/$name.err"))" >&2
-    return 0
-  fi
-  head -1 "$OUT/$name.raw" | $PY -c 'import json,sys
-s = json.load(sys.stdin)
-print(json.dumps({"name": sys.argv[1], "lifecycles_per_s": s["bullmq_lifecycles_per_s"],
-                  "versions": s.get("versions")}))' "$name" >"$OUT/$name.json"
-  cat "$OUT/$name.json" >&2
-  echo >&2
+  with_server_cpu "$name" "$c0" "$c1"
 }
 
 read -r -a runs <<<"$RUNS"
@@ -152,7 +109,7 @@ for r in $(seq "$ROUNDS"); do
         env PYTHONPATH=clients/python/src $PY clients/python/bench/lifecycle.py ;;
       go_memory) lifecycle "go_memory_r$r" "$mem_pid" "$mem_resp" "$OUT/go-lifecycle" ;;
       cpp_memory) cpp "cpp_memory_r$r" ;;
-      bullmq) bullmq "bullmq_r$r" ;;
+      bullmq) PRODUCERS=$BULLMQ_PRODUCERS bullmq_round "bullmq_r$r" "$rd_port" "$CONCURRENCY" ;;
       *) echo "unknown run '$run' in RUNS" >&2; exit 2 ;;
     esac
   done

@@ -75,3 +75,67 @@ if runs:
     json.dump(m, open(os.path.join(out, name + ".json"), "w"))
 EOF
 }
+
+# with_server_cpu NAME C0 C1: OUT/NAME.raw's JSON (its last line) becomes
+# OUT/NAME.json with "name" and "server_cpu_s" (C1 - C0: the server's CPU
+# seconds over the run, warm-up and drain included) added, and is shown.
+with_server_cpu() {
+  $PY - "$OUT/$1" "$1" "$2" "$3" <<'PYEOF'
+import json, sys
+base, name, c0, c1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+d = json.loads(open(base + ".raw").read().strip().splitlines()[-1])
+d["name"] = name
+d["server_cpu_s"] = round(c1 - c0, 2)
+json.dump(d, open(base + ".json", "w"))
+PYEOF
+  cat "$OUT/$1.json" >&2
+  echo >&2
+}
+
+# bullmq_round NAME PORT CONCURRENCY: one round of bench/bullmq.sh on the
+# Redis at PORT (RUN_SECONDS, WARMUP_SECONDS, WINDOW, BODY as the caller's;
+# PRODUCERS and ADD_BATCH if set, else bullmq.sh's own); OUT/NAME.json.
+bullmq_round() {
+  local name=$1 port=$2 concurrency=$3
+  if ! ROUNDS=1 RUN_SECONDS="$RUN_SECONDS" WARMUP_SECONDS="$WARMUP_SECONDS" \
+    CONCURRENCY="$concurrency" PRODUCERS="${PRODUCERS:-2}" BATCH="${ADD_BATCH:-50}" \
+    WINDOW="$WINDOW" BODY="$BODY" REDIS_PORT="$port" OUT="$OUT/$name.d" \
+    bash bench/bullmq.sh >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
+    echo "FAILED: bench/bullmq.sh ($(tail -1 "$OUT/$name.err"))" >&2
+    return 0
+  fi
+  head -1 "$OUT/$name.raw" | $PY -c 'import json,sys
+s = json.load(sys.stdin)
+print(json.dumps({"name": sys.argv[1], "lifecycles_per_s": s["bullmq_lifecycles_per_s"],
+                  "node_cpu_util": s.get("node_cpu_util"),
+                  "redis_cpu_util": s.get("redis_cpu_util"), "versions": s.get("versions")}))' \
+    "$name" >"$OUT/$name.json"
+  cat "$OUT/$name.json" >&2
+  echo >&2
+}
+
+# start_worker_servers TAG: a redis-server (no persistence) and two `delayq
+# serve` of $bin: --store memory and --store redis on that Redis (prefix
+# bench-TAG-$$). Sets rd_port, mem_resp, mem_pid, rds_resp, rds_pid; logs
+# go to OUT/TAG_*.log.
+start_worker_servers() {
+  local tag=$1
+  command -v redis-server >/dev/null || { echo "missing redis-server" >&2; exit 1; }
+  rd_port=$(free_port)
+  mkdir -p "$OUT/redis"
+  start "${tag}_redis" redis-server --bind 127.0.0.1 --port "$rd_port" --dir "$OUT/redis" \
+    --save "" --appendonly no
+  wait_port "$rd_port"
+  mem_resp=$(free_port)
+  start "${tag}_memory" "$bin/delayq" serve --store memory --resp-port "$mem_resp" --http-port 0
+  mem_pid=$started
+  rds_resp=$(free_port)
+  start "${tag}_redis_store" "$bin/delayq" serve --store redis \
+    --redis "redis://127.0.0.1:$rd_port" --redis-prefix "bench-$tag-$$" \
+    --resp-port "$rds_resp" --http-port 0
+  rds_pid=$started
+  wait_port "$mem_resp"
+  wait_port "$rds_resp"
+  log "redis-server $rd_port; delayq memory $mem_resp (pid $mem_pid)," \
+    "delayq redis $rds_resp (pid $rds_pid)"
+}

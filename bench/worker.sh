@@ -96,56 +96,12 @@ remote() {
     [ -s "$OUT/$name.raw" ] || return 0
   fi
   c1=$(cpu_s "$spid")
-  $PY - "$OUT/$name" "$name" "$c0" "$c1" <<'PYEOF'
-import json, sys
-base, name, c0, c1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-d = json.load(open(base + ".raw"))
-d["name"] = name
-d["server_cpu_s"] = round(c1 - c0, 2)  # warm-up, run and drain
-json.dump(d, open(base + ".json", "w"))
-PYEOF
-  cat "$OUT/$name.json" >&2
-  echo >&2
-}
-
-# bullmq NAME PORT: one BullMQ round on the Redis at PORT; OUT/NAME.json.
-bullmq() {
-  local name=$1 port=$2
-  if ! ROUNDS=1 RUN_SECONDS="$RUN_SECONDS" WARMUP_SECONDS="$WARMUP_SECONDS" \
-    CONCURRENCY="$THREADS" PRODUCERS="$PRODUCERS" BATCH="$ADD_BATCH" WINDOW="$WINDOW" \
-    BODY="$BODY" REDIS_PORT="$port" OUT="$OUT/$name.d" \
-    bash bench/bullmq.sh >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
-    echo "FAILED: bench/bullmq.sh ($(tail -1 "$OUT/$name.err"))" >&2
-    return 0
-  fi
-  head -1 "$OUT/$name.raw" | $PY -c 'import json,sys
-s = json.load(sys.stdin)
-print(json.dumps({"name": sys.argv[1], "lifecycles_per_s": s["bullmq_lifecycles_per_s"],
-                  "node_cpu_util": s.get("node_cpu_util"),
-                  "redis_cpu_util": s.get("redis_cpu_util"), "versions": s.get("versions")}))' \
-    "$name" >"$OUT/$name.json"
-  cat "$OUT/$name.json" >&2
-  echo >&2
+  with_server_cpu "$name" "$c0" "$c1"
 }
 
 if want 2; then
-  command -v redis-server >/dev/null || { echo "missing redis-server" >&2; exit 1; }
-  rd_port=$(free_port)
-  mkdir -p "$OUT/redis"
-  start s2_redis redis-server --bind 127.0.0.1 --port "$rd_port" --dir "$OUT/redis" \
-    --save "" --appendonly no
-  wait_port "$rd_port"
-  mem_resp=$(free_port)
-  start s2_memory "$bin/delayq" serve --store memory --resp-port "$mem_resp" --http-port 0
-  mem_pid=$started
-  rds_resp=$(free_port)
-  start s2_redis_store "$bin/delayq" serve --store redis --redis "redis://127.0.0.1:$rd_port" \
-    --redis-prefix "bench-worker-$$" --resp-port "$rds_resp" --http-port 0
-  rds_pid=$started
-  wait_port "$mem_resp"
-  wait_port "$rds_resp"
-  log "2 network: redis-server $rd_port; delayq memory $mem_resp (pid $mem_pid)," \
-    "delayq redis $rds_resp (pid $rds_pid)"
+  log "2 network"
+  start_worker_servers worker
   runs=(mem rds bq)
   for r in $(seq "$ROUNDS"); do
     log "2 network, round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -153,7 +109,7 @@ if want 2; then
       case ${runs[$(((k + r - 1) % 3))]} in
         mem) remote "s2_memory_r$r" "$mem_pid" "$mem_resp" ;;
         rds) remote "s2_redis_r$r" "$rds_pid" "$rds_resp" ;;
-        bq) bullmq "s2_bullmq_r$r" "$rd_port" ;;
+        bq) bullmq_round "s2_bullmq_r$r" "$rd_port" "$THREADS" ;;
       esac
     done
   done

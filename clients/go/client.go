@@ -486,6 +486,9 @@ func (c *Client) Touch(ctx context.Context, id, receipt string) error {
 	if err := validateReceipt(receipt, true); err != nil {
 		return err
 	}
+	if err := validateID(id); err != nil {
+		return err
+	}
 	rule := retryAlways
 	if receipt == Force {
 		rule = retryUntilSent
@@ -497,6 +500,9 @@ func (c *Client) Touch(ctx context.Context, id, receipt string) error {
 // line, the attempt not counted. Needs the receipt (not Force). Errors as Finish's.
 func (c *Client) Unreserve(ctx context.Context, id, receipt string) error {
 	if err := validateReceipt(receipt, false); err != nil {
+		return err
+	}
+	if err := validateID(id); err != nil {
 		return err
 	}
 	return c.ok(ctx, []string{"UNRESERVE", id, receipt}, retryAlways, false)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/clients/go/internal/resp"
 )
 
 // Every call of the client, on the memory and the embedded store.
@@ -248,7 +250,26 @@ func TestEveryErrorCodeIsItsOwnType(t *testing.T) {
 	conn, r := fake.accept(t)
 	readCommand(t, r)
 	conn.Write([]byte("-ERR something broke\r\n"))
-	checkError(t, "internal", <-done, ErrInternal, CodeInternal, "server error: ERR something broke", all)
+	err := <-done
+	checkError(t, "internal", err, ErrInternal, CodeInternal, "something broke", all)
+	// The message is the server's own text, its prefix removed as the other codes' are.
+	if e := (*Error)(nil); !errors.As(err, &e) || e.Message != "something broke" ||
+		err.Error() != "delayq: internal: something broke" {
+		t.Errorf("-ERR: message %q (%v), want the server's text without ERR", e.Message, err)
+	}
+	// The real server's -ERR (an unknown command) reads the same way.
+	var unknown error
+	unknown = c.one(ctx, []string{"NOSUCHCOMMAND"}, retryAlways, func(v resp.Value, _ bool) error {
+		return replyError(v)
+	})
+	if e := (*Error)(nil); !errors.As(unknown, &e) || e.Code != CodeInternal ||
+		strings.HasPrefix(e.Message, "ERR") || !strings.Contains(e.Message, "NOSUCHCOMMAND") {
+		t.Errorf("unknown command: %#v", unknown)
+	}
+	// Another prefix the client does not know keeps its whole text: the prefix is its meaning.
+	if e := serverError("WRONGTYPE not a job"); e.Code != CodeInternal || e.Message != "WRONGTYPE not a job" {
+		t.Errorf("unknown prefix: %#v", e)
+	}
 }
 
 func second[T any](_ T, err error) error { return err }
@@ -310,6 +331,12 @@ func TestBadInputIsRefusedBeforeSending(t *testing.T) {
 		{"unreserve with force", c.Unreserve(ctx, "x", Force), "receipt: Unreserve needs the delivery's receipt, not Force"},
 		{"negative release delay", c.Release(ctx, "x", ok, -time.Second, ""), "delay: must be >= 0, got -1s"},
 		{"empty id", c.Finish(ctx, "", ok), "id: required"},
+		{"touch: empty id", c.Touch(ctx, "", ok), "id: required"},
+		{"touch: id with a control character", c.Touch(ctx, "a\r\nb", ok), "id: control characters are not allowed"},
+		{"touch with force: empty id", c.Touch(ctx, "", Force), "id: required"},
+		{"unreserve: empty id", c.Unreserve(ctx, "", ok), "id: required"},
+		{"unreserve: id with a control character", c.Unreserve(ctx, "a\x00b", ok), "id: control characters are not allowed"},
+		{"unreserve: long id", c.Unreserve(ctx, strings.Repeat("i", 257), ok), "id: 257 bytes, at most 256 allowed"},
 		{"negative kicktopic", second(c.KickTopic(ctx, "t", -1)), "n: must be >= 0, got -1"},
 		{"peek reserved", second(c.Peek(ctx, "t", StateReserved)), "state: peek shows ready, delayed or buried jobs"},
 		{"negative pause", c.Pause(ctx, "t", -time.Second), "duration: must be >= 0"},
@@ -511,5 +538,62 @@ func TestIdleConnectionClosedByTheServerIsReplaced(t *testing.T) {
 	// DELETE is not repeated once sent: on the dead connection it would fail.
 	if err := c.Delete(context.Background(), "x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete after the idle connection closed: %v", err)
+	}
+}
+
+// clientID is the server's CLIENT ID of the connection a request from c goes on.
+func clientID(t *testing.T, c *Client) int64 {
+	t.Helper()
+	var id int64
+	check(t, c.one(ctxT(t), []string{"CLIENT", "ID"}, retryAlways, func(v resp.Value, _ bool) error {
+		if err := replyError(v); err != nil {
+			return err
+		}
+		if v.Kind != resp.Integer {
+			return malformed("CLIENT ID", "an integer", v)
+		}
+		id = v.Int
+		return nil
+	}))
+	return id
+}
+
+// A pooled connection idle for longer than the request timeout is used again: the deadline of
+// its last request does not outlive the request (every touch, at half a TTR, would otherwise
+// redial, with its AUTH).
+func TestPooledConnectionOutlivesTheRequestTimeout(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--auth-token", "s3cret")
+	c := newClient(t, Options{Servers: []string{srv.addr}, AuthToken: "s3cret",
+		RequestTimeout: 200 * time.Millisecond})
+	first := clientID(t, c)
+	time.Sleep(500 * time.Millisecond) // idle for more than the request timeout
+	if again := clientID(t, c); again != first {
+		t.Fatalf("after %v idle, a new connection (CLIENT ID %d, was %d): the pool was not used",
+			500*time.Millisecond, again, first)
+	}
+	// A waiting reserve's connection too, once answered (its deadline was the wait's).
+	_, err := c.Reserve(ctxT(t), ReserveOptions{Topics: []string{"none"}, Wait: 50 * time.Millisecond})
+	check(t, err)
+	time.Sleep(400 * time.Millisecond)
+	if again := clientID(t, c); again != first {
+		t.Fatalf("after a waiting reserve, a new connection (CLIENT ID %d, was %d)", again, first)
+	}
+	// alive() reads the socket, not the deadline: a connection whose deadline has passed is
+	// alive while its server keeps it open.
+	s := c.servers[0]
+	s.mu.Lock()
+	if len(s.idle) != 1 {
+		s.mu.Unlock()
+		t.Fatalf("%d idle connections, want 1", len(s.idle))
+	}
+	cn := s.idle[0]
+	s.mu.Unlock()
+	cn.nc.SetDeadline(time.Unix(1, 0))
+	if !cn.alive() {
+		t.Fatal("an open connection whose deadline passed is not alive")
+	}
+	if again := clientID(t, c); again != first {
+		t.Fatalf("after a passed deadline, a new connection (CLIENT ID %d, was %d)", again, first)
 	}
 }

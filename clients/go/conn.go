@@ -114,7 +114,10 @@ func newConn(nc net.Conn, server int) *conn {
 func (c *conn) close() { c.nc.Close() }
 
 // alive says whether an idle connection can still be used: nothing is owed on it, so anything
-// readable (the server closed it: a restart, an idle timeout; stray bytes) means it cannot.
+// readable (the server closed it: a restart, an idle timeout; stray bytes) or a socket error
+// (a reset) means it cannot; a peek that would block means it can. A connection's deadline is
+// not the socket's state: one that has passed (release clears it; this is a safeguard) is
+// cleared and the peek made again, rather than read as the connection failing.
 func (c *conn) alive() bool {
 	if c.r.Buffered() > 0 {
 		return false
@@ -127,14 +130,27 @@ func (c *conn) alive() bool {
 	if err != nil {
 		return false
 	}
-	alive := true
-	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
-		return true // never wait for readiness
-	})
-	return err == nil && alive
+	for try := 0; try < 2; try++ {
+		wouldBlock := false
+		var buf [1]byte
+		err = raw.Read(func(fd uintptr) bool {
+			for {
+				_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+				if err == syscall.EINTR {
+					continue
+				}
+				// nil: bytes or EOF (0 bytes) to read; another errno: the socket failed.
+				wouldBlock = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+				return true // never wait for readiness
+			}
+		})
+		if errors.Is(err, os.ErrDeadlineExceeded) && try == 0 {
+			c.nc.SetDeadline(time.Time{}) // the poller refused for the deadline, before any peek
+			continue
+		}
+		return err == nil && wouldBlock
+	}
+	return false
 }
 
 // roundTrip writes cmds as one pipeline and reads their replies, within `timeout` and ctx.
@@ -267,9 +283,16 @@ func (c *Client) dial(ctx context.Context, i int) (*conn, error) {
 	return cn, nil
 }
 
-// release gives a connection back to its server's pool (or closes it when the pool is full or
-// the client closed).
+// release gives a connection back to its server's pool, its deadlines cleared (or closes it
+// when the pool is full or the client closed).
 func (c *Client) release(cn *conn) {
+	// Without this, the deadline the last request set (now + RequestTimeout) would pass while
+	// the connection is idle, and alive would find it unusable: every connection idle longer
+	// than the request timeout redialed, with its AUTH.
+	if err := cn.nc.SetDeadline(time.Time{}); err != nil {
+		cn.close()
+		return
+	}
 	s := c.servers[cn.server]
 	s.mu.Lock()
 	if !c.isClosed() && len(s.idle) < c.maxIdle {

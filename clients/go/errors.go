@@ -81,14 +81,19 @@ var prefixCodes = map[string]string{
 	"UNAVAILABLE": CodeUnavailable,
 }
 
-// serverError reads an error reply, "PREFIX message". An unknown prefix (ERR: an unknown
-// command, a protocol error) is internal, its whole text kept.
+// serverError reads an error reply, "PREFIX message": the message is the server's text after
+// its prefix. ERR (an unknown command, a wrong argument count, a protocol error) is internal,
+// its prefix removed as the others' are; any other prefix is internal too, the whole text kept
+// (the prefix is then the only sign of what it was).
 func serverError(text string) *Error {
 	prefix, rest, _ := strings.Cut(text, " ")
 	if code, ok := prefixCodes[prefix]; ok {
 		return &Error{Code: code, Message: rest}
 	}
-	return &Error{Code: CodeInternal, Message: "server error: " + text}
+	if prefix == "ERR" && rest != "" {
+		return &Error{Code: CodeInternal, Message: rest}
+	}
+	return &Error{Code: CodeInternal, Message: text}
 }
 
 func invalid(message string) *Error { return &Error{Code: CodeInvalidArgument, Message: message} }

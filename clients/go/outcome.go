@@ -77,38 +77,54 @@ func (o *Outcome) lastError() string {
 //	d = min(Cap, Base * Factor^(n-1)),
 //
 // jittered uniformly to [d/2, d] but never below Base: the first retry waits Base exactly, the
-// next ones between half and all of d, and none less than Base nor more than Cap. Zero fields
-// take the defaults, as the C++ worker's.
+// next ones between half and all of d, and none less than Base nor more than Cap. A Base of 0
+// waits 0 at every attempt (a retry is due at once), as the C++ worker's base_ms 0.
+//
+// The zero Backoff{} is the default: 1 s, x2, at most 10 min (DefaultBackoff). Any other value
+// is taken as written, every field: a field left out is 0, not its default, and a value that
+// is not valid (Factor < 1, Cap < Base, a negative Base) is refused by Worker.Handle (and Run)
+// with ErrInvalidArgument naming the field. To change one field, start from DefaultBackoff():
+//
+//	b := delayq.DefaultBackoff()
+//	b.Base = 200 * time.Millisecond
+//	// or all of them: delayq.Backoff{Base: 0, Factor: 1, Cap: 0} retries at once, always
 type Backoff struct {
-	Base   time.Duration // Default: 1 s.
-	Factor float64       // >= 1. Default: 2.
+	Base   time.Duration // >= 0; 0: no wait. Default: 1 s.
+	Factor float64       // a finite number >= 1. Default: 2.
 	Cap    time.Duration // >= Base, at most 100 years. Default: 10 min.
 }
 
+// DefaultBackoff is the backoff of the zero Backoff{}: 1 s, x2, at most 10 min, the C++
+// worker's defaults.
+func DefaultBackoff() Backoff {
+	return Backoff{Base: time.Second, Factor: 2, Cap: 10 * time.Minute}
+}
+
+// withDefaults is DefaultBackoff() for the zero Backoff{}, else b as it is.
 func (b Backoff) withDefaults() Backoff {
-	if b.Base == 0 {
-		b.Base = time.Second
-	}
-	if b.Factor == 0 {
-		b.Factor = 2
-	}
-	if b.Cap == 0 {
-		b.Cap = 10 * time.Minute
-		if b.Base > b.Cap {
-			b.Cap = b.Base
-		}
+	if b == (Backoff{}) {
+		return DefaultBackoff()
 	}
 	return b
 }
 
+// leftOut is added to the error of a field that is 0, perhaps left out meaning its default.
+func leftOut(zero bool) string {
+	if !zero {
+		return ""
+	}
+	return " (only the zero Backoff{} takes the defaults; start from delayq.DefaultBackoff() to change some fields)"
+}
+
+// check refuses a Backoff that is not valid (after withDefaults), naming the field.
 func (b Backoff) check() error {
 	switch {
 	case b.Base < 0:
 		return invalid(fmt.Sprintf("backoff.base: must be >= 0, got %v", b.Base))
 	case !(b.Factor >= 1) || math.IsInf(b.Factor, 0):
-		return invalid(fmt.Sprintf("backoff.factor: must be a finite number >= 1, got %v", b.Factor))
+		return invalid(fmt.Sprintf("backoff.factor: must be a finite number >= 1, got %v%s", b.Factor, leftOut(b.Factor == 0)))
 	case b.Cap < b.Base:
-		return invalid(fmt.Sprintf("backoff.cap: must be >= backoff.base (%v), got %v", b.Base, b.Cap))
+		return invalid(fmt.Sprintf("backoff.cap: must be >= backoff.base (%v), got %v%s", b.Base, b.Cap, leftOut(b.Cap == 0)))
 	case b.Cap > MaxDelay:
 		return invalid(fmt.Sprintf("backoff.cap: at most 100 years, got %v", b.Cap))
 	}
@@ -117,7 +133,8 @@ func (b Backoff) check() error {
 
 // BackoffDelay is the delay of attempt `attempts` (0 is read as 1) with random in [0, 1] (0:
 // the shortest delay, 1: the longest; clamped): the C++ worker's BackoffDelayMs, to the
-// millisecond. Zero fields of b take the defaults.
+// millisecond. The zero Backoff{} is DefaultBackoff(); any other b is taken as written, and
+// should be valid (Worker.Handle checks): a Base of 0 gives 0.
 func BackoffDelay(b Backoff, attempts uint32, random float64) time.Duration {
 	b = b.withDefaults()
 	baseMs, capMs := ceilMs(b.Base), ceilMs(b.Cap)

@@ -97,7 +97,9 @@ type WorkerOptions struct {
 type TopicOptions struct {
 	// Handlers of this topic running at once, at most. 0: up to the worker's Concurrency.
 	Concurrency int
-	// Default: 1 s, x2, at most 10 min.
+	// The zero Backoff{}: 1 s, x2, at most 10 min (DefaultBackoff). Any other value is taken
+	// as written, every field (Backoff{Factor: 1}: retried at once); Handle refuses one that
+	// is not valid.
 	Backoff Backoff
 }
 

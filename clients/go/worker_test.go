@@ -117,7 +117,7 @@ func workerOutcomes(t *testing.T, srv *testServer) {
 			return fmt.Errorf("giving up: %w", Bury("cannot parse the order"))
 		}
 		return errors.New("unexpected body " + job.Text())
-	}, TopicOptions{Backoff: Backoff{Base: 300 * time.Millisecond}}))
+	}, TopicOptions{Backoff: Backoff{Base: 300 * time.Millisecond, Factor: 2, Cap: time.Minute}}))
 	for _, body := range []string{"ok", "error", "retry-in", "panic", "bury"} {
 		must(c.Add(ctx, Job{Topic: "outcomes", ID: body, Body: []byte(body)}))
 	}
@@ -185,7 +185,7 @@ func TestWorkerRetryDelayAndErrorShowOnTheJob(t *testing.T) {
 			panic("nil order")
 		}
 		return RetryIn(2*time.Second, errors.New("rate limited"))
-	}, TopicOptions{Backoff: Backoff{Base: 5 * time.Second, Factor: 3}}))
+	}, TopicOptions{Backoff: Backoff{Base: 5 * time.Second, Factor: 3, Cap: time.Minute}}))
 	must(c.Add(ctx, Job{Topic: "delays", ID: "plain"}))
 	must(c.Add(ctx, Job{Topic: "delays", ID: "panics"}))
 	must(c.Add(ctx, Job{Topic: "delays", ID: "retry-in"}))
@@ -240,6 +240,104 @@ func TestBackoffDelayFollowsTheCppFormula(t *testing.T) {
 	}
 }
 
+// Only the zero Backoff{} takes the defaults: any other is taken as written, so a Base of 0
+// retries at once (the C++ worker's base_ms 0), and a field left out or out of range is refused
+// by Handle and Run, naming it, not replaced.
+func TestBackoffIsTakenAsWrittenUnlessZero(t *testing.T) {
+	if d := DefaultBackoff(); d != (Backoff{Base: time.Second, Factor: 2, Cap: 10 * time.Minute}) {
+		t.Fatalf("DefaultBackoff: %+v", d)
+	}
+	for _, b := range []Backoff{{Factor: 1}, {Factor: 2, Cap: time.Minute}, {Factor: 3}} {
+		for _, attempts := range []uint32{1, 2, 10} {
+			if got := BackoffDelay(b, attempts, 1); got != 0 {
+				t.Errorf("%+v, attempt %d: %v, want 0 (base 0)", b, attempts, got)
+			}
+		}
+	}
+	c := newClient(t, Options{Servers: []string{"127.0.0.1:1"}})
+	handler := func(context.Context, *Delivery) error { return nil }
+	for _, tc := range []struct {
+		b    Backoff
+		want string
+	}{
+		{Backoff{Base: time.Second}, "backoff.factor: must be a finite number >= 1, got 0 (only the zero Backoff{} takes the defaults"},
+		{Backoff{Base: time.Second, Factor: 2}, "backoff.cap: must be >= backoff.base (1s), got 0s (only the zero Backoff{}"},
+		{Backoff{Cap: time.Minute}, "backoff.factor: must be a finite number >= 1, got 0"},
+		{Backoff{Factor: 0.99, Cap: time.Minute}, "backoff.factor: must be a finite number >= 1, got 0.99"},
+		{Backoff{Factor: -2, Cap: time.Minute}, "backoff.factor: must be a finite number >= 1, got -2"},
+		{Backoff{Base: -time.Millisecond, Factor: 2, Cap: time.Minute}, "backoff.base: must be >= 0, got -1ms"},
+		{Backoff{Factor: 1, Cap: -time.Second}, "backoff.cap: must be >= backoff.base (0s), got -1s"},
+		{Backoff{Base: time.Second, Factor: 2, Cap: MaxDelay + time.Hour}, "backoff.cap: at most 100 years"},
+	} {
+		w := NewWorker(c, WorkerOptions{})
+		err := w.Handle("t", handler, TopicOptions{Backoff: tc.b})
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Handle with %+v: %v, want %q", tc.b, err, tc.want)
+		}
+		done, cancel := context.WithCancel(context.Background())
+		cancel() // a Run that accepted the backoff stops at once
+		if err := w.Run(done); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run with %+v: %v, want %q", tc.b, err, tc.want)
+		}
+	}
+	w := NewWorker(c, WorkerOptions{})
+	for i, b := range []Backoff{{}, {Factor: 1}, {Base: 0, Factor: 2, Cap: time.Minute}, DefaultBackoff(),
+		{Base: time.Second, Factor: 1, Cap: time.Second}} {
+		if err := w.Handle(fmt.Sprintf("t%d", i), handler, TopicOptions{Backoff: b}); err != nil {
+			t.Errorf("Handle with %+v: %v", b, err)
+		}
+	}
+	if got := w.byName["t0"].backoff; got != DefaultBackoff() {
+		t.Errorf("the zero Backoff{}: %+v", got)
+	}
+	if got := w.byName["t2"].backoff; got != (Backoff{Base: 0, Factor: 2, Cap: time.Minute}) {
+		t.Errorf("base 0 kept as written: %+v", got)
+	}
+}
+
+// A topic whose backoff's Base is 0 has its failed jobs due again at once.
+func TestWorkerWithZeroBaseRetriesAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := newClient(t, Options{Servers: []string{srv.addr}})
+	ctx := ctxT(t)
+	released := make(chan *JobInfo, 1)
+	w := NewWorker(c, WorkerOptions{Random: func() float64 { return 1 },
+		OnAcknowledged: func(d *Delivery, kind AckKind, err error) {
+			if kind == AckRelease && err == nil {
+				released <- must(c.Get(context.Background(), d.ID))
+			}
+		}})
+	attempts := make(chan time.Time, 4)
+	check(t, w.Handle("at.once", func(ctx context.Context, job *Delivery) error {
+		attempts <- time.Now()
+		if job.Attempts == 1 {
+			return errors.New("try again")
+		}
+		return nil
+	}, TopicOptions{Backoff: Backoff{Factor: 1}}))
+	must(c.Add(ctx, Job{Topic: "at.once", ID: "j"}))
+	startWorker(t, w)
+	first := <-attempts
+	var job *JobInfo
+	select {
+	case job = <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no release acknowledged")
+	}
+	if job.State == StateDelayed || job.RunAt.Sub(first) > 500*time.Millisecond {
+		t.Fatalf("released with base 0: %+v, due %v after the first attempt", job, job.RunAt.Sub(first))
+	}
+	select {
+	case second := <-attempts:
+		if d := second.Sub(first); d > 700*time.Millisecond {
+			t.Fatalf("the retry came %v after the first attempt, want at once (base 0)", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second attempt")
+	}
+}
+
 // A job out of attempts is buried by its last release, counted as exhausted.
 func TestWorkerExhaustsMaxAttempts(t *testing.T) {
 	t.Parallel()
@@ -250,7 +348,7 @@ func TestWorkerExhaustsMaxAttempts(t *testing.T) {
 	w := NewWorker(c, WorkerOptions{OnAcknowledged: a.hook})
 	check(t, w.Handle("tries", func(ctx context.Context, job *Delivery) error {
 		return Retry(fmt.Errorf("attempt %d failed", job.Attempts))
-	}, TopicOptions{Backoff: Backoff{Base: 50 * time.Millisecond}}))
+	}, TopicOptions{Backoff: Backoff{Base: 50 * time.Millisecond, Factor: 2, Cap: time.Minute}}))
 	must(c.Add(ctx, Job{Topic: "tries", ID: "x", MaxAttempts: 2}))
 	startWorker(t, w)
 	eventually(t, 10*time.Second, "two releases acknowledged", func() bool { return a.count() == 2 })
@@ -529,8 +627,8 @@ func TestWorkerRefusesBadOptions(t *testing.T) {
 	}{
 		{w.Handle("bad topic", handler), "topic: only [A-Za-z0-9._:-] allowed"},
 		{w.Handle("t", nil), "the handler of topic 't' is nil"},
-		{w.Handle("t", handler, TopicOptions{Backoff: Backoff{Factor: 0.5}}), "backoff.factor"},
-		{w.Handle("t", handler, TopicOptions{Backoff: Backoff{Base: time.Minute, Cap: time.Second}}), "backoff.cap"},
+		{w.Handle("t", handler, TopicOptions{Backoff: Backoff{Factor: 0.5, Cap: time.Second}}), "backoff.factor: must be a finite number >= 1, got 0.5"},
+		{w.Handle("t", handler, TopicOptions{Backoff: Backoff{Base: time.Minute, Factor: 2, Cap: time.Second}}), "backoff.cap: must be >= backoff.base (1m0s), got 1s"},
 		{w.Handle("t", handler, TopicOptions{Concurrency: -1}), "concurrency: must be >= 0"},
 	} {
 		if !errors.Is(tc.err, ErrInvalidArgument) || !strings.Contains(tc.err.Error(), tc.want) {

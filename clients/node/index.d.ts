@@ -23,7 +23,7 @@ export interface ClientOptions {
   authToken?: string;
   /** Bound on each connect, ms. Default: 1000. */
   connectTimeoutMs?: number;
-  /** A connection owing replies that answers nothing for this long is taken as broken, ms. Default: 5000. */
+  /** A connection owing replies that answers nothing for this long is taken as broken, ms; also the most a withdrawn reserve waits for the server. Default: 5000. */
   requestTimeoutMs?: number;
 }
 
@@ -59,7 +59,7 @@ export interface ReserveOptions {
   count?: number;
   /** Bound on the bodies of one reply, bytes (0: the server's own). Default: 0. */
   maxBytes?: number;
-  /** Withdraws a waiting reserve: jobs already on their way are given back, and the promise rejects with the signal's reason. */
+  /** Withdraws a waiting reserve: jobs already on their way are given back, then the promise rejects with the signal's reason (within about requestTimeoutMs). */
   signal?: AbortSignal;
 }
 
@@ -225,7 +225,7 @@ export class Client {
   ping(): Promise<string>;
   /** Any command as is (SCHEDULE, SUBSCRIPTION, ...): the reply as text. Not repeated after a lost reply. */
   command(name: string, ...args: (string | number | Buffer)[]): Promise<unknown>;
-  /** Closes every connection; waiting reserves and later calls reject with UnavailableError. */
+  /** Closes every connection; calls already made are still sent. Waiting reserves and later calls reject with UnavailableError. */
   close(): Promise<void>;
 }
 

@@ -158,7 +158,9 @@ export class Client {
    * Reserves up to `count` jobs of the topics, waiting up to `wait` for one
    * to be ready. Resolves with the deliveries, best first ([] when none came
    * in time). `signal` withdraws a waiting reserve: jobs already on their
-   * way are given back (unreserve) and the promise rejects with its reason.
+   * way are given back (unreserve) and then the promise rejects with its
+   * reason; the withdrawal takes at most requestTimeoutMs (plus the give
+   * back's own requests).
    * @returns {Promise<Delivery[]>}
    */
   async reserve(topics, options = EMPTY) {
@@ -189,15 +191,17 @@ export class Client {
   }
 
   // Jobs a withdrawn reserve received anyway: ready again at once, their
-  // attempt not counted.
+  // attempt not counted. Settles once every UNRESERVE is answered (or has
+  // failed): the reserve ends only then, so a close() after it cannot
+  // drop them, and the jobs do not wait out their TTR.
   giveBack(raw) {
     let jobs;
     try {
       jobs = parseDeliveries(raw);
     } catch {
-      return;  // unreadable: they come back after their TTR
+      return undefined;  // unreadable: they come back after their TTR
     }
-    for (const d of jobs) this.unreserve(d).catch(() => {});
+    return Promise.allSettled(jobs.map(d => this.unreserve(d)));
   }
 
   /** Finishes a delivery: the job is gone. `finish(job)` or `finish(id, receipt)`. */
@@ -421,8 +425,8 @@ export class Client {
   }
 
   /**
-   * Closes every connection. Waiting reserves reject with UnavailableError;
-   * later calls too.
+   * Closes every connection. Calls already made are still sent (and may be
+   * answered); waiting reserves reject with UnavailableError; later calls too.
    */
   async close() {
     this.servers.close();

@@ -215,7 +215,9 @@ class Connection {
     const bufs = this.outBuffers;
     this.out = null;
     this.outBuffers = null;
-    if (this.dead) return;  // (ioredis rejects what it owes: lost replies)
+    // Written already (by close() or finish()), or dead: ioredis rejects
+    // what it owes (lost replies).
+    if (out === null || this.dead) return;
     if (bufs === null) {
       this.redis.stream.write(out);
     } else {
@@ -233,8 +235,13 @@ class Connection {
     this.dead = true;
     this.redis.stream?.destroy();
   }
-  /** Closes it; what is owed may still be answered. */
+  /**
+   * Closes it; what is owed may still be answered. Commands made this tick
+   * and not yet written (flushOut runs on the next tick) are written first:
+   * a call made before close() is sent, not lost.
+   */
   close() {
+    if (this.out !== null && this.usable) this.flushOut();
     this.dead = true;
     // (Not once closed: ioredis would arm a timer for a close that came already.)
     if (this.redis.status !== 'end' && this.redis.status !== 'close') this.redis.disconnect();
@@ -244,6 +251,8 @@ class Connection {
    * as withdrawn, answers what it owes and closes.
    */
   finish() {
+    // The reserve may still wait for this tick's write: written before the FIN.
+    if (this.out !== null && this.usable) this.flushOut();
     if (this.redis.stream && !this.redis.stream.writableEnded) this.redis.stream.end();
   }
 }
@@ -416,7 +425,12 @@ export class ServerSet {
    * command for a wait. Resolves with the raw reply (null: no job).
    * `signal` withdraws it: the sending side is shut down (FIN), the server
    * withdraws the reserve and closes; jobs already on their way are handed
-   * to `giveBack` and the promise rejects with the signal's reason.
+   * to `giveBack` (which returns a promise settled once they are given back)
+   * and, once that has settled, the promise rejects with the signal's
+   * reason. So when the reserve has ended, its jobs are back on the server,
+   * and a close() that follows cannot drop their UNRESERVE. The withdrawal
+   * waits at most requestTimeoutMs for the server to answer or close (a
+   * host gone silent would otherwise hold it for the whole wait).
    */
   async reserveWaiting(build, waitMs, signal, giveBack) {
     const deadline = performance.now() + waitMs;
@@ -444,9 +458,9 @@ export class ServerSet {
       }
       const left = Math.max(0, Math.ceil(deadline - performance.now()));
       const cmd = build(left);
-      const result = await waitOne(conn, cmd, left + this.options.requestTimeoutMs, signal);
+      const result = await waitOne(conn, cmd, left + this.options.requestTimeoutMs, this.options.requestTimeoutMs, signal);
       if (result.aborted) {
-        if (result.value) giveBack(result.value);
+        if (result.value) await giveBack(result.value);
         throw signal.reason;
       }
       if (result.lost) {
@@ -494,6 +508,8 @@ export class ServerSet {
     s.backoff.failed(SHUTTING_DOWN);
   }
 
+  // Commands already made are written before their connections close
+  // (Connection#close); their replies may still come.
   close() {
     this.isClosed = true;
     for (const s of this.servers) {
@@ -591,11 +607,16 @@ function asText(reply) {
 
 // One command on a connection of its own, with a deadline and a withdrawal.
 // Resolves {value} | {error: ReplyError} | {lost: true} | {aborted, value?}.
-async function waitOne(conn, cmd, timeoutMs, signal) {
+// A withdrawal has a deadline of its own, `withdrawMs` from the abort: the
+// server answers a FIN at once, so a connection still silent by then is
+// taken as gone (as the C++, Python and Go clients do).
+async function waitOne(conn, cmd, timeoutMs, withdrawMs, signal) {
   let aborted = false;
-  const timer = setTimeout(() => conn.destroy(`no reply within ${timeoutMs} ms`), timeoutMs);
+  let timer = setTimeout(() => conn.destroy(`no reply within ${timeoutMs} ms`), timeoutMs);
   const onAbort = () => {
     aborted = true;
+    clearTimeout(timer);
+    timer = setTimeout(() => conn.destroy(`no answer within ${withdrawMs} ms of the withdrawal`), withdrawMs);
     conn.finish();  // FIN: the server withdraws the reserve, answers what it owes, closes
   };
   signal?.addEventListener('abort', onAbort, { once: true });

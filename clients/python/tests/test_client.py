@@ -352,3 +352,20 @@ def test_context_managers_close(memory_server: Server, topic: str) -> None:
             await a.ping()
 
     asyncio.run(main())
+
+
+def test_an_add_with_an_idempotency_key_and_no_id_is_named_by_the_server(client: Any, topic: str) -> None:
+    """What the README and add's docstring say: with no id the client makes
+    one (32 hex digits), unless an idempotency_key is given: then the server
+    makes it (not in the client's form), and a repeat with the key gets the
+    same id."""
+    import re
+
+    made = client.add(topic, b"a")
+    assert re.fullmatch(r"[0-9a-f]{32}", made.id), made.id
+    key = topic.replace(".", "-") + "-named"
+    named = client.add(topic, b"b", idempotency_key=key)
+    assert not re.fullmatch(r"[0-9a-f]{32}", named.id), named.id
+    assert client.add(topic, b"b", idempotency_key=key).id == named.id
+    mine = client.add(topic, b"c", id=f"{topic}-mine", idempotency_key=key + "2")
+    assert mine.id == f"{topic}-mine"

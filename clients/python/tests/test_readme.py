@@ -116,3 +116,18 @@ def test_the_example_worker_prints_each_finish_and_drains_on_a_signal(memory_ser
     assert code == 0, "\n".join(p.err)
     assert sorted(p.out) == sorted(f"done {i}" for i in ids + [later])
     client.close()
+
+
+def test_the_add_docs_say_who_makes_an_id() -> None:
+    """README's add row and Client.add's docstring: id None is made by the
+    client, except with an idempotency_key (the server makes it, test_client's
+    test_an_add_with_an_idempotency_key_and_no_id_is_named_by_the_server)."""
+    with open(README, encoding="utf-8") as f:
+        [row] = [line for line in f if line.startswith("| `add(")]
+    docs = {"README": row, "Client.add": " ".join(delayq.Client.add.__doc__.split()),
+            "AsyncClient.add": " ".join(delayq.AsyncClient.add.__doc__.split())}  # fmt: skip
+    for where, text in docs.items():
+        assert "the client makes one" in text, where
+        assert "except with `idempotency_key` given: then no id is sent and the server makes it" in (
+            text.replace("``", "`")
+        ), where

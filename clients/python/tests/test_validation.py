@@ -203,3 +203,57 @@ def test_redis_errors_map_to_their_types() -> None:
     noauth = error_from_redis(rx.AuthenticationError("invalid token"))
     assert type(noauth) is delayq.UnauthorizedError and noauth.code == "unauthorized"
     assert delayq.UnavailableError("shutting down: x").shutting_down
+
+
+def test_pause_refuses_more_than_100_years(client: delayq.Client) -> None:
+    """As the server does (PAUSE ms 0 ... 3153600000000): refused, not capped."""
+    most = 100 * 365 * 24 * 3600 * 1000
+    refused(
+        lambda: client.pause("t", duration_ms=most + 1),
+        f"duration_ms: at most 100 years ({most}), got {most + 1}",
+    )
+    refused(lambda: client.pause("t", duration=timedelta(days=365 * 101)), "duration_ms: at most 100 years")
+    # 100 years exactly is allowed: the call reaches for the server.
+    with pytest.raises(delayq.UnavailableError):
+        client.pause("t", duration_ms=most)
+
+
+def test_outcome_texts_are_strs_whatever_was_given() -> None:
+    """An exception as an outcome's text is its str() (its class name when
+    that is empty), as a raised one is; bytes are read as UTF-8."""
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert delayq.Retry(ValueError("x")).error == "x"  # type: ignore[arg-type]
+    assert delayq.Retry(KeyError()).error == "KeyError"  # type: ignore[arg-type]
+    assert delayq.Retry(Unprintable()).error == "Unprintable"  # type: ignore[arg-type]
+    assert delayq.Retry(None).error == ""  # type: ignore[arg-type]
+    assert delayq.Retry().error == ""
+    assert delayq.Bury(RuntimeError("y")).reason == "y"  # type: ignore[arg-type]
+    assert delayq.Bury(b"caf\xc3\xa9").reason == "café"  # type: ignore[arg-type]
+    assert delayq.Bury(42).reason == "42"  # type: ignore[arg-type]
+    assert delayq.RetryIn(delay_ms=5, error=OSError("z")).error == "z"  # type: ignore[arg-type]
+    assert delayq.RetryIn(delay_ms=5, error=ValueError("x")) == delayq.RetryIn(delay_ms=5, error="x")  # type: ignore[arg-type]
+    assert delayq.Retry(ValueError("x")) == delayq.Retry("x")  # type: ignore[arg-type]
+
+
+def test_pack_never_fails_on_a_str() -> None:
+    from delayq._protocol import pack
+
+    assert pack([("BURY", "j", "r", "ERROR", "a\ud800b")]) == (
+        b"*5\r\n$4\r\nBURY\r\n$1\r\nj\r\n$1\r\nr\r\n$5\r\nERROR\r\n$3\r\na?b\r\n"
+    )
+    assert pack([("X", "\udcff")]) == b"*2\r\n$1\r\nX\r\n$1\r\n?\r\n"
+
+
+def test_text_that_is_not_valid_unicode_is_refused_where_it_names_something(client: delayq.Client) -> None:
+    """A lone surrogate in a topic, an id or a str body: InvalidArgumentError
+    naming the field (not UnicodeEncodeError), nothing sent; pass bytes for a
+    body that is not text."""
+    refused(lambda: client.add("t\ud800"), "topic: not valid Unicode text (a lone surrogate, U+D800, at index 1)")
+    refused(lambda: client.add("t", b"", id="j\udcff"), "id: not valid Unicode text (a lone surrogate, U+DCFF, at index 1)")
+    refused(lambda: client.add("t", "ab\ud800"), "body: not valid Unicode text (a lone surrogate, U+D800, at index 2)")
+    refused(lambda: client.get("j\ud800"), "id: not valid Unicode text")
+    refused(lambda: client.reserve(["ok", "x\ud800"]), "topic: not valid Unicode text")

@@ -4,6 +4,7 @@ touches, batched acks, the drain and what a stop gives back."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from datetime import timedelta
@@ -408,3 +409,316 @@ def test_a_topic_that_gains_room_joins_the_waiting_reserve(memory_server: Server
             assert worker.stats.reserves >= 3
 
     run(main())
+
+
+def test_exceptions_as_outcome_texts_are_applied_with_the_rest_of_their_batch(server: Server, topic: str) -> None:
+    """Retry(exc), RetryIn(..., exc) and Bury(exc) in one batch with other
+    handlers' successes: every outcome is applied, the exception's text (its
+    class name when empty) as last_error, and the stop returns."""
+
+    async def main() -> None:
+        rec = Recorder()
+        async with delayq.AsyncClient(server.address) as client:
+            names = ["ok-1", "ok-2", "retry", "retry-in", "bury"]
+            for n in names:
+                await client.add(topic, n, id=f"{topic}-{n}")
+            batches: List[int] = []
+            send = client._acknowledge
+
+            async def counting(acks: Any) -> Any:
+                batches.append(len(acks))
+                return await send(acks)
+
+            client._acknowledge = counting  # type: ignore[method-assign]
+            all_running = asyncio.Event()
+            running: List[str] = []
+
+            async def handle(job: delayq.Delivery) -> Any:
+                running.append(job.text)
+                if len(running) == len(names):
+                    all_running.set()
+                await all_running.wait()  # all return in the same turn: one batch
+                if job.text == "retry":
+                    return Retry(ValueError("x"))  # type: ignore[arg-type]
+                if job.text == "retry-in":
+                    return RetryIn(timedelta(minutes=1), KeyError())  # type: ignore[arg-type]
+                if job.text == "bury":
+                    return Bury(RuntimeError("y"))  # type: ignore[arg-type]
+                return None
+
+            worker = delayq.Worker(client, concurrency=len(names), on_acknowledged=rec)
+            worker.handle(topic, handle, backoff=Backoff(base_ms=60_000))
+            await worker.start()
+            try:
+                await until(lambda: len(rec.acks) == len(names), what="every outcome acknowledged")
+            finally:
+                await asyncio.wait_for(worker.stop(drain=timedelta(seconds=1)), 10)
+            assert batches == [len(names)]
+            assert sorted(rec.kinds()) == [
+                ("bury", "bury", None),
+                ("ok-1", "finish", None),
+                ("ok-2", "finish", None),
+                ("retry", "release", None),
+                ("retry-in", "release", None),
+            ]
+            for n in ("ok-1", "ok-2"):
+                assert await client.get(f"{topic}-{n}") is None
+            retry = await client.get(f"{topic}-retry")
+            assert retry.state is JobState.DELAYED and retry.last_error == "x"
+            retry_in = await client.get(f"{topic}-retry-in")
+            assert retry_in.state is JobState.DELAYED and retry_in.last_error == "KeyError"
+            bury = await client.get(f"{topic}-bury")
+            assert bury.state is JobState.BURIED and bury.last_error == "y"
+            s = worker.stats
+            assert (s.succeeded, s.retried, s.buried, s.errors) == (2, 2, 1, 0)
+
+    run(main())
+
+
+def test_a_lone_surrogate_in_an_outcome_text_is_sent_replaced(memory_server: Server, topic: str) -> None:
+    """A str that is not valid UTF-8 (a lone surrogate) as an outcome's text,
+    or as release's error: sent with '?' in its place, the batch intact."""
+
+    async def main() -> None:
+        rec = Recorder()
+        async with delayq.AsyncClient(memory_server.address) as client:
+            names = ["ok", "bury", "raise"]
+            for n in names:
+                await client.add(topic, n, id=f"{topic}-{n}")
+            all_running = asyncio.Event()
+            running: List[str] = []
+
+            async def handle(job: delayq.Delivery) -> Any:
+                running.append(job.text)
+                if len(running) == len(names):
+                    all_running.set()
+                await all_running.wait()
+                if job.text == "bury":
+                    return Bury("bad \ud800 text")
+                if job.text == "raise":
+                    raise ValueError("\udcff!")
+                return None
+
+            worker = delayq.Worker(client, concurrency=len(names), on_acknowledged=rec)
+            worker.handle(topic, handle, backoff=Backoff(base_ms=60_000))
+            await worker.start()
+            try:
+                await until(lambda: len(rec.acks) == len(names), what="every outcome acknowledged")
+            finally:
+                await asyncio.wait_for(worker.stop(drain=timedelta(seconds=1)), 10)
+            assert sorted(rec.kinds()) == [("bury", "bury", None), ("ok", "finish", None), ("raise", "release", None)]
+            assert await client.get(f"{topic}-ok") is None
+            assert (await client.get(f"{topic}-bury")).last_error == "bad ? text"
+            assert (await client.get(f"{topic}-raise")).last_error == "?!"
+            # The client's own release and bury alike.
+            await client.add(topic, b"c", id=f"{topic}-c")
+            [d] = await client.reserve(topic, wait=timedelta(seconds=2))
+            await client.release(d, error="e\ud834")
+            assert (await client.get(f"{topic}-c")).last_error == "e?"
+
+    run(main())
+    with delayq.Client(memory_server.address) as sync:
+        sync.add(topic + ".s", b"s", id=f"{topic}-s")
+        [d] = sync.reserve(topic + ".s", wait=timedelta(seconds=2))
+        sync.bury(d, reason="\udc80r")
+        assert sync.get(f"{topic}-s").last_error == "?r"
+
+
+def _raises() -> float:
+    raise RuntimeError("no randomness today")
+
+
+def _none() -> Any:
+    return None
+
+
+def _word() -> Any:
+    return "soon"
+
+
+def _nan() -> float:
+    return math.nan
+
+
+@pytest.mark.parametrize("random", [_raises, _none, _word, _nan], ids=["raises", "none", "word", "nan"])
+def test_a_random_that_fails_never_strands_a_job(memory_server: Server, topic: str, random: Any) -> None:
+    """A `random` that raises or gives no number: the retry waits the longest
+    jitter (as if 1.0); the job is released, runs again, and stop returns."""
+
+    async def main() -> None:
+        rec = Recorder()
+        async with delayq.AsyncClient(memory_server.address) as client:
+            await client.add(topic, b"j", id=f"{topic}-j")
+            worker = delayq.Worker(client, random=random, on_acknowledged=rec)
+
+            def handle(job: delayq.Delivery) -> Any:
+                if job.attempts == 1:
+                    raise ValueError("first")
+                return None
+
+            worker.handle(topic, handle, backoff=Backoff(base_ms=100))
+            await worker.start()
+            try:
+                await until(lambda: len(rec.acks) == 2, what="the release, then the finish")
+            finally:
+                await asyncio.wait_for(worker.stop(drain=timedelta(seconds=1)), 10)
+            assert rec.kinds() == [("j", "release", None), ("j", "finish", None)]
+            assert rec.acks[1][0].attempts == 2
+            assert await client.get(f"{topic}-j") is None
+
+    run(main())
+
+
+def test_jitter_of_a_bad_random_is_the_longest() -> None:
+    c = delayq.AsyncClient("127.0.0.1:1")
+    b = Backoff(base_ms=1000, factor=2.0, cap_ms=600_000)
+    cases = [(_raises, 1.0), (_none, 1.0), (_word, 1.0), (_nan, 1.0)]
+    cases += [((lambda n: lambda: n)(n), want) for n, want in [(7.0, 1.0), (-3, 0.0), (0.25, 0.25)]]
+    for random, expected in cases:
+        w = delayq.Worker(c, random=random)
+        r = w._jitter()
+        assert r == expected, random
+        assert delayq.backoff_delay_ms(b, 3, r) == int(2000 + expected * 2000)
+
+
+def test_an_unexpected_error_sending_acks_is_a_failed_try(memory_server: Server, topic: str) -> None:
+    """_acknowledge raising something not a DelayqError (a bug): every ack of
+    the batch counts a failed try (internal) and is sent again, as the C++
+    worker does for kInternal; none is dropped."""
+
+    async def main() -> None:
+        rec = Recorder()
+        async with delayq.AsyncClient(memory_server.address) as client:
+            for i in range(3):
+                await client.add(topic, f"{i}")
+            calls: List[int] = []
+            send = client._acknowledge
+
+            async def flaky(acks: Any) -> Any:
+                calls.append(len(acks))
+                if len(calls) == 1:
+                    raise RuntimeError("boom")
+                return await send(acks)
+
+            client._acknowledge = flaky  # type: ignore[method-assign]
+            all_running = asyncio.Event()
+            running: List[int] = []
+
+            async def handle(job: delayq.Delivery) -> None:
+                running.append(1)
+                if len(running) == 3:
+                    all_running.set()
+                await all_running.wait()
+
+            worker = delayq.Worker(client, concurrency=3, on_acknowledged=rec)
+            worker.handle(topic, handle)
+            await worker.start()
+            try:
+                await until(lambda: len(rec.acks) == 3, what="three finishes")
+            finally:
+                await asyncio.wait_for(worker.stop(drain=timedelta(seconds=1)), 10)
+            assert calls == [3, 3]
+            assert sorted(rec.kinds()) == [("0", "finish", None), ("1", "finish", None), ("2", "finish", None)]
+            s = worker.stats
+            assert s.succeeded == 3 and s.errors == 3 and "boom" in s.last_error
+            assert s.last_error.startswith("internal: ")
+            assert (await client.topic_stats(topic)).ready == 0
+
+    run(main())
+
+
+def test_stop_returns_when_an_ack_never_gets_an_answer(memory_server: Server, topic: str) -> None:
+    """An ack call that never ends (here: hangs on purpose) does not hold the
+    stop forever: after the drain, it waits as long as one ack call may take
+    (the client's timeouts), then gives the outcome up."""
+
+    async def main() -> None:
+        rec = Recorder()
+        async with delayq.AsyncClient(
+            memory_server.address, connect_timeout=0.2, request_timeout=0.5
+        ) as client:
+            await client.add(topic, b"h", id=f"{topic}-h")
+
+            async def hang(acks: Any) -> Any:
+                await asyncio.Event().wait()
+
+            client._acknowledge = hang  # type: ignore[method-assign]
+            worker = delayq.Worker(client, on_acknowledged=rec)
+            worker.handle(topic, lambda job: None)
+            await worker.start()
+            await until(lambda: worker.stats.handled == 1, what="the handler to return")
+            t0 = time.monotonic()
+            await asyncio.wait_for(worker.stop(drain=timedelta(milliseconds=200)), 10)
+            assert time.monotonic() - t0 < 5
+            assert rec.kinds() == [("h", "finish", "unavailable")]
+            assert "stopped before the server answered" in rec.acks[0][2].message  # type: ignore[union-attr]
+
+    run(main())
+
+
+def test_sigterm_ends_a_worker_whose_handler_returned_an_exception(memory_server: Server, topic: str) -> None:
+    """run_forever with a handler that returns Retry(exc): the outcome is
+    applied, and SIGTERM makes the process exit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import CLIENT_DIR, wait_for
+
+    client = delayq.Client(memory_server.address)
+    client.add(topic, b"x", id=f"{topic}-x")
+    script = (
+        "import sys\n"
+        "from datetime import timedelta\n"
+        "import delayq\n"
+        f"w = delayq.Worker(delayq.Client({memory_server.address!r}))\n"
+        f"@w.handler({topic!r}, backoff=delayq.Backoff(base_ms=60000))\n"
+        "def h(job):\n"
+        "    print('handled', flush=True)\n"
+        "    return delayq.Retry(ValueError('x'))\n"
+        "w.run_forever(drain=timedelta(seconds=1))\n"
+        "print('exited', flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.join(CLIENT_DIR, "src"))
+    p = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def released() -> bool:
+            job = client.get(f"{topic}-x")
+            return job is not None and job.state is JobState.DELAYED
+
+        wait_for(released, 10, "the job released")
+        assert client.get(f"{topic}-x").last_error == "x"
+        os.kill(p.pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=5)
+    assert p.returncode == 0, err
+    assert out.split() == ["handled", "exited"]
+    client.close()
+
+
+def test_an_outcome_that_cannot_be_read_is_a_release() -> None:
+    """Reading the outcome raising (an outcome subclass with an unset field):
+    the job is released after the backoff, the error saying why, not left
+    without an ack."""
+    from delayq.worker import _Held, _Topic
+
+    class Unread(RetryIn):
+        __slots__ = ()
+
+        def __init__(self) -> None:  # delay_ms never set: reading it raises
+            pass
+
+    w = delayq.Worker(delayq.AsyncClient("127.0.0.1:1"), random=lambda: 0.0)
+    d = delayq.Delivery(id="j", topic="t", body=b"", receipt="0" * 24, attempts=1, ttr_ms=1000,
+                        priority=0, run_at_ms=0, reserved_until_ms=0, max_attempts=0)  # fmt: skip
+    h = _Held(d, _Topic("t", lambda job: None, 1, Backoff(base_ms=250)), 0.0)
+    ack = w._ack_of(h, Unread())
+    assert (ack.kind, ack.delay_ms) == ("release", 250)
+    assert ack.text.startswith("the worker could not read the handler's outcome (Unread): ")
+    ack = w._ack_of(h, Retry(ValueError("x")))  # type: ignore[arg-type]
+    assert (ack.kind, ack.delay_ms, ack.text) == ("release", 250, "x")

@@ -318,7 +318,9 @@ def pause(topic: str, duration: Optional[timedelta], duration_ms: Optional[int])
     ms = 0 if ms is None else ms
     if ms < 0:
         raise InvalidArgumentError(f"duration_ms: must be >= 0 (0: until resumed), got {ms}")
-    return ok_call(("PAUSE", topic, min(ms, v.MAX_DELAY_MS)), True)
+    if ms > v.MAX_DELAY_MS:  # the server refuses it too (PAUSE ms 0 ... 3153600000000)
+        raise InvalidArgumentError(f"duration_ms: at most 100 years ({v.MAX_DELAY_MS}), got {ms}")
+    return ok_call(("PAUSE", topic, ms), True)
 
 
 def resume(topic: str) -> Call[None]:

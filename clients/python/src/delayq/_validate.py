@@ -37,10 +37,23 @@ _ONE_MS = timedelta(milliseconds=1)
 Body = Union[bytes, bytearray, memoryview, str]
 
 
+def utf8(field: str, value: str) -> bytes:
+    """``value`` as UTF-8; InvalidArgumentError naming ``field`` when it has
+    a code point UTF-8 cannot carry (a lone surrogate, as from a bad decode
+    with ``surrogateescape``), instead of a UnicodeEncodeError."""
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(
+            f"{field}: not valid Unicode text (a lone surrogate, U+{ord(value[e.start]):04X}, "
+            f"at index {e.start})"
+        ) from None
+
+
 def topic(name: object, field: str = "topic") -> str:
     if not isinstance(name, str):
         raise InvalidArgumentError(f"{field}: expected a str, got {type(name).__name__}")
-    raw = name.encode("utf-8")
+    raw = utf8(field, name)
     if not raw:
         raise InvalidArgumentError(f"{field}: required, 1-200 bytes of [A-Za-z0-9._:-]")
     if len(raw) > MAX_TOPIC_BYTES:
@@ -63,7 +76,7 @@ def topics(names: Union[str, Iterable[str]]) -> List[str]:
 def job_id(value: object, field: str = "id") -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{field}: expected a str, got {type(value).__name__}")
-    raw = value.encode("utf-8")
+    raw = utf8(field, value)
     if not raw:
         raise InvalidArgumentError(f"{field}: must not be empty")
     if len(raw) > MAX_ID_BYTES:
@@ -79,7 +92,7 @@ def body(value: object) -> bytes:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, str):
-        return value.encode("utf-8")
+        return utf8("body", value)
     raise InvalidArgumentError(
         f"body: expected bytes or str, got {type(value).__name__} "
         "(serialise it first, e.g. json.dumps(...))"

@@ -109,15 +109,19 @@ class AsyncClient:
 
         ``body``: bytes, or str (sent as UTF-8). ``id``: 1-256 bytes, unique
         among live jobs; None: the client makes one (32 hex digits,
-        time-ordered). ``ttr`` (default 60 s): how long a reservation lasts
+        time-ordered), except with ``idempotency_key`` given: then no id is
+        sent and the server makes it (a repeat of the call with that key
+        within the server's dedup window, 5 min by default, answers the same
+        id and adds nothing). ``ttr`` (default 60 s): how long a reservation lasts
         before the job is handed out again. ``priority`` 0..4294967295 (default
         1024, lower first). ``max_attempts``: deliveries before it is buried
         (0, the default: unlimited). ``replace``: adding a live id updates
         that job instead of raising ExistsError.
 
-        Safe to repeat after a lost reply: every attempt carries the same id
-        and idempotency key (made here, or ``idempotency_key`` as given), so
-        a failover never adds the job twice.
+        Safe to repeat after a lost reply: every attempt carries the same
+        idempotency key (made here, or ``idempotency_key`` as given) and the
+        same id (``id``, or the one made here; none when the server makes
+        it), so a failover never adds the job twice.
 
         Raises InvalidArgumentError (nothing sent), ExistsError, TooLargeError,
         UnavailableError, UnauthorizedError.
@@ -289,7 +293,8 @@ class AsyncClient:
         *,
         duration_ms: Optional[int] = None,
     ) -> None:
-        """Hands out no job of ``topic`` for ``duration`` (None: until resumed)."""
+        """Hands out no job of ``topic`` for ``duration`` (None or 0: until
+        resumed; at most 100 years, more raises InvalidArgumentError)."""
         await self._transport.run(_ops.pause(topic, duration, duration_ms))
 
     async def resume(self, topic: str) -> None:

@@ -10,7 +10,10 @@
 
 An exception raised by a handler is ``Retry(str(exc))`` (the exception's
 class name when its text is empty): the job is released after the topic's
-backoff, with that text as its ``last_error``.
+backoff, with that text as its ``last_error``. An outcome's text may be an
+exception itself (``Retry(exc)``, ``Bury(exc)``): it is read the same way, so
+``error``/``reason`` is always a str. A text that is not valid Unicode (a
+lone surrogate) is sent with ``?`` in place of what cannot be encoded.
 """
 
 from __future__ import annotations
@@ -25,6 +28,28 @@ from . import _validate as v
 __all__ = ["Success", "Retry", "RetryIn", "Bury", "Outcome", "Backoff", "backoff_delay_ms"]
 
 
+def text_of(value: object) -> str:
+    """An outcome's text as a str: a str as is; None as ""; an exception as
+    ``str(exc)``, its class name when that is empty (as a raised one);
+    bytes read as UTF-8 (bad bytes replaced); anything else as ``str()``, its
+    class name when that raises. Never raises."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    try:
+        text = str(value)
+    except Exception:
+        return type(value).__name__
+    if not isinstance(text, str):  # a __str__ that broke its contract
+        return type(value).__name__
+    if not text and isinstance(value, BaseException):
+        return type(value).__name__
+    return text
+
+
 @dataclass(frozen=True)
 class Success:
     """Done: the job is finished (gone). Returning None means the same."""
@@ -33,14 +58,19 @@ class Success:
 @dataclass(frozen=True)
 class Retry:
     """Try again later, after the topic's backoff for this attempt (see
-    :class:`Backoff`); ``error`` becomes the job's last_error."""
+    :class:`Backoff`); ``error`` becomes the job's last_error (a str; an
+    exception is read as ``str(exc)``, its class name when that is empty)."""
 
     error: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", text_of(self.error))
 
 
 class RetryIn:
     """Try again after ``delay`` (a timedelta; or ``delay_ms=``, whole ms);
-    ``error`` becomes the job's last_error."""
+    ``error`` becomes the job's last_error (a str; an exception is read as
+    ``str(exc)``, its class name when that is empty)."""
 
     __slots__ = ("delay_ms", "error")
 
@@ -51,7 +81,7 @@ class RetryIn:
         if ms is None:
             raise v.InvalidArgumentError("delay: required (a timedelta), or delay_ms=")
         self.delay_ms: int = v.delay_ms(ms)
-        self.error: str = error
+        self.error: str = text_of(error)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -70,9 +100,13 @@ class RetryIn:
 @dataclass(frozen=True)
 class Bury:
     """Give up: the job is buried (kept, with ``reason`` as its last_error,
-    until kicked)."""
+    until kicked). ``reason``: a str; an exception is read as ``str(exc)``,
+    its class name when that is empty."""
 
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", text_of(self.reason))
 
 
 Outcome = Union[Success, Retry, RetryIn, Bury, None]

@@ -27,8 +27,10 @@ pipeline (one round trip) per batch. An ack answered ``unavailable`` or
 ``internal`` (a server out of reach, a reply lost) is sent again after 100 ms,
 doubling up to 5 s, and its job touched meanwhile; that is safe because an
 ack carries its receipt: one already applied is answered ``not_found`` or
-``stale_receipt``, which ends it. ``on_acknowledged(job, kind, error)`` hears
-each outcome's final answer (error None: accepted).
+``stale_receipt``, which ends it. An ack call that raises anything else (a
+bug) counts as a failed try of each ack in it, answered ``internal``, and is
+sent again the same way: no outcome is dropped. ``on_acknowledged(job, kind,
+error)`` hears each outcome's final answer (error None: accepted).
 
 Touches. Every job the worker holds (running, or reserved and waiting for a
 slot) is touched when it has been held for half its TTR, and again every half
@@ -45,8 +47,12 @@ attempt not counted); running handlers may finish for up to ``drain``, their
 outcomes applied and their jobs touched meanwhile; the jobs of handlers still
 running then are released with delay 0 and the error "worker stopped while
 the handler ran" (an attempt counted: the handler did run), async handlers
-cancelled. A sync handler cannot be interrupted: its thread runs on, its
-outcome ignored, and the process exits once it returns.
+cancelled. Acks on their way then may take as long as one call may (the
+client's timeouts: each server's connect_timeout plus twice its
+request_timeout, and 1 s); one still unanswered after that is given up
+(on_acknowledged hears ``unavailable``), so a stop always returns. A sync
+handler cannot be interrupted: its thread runs on, its outcome ignored, and
+the process exits once it returns.
 
 Threads. A Worker belongs to one event loop. Handlers run several at once
 (up to ``concurrency``, and a topic's own), so they must be safe to run
@@ -81,7 +87,7 @@ from .errors import (
     UnavailableError,
 )
 from .models import Delivery
-from .outcomes import Backoff, Bury, Outcome, Retry, RetryIn, Success, backoff_delay_ms
+from .outcomes import Backoff, Bury, Outcome, Retry, RetryIn, Success, backoff_delay_ms, text_of
 
 __all__ = ["Worker", "WorkerStats", "AckKind", "Handler"]
 
@@ -178,7 +184,7 @@ class _Held:
 
     __slots__ = (
         "delivery", "topic", "state", "touch_at", "held_since", "touch_retry", "lost", "resend",
-        "task",
+        "task", "ack_kind",
     )  # fmt: skip
 
     def __init__(self, delivery: Delivery, topic: _Topic, now: float) -> None:
@@ -191,6 +197,7 @@ class _Held:
         self.lost = False  # a touch found the delivery over: touch no more
         self.resend = False  # acking, its ack failed transiently: touched until resent
         self.task: Optional["asyncio.Task[None]"] = None
+        self.ack_kind = ""  # acking: what its outcome asked ("finish", "release", "bury")
 
 
 def _touch_interval(d: Delivery) -> float:
@@ -217,10 +224,12 @@ class Worker:
     long one reserve waits for a job. ``reserve_retry`` (default 100 ms): the
     first wait after a reserve fails, doubling up to 5 s. ``random``: the
     backoff's jitter, a number in [0, 1] per retry (default: uniform; tests
-    set a constant). ``on_acknowledged(job, kind, error)``: each outcome's
-    final answer, error None when the server accepted it (kind RELEASE
-    accepted for a job whose ``release_buries`` is true left it buried); may
-    be a coroutine function. Not called for jobs the stop gave back.
+    set a constant); one out of range is clamped, and one that raises or
+    gives no number (or NaN) counts as 1.0, the longest wait.
+    ``on_acknowledged(job, kind, error)``: each outcome's final answer, error
+    None when the server accepted it (kind RELEASE accepted for a job whose
+    ``release_buries`` is true left it buried); may be a coroutine function.
+    Not called for jobs the stop gave back.
     """
 
     def __init__(
@@ -250,6 +259,7 @@ class Worker:
         self._reserve_wait_ms = max(1, int(wait * 1000))
         self._reserve_retry_base = retry
         self._random = random or _random.Random().random
+        self._random_failed = False  # a bad `random` was logged once
         self._on_acknowledged = on_acknowledged
 
         self._topics: Dict[str, _Topic] = {}
@@ -549,7 +559,11 @@ class Worker:
 
     async def _give_back(self, jobs: List[Delivery]) -> None:
         assert self._client is not None
-        answers = await self._client._unreserve_many(jobs)
+        try:
+            answers: List[Optional[DelayqError]] = await self._client._unreserve_many(jobs)
+        except Exception as e:  # a bug: the jobs come back after their TTR
+            log.exception("delayq worker: giving back %d jobs failed", len(jobs))
+            answers = [InternalError(f"unreserve: {e!r}")] * len(jobs)
         self._c.given_back += len(jobs)
         for err in answers:
             if err is not None:
@@ -594,25 +608,52 @@ class Worker:
                 return
             outcome = Retry("CancelledError")
         except Exception as e:
-            outcome = Retry(str(e) or type(e).__name__)
+            outcome = Retry(e)  # type: ignore[arg-type]  # its text, or its class name
         self._finished(h, outcome)
 
+    def _jitter(self) -> float:
+        """The user's ``random``, in [0, 1]: clamped; 1.0 (the longest wait)
+        when it raises or gives no number. Never raises."""
+        try:
+            r = float(self._random())
+        except Exception as e:
+            if not self._random_failed:
+                self._random_failed = True
+                log.warning("delayq worker: random failed (retries wait the longest jitter): %r", e)
+            return 1.0
+        if r != r:  # NaN
+            return 1.0
+        return min(max(r, 0.0), 1.0)
+
     def _ack_of(self, h: _Held, outcome: Any) -> Ack:
+        """The ack of what a handler returned. Never raises: anything that
+        goes wrong reading the outcome makes it a release after the backoff,
+        the error saying what, so the job is never left unacknowledged."""
         d = h.delivery
-        if outcome is None or outcome is Success or isinstance(outcome, Success):
-            return Ack("finish", d.id, d.receipt)
-        if isinstance(outcome, RetryIn):
-            return Ack("release", d.id, d.receipt, outcome.delay_ms, outcome.error)
-        if isinstance(outcome, Retry):
-            delay = backoff_delay_ms(h.topic.backoff, d.attempts, self._random())
-            return Ack("release", d.id, d.receipt, delay, outcome.error)
-        if isinstance(outcome, Bury):
-            return Ack("bury", d.id, d.receipt, 0, outcome.reason)
-        delay = backoff_delay_ms(h.topic.backoff, d.attempts, self._random())
-        text = (
-            f"the handler returned {type(outcome).__name__}, not an outcome "
-            "(None, Success(), Retry(...), RetryIn(...) or Bury(...))"
-        )
+        try:
+            if outcome is None or outcome is Success or isinstance(outcome, Success):
+                return Ack("finish", d.id, d.receipt)
+            if isinstance(outcome, RetryIn):
+                return Ack("release", d.id, d.receipt, outcome.delay_ms, text_of(outcome.error))
+            if isinstance(outcome, Retry):
+                delay = backoff_delay_ms(h.topic.backoff, d.attempts, self._jitter())
+                return Ack("release", d.id, d.receipt, delay, text_of(outcome.error))
+            if isinstance(outcome, Bury):
+                return Ack("bury", d.id, d.receipt, 0, text_of(outcome.reason))
+            text = (
+                f"the handler returned {type(outcome).__name__}, not an outcome "
+                "(None, Success(), Retry(...), RetryIn(...) or Bury(...))"
+            )
+        except Exception as e:  # a bug, the user's (an outcome subclass) or ours
+            log.exception("delayq worker: reading the outcome of job %s failed", d.id)
+            text = (
+                f"the worker could not read the handler's outcome ({type(outcome).__name__}): "
+                + text_of(e)
+            )
+        try:
+            delay = backoff_delay_ms(h.topic.backoff, d.attempts, self._jitter())
+        except Exception:
+            delay = h.topic.backoff.base_ms
         return Ack("release", d.id, d.receipt, delay, text)
 
     def _finished(self, h: _Held, outcome: Any) -> None:
@@ -624,9 +665,11 @@ class Worker:
             self._held.discard(h)
             self._notify()
             return
+        ack = self._ack_of(h, outcome)
         h.state = _ACKING
+        h.ack_kind = ack.kind
         t.acking += 1
-        self._acks.append((h, self._ack_of(h, outcome)))
+        self._acks.append((h, ack))
         self._flush_soon()
         self._start_jobs()
         self._pump()
@@ -646,7 +689,20 @@ class Worker:
             while self._acks:
                 batch, self._acks = self._acks, []
                 self._c.ack_batches += 1
-                answers = await self._client._acknowledge([a for _, a in batch])
+                try:
+                    answers: List[Optional[DelayqError]] = await self._client._acknowledge(
+                        [a for _, a in batch]
+                    )
+                    if len(answers) != len(batch):
+                        raise AssertionError(f"{len(answers)} answers to {len(batch)} acks")
+                except Exception as e:
+                    # Not a DelayqError (the client answers those per ack): a
+                    # bug. Each ack of the batch has had a failed try, as with
+                    # a lost reply: it is sent again (the C++ worker's rule
+                    # for kInternal), never dropped with its batch.
+                    log.exception("delayq worker: sending %d acks failed (sent again)", len(batch))
+                    err = InternalError(f"acknowledge: {e!r}")
+                    answers = [err] * len(batch)
                 await self._answered(batch, answers)
                 self._pump()
         finally:
@@ -684,8 +740,11 @@ class Worker:
         await self._conclude(done)
 
     async def _conclude(self, done: List[Tuple[_Held, str, Optional[DelayqError]]]) -> None:
-        """Reports each outcome to on_acknowledged, then lets go of its job."""
+        """Reports each outcome to on_acknowledged, then lets go of its job
+        (once: one the stop gave up already is skipped)."""
         for h, kind, err in done:
+            if h not in self._held:
+                continue
             if self._on_acknowledged is not None:
                 try:
                     r = self._on_acknowledged(h.delivery, AckKind(kind), err)
@@ -751,7 +810,13 @@ class Worker:
     async def _touch(self, jobs: List[_Held], sent_at: float) -> None:
         assert self._client is not None and self._loop is not None
         try:
-            answers = await self._client._touch_many([h.delivery for h in jobs])
+            try:
+                answers: List[Optional[DelayqError]] = await self._client._touch_many(
+                    [h.delivery for h in jobs]
+                )
+            except Exception as e:  # a bug: a failed try of each touch, tried again soon
+                log.exception("delayq worker: touching %d jobs failed", len(jobs))
+                answers = [InternalError(f"touch: {e!r}")] * len(jobs)
             now = self._loop.time()
             for h, err in zip(jobs, answers):
                 self._touched(h, sent_at, now, err)
@@ -793,6 +858,7 @@ class Worker:
         self._stopping = True
         loop = self._loop
         self._deadline = loop.time() + max(0.0, drain)
+        bound = self._call_bound()  # the longest one call to the servers may take
         # No more reserves; the waiting one withdrawn (the client gives back
         # what was on its way).
         self._reserve_retry_at = None
@@ -807,7 +873,10 @@ class Worker:
             h.topic.waiting -= 1
             self._held.discard(h)
         if unstarted:
-            await self._give_back([h.delivery for h in unstarted])
+            try:
+                await asyncio.wait_for(self._give_back([h.delivery for h in unstarted]), bound)
+            except asyncio.TimeoutError:  # they come back after their TTR
+                self._note(InternalError("unreserve: no answer within the client's timeouts"))
         # Handlers finish, acks are sent (and sent again), jobs are touched.
         await self._wait(lambda: not self._held, use_deadline=True)
         # Past the deadline: the jobs of handlers still running go back now.
@@ -830,22 +899,52 @@ class Worker:
         await self._conclude(given_up)
         if running:
             acks = [Ack("release", h.delivery.id, h.delivery.receipt, 0, STOPPED_ERROR) for h in running]
-            answers = await self._client._acknowledge(acks)
+            try:
+                answers: List[Optional[DelayqError]] = await asyncio.wait_for(
+                    self._client._acknowledge(acks), bound
+                )
+            except Exception as e:  # a bug, or no answer within the client's timeouts
+                answers = [InternalError(f"acknowledge: {e!r}")] * len(acks)  # back after their TTR
             self._c.given_back += len(running)
             for err in answers:
                 if err is not None:
                     self._note(err)
-        # Outcomes being acknowledged now end with their call.
-        await self._wait(lambda: all(h.state == _ABANDONED for h in self._held), use_deadline=False)
+        # Outcomes being acknowledged now end with their call, which the
+        # client's timeouts bound; one that outlasts that (a call that hangs)
+        # is given up, and so is any other call still going then (touches,
+        # give-backs), so the stop returns. A second signal cuts this short.
+        end = self._deadline = loop.time() + bound
+        if not await self._wait(lambda: all(h.state == _ABANDONED for h in self._held), use_deadline=True):
+            unanswered = []
+            for h in self._held:
+                if h.state == _ACKING:
+                    err = UnavailableError(
+                        "the worker stopped before the server answered the outcome "
+                        "(it may have been applied)"
+                    )
+                    self._note(err)
+                    unanswered.append((h, h.ack_kind, err))
+            await self._conclude(unanswered)
         if self._timer is not None:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
         if self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+            _, late = await asyncio.wait(list(self._background), timeout=max(0.0, end - loop.time()))
+            for t in late:
+                t.cancel()
+            if late:
+                await asyncio.gather(*late, return_exceptions=True)
         if self._executor is not None:
             self._executor.shutdown(wait=False)
         if self._client is not self._given_client:
             await self._client.close()
+
+    def _call_bound(self) -> float:
+        """How long one call may take at most, in seconds: every server tried,
+        each with a connect and a request (and an AUTH), plus a second."""
+        assert self._client is not None
+        cfg = self._client._config
+        return len(cfg.servers) * (cfg.connect_timeout + 2 * cfg.request_timeout) + 1.0
 
     async def _wait(self, pred: Callable[[], bool], use_deadline: bool) -> bool:
         assert self._loop is not None and self._changed is not None
