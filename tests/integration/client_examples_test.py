@@ -10,8 +10,8 @@ else on stdout, and on SIGTERM (or SIGINT) drains and exits 0.
 The Python example runs from the source tree (PYTHONPATH=clients/python/src),
 the Node one from clients/node (its node_modules: scripts/bootstrap.sh runs
 `npm ci` there), the Go one built first with `go build` (offline: GOPROXY=off),
-so that the signal reaches the program itself, not `go run`. And README.md's
-Python worker ("Use it from Python, Node or Go"), saved and run as written.
+so that the signal reaches the program itself, not `go run`. (Each client's
+README's first example is run by that client's own suite.)
 """
 import os
 import shutil
@@ -182,37 +182,6 @@ class ClientExamplesTest(unittest.TestCase):
                 self.assertEqual(running.lines, [], running.output())
                 harness.wait_until(lambda: self.server.stats().get("waiting", 0) == 0,
                                    timeout=10, what="the reserve withdrawn")
-
-
-def readme_python_block():
-    """The ```python block of README.md's "Use it from Python, Node or Go"."""
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    section = text.split("## Use it from Python, Node or Go", 1)[1].split("\n## ", 1)[0]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
-
-
-class ReadmeSnippetTest(unittest.TestCase):
-    def test_the_top_readmes_python_worker_runs_as_written(self):
-        # Saved as a file and run from the source tree (as its install line
-        # would have it installed), against a server on DELAYQ_SERVER: the job
-        # it adds is handled 2 s later, and SIGTERM stops it with exit 0.
-        server = harness.Server("--store", "memory")
-        self.addCleanup(server.stop)
-        scratch = tempfile.mkdtemp(prefix="delayq-readme-python-")
-        self.addCleanup(shutil.rmtree, scratch, True)
-        with open(os.path.join(scratch, "orders.py"), "w", encoding="utf-8") as f:
-            f.write(readme_python_block())
-        example = Example("readme", ["/usr/bin/python3", "orders.py"], cwd=scratch,
-                          env={"PYTHONPATH": os.path.join(CLIENTS, "python", "src")})
-        running = example.start(server)
-        try:
-            harness.wait_until(lambda: running.lines, timeout=30, what="the order closed")
-        finally:
-            code = running.stop(signal.SIGTERM)
-        self.assertEqual(code, 0, running.output())
-        self.assertEqual(running.lines, ["closing order 42"], running.output())
-        stats = server.stats()
-        self.assertEqual((stats["finished"], stats["jobs"]), (1, 0), stats)
 
 
 if __name__ == "__main__":

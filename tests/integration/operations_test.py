@@ -159,14 +159,16 @@ class MetricsHelpTest(unittest.TestCase):
 class NewcomerWordsTest(unittest.TestCase):
     """What a newcomer reads names things they can look up: no "SPEC §N"
     (the spec is not in the repository), no "the seed's protocol" (say whose),
-    no "issue N" in the README, the API reference, the folder READMEs, the
-    bootstrap script or the --help texts; and the license is there."""
+    no "issue N" in the README, the API reference, the folder READMEs (the
+    clients' included), the bootstrap script or the --help texts; and the
+    license is there."""
 
     JARGON = re.compile(r"SPEC §|\bthe seed's\b|\bseed's protocol\b|\bissue \d+", re.I)
 
     def test_the_docs_and_help_a_newcomer_reads_have_no_jargon(self):
         paths = ["README.md", "CONTRIBUTING.md", "docs/api.md", "docs/architecture.md",
-                 "scripts/bootstrap.sh"]
+                 "scripts/bootstrap.sh", "clients/README.md", "clients/python/README.md",
+                 "clients/node/README.md", "clients/go/README.md"]
         src = os.path.join(ROOT, "src")
         paths += [os.path.join("src", d, "README.md") for d in sorted(os.listdir(src))
                   if os.path.exists(os.path.join(src, d, "README.md"))]
