@@ -45,17 +45,13 @@ PY=/usr/bin/python3
 export GOPROXY=off GOFLAGS=-mod=mod
 
 mkdir -p "$OUT"
-bin=$BUILD/bin
-if [ "${SKIP_BUILD:-0}" != 1 ]; then make build BUILD="$BUILD" >&2; fi
-for tool in "$bin/delayq" "$bin/delayq-bench"; do
-  [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
-done
-bash scripts/bootstrap.sh test # node, go, and clients/node's npm ci
-
 pids=()
 trap stop_started EXIT
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+bin=$BUILD/bin
+build_and_check "$bin/delayq" "$bin/delayq-bench"
+bash scripts/bootstrap.sh test # node, go, and clients/node's npm ci
 
 log "machine: $(nproc) cpu, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"

@@ -139,3 +139,13 @@ start_worker_servers() {
   log "redis-server $rd_port; delayq memory $mem_resp (pid $mem_pid)," \
     "delayq redis $rds_resp (pid $rds_pid)"
 }
+
+# build_and_check TOOL...: `make build` (unless SKIP_BUILD=1), then each TOOL
+# must be an executable (else a message naming it, exit 1).
+build_and_check() {
+  if [ "${SKIP_BUILD:-0}" != 1 ]; then make build BUILD="$BUILD" >&2; fi
+  local tool
+  for tool in "$@"; do
+    [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
+  done
+}

@@ -184,13 +184,7 @@ func (c *Client) Close() error {
 		cn.close()
 	}
 	for _, s := range c.servers {
-		s.mu.Lock()
-		idle := s.idle
-		s.idle = nil
-		s.mu.Unlock()
-		for _, cn := range idle {
-			cn.close()
-		}
+		s.closeIdle()
 	}
 	return nil
 }

@@ -13,21 +13,9 @@ import (
 
 // Every call of the client, on the memory and the embedded store.
 func TestClientCallsOnEachStore(t *testing.T) {
-	t.Parallel()
-	for _, store := range []string{"memory", "embedded"} {
-		store := store
-		t.Run(store, func(t *testing.T) {
-			t.Parallel()
-			args := []string{"--store", store}
-			if store == "embedded" {
-				args = append(args, "--data-dir", t.TempDir())
-			}
-			srv := startServer(t, args...)
-			c := newClient(t, Options{Servers: []string{srv.addr}})
-			ctx := ctxT(t)
-			exerciseClient(t, ctx, c)
-		})
-	}
+	onEachStore(t, func(t *testing.T, srv *testServer) {
+		exerciseClient(t, ctxT(t), newClient(t, Options{Servers: []string{srv.addr}}))
+	})
 }
 
 func exerciseClient(t *testing.T, ctx context.Context, c *Client) {
@@ -183,9 +171,7 @@ func exerciseClient(t *testing.T, ctx context.Context, c *Client) {
 // AddMany: one pipeline; a job refused before sending leaves the others to go.
 func TestAddManyAddsInOnePipeline(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	must(c.Add(ctx, Job{Topic: "many", ID: "taken"}))
 	added, errs := c.AddMany(ctx, []Job{
 		{Topic: "many", Body: []byte("a")},
@@ -387,9 +373,7 @@ func TestServersComeFromTheOptionsElseTheEnvironment(t *testing.T) {
 // Cancelling a waiting reserve withdraws it on the server: it takes no job.
 func TestCancelledWaitingReserveTakesNoJob(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {

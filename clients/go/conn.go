@@ -96,6 +96,17 @@ func (s *server) succeeded() {
 	s.delay = backoffInitial
 }
 
+// closeIdle closes the server's idle connections, outside its lock.
+func (s *server) closeIdle() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, cn := range idle {
+		cn.close()
+	}
+}
+
 // conn is one RESP connection, used by one request at a time.
 type conn struct {
 	nc     net.Conn
@@ -316,13 +327,7 @@ func (c *Client) broken(cn *conn, why string) {
 // are closed, and it is marked down, so the next request goes to the next server at once.
 func (c *Client) goingAway(i int) {
 	s := c.servers[i]
-	s.mu.Lock()
-	idle := s.idle
-	s.idle = nil
-	s.mu.Unlock()
-	for _, cn := range idle {
-		cn.close()
-	}
+	s.closeIdle()
 	s.failed("shutting down")
 }
 

@@ -99,9 +99,7 @@ func (p *program) stop(t *testing.T, sig syscall.Signal) int {
 
 func TestExampleWorkerPrintsDoneAndStopsOnSignals(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	srv, c, ctx := startWithClient(t)
 	bin := filepath.Join(t.TempDir(), "worker")
 	runGo(t, ".", "build", "-o", bin, "./examples/worker.go")
 

@@ -161,9 +161,7 @@ func TestWaitingReserveMovesOnWhenItsServerShutsDown(t *testing.T) {
 // With one server, a waiting reserve cut short by its shutdown says so (IsShuttingDown).
 func TestWaitingReserveOnAServerShuttingDownSaysSo(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	srv, c, ctx := startWithClient(t)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Reserve(ctx, ReserveOptions{Topics: []string{"t"}, Wait: 20 * time.Second})

@@ -230,6 +230,30 @@ func newClient(t testing.TB, o Options) *Client {
 	return c
 }
 
+// startWithClient is startServer(t, args...), a client of it and a context for the calls.
+func startWithClient(t testing.TB, args ...string) (*testServer, *Client, context.Context) {
+	t.Helper()
+	srv := startServer(t, args...)
+	return srv, newClient(t, Options{Servers: []string{srv.addr}}), ctxT(t)
+}
+
+// onEachStore runs test, in parallel, on a server of the memory store and one of the
+// embedded store (its data in a temporary directory).
+func onEachStore(t *testing.T, test func(t *testing.T, srv *testServer)) {
+	t.Parallel()
+	for _, store := range []string{"memory", "embedded"} {
+		store := store
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"--store", store}
+			if store == "embedded" {
+				args = append(args, "--data-dir", t.TempDir())
+			}
+			test(t, startServer(t, args...))
+		})
+	}
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

@@ -72,18 +72,7 @@ func (r *running) stop(t *testing.T) {
 }
 
 func TestWorkerFinishesRetriesAndBuries(t *testing.T) {
-	t.Parallel()
-	for _, store := range []string{"memory", "embedded"} {
-		store := store
-		t.Run(store, func(t *testing.T) {
-			t.Parallel()
-			args := []string{"--store", store}
-			if store == "embedded" {
-				args = append(args, "--data-dir", t.TempDir())
-			}
-			workerOutcomes(t, startServer(t, args...))
-		})
-	}
+	onEachStore(t, workerOutcomes)
 }
 
 func workerOutcomes(t *testing.T, srv *testServer) {
@@ -160,9 +149,7 @@ func workerOutcomes(t *testing.T, srv *testServer) {
 // A retry's delay is visible as the job's run_at, its error as last_error.
 func TestWorkerRetryDelayAndErrorShowOnTheJob(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	type seen struct {
 		job  *JobInfo
 		sent time.Time
@@ -298,9 +285,7 @@ func TestBackoffIsTakenAsWrittenUnlessZero(t *testing.T) {
 // A topic whose backoff's Base is 0 has its failed jobs due again at once.
 func TestWorkerWithZeroBaseRetriesAtOnce(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	released := make(chan *JobInfo, 1)
 	w := NewWorker(c, WorkerOptions{Random: func() float64 { return 1 },
 		OnAcknowledged: func(d *Delivery, kind AckKind, err error) {
@@ -341,9 +326,7 @@ func TestWorkerWithZeroBaseRetriesAtOnce(t *testing.T) {
 // A job out of attempts is buried by its last release, counted as exhausted.
 func TestWorkerExhaustsMaxAttempts(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	var a acked
 	w := NewWorker(c, WorkerOptions{OnAcknowledged: a.hook})
 	check(t, w.Handle("tries", func(ctx context.Context, job *Delivery) error {
@@ -365,9 +348,7 @@ func TestWorkerExhaustsMaxAttempts(t *testing.T) {
 // A handler that outlives its TTR keeps its job: touched every half TTR, never redelivered.
 func TestWorkerTouchesAtHalfTheTTR(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	var a acked
 	var mu sync.Mutex
 	deliveries := 0
@@ -402,9 +383,7 @@ func TestWorkerTouchesAtHalfTheTTR(t *testing.T) {
 // pipeline, one round trip, of finishes, releases and buries.
 func TestWorkerBatchesAcks(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	const n = 12
 	for i := 0; i < n; i++ {
 		must(c.Add(ctx, Job{Topic: "batch", ID: fmt.Sprint(i)}))
@@ -448,9 +427,7 @@ func TestWorkerBatchesAcks(t *testing.T) {
 // acknowledged; the waiting reserve is withdrawn.
 func TestWorkerStopDrainsRunningHandlers(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	var a acked
 	inHandler := make(chan struct{})
 	w := NewWorker(c, WorkerOptions{Concurrency: 2, OnAcknowledged: a.hook})
@@ -480,9 +457,7 @@ func TestWorkerStopDrainsRunningHandlers(t *testing.T) {
 // cancelled, and Run returns without waiting for it.
 func TestWorkerStopReleasesWhatOutlivesTheDrain(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	var a acked
 	inHandler := make(chan struct{})
 	cancelled := make(chan struct{})
@@ -525,9 +500,7 @@ func TestWorkerStopReleasesWhatOutlivesTheDrain(t *testing.T) {
 // Jobs held but not started are given back at the stop, their attempt not counted.
 func TestWorkerStopUnreservesHeldJobs(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	for i := 0; i < 4; i++ {
 		must(c.Add(ctx, Job{Topic: "narrow", ID: fmt.Sprint("n", i)}))
 	}
@@ -649,9 +622,7 @@ func TestWorkerRefusesBadOptions(t *testing.T) {
 // out: when it gains room, the reserve is withdrawn and made again over both topics.
 func TestWorkerReopensTheReserveWhenAFullTopicGainsRoom(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	started := make(chan string, 4)
 	proceed := make(chan struct{})
 	w := NewWorker(c, WorkerOptions{Concurrency: 4, ReserveWait: 20 * time.Second})
@@ -780,9 +751,7 @@ func TestWorkerRetriesFailedTouches(t *testing.T) {
 // is refused too, and OnAcknowledged says so.
 func TestWorkerStopsTouchingAJobThatIsGone(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
-	c := newClient(t, Options{Servers: []string{srv.addr}})
-	ctx := ctxT(t)
+	_, c, ctx := startWithClient(t)
 	var a acked
 	inHandler := make(chan struct{})
 	w := NewWorker(c, WorkerOptions{OnAcknowledged: a.hook})

@@ -10,42 +10,27 @@ export class DelayqError extends Error {
   constructor(message, code = 'internal') {
     super(message);
     this.name = new.target.name;
-    this.code = code;
+    this.code = new.target.code ?? code;  // a subclass's code, whatever the second argument says
   }
 }
 
-export class InvalidArgumentError extends DelayqError {
-  constructor(message) { super(message, 'invalid_argument'); }
-}
-export class NotFoundError extends DelayqError {
-  constructor(message) { super(message, 'not_found'); }
-}
-export class ExistsError extends DelayqError {
-  constructor(message) { super(message, 'exists'); }
-}
-export class StaleReceiptError extends DelayqError {
-  constructor(message) { super(message, 'stale_receipt'); }
-}
-export class NotReservedError extends DelayqError {
-  constructor(message) { super(message, 'not_reserved'); }
-}
-export class TooLargeError extends DelayqError {
-  constructor(message) { super(message, 'too_large'); }
-}
-export class UnauthorizedError extends DelayqError {
-  constructor(message) { super(message, 'unauthorized'); }
-}
+// One class per code: the class's static `code` is its errors' `code`.
+export class InvalidArgumentError extends DelayqError { static code = 'invalid_argument'; }
+export class NotFoundError extends DelayqError { static code = 'not_found'; }
+export class ExistsError extends DelayqError { static code = 'exists'; }
+export class StaleReceiptError extends DelayqError { static code = 'stale_receipt'; }
+export class NotReservedError extends DelayqError { static code = 'not_reserved'; }
+export class TooLargeError extends DelayqError { static code = 'too_large'; }
+export class UnauthorizedError extends DelayqError { static code = 'unauthorized'; }
 // The server cannot serve now (its store is unreachable, it is shutting
 // down), no server answered, or a reply was lost in a way that makes the
 // request unsafe to repeat ("... the request was sent and may have run").
 export class UnavailableError extends DelayqError {
-  constructor(message) { super(message, 'unavailable'); }
+  static code = 'unavailable';
   /** True when a server ended a waiting reserve because it is stopping. */
   get shuttingDown() { return this.message.startsWith(SHUTTING_DOWN); }
 }
-export class InternalError extends DelayqError {
-  constructor(message) { super(message, 'internal'); }
-}
+export class InternalError extends DelayqError { static code = 'internal'; }
 
 // How a server's "going away" answer to a waiting reserve begins.
 export const SHUTTING_DOWN = 'shutting down';

@@ -7,7 +7,7 @@ import {
   StaleReceiptError, NotReservedError, TooLargeError, UnauthorizedError, UnavailableError,
   InternalError,
 } from '../index.js';
-import { freePort, poll, startDelayq } from './support/servers.mjs';
+import { freePort, poll, startDelayq, startWithClient } from './support/servers.mjs';
 
 const WRONG_RECEIPT = '0123456789abcdef01234567';
 let seq = 0;
@@ -17,14 +17,9 @@ for (const store of ['memory', 'embedded']) {
   describe(`client on --store ${store}`, () => {
     let server;
     let client;
-    before(async () => {
-      server = await startDelayq({ store });
-      client = new Client({ servers: server.address });
-    });
-    after(async () => {
-      await client.close();
-      await server.stop();
-    });
+    let stop;
+    before(async () => { ({ server, client, stop } = await startWithClient({ store })); });
+    after(() => stop());
 
     test('add: delay, run_at, ttr, priority, max_attempts, id and bodies, read back with get', async () => {
       const t = topicName();

@@ -14,11 +14,16 @@ describe('failover', () => {
   before(async () => { redis = await startRedis(); });
   after(async () => { await redis.stop(); });
 
-  test('adds go on through a SIGKILL of the first server: none lost, none doubled', async () => {
-    const prefix = `nodefail${process.pid}a`;
+  // Two servers on one Redis (key prefix per test), and a client over both, the first first.
+  async function startPair(tag) {
+    const prefix = `nodefail${process.pid}${tag}`;
     const first = await startDelayq({ store: 'redis', redis: redis.url, prefix });
     const second = await startDelayq({ store: 'redis', redis: redis.url, prefix });
-    const client = new Client({ servers: [first.address, second.address] });
+    return { first, second, client: new Client({ servers: [first.address, second.address] }) };
+  }
+
+  test('adds go on through a SIGKILL of the first server: none lost, none doubled', async () => {
+    const { first, second, client } = await startPair('a');
     const check = new Client({ servers: second.address });
     let stop = false;
     try {
@@ -75,10 +80,7 @@ describe('failover', () => {
   });
 
   test('a worker goes on through a SIGKILL of the first server', async () => {
-    const prefix = `nodefail${process.pid}b`;
-    const first = await startDelayq({ store: 'redis', redis: redis.url, prefix });
-    const second = await startDelayq({ store: 'redis', redis: redis.url, prefix });
-    const client = new Client({ servers: [first.address, second.address] });
+    const { first, second, client } = await startPair('b');
     const producer = new Client({ servers: second.address });
     let worker = null;
     try {
@@ -106,10 +108,7 @@ describe('failover', () => {
   });
 
   test('a waiting reserve on a server shutting down moves to the next one', async () => {
-    const prefix = `nodefail${process.pid}c`;
-    const first = await startDelayq({ store: 'redis', redis: redis.url, prefix });
-    const second = await startDelayq({ store: 'redis', redis: redis.url, prefix });
-    const client = new Client({ servers: [first.address, second.address] });
+    const { first, second, client } = await startPair('c');
     const onFirst = new Client({ servers: first.address });
     const onSecond = new Client({ servers: second.address });
     try {

@@ -5,14 +5,13 @@
 // so as not to replace node_modules under the other test files.)
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from '../index.js';
-import { clientDir, poll, startDelayq, tempDir } from './support/servers.mjs';
+import { clientDir, poll, spawnCapturing, startDelayq, tempDir } from './support/servers.mjs';
 
 const readme = readFileSync(path.join(clientDir, 'README.md'), 'utf8');
 const blocks = lang => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map(m => m[1]);
@@ -43,18 +42,12 @@ test("the README's install and first example work as written", { timeout: 60_000
   const app = blocks('js')[0];
   assert.match(app, /from 'delayq'/);
   writeFileSync(path.join(scratch.dir, 'app.mjs'), app);
-  const child = spawn(process.execPath, ['app.mjs'], {
+  const { child, out, err, exited } = spawnCapturing(process.execPath, ['app.mjs'], {
     cwd: scratch.dir,
     env: { ...process.env, DELAYQ_SERVER: server.address },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', c => { out += c; });
-  child.stderr.on('data', c => { err += c; });
-  const exited = once(child, 'exit');
   try {
-    await poll(() => out.includes('closing order 42 (attempt 1)\n'), 10_000, `the job to be handled (stderr: ${err})`);
+    await poll(() => out().includes('closing order 42 (attempt 1)\n'), 10_000, `the job to be handled (stderr: ${err()})`);
     // the finish lands: the job is gone
     const client = new Client({ servers: server.address });
     await poll(async () => (await client.stats()).finished === 1, 5000, 'the finish');
@@ -63,6 +56,6 @@ test("the README's install and first example work as written", { timeout: 60_000
     child.kill('SIGINT');
   }
   const [code, signal] = await exited;
-  assert.deepEqual([code, signal], [0, null], err);
-  assert.equal(err, '');
+  assert.deepEqual([code, signal], [0, null], err());
+  assert.equal(err(), '');
 });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import net from 'node:net';
 import { Client, Worker } from '../index.js';
-import { poll, startDelayq } from './support/servers.mjs';
+import { poll, startWithClient } from './support/servers.mjs';
 
 let seq = 0;
 const topicName = () => `node.withdraw.${process.pid}.${++seq}`;
@@ -51,15 +51,7 @@ async function startCrossingProxy(port) {
       s.on('close', () => sockets.delete(s));
     }
   });
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  proxy.address = `127.0.0.1:${srv.address().port}`;
-  proxy.close = async () => {
-    for (const s of sockets) s.destroy();
-    srv.close();
-    await once(srv, 'close');
-  };
-  return proxy;
+  return listenOnLoopback(srv, sockets, proxy);
 }
 
 // A server host gone silent: accepts, reads, never answers, never closes
@@ -78,15 +70,21 @@ async function startSilentServer() {
     sock.on('error', () => {});
     sock.on('close', () => sockets.delete(sock));
   });
+  return listenOnLoopback(srv, sockets, silent);
+}
+
+// Starts `srv` on a free loopback port; resolves with `into`, given the
+// `address` and a `close()` that destroys `sockets`, then closes `srv`.
+async function listenOnLoopback(srv, sockets, into) {
   srv.listen(0, '127.0.0.1');
   await once(srv, 'listening');
-  silent.address = `127.0.0.1:${srv.address().port}`;
-  silent.close = async () => {
+  into.address = `127.0.0.1:${srv.address().port}`;
+  into.close = async () => {
     for (const s of sockets) s.destroy();
     srv.close();
     await once(srv, 'close');
   };
-  return silent;
+  return into;
 }
 
 // How a promise settles within `ms`: 'resolved', its error, or `late`.
@@ -103,14 +101,9 @@ async function within(p, ms, late) {
 describe('withdrawal and close', () => {
   let server;
   let direct;  // a client straight to the server, to look
-  before(async () => {
-    server = await startDelayq();
-    direct = new Client({ servers: server.address });
-  });
-  after(async () => {
-    await direct.close();
-    await server.stop();
-  });
+  let stop;
+  before(async () => { ({ server, client: direct, stop } = await startWithClient()); });
+  after(() => stop());
 
   test('jobs of a reply that crosses the withdrawal are given back before reserve() rejects, close() right after', async () => {
     const t = topicName();

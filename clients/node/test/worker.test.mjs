@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, Worker, Outcome, STOPPED_ERROR } from '../index.js';
-import { poll, startDelayq } from './support/servers.mjs';
+import { poll, startWithClient } from './support/servers.mjs';
 
 let seq = 0;
 const topicName = () => `node.worker.${process.pid}.${++seq}`;
@@ -25,16 +25,10 @@ function recordingWorker(client, options = {}) {
 
 for (const store of ['memory', 'embedded']) {
   describe(`worker on --store ${store}`, () => {
-    let server;
     let client;
-    before(async () => {
-      server = await startDelayq({ store });
-      client = new Client({ servers: server.address });
-    });
-    after(async () => {
-      await client.close();
-      await server.stop();
-    });
+    let stop;
+    before(async () => { ({ client, stop } = await startWithClient({ store })); });
+    after(() => stop());
 
     test('success finishes the job; onAcknowledged hears the finish accepted', async () => {
       const t = topicName();
@@ -78,16 +72,10 @@ for (const store of ['memory', 'embedded']) {
 }
 
 describe('worker on --store memory', () => {
-  let server;
   let client;
-  before(async () => {
-    server = await startDelayq();
-    client = new Client({ servers: server.address });
-  });
-  after(async () => {
-    await client.close();
-    await server.stop();
-  });
+  let stop;
+  before(async () => { ({ client, stop } = await startWithClient()); });
+  after(() => stop());
 
   test('the backoff grows with the attempts, jittered by the random source', async () => {
     const t = topicName();

@@ -49,6 +49,40 @@ class Recorder:
         return [(j.text, k.value, None if e is None else e.code) for j, k, e, _ in self.acks]
 
 
+def sleeper(
+    style: str, seconds: float, on_start: Callable[[delayq.Delivery], Any]
+) -> Callable[[delayq.Delivery], Any]:
+    """A handler that calls ``on_start(job)``, then sleeps ``seconds``: in its
+    thread (``style`` "sync") or on the event loop ("async")."""
+    if style == "sync":
+
+        def handle(job: delayq.Delivery) -> None:
+            on_start(job)
+            time.sleep(seconds)
+
+        return handle
+
+    async def handle_async(job: delayq.Delivery) -> None:
+        on_start(job)
+        await asyncio.sleep(seconds)
+
+    return handle_async
+
+
+async def start_one_slow_job(
+    client: delayq.AsyncClient, topic: str, style: str, seconds: float, rec: Recorder
+) -> delayq.Worker:
+    """Adds the job "x" (id ``{topic}-x``) and a started worker whose handler
+    sleeps ``seconds`` (see ``sleeper``); returns once the handler began."""
+    await client.add(topic, b"x", id=f"{topic}-x")
+    started = threading.Event()
+    worker = delayq.Worker(client, on_acknowledged=rec)
+    worker.handle(topic, sleeper(style, seconds, lambda job: started.set()))
+    await worker.start()
+    await until(started.is_set, what="the handler to start")
+    return worker
+
+
 @pytest.mark.parametrize("style", ["sync", "async"])
 def test_handlers_run_and_their_finishes_are_acknowledged(server: Server, topic: str, style: str) -> None:
     async def main() -> None:
@@ -186,15 +220,7 @@ def test_a_handler_that_outlives_its_ttr_keeps_its_job(server: Server, topic: st
             await client.add(topic, b"slow", id=f"{topic}-slow", ttr=timedelta(seconds=1))
             calls: List[int] = []
             worker = delayq.Worker(client, on_acknowledged=rec)
-            if style == "sync":
-                worker.handle(topic, lambda job: (calls.append(job.attempts), time.sleep(2.5)) and None)
-            else:
-
-                async def slow(job: delayq.Delivery) -> None:
-                    calls.append(job.attempts)
-                    await asyncio.sleep(2.5)
-
-                worker.handle(topic, slow)
+            worker.handle(topic, sleeper(style, 2.5, lambda job: calls.append(job.attempts)))
             await worker.start()
             await until(lambda: calls, what="the handler to start")
             # Another worker asking meanwhile gets nothing: the job stays ours.
@@ -246,20 +272,7 @@ def test_stop_drains_a_running_handler(server: Server, topic: str, style: str) -
     async def main() -> None:
         rec = Recorder()
         async with delayq.AsyncClient(server.address) as client:
-            await client.add(topic, b"x", id=f"{topic}-x")
-            started = threading.Event()
-            worker = delayq.Worker(client, on_acknowledged=rec)
-            if style == "sync":
-                worker.handle(topic, lambda job: (started.set(), time.sleep(0.5)) and None)
-            else:
-
-                async def handle(job: delayq.Delivery) -> None:
-                    started.set()
-                    await asyncio.sleep(0.5)
-
-                worker.handle(topic, handle)
-            await worker.start()
-            await until(started.is_set, what="the handler to start")
+            worker = await start_one_slow_job(client, topic, style, 0.5, rec)
             await worker.stop(drain=timedelta(seconds=10))
             # stop returned after the handler did, and its finish landed.
             assert rec.kinds() == [("x", "finish", None)]
@@ -274,20 +287,8 @@ def test_a_handler_longer_than_the_drain_has_its_job_released(server: Server, to
     async def main() -> None:
         rec = Recorder()
         async with delayq.AsyncClient(server.address) as client:
-            await client.add(topic, b"x", id=f"{topic}-x")
-            started = threading.Event()
-            worker = delayq.Worker(client, on_acknowledged=rec)
-            if style == "sync":
-                worker.handle(topic, lambda job: (started.set(), time.sleep(1.0)) and None)
-            else:
-
-                async def handle(job: delayq.Delivery) -> None:
-                    started.set()
-                    await asyncio.sleep(30)  # cancelled by the stop
-
-                worker.handle(topic, handle)
-            await worker.start()
-            await until(started.is_set, what="the handler to start")
+            # The sync handler's thread runs on; the async one is cancelled by the stop.
+            worker = await start_one_slow_job(client, topic, style, 1.0 if style == "sync" else 30, rec)
             t0 = time.monotonic()
             await worker.stop(drain=timedelta(milliseconds=300))
             assert time.monotonic() - t0 < 2

@@ -1,7 +1,9 @@
 // Real servers for the tests: `delayq serve` (DELAYQ_BINARY, else
 // <repo>/build/bin/delayq) on free loopback ports, and redis-server for the
 // failover tests. Each is stopped by its PID: SIGTERM, then SIGKILL after a
-// deadline. (node --test also loads this file as a test file: it has none.)
+// deadline. Also: a server with a client on it, and a program run with its
+// output captured. (node --test also loads this file as a test file: it has
+// none.)
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,6 +11,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Client } from '../../index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const clientDir = path.resolve(here, '../..');
@@ -89,6 +92,37 @@ export async function startDelayq(o = {}) {
     },
   };
   return server;
+}
+
+/**
+ * startDelayq(o) and a Client on it; stop() closes the client, then stops
+ * the server.
+ */
+export async function startWithClient(o = {}) {
+  const server = await startDelayq(o);
+  const client = new Client({ servers: server.address });
+  return {
+    server,
+    client,
+    async stop() {
+      await client.close();
+      await server.stop();
+    },
+  };
+}
+
+/**
+ * Spawns `command` with `args`, stdin ignored; what it writes is collected:
+ * `out()`, `err()`. `exited` resolves with [code, signal].
+ * @param {{cwd?: string, env?: object}} [o]
+ */
+export function spawnCapturing(command, args, o = {}) {
+  const child = spawn(command, args, { ...o, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', c => { out += c; });
+  child.stderr.on('data', c => { err += c; });
+  return { child, out: () => out, err: () => err, exited: once(child, 'exit') };
 }
 
 async function stopProcess(child, ms) {

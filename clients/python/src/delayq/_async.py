@@ -25,10 +25,11 @@ import redis.asyncio
 import redis.exceptions as rx
 
 from ._config import MAX_IDLE_PER_SERVER, Backoff, Config, reason
+from ._failover import CONNECT_FAILED, LOST, NotConnected, Tried, connect_failed, gone_away
+from ._failover import may_connect, moves_on, reserve_lost, sent_and_lost
 from ._protocol import Call, error_from_redis, pack, parse_deliveries, reserve_command
 from .errors import DelayqError, UnauthorizedError, UnavailableError
 from .models import Delivery
-from ._sync import LOST, NotConnected
 
 if sys.version_info >= (3, 11):
     _timeout = asyncio.timeout
@@ -90,9 +91,7 @@ class AsyncTransport:
             if _usable(conn):
                 return conn
             await _disconnect(conn)
-        wait = s.backoff.try_start()
-        if wait > 0:
-            raise NotConnected(f"{s.backoff.last_error}; next try in {int(wait * 1000)} ms")
+        may_connect(s.backoff)
         conn = redis.asyncio.Connection(
             host=s.host,
             port=s.port,
@@ -102,19 +101,9 @@ class AsyncTransport:
         )
         try:
             await conn.connect()
-        except rx.ResponseError as e:
-            s.backoff.failed(f"AUTH refused: {e}")
+        except CONNECT_FAILED + (asyncio.TimeoutError,) as e:
             await _disconnect(conn)
-            raise NotConnected(f"AUTH refused: {error_from_redis(e)}", unauthorized=True) from None
-        except rx.AuthenticationError as e:
-            s.backoff.failed(f"AUTH refused: {e}")
-            await _disconnect(conn)
-            raise NotConnected(f"AUTH refused: {e}", unauthorized=True) from None
-        except LOST_ASYNC as e:
-            why = reason(e)
-            s.backoff.failed(why)
-            await _disconnect(conn)
-            raise NotConnected(why) from None
+            raise connect_failed(s.backoff, e) from None
         except BaseException:
             await _disconnect(conn)
             raise
@@ -145,8 +134,7 @@ class AsyncTransport:
     # --- requests -------------------------------------------------------------------
 
     async def run(self, call: Call[T]) -> T:
-        tried: List[str] = []
-        unauthorized = False
+        tried = Tried()
         repeated = False
         n = len(self.servers)
         first = self._preferred
@@ -157,8 +145,7 @@ class AsyncTransport:
             try:
                 conn = await self._acquire(s)
             except NotConnected as e:
-                tried.append(f"{s.name} ({e.why})")
-                unauthorized = unauthorized or e.unauthorized
+                tried.not_connected(s.name, e)
                 continue
             try:
                 async with _timeout(timeout):
@@ -166,21 +153,19 @@ class AsyncTransport:
                     await conn._writer.drain()
                     replies = [await read_reply(conn) for _ in call.commands]
             except LOST_ASYNC as e:
-                why = f"no reply within {timeout:g} s" if isinstance(e, asyncio.TimeoutError) else reason(e)
+                why = _why_lost(e, timeout)
                 await self._broken(s, conn, why)
                 if not call.retry:
-                    raise UnavailableError(
-                        f"delayq server {s.name}: {why}; the request was sent and may have run"
-                    ) from None
-                tried.append(f"{s.name} ({why})")
+                    raise sent_and_lost(s.name, why) from None
+                tried.add(s.name, why)
                 repeated = True
                 continue
             except BaseException:
                 await _disconnect(conn)  # cancelled mid-reply: its state is unknown
                 raise
-            if call.retry and k + 1 < n and any(isinstance(r, UnavailableError) for r in replies):
+            if moves_on(call, k, n, replies):
                 await self._release(s, conn)
-                tried.append(f"{s.name} (answered UNAVAILABLE)")
+                tried.add(s.name, "answered UNAVAILABLE")
                 repeated = True
                 continue
             self._preferred = i
@@ -194,13 +179,10 @@ class AsyncTransport:
                 raise
             await self._release(s, conn)
             return result
-        if unauthorized:
-            raise UnauthorizedError("no delayq server accepted: " + ", ".join(tried))
-        raise UnavailableError("no delayq server answered: " + ", ".join(tried))
+        raise tried.error()
 
     async def _connect_any(self, going_away: Optional[DelayqError]) -> Tuple[Server, Any]:
-        tried: List[str] = []
-        unauthorized = False
+        tried = Tried()
         n = len(self.servers)
         first = self._preferred
         for k in range(n):
@@ -208,16 +190,13 @@ class AsyncTransport:
             try:
                 conn = await self._acquire(s)
             except NotConnected as e:
-                tried.append(f"{s.name} ({e.why})")
-                unauthorized = unauthorized or e.unauthorized
+                tried.not_connected(s.name, e)
                 continue
             self._preferred = (first + k) % n
             return s, conn
         if going_away is not None:
             raise going_away
-        if unauthorized:
-            raise UnauthorizedError("no delayq server accepted: " + ", ".join(tried))
-        raise UnavailableError("no delayq server answered: " + ", ".join(tried))
+        raise tried.error()
 
     async def reserve_wait(
         self, topics: List[str], count: int, wait_ms: int, max_bytes: int
@@ -243,12 +222,9 @@ class AsyncTransport:
                 await self._withdraw(conn, read)
                 raise
             except LOST_ASYNC as e:
-                why = f"no reply within {limit:g} s" if isinstance(e, asyncio.TimeoutError) else reason(e)
+                why = _why_lost(e, limit)
                 await self._broken(s, conn, why)
-                raise UnavailableError(
-                    f"delayq server {s.name}: {why}; the reserve was sent and may have taken "
-                    "jobs (they come back after their TTR)"
-                ) from None
+                raise reserve_lost(s.name, why) from None
             except BaseException:
                 await _disconnect(conn)
                 raise
@@ -256,7 +232,7 @@ class AsyncTransport:
                 await _disconnect(conn)
                 s.backoff.failed("shutting down")
                 await self._drop_idle(s)
-                going_away = UnavailableError(f"{reply.message} (delayq server {s.name})")
+                going_away = gone_away(reply, s.name)
                 left = int((deadline - time.monotonic()) * 1000)
                 if len(self.servers) > 1 and left > 0:
                     continue
@@ -299,6 +275,12 @@ class AsyncTransport:
             await self.run(unreserve_many(jobs))
         except DelayqError:
             pass  # they come back after their TTR
+
+
+def _why_lost(e: BaseException, limit: float) -> str:
+    if isinstance(e, asyncio.TimeoutError):
+        return f"no reply within {limit:g} s"
+    return reason(e)
 
 
 async def _flush_and_read(conn: Any, limit: float) -> Any:

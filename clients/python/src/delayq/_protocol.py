@@ -157,9 +157,7 @@ def parse_delivery(command: str, reply: Any) -> Delivery:
     five, then nine: the missing ones read as 0."""
     if not isinstance(reply, list) or len(reply) < 5:
         raise malformed(command, "a job array of at least 5 elements", reply)
-    body = reply[2]
-    if not isinstance(body, bytes):
-        raise malformed(command, "a bulk string body", body)
+    body = _body(command, reply[2])
     nums = [_int(command, v) for v in reply[4:10]]
     nums += [0] * (6 - len(nums))
     return Delivery(
@@ -193,6 +191,34 @@ def _pairs(command: str, reply: Any) -> Dict[str, Any]:
     return {_text(command, reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
+def _body(command: str, value: Any) -> bytes:
+    if not isinstance(value, bytes):
+        raise malformed(command, "a bulk string body", value)
+    return value
+
+
+class _Fields:
+    """A reply of field/value pairs, read by name; a missing field is a
+    malformed reply."""
+
+    def __init__(self, command: str, reply: Any) -> None:
+        self.command = command
+        self.reply = reply
+        self.pairs = _pairs(command, reply)
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self.pairs[name]
+        except KeyError:
+            raise malformed(self.command, f"the field {name}", self.reply) from None
+
+    def text(self, name: str) -> str:
+        return _text(self.command, self[name])
+
+    def integer(self, name: str) -> int:
+        return _int(self.command, self[name])
+
+
 def _state(command: str, value: Any) -> JobState:
     text = _text(command, value)
     try:
@@ -205,28 +231,23 @@ def parse_job(reply: Any) -> Optional[Job]:
     _raise_if_error(reply)
     if reply is None:
         return None
-    f = _pairs("GET", reply)
-    try:
-        body = f["body"]
-        if not isinstance(body, bytes):
-            raise malformed("GET", "a bulk string body", body)
-        return Job(
-            id=_text("GET", f["id"]),
-            topic=_text("GET", f["topic"]),
-            state=_state("GET", f["state"]),
-            body=body,
-            priority=_int("GET", f["priority"]),
-            ttr_ms=_int("GET", f["ttr_ms"]),
-            max_attempts=_int("GET", f["max_attempts"]),
-            attempts=_int("GET", f["attempts"]),
-            created_at_ms=_int("GET", f["created_at_ms"]),
-            run_at_ms=_int("GET", f["run_at_ms"]),
-            reserved_until_ms=_int("GET", f["reserved_until_ms"]),
-            receipt=_text("GET", f["receipt"]),
-            last_error=_text("GET", f["last_error"]),
-        )
-    except KeyError as e:
-        raise malformed("GET", f"the field {e.args[0]}", reply) from None
+    f = _Fields("GET", reply)
+    body = _body("GET", f["body"])
+    return Job(
+        id=f.text("id"),
+        topic=f.text("topic"),
+        state=_state("GET", f["state"]),
+        body=body,
+        priority=f.integer("priority"),
+        ttr_ms=f.integer("ttr_ms"),
+        max_attempts=f.integer("max_attempts"),
+        attempts=f.integer("attempts"),
+        created_at_ms=f.integer("created_at_ms"),
+        run_at_ms=f.integer("run_at_ms"),
+        reserved_until_ms=f.integer("reserved_until_ms"),
+        receipt=f.text("receipt"),
+        last_error=f.text("last_error"),
+    )
 
 
 _STATS_FIELDS = frozenset(Stats.__dataclass_fields__) - {"extra"}
@@ -247,20 +268,17 @@ def parse_stats(reply: Any) -> Stats:
 
 def parse_topic_stats(reply: Any) -> TopicStats:
     _raise_if_error(reply)
-    f = _pairs("STATS", reply)
-    try:
-        return TopicStats(
-            topic=_text("STATS", f["topic"]),
-            delayed=_int("STATS", f["delayed"]),
-            ready=_int("STATS", f["ready"]),
-            reserved=_int("STATS", f["reserved"]),
-            buried=_int("STATS", f["buried"]),
-            waiting=_int("STATS", f["waiting"]),
-            paused=_int("STATS", f["paused"]) != 0,
-            paused_for_ms=_int("STATS", f["paused_for_ms"]),
-        )
-    except KeyError as e:
-        raise malformed("STATS", f"the field {e.args[0]}", reply) from None
+    f = _Fields("STATS", reply)
+    return TopicStats(
+        topic=f.text("topic"),
+        delayed=f.integer("delayed"),
+        ready=f.integer("ready"),
+        reserved=f.integer("reserved"),
+        buried=f.integer("buried"),
+        waiting=f.integer("waiting"),
+        paused=f.integer("paused") != 0,
+        paused_for_ms=f.integer("paused_for_ms"),
+    )
 
 
 def parse_added(reply: Any) -> AddResult:

@@ -35,25 +35,13 @@ import redis
 import redis.exceptions as rx
 
 from ._config import MAX_IDLE_PER_SERVER, Backoff, Config, reason
+from ._failover import CONNECT_FAILED, LOST, NotConnected, Tried, connect_failed, gone_away
+from ._failover import may_connect, moves_on, reserve_lost, sent_and_lost
 from ._protocol import Call, Command, error_from_redis, pack, parse_deliveries, reserve_command
 from .errors import DelayqError, UnauthorizedError, UnavailableError
 from .models import Delivery
 
 T = TypeVar("T")
-
-# What a broken connection raises in redis-py 4.3+: ConnectionError (reset,
-# closed, refused), TimeoutError (no reply in time), InvalidResponse (bytes
-# that are not RESP), and a bare OSError from the socket in a few paths.
-LOST = (rx.ConnectionError, rx.TimeoutError, rx.InvalidResponse, OSError)
-
-
-class NotConnected(Exception):
-    """No connection could be had to a server: nothing was sent."""
-
-    def __init__(self, why: str, unauthorized: bool = False) -> None:
-        super().__init__(why)
-        self.why = why
-        self.unauthorized = unauthorized
 
 
 class Server:
@@ -102,9 +90,7 @@ class SyncTransport:
             except LOST:
                 pass
             conn.disconnect()
-        wait = s.backoff.try_start()
-        if wait > 0:
-            raise NotConnected(f"{s.backoff.last_error}; next try in {int(wait * 1000)} ms")
+        may_connect(s.backoff)
         conn = redis.Connection(
             host=s.host,
             port=s.port,
@@ -114,19 +100,9 @@ class SyncTransport:
         )
         try:
             conn.connect()
-        except rx.ResponseError as e:  # AUTH answered with an error
-            s.backoff.failed(f"AUTH refused: {e}")
+        except CONNECT_FAILED as e:
             conn.disconnect()
-            raise NotConnected(f"AUTH refused: {error_from_redis(e)}", unauthorized=True) from None
-        except rx.AuthenticationError as e:
-            s.backoff.failed(f"AUTH refused: {e}")
-            conn.disconnect()
-            raise NotConnected(f"AUTH refused: {e}", unauthorized=True) from None
-        except LOST as e:
-            why = reason(e)
-            s.backoff.failed(why)
-            conn.disconnect()
-            raise NotConnected(why) from None
+            raise connect_failed(s.backoff, e) from None
         s.backoff.succeeded()
         return conn
 
@@ -157,8 +133,7 @@ class SyncTransport:
     # --- requests -------------------------------------------------------------------
 
     def run(self, call: Call[T]) -> T:
-        tried: List[str] = []
-        unauthorized = False
+        tried = Tried()
         repeated = False  # an earlier attempt was written and its reply lost
         n = len(self.servers)
         first = self._preferred
@@ -169,8 +144,7 @@ class SyncTransport:
             try:
                 conn = self._acquire(s)
             except NotConnected as e:
-                tried.append(f"{s.name} ({e.why})")
-                unauthorized = unauthorized or e.unauthorized
+                tried.not_connected(s.name, e)
                 continue
             try:
                 if packed is None:
@@ -181,18 +155,16 @@ class SyncTransport:
                 why = reason(e)
                 self._broken(s, conn, why)
                 if not call.retry:
-                    raise UnavailableError(
-                        f"delayq server {s.name}: {why}; the request was sent and may have run"
-                    ) from None
-                tried.append(f"{s.name} ({why})")
+                    raise sent_and_lost(s.name, why) from None
+                tried.add(s.name, why)
                 repeated = True
                 continue
             except BaseException:
                 conn.disconnect()  # an interrupt mid-reply: its state is unknown
                 raise
-            if call.retry and k + 1 < n and any(isinstance(r, UnavailableError) for r in replies):
+            if moves_on(call, k, n, replies):
                 self._release(s, conn)
-                tried.append(f"{s.name} (answered UNAVAILABLE)")
+                tried.add(s.name, "answered UNAVAILABLE")
                 repeated = True
                 continue
             self._preferred = i
@@ -206,19 +178,12 @@ class SyncTransport:
                 raise
             self._release(s, conn)
             return result
-        return self._no_server(tried, unauthorized)
-
-    @staticmethod
-    def _no_server(tried: List[str], unauthorized: bool) -> Any:
-        if unauthorized:
-            raise UnauthorizedError("no delayq server accepted: " + ", ".join(tried))
-        raise UnavailableError("no delayq server answered: " + ", ".join(tried))
+        raise tried.error()
 
     def _send(self, cmd: Command, going_away: Optional[DelayqError]) -> Tuple[Server, Any]:
         """A connection with ``cmd`` written to it and its reply owed (a
         reserve that waits). Moves on while nothing was sent."""
-        tried: List[str] = []
-        unauthorized = False
+        tried = Tried()
         n = len(self.servers)
         first = self._preferred
         for k in range(n):
@@ -226,22 +191,19 @@ class SyncTransport:
             try:
                 conn = self._acquire(s)
             except NotConnected as e:
-                tried.append(f"{s.name} ({e.why})")
-                unauthorized = unauthorized or e.unauthorized
+                tried.not_connected(s.name, e)
                 continue
             try:
                 conn.send_packed_command([pack([cmd])], check_health=False)
             except LOST as e:
                 why = reason(e)
                 self._broken(s, conn, why)
-                raise UnavailableError(
-                    f"delayq server {s.name}: {why}; the reserve was sent and may have run"
-                ) from None
+                raise sent_and_lost(s.name, why, "the reserve") from None
             self._preferred = (first + k) % n
             return s, conn
         if going_away is not None:
             raise going_away
-        return self._no_server(tried, unauthorized)
+        raise tried.error()
 
     def reserve_wait(
         self, topics: List[str], count: int, wait_ms: int, max_bytes: int
@@ -263,10 +225,7 @@ class SyncTransport:
             except LOST as e:
                 why = reason(e)
                 self._broken(s, conn, why)
-                raise UnavailableError(
-                    f"delayq server {s.name}: {why}; the reserve was sent and may have taken "
-                    "jobs (they come back after their TTR)"
-                ) from None
+                raise reserve_lost(s.name, why) from None
             except BaseException:
                 conn.disconnect()
                 raise
@@ -276,7 +235,7 @@ class SyncTransport:
                 conn.disconnect()
                 s.backoff.failed("shutting down")
                 self._drop_idle(s)
-                going_away = UnavailableError(f"{reply.message} (delayq server {s.name})")
+                going_away = gone_away(reply, s.name)
                 left = int((deadline - time.monotonic()) * 1000)
                 if len(self.servers) > 1 and left > 0:
                     continue

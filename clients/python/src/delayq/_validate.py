@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Iterable, List, Optional, Union
+from typing import Iterable, List, Optional, Tuple, Union
 
 from .errors import InvalidArgumentError
 
@@ -50,18 +50,25 @@ def utf8(field: str, value: str) -> bytes:
         ) from None
 
 
+def _name(value: object, field: str, most: int) -> Tuple[str, bytes]:
+    """A name (topic, id): a str, and its UTF-8 of at most ``most`` bytes.
+    Empty is left to the caller, whose message says what the name may be."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{field}: expected a str, got {type(value).__name__}")
+    raw = utf8(field, value)
+    if len(raw) > most:
+        raise InvalidArgumentError(f"{field}: {len(raw)} bytes, at most {most} allowed")
+    return value, raw
+
+
 def topic(name: object, field: str = "topic") -> str:
-    if not isinstance(name, str):
-        raise InvalidArgumentError(f"{field}: expected a str, got {type(name).__name__}")
-    raw = utf8(field, name)
+    text, raw = _name(name, field, MAX_TOPIC_BYTES)
     if not raw:
         raise InvalidArgumentError(f"{field}: required, 1-200 bytes of [A-Za-z0-9._:-]")
-    if len(raw) > MAX_TOPIC_BYTES:
-        raise InvalidArgumentError(f"{field}: {len(raw)} bytes, at most 200 allowed")
     if _TOPIC.fullmatch(raw) is None:
         bad = next(b for b in raw if _TOPIC.fullmatch(bytes([b])) is None)
         raise InvalidArgumentError(f"{field}: only [A-Za-z0-9._:-] allowed, found byte 0x{bad:02x}")
-    return name
+    return text
 
 
 def topics(names: Union[str, Iterable[str]]) -> List[str]:
@@ -74,16 +81,12 @@ def topics(names: Union[str, Iterable[str]]) -> List[str]:
 
 
 def job_id(value: object, field: str = "id") -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{field}: expected a str, got {type(value).__name__}")
-    raw = utf8(field, value)
+    text, raw = _name(value, field, MAX_ID_BYTES)
     if not raw:
         raise InvalidArgumentError(f"{field}: must not be empty")
-    if len(raw) > MAX_ID_BYTES:
-        raise InvalidArgumentError(f"{field}: {len(raw)} bytes, at most 256 allowed")
     if any(b < 0x20 or b == 0x7F for b in raw):
         raise InvalidArgumentError(f"{field}: control characters are not allowed")
-    return value
+    return text
 
 
 def body(value: object) -> bytes:

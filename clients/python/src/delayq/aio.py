@@ -27,7 +27,7 @@ from typing import Iterable, List, Optional, Union
 from . import _ops
 from ._async import AsyncTransport
 from ._config import Config, Servers
-from ._protocol import Ack, IdMaker
+from ._protocol import Ack, Call, IdMaker
 from .errors import DelayqError, ExistsError
 from .models import AddResult, Delivery, Job, JobState, Stats, TopicStats
 
@@ -310,19 +310,20 @@ class AsyncClient:
     async def _acknowledge(self, acks: List[Ack]) -> List[Optional[DelayqError]]:
         """FINISH/RELEASE/BURY in one pipeline; each answer None or its error
         (all of them the call's error when no server took it)."""
-        try:
-            return await self._transport.run(_ops.acknowledge(acks))
-        except DelayqError as e:
-            return [e] * len(acks)
+        return await self._each(_ops.acknowledge(acks), len(acks))
 
     async def _touch_many(self, jobs: List[Delivery]) -> List[Optional[DelayqError]]:
-        try:
-            return await self._transport.run(_ops.touch_many(jobs))
-        except DelayqError as e:
-            return [e] * len(jobs)
+        return await self._each(_ops.touch_many(jobs), len(jobs))
 
     async def _unreserve_many(self, jobs: List[Delivery]) -> List[Optional[DelayqError]]:
+        return await self._each(_ops.unreserve_many(jobs), len(jobs))
+
+    async def _each(
+        self, call: Call[List[Optional[DelayqError]]], n: int
+    ) -> List[Optional[DelayqError]]:
+        """A pipeline's ``n`` answers, each None or its error; all ``n`` the
+        call's error when no server took it."""
         try:
-            return await self._transport.run(_ops.unreserve_many(jobs))
+            return await self._transport.run(call)
         except DelayqError as e:
-            return [e] * len(jobs)
+            return [e] * n

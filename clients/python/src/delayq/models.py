@@ -33,8 +33,34 @@ def _utc(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
+class _Due:
+    """``run_at``: the ``datetime`` view of a record's ``run_at_ms``."""
+
+    run_at_ms: int
+
+    @property
+    def run_at(self) -> datetime:
+        """When it is (or was) due, in UTC."""
+        return _utc(self.run_at_ms)
+
+
+class _Body(_Due):
+    """``text`` and ``json()``: a job's body read as UTF-8 or JSON."""
+
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        """The body as UTF-8 text."""
+        return self.body.decode("utf-8")
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return _json.loads(self.body)
+
+
 @dataclass(frozen=True)
-class AddResult:
+class AddResult(_Due):
     """What an add answered: the job's id (the client makes one when none
     was given), its state (``DELAYED``, or ``READY`` when due now) and when
     it is due."""
@@ -43,13 +69,9 @@ class AddResult:
     state: JobState
     run_at_ms: int
 
-    @property
-    def run_at(self) -> datetime:
-        return _utc(self.run_at_ms)
-
 
 @dataclass(frozen=True)
-class Delivery:
+class Delivery(_Body):
     """A job handed out by reserve: the RESP job array's ten fields, in its
     order. ``receipt`` proves this delivery; finish, release, touch and bury
     need it (pass the delivery itself and it is taken from there)."""
@@ -66,19 +88,6 @@ class Delivery:
     max_attempts: int  # 0: unlimited
 
     @property
-    def text(self) -> str:
-        """The body as UTF-8 text."""
-        return self.body.decode("utf-8")
-
-    def json(self) -> Any:
-        """The body parsed as JSON."""
-        return _json.loads(self.body)
-
-    @property
-    def run_at(self) -> datetime:
-        return _utc(self.run_at_ms)
-
-    @property
     def release_buries(self) -> bool:
         """Whether releasing this delivery buries the job instead: its
         ``max_attempts`` are used up (the server applies that rule)."""
@@ -86,7 +95,7 @@ class Delivery:
 
 
 @dataclass(frozen=True)
-class Job:
+class Job(_Body):
     """A job as ``get`` reads it: GET's 13 fields."""
 
     id: str
@@ -102,17 +111,6 @@ class Job:
     reserved_until_ms: int  # 0 unless reserved
     receipt: str  # "" unless reserved
     last_error: str  # from the last release, or why it was buried
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8")
-
-    def json(self) -> Any:
-        return _json.loads(self.body)
-
-    @property
-    def run_at(self) -> datetime:
-        return _utc(self.run_at_ms)
 
     @property
     def created_at(self) -> datetime:
