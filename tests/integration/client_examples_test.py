@@ -34,8 +34,8 @@ def add_jobs(server, topic, n, prefix):
     r = redis.Redis(host="127.0.0.1", port=server.port)
     try:
         ids = [f"{prefix}-{i}" for i in range(n)]
-        for job_id in ids:
-            r.execute_command("ADD", topic, job_id, 0, 30000, '{"order":%d}' % len(job_id))
+        for i, job_id in enumerate(ids):
+            r.execute_command("ADD", topic, job_id, 0, 30000, '{"order":%d}' % i)
         return ids
     finally:
         r.close()

@@ -150,7 +150,7 @@ test('a second signal cuts the drain short', async () => {
   await worker.start();
   while (!running) await sleep(5);
   process.kill(process.pid, 'SIGUSR2');
-  await sleep(50);
+  while (!worker.stopping) await sleep(5);  // the first signal began the drain
   process.kill(process.pid, 'SIGUSR2');
   await worker.wait();
   remove();

@@ -23,6 +23,10 @@ def run(coro: Awaitable[Any], timeout: float = 30) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
+async def waiting_on(client: delayq.AsyncClient, topic: str) -> bool:
+    return (await client.topic_stats(topic)).waiting == 1
+
+
 async def until(pred: Callable[[], Any], timeout: float = 10, what: str = "a condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -401,7 +405,8 @@ def test_a_topic_that_gains_room_joins_the_waiting_reserve(memory_server: Server
             worker.handle(topic + ".b", slow, concurrency=1)
             await worker.start()
             await until(lambda: rec.acks, what="a1's finish")
-            await asyncio.sleep(0.1)  # the reserve asked again, for both topics
+            # The reserve asked again, now for both topics: one waits on `topic`.
+            await until(lambda: waiting_on(client, topic), what="a reserve waiting on the topic")
             t0 = time.monotonic()
             await client.add(topic, b"a2")
             await until(lambda: len(rec.acks) == 2, 5, what="a2's finish")
