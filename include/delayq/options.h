@@ -49,7 +49,10 @@ struct QueueOptions {
   // Default: kMemory.
   StoreKind store = StoreKind::kMemory;
   // kRedis: redis://[[user]:password@]host:port[,host:port...][/db]; a
-  // cluster is detected. Default: "redis://127.0.0.1:6379".
+  // cluster is detected. Or
+  // redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER_NAME[/db]:
+  // the sentinels, asked where that master is, followed across failovers.
+  // Default: "redis://127.0.0.1:6379".
   std::string redis_url = "redis://127.0.0.1:6379";
   // kRedis: the prefix of every key, so deployments can share one Redis.
   // Default: "delayq".
@@ -60,6 +63,15 @@ struct QueueOptions {
   // Redis (every round then costs one script call per kind) and 16 on a
   // cluster (spread over its masters).
   uint32_t redis_buckets = 0;
+  // kRedis: a change (an add, a reserve, a finish, a release, ...) is
+  // acknowledged only once this many replicas of its master confirm they have
+  // it (one WAIT per round and master); when they do not within
+  // redis_wait_timeout_ms the call fails with kUnavailable (the change is on
+  // the master and may or may not survive its failure: an add may be
+  // repeated with the same id). docs/redis-store.md, "What survives a
+  // failure". Defaults: 0 (acknowledged once the master has it), 1000.
+  uint32_t redis_wait_replicas = 0;
+  int64_t redis_wait_timeout_ms = 1000;
   // kEmbedded: the directory of its log, created if missing; one queue at
   // a time may use it. Default: "data".
   std::string data_dir = "data";

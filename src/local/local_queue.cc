@@ -551,6 +551,7 @@ StoreFigures LocalQueue::Figures() {
       },
       st.health,
       st.failed,
+      /*topology=*/"",
   };
 }
 

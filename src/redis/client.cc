@@ -81,6 +81,8 @@ struct Client::Node {
   const ConnectionOptions options;
   const std::shared_ptr<Backoff> backoff;  // shared by every connection of the pool
   const size_t max_idle;
+  std::atomic<int> replicas{-1};  // as it last reported them (Topology::Master)
+  std::atomic<int> acked{-1};     // the last WAIT's count
   std::mutex mu;
   std::vector<std::unique_ptr<Connection>> idle;  // GUARDED_BY(mu)
 };
@@ -134,16 +136,33 @@ struct Client::Op {
   std::shared_ptr<Node> unsent_to;  // ... and that node
 };
 
+const char* ModeName(Topology::Mode mode) {
+  switch (mode) {
+    case Topology::Mode::kStandalone:
+      return "standalone";
+    case Topology::Mode::kCluster:
+      return "cluster";
+    case Topology::Mode::kSentinel:
+      return "sentinel";
+  }
+  return "?";
+}
+
 Client::Client(RedisUrl url, ClientOptions options)
     : url_(std::move(url)), options_([&] {
         ClientOptions o = std::move(options);
         o.connection.user = url_.user;
         o.connection.password = url_.password;
         o.connection.db = url_.db;
+        if (o.wait_replicas > 0) {
+          // A WAIT holds the reply for up to its timeout: not a dead node.
+          o.connection.command_timeout_ms =
+              std::max(o.connection.command_timeout_ms, o.wait_timeout_ms + 1000);
+        }
         return o;
       }()) {}
 
-Client::~Client() = default;
+Client::~Client() { sentinel_watch_.reset(); }
 
 Result<std::unique_ptr<Client>> Client::Open(std::string_view url, ClientOptions options) {
   Result<RedisUrl> parsed = ParseRedisUrl(url);
@@ -153,14 +172,19 @@ Result<std::unique_ptr<Client>> Client::Open(std::string_view url, ClientOptions
 
 Result<std::unique_ptr<Client>> Client::Open(const RedisUrl& url, ClientOptions options) {
   if (url.seeds.empty()) return InvalidArgument("redis url: no host");
+  if (options.wait_replicas < 0 || options.wait_timeout_ms < 0) {
+    return InvalidArgument("redis: wait_replicas and wait_timeout_ms must be >= 0");
+  }
   std::unique_ptr<Client> client(new Client(url, std::move(options)));
   if (Status s = client->Connect(); !s.ok()) return s;
+  if (Status s = client->WatchSentinels(); !s.ok()) return s;
   return client;
 }
 
 // Probes the seeds in order with `INFO cluster` (db 0: SELECT is refused by
 // a cluster node, and the URL's db is checked against the mode below).
 Status Client::Connect() {
+  if (url_.sentinel()) return FindSentinelMaster();
   std::string errors;
   for (const Endpoint& seed : url_.seeds) {
     ConnectionOptions probe_options = options_.connection;
@@ -185,9 +209,10 @@ Status Client::Connect() {
     if (!cluster_) {
       // One pooled connection with the URL's db now, so a bad db fails Open.
       std::unique_ptr<Connection> conn = node->Take();
-      Result<Reply> ping = conn->Exec({"PING"});
+      Result<Reply> role = conn->Exec({"ROLE"});
       node->Give(std::move(conn));
-      if (!ping.ok()) return ping.status();
+      if (!role.ok()) return role.status();
+      node->replicas = RoleReplicas(*role);
       auto map = std::make_shared<SlotMap>();
       map->owner.fill(map->IndexOf(node));
       std::lock_guard lock(mu_);
@@ -234,8 +259,148 @@ void Client::FixSlots(const std::vector<std::pair<int, std::shared_ptr<Node>>>& 
 }
 
 Status Client::RefreshSlots() {
-  if (!cluster_) return Status::Ok();
+  if (!cluster_ && !url_.sentinel()) return Status::Ok();
   return Refresh(/*force=*/true);
+}
+
+// ROLE: ["master", offset, [[host, port, offset], ...]] on a master.
+int Client::RoleReplicas(const Reply& role) {
+  if (!role.is_array() || role.elements().size() < 3 || !role.elements()[0].is_string() ||
+      role.elements()[0].str() != "master" || !role.elements()[2].is_array()) {
+    return -1;
+  }
+  return static_cast<int>(role.elements()[2].elements().size());
+}
+
+// Asks each sentinel in turn; the first master that says ROLE master wins.
+// A sentinel may still name the old master early in a failover: the node's
+// own ROLE settles it.
+Status Client::FindSentinelMaster() {
+  ConnectionOptions sentinel_options = options_.connection;
+  sentinel_options.user.clear();
+  sentinel_options.password.reset();
+  sentinel_options.db = 0;
+  std::string errors;
+  for (const Endpoint& sentinel : url_.seeds) {
+    auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
+    Result<std::unique_ptr<Connection>> conn = Connection::Open(sentinel, sentinel_options);
+    Result<Reply> addr =
+        conn.ok() ? (*conn)->Exec({"SENTINEL", "get-master-addr-by-name", url_.sentinel_master})
+                  : conn.status();
+    const std::string name = "sentinel " + sentinel.ToString();
+    if (!addr.ok()) {
+      note(addr.status().message());
+      continue;
+    }
+    if (addr->is_nil()) {
+      note(name + " watches no master named '" + url_.sentinel_master + "'");
+      continue;
+    }
+    if (!addr->is_array() || addr->elements().size() != 2 || !addr->elements()[0].is_string() ||
+        !addr->elements()[1].is_string()) {
+      note(name + ": unexpected reply " + addr->ToString());
+      continue;
+    }
+    Result<Endpoint> at =
+        ParseEndpoint(addr->elements()[0].str() + ":" + addr->elements()[1].str());
+    if (!at.ok()) {
+      note(name + ": " + at.status().message());
+      continue;
+    }
+    std::shared_ptr<Node> node = NodeAt(*at);
+    std::unique_ptr<Connection> data = node->Take();
+    Result<Reply> role = data->Exec({"ROLE"});
+    node->Give(std::move(data));
+    if (!role.ok()) {
+      note(name + " names " + at->ToString() + ": " + role.status().message());
+      continue;
+    }
+    int replicas = RoleReplicas(*role);
+    if (replicas < 0) {
+      note(name + " names " + at->ToString() + ", which is not a master (ROLE " + role->ToString() +
+           ")");
+      continue;
+    }
+    node->replicas = replicas;
+    auto map = std::make_shared<SlotMap>();
+    map->owner.fill(map->IndexOf(node));
+    std::lock_guard lock(mu_);
+    if (map_ && !map_->nodes.empty() && map_->nodes[0] != node) ++failovers_;
+    map_ = std::move(map);
+    // Only the master stays known: its connections are the only ones used.
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      it = it->second == node ? std::next(it) : nodes_.erase(it);
+    }
+    return Status::Ok();
+  }
+  return Unavailable("redis: no sentinel of " + url_.ToString() + " named a master for '" +
+                     url_.sentinel_master + "': " + errors);
+}
+
+Status Client::WatchSentinels() {
+  if (!url_.sentinel()) return Status::Ok();
+  RedisUrl sentinels = url_;
+  sentinels.user.clear();
+  sentinels.password.reset();
+  sentinels.sentinel_master.clear();
+  SubscriberOptions so;
+  so.connection = options_.connection;
+  // Announced as "<name> <old ip> <old port> <new ip> <new port>".
+  auto on_message = [this](std::string_view, std::string_view message) {
+    if (message.substr(0, message.find(' ')) == url_.sentinel_master) {
+      (void)Refresh(/*force=*/true);
+    }
+  };
+  // A switch announced while it was away is caught by asking again.
+  auto on_connect = [this] { (void)Refresh(/*force=*/true); };
+  auto watch =
+      Subscriber::Start(sentinels, {"+switch-master"}, on_message, on_connect, std::move(so));
+  if (!watch.ok()) return watch.status();
+  sentinel_watch_ = std::move(watch).value();
+  return Status::Ok();
+}
+
+std::vector<Endpoint> Client::SentinelReplicas() {
+  std::vector<Endpoint> out;
+  if (!url_.sentinel()) return out;
+  ConnectionOptions sentinel_options = options_.connection;
+  sentinel_options.user.clear();
+  sentinel_options.password.reset();
+  sentinel_options.db = 0;
+  for (const Endpoint& sentinel : url_.seeds) {
+    Result<std::unique_ptr<Connection>> conn = Connection::Open(sentinel, sentinel_options);
+    if (!conn.ok()) continue;
+    Result<Reply> r = (*conn)->Exec({"SENTINEL", "replicas", url_.sentinel_master});
+    if (!r.ok() || !r->is_array()) continue;
+    for (const Reply& replica : r->elements()) {  // flat field/value arrays
+      if (!replica.is_array()) continue;
+      std::string ip, port;
+      const std::vector<Reply>& f = replica.elements();
+      for (size_t i = 0; i + 1 < f.size(); i += 2) {
+        if (!f[i].is_string() || !f[i + 1].is_string()) continue;
+        if (f[i].str() == "ip") ip = f[i + 1].str();
+        if (f[i].str() == "port") port = f[i + 1].str();
+      }
+      Result<Endpoint> e = ParseEndpoint(ip + ":" + port);
+      if (e.ok()) out.push_back(*e);
+    }
+    return out;
+  }
+  return out;
+}
+
+Topology Client::topology() const {
+  Topology t;
+  t.mode = url_.sentinel() ? Topology::Mode::kSentinel
+           : cluster_      ? Topology::Mode::kCluster
+                           : Topology::Mode::kStandalone;
+  for (const auto& node : slot_map()->Masters()) {
+    t.masters.push_back({node->endpoint, node->replicas.load(), node->acked.load()});
+  }
+  t.failovers = failovers_.load();
+  t.waits = waits_.load();
+  t.wait_shortfalls = wait_shortfalls_.load();
+  return t;
 }
 
 // Tries the current masters, then the seeds, until one answers CLUSTER SLOTS.
@@ -244,9 +409,12 @@ Status Client::Refresh(bool force) {
   std::lock_guard refresh_lock(refresh_mu_);
   auto now = std::chrono::steady_clock::now();
   if (!force && now - last_refresh_ < std::chrono::milliseconds(options_.min_refresh_interval_ms)) {
+    stale_ = true;  // still wanted: the next call after the interval does it
     return Status::Ok();
   }
   last_refresh_ = now;
+  stale_ = false;
+  if (url_.sentinel()) return FindSentinelMaster();
   std::vector<std::shared_ptr<Node>> candidates = slot_map()->Masters();
   for (const Endpoint& seed : url_.seeds) {
     std::shared_ptr<Node> n = NodeAt(seed);
@@ -292,10 +460,18 @@ Status Client::LoadSlots(Node& from) {
     // An empty host means "the node you asked" (Redis Cluster spec).
     Endpoint at{master[0].str().empty() ? from.endpoint.host : master[0].str(),
                 static_cast<int>(port)};
-    int16_t index = map->IndexOf(NodeAt(at));
+    std::shared_ptr<Node> node = NodeAt(at);
+    node->replicas = static_cast<int>(range.elements().size() - 3);
+    int16_t index = map->IndexOf(node);
     std::fill(map->owner.begin() + start, map->owner.begin() + end + 1, index);
   }
   std::lock_guard lock(mu_);
+  // A master that left the map while its slots went to others: a failover
+  // (or every slot resharded away, which is rare enough to count alike).
+  std::vector<std::shared_ptr<Node>> now_masters = map->Masters();
+  for (const std::shared_ptr<Node>& was : map_->Masters()) {
+    if (std::find(now_masters.begin(), now_masters.end(), was) == now_masters.end()) ++failovers_;
+  }
   map_ = map;
   // Forget nodes that left the map (in-flight calls keep theirs alive);
   // seeds stay, with their backoff.
@@ -363,13 +539,20 @@ std::vector<std::pair<Endpoint, Result<Reply>>> Client::ExecOnEachMaster(const A
 // One round of Run: the Ops headed for one node, on one connection.
 class Client::Round {
  public:
+  // `wait_replicas` > 0: a group holding a command that needs replicas ends
+  // with WAIT wait_replicas wait_timeout_ms.
+  Round(int wait_replicas, int wait_timeout_ms)
+      : wait_replicas_(wait_replicas), wait_timeout_ms_(wait_timeout_ms) {}
+
   struct Group {
     std::shared_ptr<Node> node;
     std::vector<Op*> ops;
     std::unique_ptr<Connection> conn;
-    Status status;        // the first failure, if any
-    bool unsent = false;  // it failed while connecting: nothing was written
+    Status status = Status::Ok();  // the first failure, if any
+    bool unsent = false;           // it failed while connecting: nothing was written
+    bool waited = false;           // its pipeline ends with a WAIT
     std::vector<Reply> replies;
+    size_t conn_pending_at_write = 0;  // replies owed, the WAIT's included
   };
 
   void Add(Op* op, std::shared_ptr<Node> node) {
@@ -379,7 +562,10 @@ class Client::Round {
         return;
       }
     }
-    groups_.push_back(Group{std::move(node), {op}, nullptr, Status::Ok(), false, {}});
+    Group g;
+    g.node = std::move(node);
+    g.ops.push_back(op);
+    groups_.push_back(std::move(g));
   }
 
   // Writes every group's pipeline, then reads every group's replies.
@@ -393,8 +579,25 @@ class Client::Round {
 
   std::vector<Group>& groups() { return groups_; }
 
+  // Empty when the group's changes count: no WAIT was needed, or its WAIT
+  // confirmed enough replicas. Otherwise why they do not (the WAIT's reply
+  // fell short, was an error, or was lost with the connection).
+  std::string WaitShortfall(const Group& g) const {
+    if (!g.waited) return "";
+    const std::string head = g.node->name + ": WAIT ";
+    if (g.replies.size() < g.conn_pending_at_write) {
+      return head + "not answered (" + g.status.message() + ")";
+    }
+    const Reply& r = g.replies.back();
+    if (r.is_integer() && r.integer() >= wait_replicas_) return "";
+    if (!r.is_integer()) return head + "refused: " + r.ToString();
+    return head + "confirmed " + std::to_string(r.integer()) + " of " +
+           std::to_string(wait_replicas_) + " replicas within " + std::to_string(wait_timeout_ms_) +
+           " ms";
+  }
+
  private:
-  static void Write(Group& g) {
+  void Write(Group& g) {
     g.conn = g.node->Take();
     std::vector<const Script*> loading;  // one SCRIPT LOAD per script and node
     for (Op* op : g.ops) {
@@ -412,10 +615,18 @@ class Client::Round {
         g.unsent = true;  // Append fails only while connecting
         return;
       }
+      g.waited = g.waited || (wait_replicas_ > 0 && op->cmd->needs_replicas);
     }
-    g.status = g.conn->Flush();
+    if (g.waited) {
+      g.status = g.conn->Append(
+          {"WAIT", std::to_string(wait_replicas_), std::to_string(wait_timeout_ms_)});
+    }
+    g.conn_pending_at_write = g.conn->pending();
+    if (g.status.ok()) g.status = g.conn->Flush();
   }
 
+  const int wait_replicas_;
+  const int wait_timeout_ms_;
   std::vector<Group> groups_;
 };
 
@@ -447,6 +658,7 @@ bool ParseRedirect(const std::string& text, const Endpoint& from, int* slot, End
 
 void Client::Run(std::vector<Op>& ops) {
   int delay_ms = options_.retry_delay_ms;
+  if (stale_.load(std::memory_order_relaxed)) (void)Refresh(/*force=*/false);
   for (;;) {
     std::vector<Op*> todo;
     for (Op& op : ops) {
@@ -456,7 +668,7 @@ void Client::Run(std::vector<Op>& ops) {
 
     // Route. A slot without a master gets one map reload per round to find one.
     std::shared_ptr<const SlotMap> map = slot_map();
-    Round round;
+    Round round(options_.wait_replicas, options_.wait_timeout_ms);
     bool reloaded = false;
     for (Op* op : todo) {
       if (op->cmd->argv.empty()) {
@@ -464,7 +676,7 @@ void Client::Run(std::vector<Op>& ops) {
         continue;
       }
       std::shared_ptr<Node> node = op->target ? op->target : map->Owner(op->slot);
-      if (!node && cluster_ && !reloaded) {
+      if (!node && Rerouting() && !reloaded) {
         reloaded = true;
         (void)Refresh(/*force=*/false);
         map = slot_map();
@@ -482,11 +694,19 @@ void Client::Run(std::vector<Op>& ops) {
 
     // Settle or requeue each Op.
     bool refresh = false;
+    bool force_refresh = false;  // READONLY: the old master answered, so its map is wrong
     bool wait = false;
     std::vector<std::pair<int, std::shared_ptr<Node>>> moved;  // MOVED slot -> node
     for (Round::Group& g : round.groups()) {
       const std::string& name = g.node->name;
       size_t next = 0;  // index into g.replies
+      const std::string shortfall = round.WaitShortfall(g);
+      if (g.waited) {
+        ++waits_;
+        if (!shortfall.empty()) ++wait_shortfalls_;
+        const Reply* w = g.replies.size() == g.conn_pending_at_write ? &g.replies.back() : nullptr;
+        g.node->acked = w != nullptr && w->is_integer() ? static_cast<int>(w->integer()) : 0;
+      }
       for (Op* op : g.ops) {
         size_t n = 1 + (op->load ? 1 : 0) + (op->asking ? 1 : 0);
         bool was_asking = op->asking;
@@ -495,13 +715,13 @@ void Client::Run(std::vector<Op>& ops) {
         op->load = false;
         if (next + n > g.replies.size()) {  // no reply: the node failed
           next += n;
-          if (g.unsent && cluster_) {
+          if (g.unsent && Rerouting()) {
             op->unsent = g.status;
             op->unsent_to = g.node;
             refresh = true;
           } else {
             op->result = g.status;
-            refresh = refresh || cluster_;
+            refresh = refresh || Rerouting();
           }
           continue;
         }
@@ -539,11 +759,23 @@ void Client::Run(std::vector<Op>& ops) {
             op->target = g.node;
             op->asking = true;
           }
+        } else if (code == "READONLY") {
+          // Refused, not run: the node is a replica now. Sent again where
+          // the master is looked up to be, below (as an unreachable node's).
+          op->unsent = Unavailable(name + " is a replica now (" + reply.str() +
+                                   ") and no other master is known yet");
+          op->unsent_to = g.node;
+          refresh = true;
+          force_refresh = true;
         } else if (code == "NOSCRIPT" && op->cmd->script != nullptr && !op->loaded) {
           op->loaded = true;
           op->load = true;
           op->target = g.node;
           op->asking = was_asking;
+        } else if (!shortfall.empty() && op->cmd->needs_replicas && !reply.is_error()) {
+          op->result = Unavailable(shortfall +
+                                   ": the change is made on the master but not "
+                                   "known to have reached its replicas");
         } else {
           op->result = std::move(reply);
         }
@@ -551,7 +783,7 @@ void Client::Run(std::vector<Op>& ops) {
     }
 
     if (!moved.empty()) FixSlots(moved);
-    if (refresh) (void)Refresh(/*force=*/false);
+    if (refresh) (void)Refresh(force_refresh);
     // Ops whose node was unreachable before anything was written go to the
     // slot's new owner, if the reloaded map names another one.
     map = slot_map();

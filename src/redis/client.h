@@ -1,42 +1,71 @@
 // Client: what a Redis-backed queue talks to. One object for a standalone
-// Redis or a Redis Cluster; the caller names, with every command, the key
-// that routes it, and the Client finds the node.
+// Redis, a Redis Cluster, or a master watched by Redis Sentinel; the caller
+// names, with every command, the key that routes it, and the Client finds
+// the node.
 //
 // Open connects to the first seed of the URL that answers, asks `INFO
-// cluster`, and in cluster mode loads the slot map (`CLUSTER SLOTS`). A
-// command goes to the master serving the slot of its key (slot.h); with a
-// standalone server the key is ignored. On the way:
+// cluster`, and in cluster mode loads the slot map (`CLUSTER SLOTS`). With a
+// redis+sentinel:// URL it asks the sentinels, in order, `SENTINEL
+// get-master-addr-by-name`, and takes the first answer whose node says `ROLE`
+// master. A command goes to the master serving the slot of its key (slot.h);
+// with one master the key is ignored. On the way:
 //
 //   MOVED slot host:port   the map is stale: the slot's entry is corrected at
 //                          once, the whole map is reloaded (at most once per
-//                          min_refresh_interval_ms), the command is sent again
-//                          to the node named.
+//                          min_refresh_interval_ms: a reload asked for sooner
+//                          is made by the first call after it), the command is
+//                          sent again to the node named.
 //   ASK slot host:port     the slot is being migrated and this key has moved:
 //                          ASKING then the command, on that node, this once;
 //                          the map does not change.
 //   TRYAGAIN, CLUSTERDOWN, LOADING
 //                          sent again after 10, 20, 40, ... ms, up to
 //                          retry_attempts times; then kUnavailable.
+//   READONLY               the node is a replica now (a failover demoted it):
+//                          the master is looked up again (the slot map, or the
+//                          sentinels) and the command goes to the new one; if
+//                          none is known yet, kUnavailable.
 //   NOSCRIPT (a Script)    SCRIPT LOAD on that node, then EVALSHA again, once.
-//   a node unreachable     when nothing was written to it, the map is reloaded
-//                          from any node that answers and, if the slot now has
+//   a node unreachable     when nothing was written to it, the master is
+//                          looked up again (the slot map from any node that
+//                          answers, or the sentinels) and, if the slot now has
 //                          another owner, the command goes there; otherwise
 //                          kUnavailable at once (no waiting on a dead node:
-//                          see Connection's backoff).
+//                          see Connection's backoff). When the command was
+//                          written, kUnavailable (it may have run), and the
+//                          next command finds the new master.
 //
-// MOVED and ASK count as redirections, at most max_redirects per command,
-// so a misconfigured cluster cannot bounce a command forever. Every resend is
-// of a command Redis refused to run (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
-// LOADING, NOSCRIPT) or that was never written: nothing runs twice.
+// MOVED, ASK, READONLY and reroutes count as redirections, at most
+// max_redirects per command, so a misconfigured cluster cannot bounce a
+// command forever. Every resend is of a command Redis refused to run (MOVED,
+// ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY, NOSCRIPT) or that was never
+// written: nothing runs twice.
+//
+// Sentinel: besides asking again on READONLY and on a lost master, a
+// Subscriber on the sentinels follows `+switch-master` announcements for the
+// master's name, and asks again after each (re)connect to a sentinel, so a
+// failover is usually known before the first command meets the old master.
+//
+// Replicas (ClientOptions::wait_replicas > 0): a node's pipeline that holds a
+// command marked Command::needs_replicas ends with `WAIT wait_replicas
+// wait_timeout_ms` on the same connection, so one WAIT covers every change of
+// the pipeline (Redis counts the replicas that acknowledged the connection's
+// last write). When it confirms fewer, or its reply is lost, every such
+// command that Redis ran is answered kUnavailable ("... WAIT confirmed 0 of
+// 1 replicas within 1000 ms ..."): the change is on the master and may or
+// may not survive its failure. Commands not so marked (reads) are answered
+// as Redis answered them.
 //
 // A call blocks its thread: at worst about command_timeout_ms per node it
-// waits on, plus the retry delays above. A pipeline is not a transaction:
-// other clients' commands may run between two commands of one batch.
+// waits on, plus the retry delays above (and wait_timeout_ms). A pipeline is
+// not a transaction: other clients' commands may run between two commands of
+// one batch.
 //
 // What comes back: a Reply for every command Redis answered, error replies
 // included ("-WRONGTYPE ...", "-ERR ..." — the caller decides); kUnavailable
 // when Redis could not be reached or answered (a command that failed after it
-// was written may or may not have run), or when the retries above ran out.
+// was written may or may not have run), when the retries above ran out, or
+// when WAIT fell short.
 //
 // Thread-safety: every method may be called from any number of threads at
 // once. Each node has a pool of connections; a call takes one connection per
@@ -44,10 +73,11 @@
 // another thread's) and puts it back. A pool grows to as many connections as
 // threads use the node at once and keeps up to max_idle_connections_per_node
 // of them open between calls. Connections to one node share one Backoff.
-// There are no background threads.
+// There are no background threads, except with Sentinel: the Subscriber's.
 #ifndef DELAYQ_REDIS_CLIENT_H_
 #define DELAYQ_REDIS_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -62,6 +92,7 @@
 #include "delayq/status.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
+#include "redis/subscriber.h"
 #include "redis/url.h"
 
 namespace delayq::redis {
@@ -94,6 +125,11 @@ struct Command {
   // Set by Eval: argv is EVALSHA of this script, loaded on NOSCRIPT.
   // The script must outlive the call that runs the command.
   const Script* script = nullptr;
+  // Its change counts only once ClientOptions::wait_replicas replicas have
+  // it: its node's pipeline ends with a WAIT, and a WAIT that falls short
+  // turns its reply into kUnavailable. Default: false (reads, and changes
+  // nobody was promised).
+  bool needs_replicas = false;
 
   // EVALSHA script.sha1() len(keys) keys... args..., routed by keys[0]
   // ("" when there are no keys).
@@ -119,7 +155,38 @@ struct ClientOptions {
   int min_refresh_interval_ms = 100;
   // Open connections kept per node between calls. Default: 8.
   int max_idle_connections_per_node = 8;
+  // Replicas that must acknowledge a command marked needs_replicas (WAIT),
+  // and how long WAIT may wait for them. Each connection's
+  // command_timeout_ms is raised to wait_timeout_ms + 1000 if lower.
+  // Defaults: 0 (no WAIT), 1000.
+  int wait_replicas = 0;
+  int wait_timeout_ms = 1000;
 };
+
+// What the Client knows of the deployment, for metrics and health checks.
+struct Topology {
+  enum class Mode { kStandalone, kCluster, kSentinel };
+  Mode mode = Mode::kStandalone;
+  struct Master {
+    Endpoint endpoint;
+    // Replicas it reported (CLUSTER SLOTS, or ROLE when it was found); -1:
+    // not known.
+    int replicas = -1;
+    // Replicas the last WAIT on it confirmed; -1: no WAIT yet.
+    int acked = -1;
+  };
+  std::vector<Master> masters;
+  // Times a master was replaced by another: a node left the slot map while
+  // its slots went to others, or the sentinels named a new master.
+  uint64_t failovers = 0;
+  // WAITs sent, and those that confirmed fewer than wait_replicas (or whose
+  // reply was lost).
+  uint64_t waits = 0;
+  uint64_t wait_shortfalls = 0;
+};
+
+// "standalone", "cluster", "sentinel".
+const char* ModeName(Topology::Mode mode);
 
 class Client {
  public:
@@ -136,6 +203,8 @@ class Client {
 
   // True when the server is a Redis Cluster node (`cluster_enabled:1`).
   bool cluster() const { return cluster_; }
+  // True when the URL was redis+sentinel://.
+  bool sentinel() const { return url_.sentinel(); }
 
   // Runs one command where `cmd.key` routes it.
   Result<Reply> Exec(const Command& cmd);
@@ -157,9 +226,15 @@ class Client {
   std::vector<Endpoint> Masters() const;
   // Where the current map sends `key`. Unavailable when no node serves its slot.
   Result<Endpoint> MasterFor(std::string_view key) const;
-  // Reloads the slot map now (no-op when standalone). kUnavailable when no
-  // known node or seed answers CLUSTER SLOTS.
+  // Reloads the slot map now, or asks the sentinels where the master is
+  // (no-op when standalone). kUnavailable when no known node or seed answers
+  // CLUSTER SLOTS, or no sentinel names a master that says it is one.
   Status RefreshSlots();
+  // The masters, their replicas, and what was observed: a snapshot.
+  Topology topology() const;
+  // The replicas the sentinels know for the master (their addresses as the
+  // sentinels announce them); empty when not sentinel or none answered.
+  std::vector<Endpoint> SentinelReplicas();
 
   // The URL it was opened with, password hidden.
   std::string url() const { return url_.ToString(); }
@@ -172,6 +247,15 @@ class Client {
 
   Client(RedisUrl url, ClientOptions options);
   Status Connect();
+  // Sentinel: asks the sentinels for the master and installs it.
+  Status FindSentinelMaster();
+  // Starts following +switch-master (sentinel only).
+  Status WatchSentinels();
+  // The master can move (cluster, sentinel): unreachable nodes and READONLY
+  // send the command where a fresh look finds it.
+  bool Rerouting() const { return cluster_ || url_.sentinel(); }
+  // The node's replicas as ROLE reports them (-1 when it cannot say).
+  static int RoleReplicas(const Reply& role);
   void Run(std::vector<Op>& ops);
   std::shared_ptr<const SlotMap> slot_map() const;
   std::shared_ptr<Node> NodeAt(const Endpoint& endpoint);
@@ -190,6 +274,15 @@ class Client {
 
   std::mutex refresh_mu_;                               // one reload at a time
   std::chrono::steady_clock::time_point last_refresh_;  // GUARDED_BY(refresh_mu_)
+
+  // A reload was asked for within min_refresh_interval_ms of the last one:
+  // the first call after the interval makes it.
+  std::atomic<bool> stale_{false};
+  std::atomic<uint64_t> failovers_{0};
+  std::atomic<uint64_t> waits_{0};
+  std::atomic<uint64_t> wait_shortfalls_{0};
+  // Sentinel: follows +switch-master. Last member: stopped first.
+  std::unique_ptr<Subscriber> sentinel_watch_;
 };
 
 }  // namespace delayq::redis

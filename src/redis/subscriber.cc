@@ -80,9 +80,13 @@ void Subscriber::Run() {
   const ConnectionOptions& co = options_.connection;
   Backoff backoff(co.backoff_initial_ms, co.backoff_max_ms);
   size_t next = 0;
-  bool quiet = false;  // log the first failure after a success, not every retry
+  bool quiet = false;      // log the first failure after a success, not every retry
+  bool preferred = false;  // this attempt went where options_.prefer said
   while (!stop_) {
-    std::unique_ptr<Connection> conn = Connection::Create(url_.seeds[next], co);
+    std::optional<Endpoint> at;
+    if (options_.prefer && !preferred) at = options_.prefer();
+    preferred = at.has_value();
+    std::unique_ptr<Connection> conn = Connection::Create(at ? *at : url_.seeds[next], co);
     bool subscribed = false;
     Status s = Session(*conn, &subscribed);
     connected_ = false;
@@ -91,9 +95,13 @@ void Subscriber::Run() {
     if (subscribed) {
       backoff.Succeeded();
       quiet = false;
+      preferred = false;  // after a session, ask again first
     } else {
       backoff.Failed(s.message());
-      next = (next + 1) % url_.seeds.size();
+      if (!at) {
+        next = (next + 1) % url_.seeds.size();
+        preferred = false;
+      }
     }
     if (!quiet) {
       Log(LogLevel::kWarn, "redis subscriber: %s; reconnecting", s.message().c_str());

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -45,6 +46,11 @@ struct SubscriberOptions {
   // With no traffic for this long, a PING checks the connection; no answer
   // within another interval counts as a failure. Default: 1000.
   int health_check_interval_ms = 1000;
+  // Where to connect first, asked before each connect (say, the master a
+  // Client found through Sentinel, which moves on a failover); nullopt, or a
+  // connect there that failed, falls back to the URL's next endpoint, and the
+  // two alternate while failures go on. Default: none (the URL's alone).
+  std::function<std::optional<Endpoint>()> prefer;
 };
 
 class Subscriber {

@@ -9,6 +9,8 @@ namespace delayq::redis {
 namespace {
 
 constexpr std::string_view kScheme = "redis://";
+constexpr std::string_view kSentinelScheme = "redis+sentinel://";
+constexpr int kSentinelPort = 26379;
 
 Status Bad(std::string_view url, const std::string& what) {
   return InvalidArgument("redis url '" + RedactUrl(url) + "': " + what);
@@ -49,12 +51,13 @@ std::string Endpoint::ToString() const {
 }
 
 std::string RedisUrl::ToString() const {
-  std::string out(kScheme);
+  std::string out(sentinel() ? kSentinelScheme : kScheme);
   if (password) out += user + ":***@";
   for (size_t i = 0; i < seeds.size(); ++i) {
     if (i > 0) out += ',';
     out += seeds[i].ToString();
   }
+  if (sentinel()) out += "/" + sentinel_master;
   if (db != 0) out += "/" + std::to_string(db);
   return out;
 }
@@ -79,8 +82,9 @@ Result<std::string> PercentDecode(std::string_view text) {
   return out;
 }
 
-Result<Endpoint> ParseEndpoint(std::string_view text) {
+Result<Endpoint> ParseEndpoint(std::string_view text, int default_port) {
   Endpoint e;
+  e.port = default_port;
   std::string_view port;
   bool has_port = false;
   if (!text.empty() && text[0] == '[') {  // [v6] or [v6]:port
@@ -125,14 +129,15 @@ Result<RedisUrl> ParseRedisUrl(std::string_view text) {
   if (text.starts_with("rediss://")) {
     return Bad(text, "TLS (rediss://) is not supported: hiredis 0.14 has no TLS; use redis://");
   }
-  if (!text.starts_with(kScheme)) {
+  const bool sentinel = text.starts_with(kSentinelScheme);
+  if (!sentinel && !text.starts_with(kScheme)) {
     size_t sep = text.find("://");
     if (sep == std::string_view::npos) return Bad(text, "expected it to start with redis://");
-    return Bad(text,
-               "unsupported scheme '" + std::string(text.substr(0, sep)) + "' (expected redis://)");
+    return Bad(text, "unsupported scheme '" + std::string(text.substr(0, sep)) +
+                         "' (expected redis:// or redis+sentinel://)");
   }
   RedisUrl url;
-  std::string_view rest = text.substr(kScheme.size());
+  std::string_view rest = text.substr(sentinel ? kSentinelScheme.size() : kScheme.size());
 
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);
@@ -150,7 +155,32 @@ Result<RedisUrl> ParseRedisUrl(std::string_view text) {
     url.password = std::move(*password);
   }
 
-  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    return Bad(text, "query strings and fragments are not supported");
+  }
+  if (sentinel) {  // hosts/MASTER_NAME[/db]
+    size_t slash = rest.find('/');
+    std::string_view name =
+        slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    std::string_view db;
+    if (size_t second = name.find('/'); second != std::string_view::npos) {
+      db = name.substr(second + 1);
+      name = name.substr(0, second);
+    }
+    if (name.empty()) {
+      return Bad(text,
+                 "no master name after the sentinels (redis+sentinel://host:port,.../MASTER_NAME)");
+    }
+    Result<std::string> decoded = PercentDecode(name);
+    if (!decoded.ok()) return Bad(text, "master name: " + decoded.status().message());
+    url.sentinel_master = std::move(*decoded);
+    rest = rest.substr(0, slash);
+    if (!db.empty()) {
+      std::optional<int> n = ParseInt(db, 0, 2147483647);
+      if (!n) return Bad(text, "db '" + std::string(db) + "' is not a number in 0..2147483647");
+      url.db = *n;
+    }
+  } else if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
     std::string_view db = rest.substr(slash + 1);
     rest = rest.substr(0, slash);
     if (!db.empty()) {
@@ -159,16 +189,13 @@ Result<RedisUrl> ParseRedisUrl(std::string_view text) {
       url.db = *n;
     }
   }
-  if (rest.find_first_of("?#") != std::string_view::npos) {
-    return Bad(text, "query strings and fragments are not supported");
-  }
 
   if (rest.empty()) return Bad(text, "empty host");
   while (true) {
     size_t comma = rest.find(',');
     std::string_view one = rest.substr(0, comma);
     if (one.empty()) return Bad(text, "empty host in the host list");
-    Result<Endpoint> e = ParseEndpoint(one);
+    Result<Endpoint> e = ParseEndpoint(one, sentinel ? kSentinelPort : kDefaultPort);
     if (!e.ok()) return Bad(text, e.status().message());
     url.seeds.push_back(std::move(*e));
     if (comma == std::string_view::npos) break;

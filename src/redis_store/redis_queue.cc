@@ -108,7 +108,18 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   if (!url.ok()) {
     return InvalidArgument("redis_url: " + Tail(url.status().message(), "redis url: "));
   }
-  auto client = redis::Client::Open(*url);
+  if (options.redis_wait_replicas > 1000) {
+    return InvalidArgument("redis_wait_replicas: must be 0..1000, got " +
+                           std::to_string(options.redis_wait_replicas));
+  }
+  if (options.redis_wait_timeout_ms < 1 || options.redis_wait_timeout_ms > 3'600'000) {
+    return InvalidArgument("redis_wait_timeout_ms: must be 1..3600000 (an hour), got " +
+                           std::to_string(options.redis_wait_timeout_ms));
+  }
+  redis::ClientOptions client_options;
+  client_options.wait_replicas = static_cast<int>(options.redis_wait_replicas);
+  client_options.wait_timeout_ms = static_cast<int>(options.redis_wait_timeout_ms);
+  auto client = redis::Client::Open(*url, client_options);
   if (!client.ok()) {
     if (client.status().code() == Code::kInvalidArgument) {
       return InvalidArgument("redis_url: " + client.status().message());
@@ -120,6 +131,7 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   ctx->clock = options.clock ? options.clock : SystemClock();
   ctx->limits = options.limits;
   ctx->dedup_window_ms = std::max<int64_t>(0, options.dedup_window_ms);
+  ctx->wait_replicas = options.redis_wait_replicas;
   ctx->prefix = prefix;
   ctx->buckets = options.redis_buckets;
   if (ctx->buckets == 0) {
@@ -175,17 +187,29 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   auto q = std::unique_ptr<RedisQueue>(new RedisQueue(std::move(ctx), std::move(client).value()));
   // Wake-ups first (docs/redis-store.md: subscribe before anything else).
   // Any master can take over the subscription when one dies.
+  // With Sentinel the URL names sentinels: the master and its replicas then
+  // (a PUBLISH on the master reaches its replicas), the master first, as the
+  // client knows it now, after a failover too.
   redis::RedisUrl sub_url = *url;
+  sub_url.sentinel_master.clear();
   std::vector<redis::Endpoint> seeds = q->client_->Masters();
-  for (const redis::Endpoint& e : url->seeds) {
+  std::vector<redis::Endpoint> more = url->sentinel() ? q->client_->SentinelReplicas() : url->seeds;
+  for (const redis::Endpoint& e : more) {
     if (std::find(seeds.begin(), seeds.end(), e) == seeds.end()) seeds.push_back(e);
   }
   sub_url.seeds = std::move(seeds);
   RedisQueue* raw = q.get();
+  redis::SubscriberOptions sub_options;
+  redis::Client* client_raw = q->client_.get();
+  sub_options.prefer = [client_raw]() -> std::optional<redis::Endpoint> {
+    std::vector<redis::Endpoint> masters = client_raw->Masters();
+    if (masters.empty()) return std::nullopt;
+    return masters.front();
+  };
   auto sub = redis::Subscriber::Start(
       sub_url, {prefix + ":wake"},
       [raw](std::string_view, std::string_view message) { raw->OnWakeMessage(message); },
-      [raw] { raw->OnSubscribed(); });
+      [raw] { raw->OnSubscribed(); }, std::move(sub_options));
   if (!sub.ok()) return sub.status();
   q->subscriber_ = std::move(sub).value();
   {
@@ -254,8 +278,41 @@ RedisQueue::DispatchStats RedisQueue::dispatch_stats() const {
 
 StoreFigures RedisQueue::Figures() {
   DispatchStats d = dispatch_stats();
+  const redis::Topology t = client_->topology();
+  // Replicas known, and the fewest the last WAIT of any master confirmed.
+  uint64_t replicas = 0;
+  int64_t acked = -1;
+  std::string masters;
+  std::string short_of;  // the masters whose last WAIT fell short
+  for (const redis::Topology::Master& m : t.masters) {
+    replicas += static_cast<uint64_t>(std::max(0, m.replicas));
+    if (m.acked >= 0) acked = acked < 0 ? m.acked : std::min<int64_t>(acked, m.acked);
+    masters += (masters.empty() ? "" : ", ") + m.endpoint.ToString() + " (" +
+               (m.replicas < 0 ? std::string("?") : std::to_string(m.replicas)) + " replicas";
+    if (m.acked >= 0) masters += ", last WAIT " + std::to_string(m.acked);
+    masters += ")";
+    if (ctx_->wait_replicas > 0 && m.acked >= 0 &&
+        static_cast<uint32_t>(m.acked) < ctx_->wait_replicas) {
+      short_of += (short_of.empty() ? "" : ", ") + m.endpoint.ToString();
+    }
+  }
   StoreFigures f;
-  f.fields = {{"redis_rounds", d.rounds}, {"redis_commands", d.commands}, {"redis_ops", d.ops}};
+  f.fields = {{"redis_rounds", d.rounds},
+              {"redis_commands", d.commands},
+              {"redis_ops", d.ops},
+              {"redis_masters", t.masters.size()},
+              {"redis_replicas", replicas},
+              {"redis_wait_replicas", ctx_->wait_replicas},
+              {"redis_replicas_acked", acked < 0 ? 0 : static_cast<uint64_t>(acked)},
+              {"redis_waits", t.waits},
+              {"redis_wait_shortfalls", t.wait_shortfalls},
+              {"redis_failovers", t.failovers}};
+  f.topology = std::string(redis::ModeName(t.mode)) + ": " + masters;
+  if (!short_of.empty()) {
+    f.health = Unavailable("redis: the last WAIT on " + short_of + " confirmed fewer than " +
+                           std::to_string(ctx_->wait_replicas) +
+                           " replicas (--redis-wait-replicas): changes there are refused");
+  }
   return f;
 }
 

@@ -307,6 +307,27 @@ bool ReadsRedisTime(Lua lua) {
   return lua == Lua::kSubscriptions || lua == Lua::kPushLedger || lua == Lua::kSchedules;
 }
 
+bool NeedsReplicas(Lua lua) {
+  switch (lua) {
+    case Lua::kInit:
+    case Lua::kGet:
+    case Lua::kPeek:
+    case Lua::kHeads:
+    case Lua::kTopics:
+    case Lua::kStats:
+    case Lua::kPromote:
+      return false;
+    default:
+      return true;
+  }
+}
+
+redis::Command Batch::Call(Lua lua, uint32_t bucket, std::vector<std::string> args) const {
+  redis::Command c = redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, std::move(args));
+  c.needs_replicas = NeedsReplicas(lua);
+  return c;
+}
+
 std::vector<std::string> Batch::FirstArgs(Lua lua) const {
   if (ReadsRedisTime(lua)) return {};
   return {now_text_};
@@ -318,7 +339,7 @@ Batch::Slot Batch::Append(Lua lua, uint32_t bucket, std::vector<std::string>&& f
   auto it = open_.find({lua, bucket});
   if (it == open_.end() || it->second.jobs >= kMaxBatch ||
       (it->second.jobs > 0 && it->second.bytes + bytes > kMaxCommandBytes)) {
-    cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, FirstArgs(lua)));
+    cmds_.push_back(Call(lua, bucket, FirstArgs(lua)));
     it = open_.insert_or_assign({lua, bucket}, Open{cmds_.size() - 1, 0, 0}).first;
   }
   Open& open = it->second;
@@ -337,7 +358,7 @@ Batch::Slot Batch::AppendTogether(Lua lua, uint32_t bucket,
   auto it = open_.find({lua, bucket});
   if (it == open_.end() || it->second.jobs + entries.size() > kMaxBatch ||
       (it->second.jobs > 0 && it->second.bytes + bytes > kMaxCommandBytes)) {
-    cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, FirstArgs(lua)));
+    cmds_.push_back(Call(lua, bucket, FirstArgs(lua)));
     it = open_.insert_or_assign({lua, bucket}, Open{cmds_.size() - 1, 0, 0}).first;
   }
   Open& open = it->second;
@@ -353,7 +374,7 @@ Batch::Slot Batch::AppendTogether(Lua lua, uint32_t bucket,
 
 size_t Batch::Single(Lua lua, uint32_t bucket, std::vector<std::string> args) {
   if (!ReadsRedisTime(lua)) args.insert(args.begin(), now_text_);
-  cmds_.push_back(redis::Command::Eval(ScriptOf(lua), {ctx_.tags[bucket]}, std::move(args)));
+  cmds_.push_back(Call(lua, bucket, std::move(args)));
   return cmds_.size() - 1;
 }
 

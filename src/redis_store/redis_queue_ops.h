@@ -66,6 +66,14 @@ const redis::Script& ScriptOf(Lua lua);
 // delivery", "Schedules").
 bool ReadsRedisTime(Lua lua);
 
+// Whether a call of `lua` changes what a caller is told of (an add, a
+// reserve, a finish, ...): with QueueOptions::redis_wait_replicas, its node's
+// pipeline ends with a WAIT and it counts only once the replicas have it
+// (redis::Command::needs_replicas). Not: the reads (get, peek, heads, topics,
+// stats), init, and promote (made again by the next promote if a failover
+// loses it).
+bool NeedsReplicas(Lua lua);
+
 // Per bucket, the earliest time (wall ms) a queue knows something falls due
 // there: kNever when nothing is known, 0 at start (every bucket is promoted
 // once). Notes (from add, release, heads, reserve and promote replies, and
@@ -102,6 +110,7 @@ struct Context {
   std::shared_ptr<Clock> clock;
   Limits limits;
   int64_t dedup_window_ms = 0;  // QueueOptions::dedup_window_ms (add.lua's k flag)
+  uint32_t wait_replicas = 0;   // QueueOptions::redis_wait_replicas
   std::string prefix;
   uint32_t buckets = 0;
   std::vector<std::string> tags;  // "{<prefix>:<bucket>}" per bucket
@@ -259,6 +268,8 @@ class Batch {
   };
   GroupSlot AddGroup(Lua lua, uint32_t bucket, uint32_t n, const std::vector<std::string>& topics,
                      uint32_t ttr_ms);
+  // `lua` on `bucket` with `args`, marked needs_replicas as NeedsReplicas says.
+  redis::Command Call(Lua lua, uint32_t bucket, std::vector<std::string> args) const;
   // The arguments a command of `lua` starts with: now_ms, or none.
   std::vector<std::string> FirstArgs(Lua lua) const;
   // Fills call.starts from its reply, or sets call.shape.

@@ -223,8 +223,8 @@ void HttpServer::Api::Healthz(Connection& c, const RouteCall&) {
   // 200, since a probe that restarted the server would not give the disk
   // room; or failed for good (a failed fdatasync: only a restart recovers).
   StoreFigures f = s_->queue_->Figures();
-  wire::Health health{"ok", ""};
-  if (!f.health.ok()) health = {f.failed ? "failed" : "degraded", f.health.message()};
+  wire::Health health{"ok", "", f.topology};
+  if (!f.health.ok()) health = {f.failed ? "failed" : "degraded", f.health.message(), f.topology};
   std::string json;
   JsonWriter w(&json);
   wire::WriteJson(w, health, wire::kHealthFields);

@@ -52,6 +52,8 @@ struct ServeOptions {
   std::string redis_url = "redis://127.0.0.1:6379";
   std::string redis_prefix = "delayq";
   uint32_t redis_buckets = 0;
+  uint32_t redis_wait_replicas = 0;
+  int64_t redis_wait_timeout_ms = 1000;
   std::string http_host = "127.0.0.1";
   int http_port = 7700;
   std::string resp_host = "127.0.0.1";
@@ -185,6 +187,8 @@ int Serve(ServeOptions o) {
   qo.redis_url = o.redis_url;
   qo.redis_prefix = o.redis_prefix;
   qo.redis_buckets = o.redis_buckets;
+  qo.redis_wait_replicas = o.redis_wait_replicas;
+  qo.redis_wait_timeout_ms = o.redis_wait_timeout_ms;
   qo.limits.max_body_bytes = o.max_body;
   // The queue's timers run on the loop thread: a job that falls due reaches
   // its waiting reserve without waking a second thread first.
@@ -449,6 +453,9 @@ int main(int argc, char** argv) {
       {"--dedup-window", &o.dedup_window_ms, 86'400'000,
        "how long an add with an idempotency key is remembered: a repeat within it changes "
        "nothing (0: not remembered)"},
+      {"--redis-wait-timeout", &o.redis_wait_timeout_ms, 3'600'000,
+       "redis store: how long a change waits for --redis-wait-replicas replicas before it is "
+       "answered unavailable"},
       {"--idle-timeout", &o.idle_timeout_ms, kMaxIdleTimeoutMs,
        "close connections idle this long (0: never; a waiting reserve is not idle)"},
       {"--request-timeout", &o.request_timeout_ms, kMaxRequestTimeoutMs,
@@ -481,8 +488,9 @@ int main(int argc, char** argv) {
                   "dropped); without it such a log stops the start");
   AddDurationFlag(serve, &durations[0]);  // --dedup-window
   AddOption(serve, "--redis", o.redis_url,
-            "redis store: redis://[[user]:password@]host:port[,host:port...][/db]; a cluster is "
-            "detected",
+            "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
+            "detected), or redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db] (the "
+            "sentinels: the master is followed across failovers)",
             "DELAYQ_REDIS");
   AddOption(serve, "--redis-prefix", o.redis_prefix,
             "redis store: prefix of every key, so deployments can share one Redis",
@@ -493,6 +501,13 @@ int main(int argc, char** argv) {
             "a cluster",
             "DELAYQ_REDIS_BUCKETS")
       ->check(CLI::Range(0, 16384));
+  AddOption(serve, "--redis-wait-replicas", o.redis_wait_replicas,
+            "redis store: acknowledge a change only once this many replicas of its master have "
+            "it (WAIT; else unavailable after --redis-wait-timeout). 0: once the master has it, "
+            "which a failover may lose",
+            "DELAYQ_REDIS_WAIT_REPLICAS")
+      ->check(CLI::Range(0, 1000));
+  AddDurationFlag(serve, &durations[1]);  // --redis-wait-timeout
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
             "DELAYQ_HTTP_HOST");
   AddOption(serve, "--http-port", o.http_port, "port of the HTTP/JSON API (0: any free port)",
@@ -528,7 +543,7 @@ int main(int argc, char** argv) {
             "requests a client may send ahead while its replies wait unread, bytes",
             "DELAYQ_MAX_INPUT_BYTES")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
-  for (size_t i = 1; i < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
+  for (size_t i = 2; i < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
   AddOption(serve, "--push-ca-file", o.push_ca_file,
             "push delivery: a CA bundle (PEM) to verify https receivers with (default: the "
             "system's)",
@@ -570,6 +585,13 @@ int main(int argc, char** argv) {
     }
     if (Status st = ReadDurationFlags(durations, argc, argv); !st.ok()) {
       std::fprintf(stderr, "delayq serve: %s\n", st.message().c_str());
+      return 2;
+    }
+    if (o.redis_wait_timeout_ms < 1) {  // WAIT 0 would wait for ever
+      std::fprintf(
+          stderr,
+          "delayq serve: --redis-wait-timeout (--redis-wait-timeout-ms) must be at least 1ms "
+          "(a WAIT without a timeout would hold every change while a replica is away)\n");
       return 2;
     }
     o.max_connections_given = max_connections->count() > 0;

@@ -75,6 +75,10 @@ struct StoreFigures {
   Status health;
   // For good: only a restart recovers (/healthz "failed", HTTP 503).
   bool failed = false;
+  // How the store sees where it keeps jobs, one line for /healthz's
+  // "topology" (the Redis store: its masters, their replicas, the last
+  // WAIT's count); empty: nothing to say.
+  std::string topology;
 };
 
 class ServingQueue : public Queue {

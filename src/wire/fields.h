@@ -110,13 +110,15 @@ inline Delivery AsDelivery(const JobInfo& j) {
 
 // What /healthz answers: ok, degraded (200) or failed (503), and why.
 struct Health {
-  std::string_view status;  // "ok", "degraded", "failed"
-  std::string_view store;   // why, when not ok
+  std::string_view status;    // "ok", "degraded", "failed"
+  std::string_view store;     // why, when not ok
+  std::string_view topology;  // StoreFigures::topology, when the store has one
 };
 inline constexpr Field<Health> kHealthFields[] = {
     {"status", [](const Health& h) { return Text(h.status); }},
     {"store", [](const Health& h) { return Text(h.store); }, {}, {}, true},
     {"version", [](const Health&) { return Text(DELAYQ_VERSION); }},
+    {"topology", [](const Health& h) { return Text(h.topology); }, {}, {}, true},
 };
 
 // What an add answers over HTTP (RESP's ADD answers the id alone).

@@ -63,7 +63,9 @@ class ServeFlagsTest(TempCwdTest):
                             ("--max-connections", "99999999999"),
                             ("--max-body", "-1"), ("--max-header-bytes", "-1"),
                             ("--max-output-bytes", "-1"), ("--segment-bytes", "-1"),
-                            ("--redis-buckets", "-1"), ("--http-port", "-1"),
+                            ("--redis-buckets", "-1"), ("--redis-wait-replicas", "-1"),
+                            ("--redis-wait-replicas", "1001"), ("--redis-wait-timeout", "0"),
+                            ("--redis-wait-timeout-ms", "0"), ("--http-port", "-1"),
                             ("--resp-port", "70000"), ("--idle-timeout-ms", "-1"),
                             ("--idle-timeout-ms", "9223372036854775807"),
                             ("--request-timeout-ms", "-5"),
@@ -87,7 +89,8 @@ class ServeFlagsTest(TempCwdTest):
 
 # serve's time options: a duration (the one syntax of every duration delayq
 # takes) beside the whole-milliseconds form each had.
-DURATION_FLAGS = ["--dedup-window", "--idle-timeout", "--request-timeout", "--shutdown-timeout"]
+DURATION_FLAGS = ["--dedup-window", "--redis-wait-timeout", "--idle-timeout", "--request-timeout",
+                  "--shutdown-timeout"]
 
 
 def env_name(flag):

@@ -254,13 +254,35 @@ Status RedisServer::Launch() {
                                    "no",
                                    "--appendonly",
                                    options_.append_only ? "yes" : "no"};
-  if (!options_.password.empty()) {
+  if (!options_.password.empty() && !options_.sentinel) {
     args.insert(args.end(),
                 {"--requirepass", options_.password, "--masterauth", options_.password});
   }
   if (options_.cluster) {
     args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                              "--cluster-port", std::to_string(cluster_port_)});
+  }
+  // A replica that connects is sent the data at once, not after 5 s.
+  args.insert(args.end(), {"--repl-diskless-sync-delay", "0"});
+  if (options_.replica_of != 0) {
+    args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(options_.replica_of)});
+  }
+  if (options_.sentinel) {
+    // Written once: a restart keeps what the sentinel learned (it rewrites the file).
+    const std::string conf = dir_ + "/sentinel.conf";
+    if (!std::filesystem::exists(conf)) {
+      const RedisServerOptions::Sentinel& st = *options_.sentinel;
+      std::ofstream out(conf);
+      out << "sentinel monitor " << st.name << " 127.0.0.1 " << st.master_port << " " << st.quorum
+          << "\n"
+          << "sentinel down-after-milliseconds " << st.name << " " << st.down_after_ms << "\n"
+          << "sentinel failover-timeout " << st.name << " " << st.failover_timeout_ms << "\n";
+      if (!options_.password.empty()) {
+        out << "sentinel auth-pass " << st.name << " " << options_.password << "\n";
+      }
+      if (!out) return Internal("cannot write " + conf);
+    }
+    args.insert(args.begin() + 1, {conf, "--sentinel"});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   pid_ = Spawn(args, "");
@@ -350,6 +372,35 @@ Status RedisServer::Resume() {
   return Status::Ok();
 }
 
+Status RedisServer::WaitForReplicas(int n, int timeout_ms) const {
+  (void)Command({"SET", "delayq-harness:replica-probe", "1"});
+  std::string problem;
+  bool ok = PollUntil(
+      [&] {
+        Result<Reply> info = Command({"INFO", "replication"});
+        if (!info.ok() || !info->is_string()) {
+          problem = "no INFO replication";
+          return false;
+        }
+        const std::string& text = info->str();
+        auto number_after = [&](const std::string& key, size_t from) -> int64_t {
+          size_t at = text.find(key, from);
+          return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size());
+        };
+        const int64_t offset = number_after("master_repl_offset:", 0);
+        int caught_up = 0;
+        for (size_t at = text.find("state=online"); at != std::string::npos;
+             at = text.find("state=online", at + 1)) {
+          if (number_after("offset=", at) >= offset) ++caught_up;
+        }
+        problem = std::to_string(caught_up) + " of " + std::to_string(n) +
+                  " replicas online and caught up with offset " + std::to_string(offset);
+        return caught_up >= n;
+      },
+      std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(10));
+  return ok ? Status::Ok() : Internal(address() + ": " + problem);
+}
+
 Result<Reply> RedisServer::Command(const std::vector<std::string>& argv) const {
   return RunCommand(port_, options_.password, argv);
 }
@@ -357,17 +408,18 @@ Result<Reply> RedisServer::Command(const std::vector<std::string>& argv) const {
 // ---------------------------------------------------------------------------
 // RedisCluster
 
-Result<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, RedisServerOptions options) {
+Result<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, RedisServerOptions options,
+                                                          int replicas) {
   options.cluster = true;
   std::unique_ptr<RedisCluster> cluster(new RedisCluster());
-  for (int i = 0; i < masters; ++i) {
+  for (int i = 0; i < masters * (1 + replicas); ++i) {
     Result<std::unique_ptr<RedisServer>> s = RedisServer::Start(options);
     if (!s.ok()) return s.status();
     cluster->nodes_.push_back(std::move(*s));
   }
   std::vector<std::string> args = {Binary("DELAYQ_REDIS_CLI", "redis-cli"), "--cluster", "create"};
   for (const auto& n : cluster->nodes_) args.push_back(n->address());
-  args.push_back("--cluster-yes");
+  args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
   if (!options.password.empty())
     args.insert(args.end(), {"-a", options.password, "--no-auth-warning"});
   std::string log = cluster->nodes_[0]->dir() + "/cluster-create.log";
@@ -385,7 +437,31 @@ Result<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, RedisServ
     return Internal("redis-cli --cluster create failed: " + text.str());
   }
   if (Status s = cluster->WaitHealthy(); !s.ok()) return s;
+  if (replicas > 0) {
+    if (Status s = cluster->WaitReplicas(replicas); !s.ok()) return s;
+  }
   return cluster;
+}
+
+Result<bool> RedisCluster::IsMaster(size_t i) {
+  Result<Reply> role = nodes_[i]->Command({"ROLE"});
+  if (Status s = Expect(role, "ROLE"); !s.ok()) return s;
+  return role->is_array() && !role->elements().empty() && role->elements()[0].str() == "master";
+}
+
+Status RedisCluster::WaitReplicas(int replicas, int timeout_ms) {
+  auto began = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    Result<bool> master = IsMaster(i);
+    if (!master.ok()) return master.status();
+    if (!*master) continue;
+    int left = std::max<int>(0, timeout_ms - static_cast<int>(ElapsedMs(began)));
+    if (Status s = nodes_[i]->WaitForReplicas(replicas, left); !s.ok()) {
+      return Internal("replicas not online: " + s.message());
+    }
+  }
+  return Status::Ok();
 }
 
 std::string RedisCluster::url() const {

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,20 @@ struct RedisServerOptions {
   // --cluster-enabled yes --cluster-config-file nodes.conf, and a second free
   // port for the cluster bus (--cluster-port). Default: off.
   bool cluster = false;
+  // A replica of the server on 127.0.0.1:<replica_of> (--replicaof, and
+  // --repl-diskless-sync-delay 0 so it syncs at once). 0: a master. Default: 0.
+  int replica_of = 0;
+  // A Redis Sentinel (redis-server <dir>/sentinel.conf --sentinel) that
+  // watches the master on 127.0.0.1:<master_port> under `name`, with a
+  // config file of its own (a sentinel rewrites it). Default: none.
+  struct Sentinel {
+    int master_port = 0;
+    std::string name = "mymaster";
+    int quorum = 1;
+    int down_after_ms = 1000;
+    int failover_timeout_ms = 10000;
+  };
+  std::optional<Sentinel> sentinel;
   // More arguments for redis-server, as on its command line
   // ({"--maxmemory", "10mb"}). Default: none.
   std::vector<std::string> extra_args;
@@ -108,6 +123,12 @@ class RedisServer {
   const RedisServerOptions& options() const { return options_; }
   pid_t pid() const { return pid_; }
 
+  // Polls until `n` replicas are online and have acknowledged everything
+  // this master has (a probe key is written first, so a replica that just
+  // finished its first sync has acknowledged something: WAIT is then
+  // answered at once, not at its next periodic ack). REQUIRES: a master.
+  Status WaitForReplicas(int n, int timeout_ms = 15000) const;
+
   // Runs one command on a fresh connection (AUTH first when there is a
   // password). An error reply is a Reply of type kError; kUnavailable when
   // the server cannot be reached.
@@ -130,11 +151,14 @@ class RedisServer {
 
 class RedisCluster {
  public:
-  // Starts `masters` servers with options.cluster set, joins them with
-  // `redis-cli --cluster create ... --cluster-yes` (slots split evenly, no
-  // replicas) and waits until WaitHealthy.
+  // Starts masters * (1 + replicas) servers with options.cluster set, joins
+  // them with `redis-cli --cluster create ... --cluster-replicas <replicas>
+  // --cluster-yes` (slots split evenly over the masters; redis-cli picks which
+  // servers are masters) and waits until WaitHealthy and, with replicas,
+  // until every master has its replicas online.
   static Result<std::unique_ptr<RedisCluster>> Start(int masters = 3,
-                                                     RedisServerOptions options = {});
+                                                     RedisServerOptions options = {},
+                                                     int replicas = 0);
 
   size_t size() const { return nodes_.size(); }
   RedisServer& node(size_t i) { return *nodes_[i]; }
@@ -145,6 +169,11 @@ class RedisCluster {
   // answer CLUSTER SLOTS identically; kInternal naming what differs after
   // `timeout_ms`.
   Status WaitHealthy(int timeout_ms = 10000);
+  // Polls until every running master has `replicas` replicas online
+  // (INFO replication: connected_slaves, each state=online).
+  Status WaitReplicas(int replicas, int timeout_ms = 15000);
+  // Whether node i is a master now (ROLE).
+  Result<bool> IsMaster(size_t i);
   // CLUSTER MYID of node i.
   Result<std::string> NodeId(size_t i);
   // The index of the node that serves `slot`, according to node `ask`.

@@ -871,5 +871,126 @@ TEST(RedisQueueOrder, AReserveBehindABatchCutToItsBudgetGetsTheJobsTheCutLeft) {
   }
 }
 
+// --- replicas (--redis-wait-replicas) ---------------------------------------------------
+
+// One figure of the store, by name (0 when absent).
+uint64_t Figure(const StoreFigures& f, std::string_view name) {
+  for (const auto& [n, v] : f.fields) {
+    if (n == name) return v;
+  }
+  return 0;
+}
+
+// A master and one replica, its replica online.
+struct Replicated {
+  std::unique_ptr<RedisServer> master = StartServer();
+  std::unique_ptr<RedisServer> replica = [&] {
+    RedisServerOptions o;
+    o.replica_of = master ? master->port() : 0;
+    return StartServer(o);
+  }();
+  bool Online() const { return master && replica && master->WaitForReplicas(1).ok(); }
+};
+
+QueueOptions WaitingFor(const RedisServer& master, uint32_t replicas, int64_t timeout_ms) {
+  QueueOptions o = RedisOptions(master.url(), "wait", 4);
+  o.redis_wait_replicas = replicas;
+  o.redis_wait_timeout_ms = timeout_ms;
+  return o;
+}
+
+// Every change waits for the replica; the figures and the topology say so,
+// and reads need no WAIT.
+TEST(RedisQueueWait, ChangesAreConfirmedByTheReplicaAndTheFiguresSaySo) {
+  Replicated r;
+  ASSERT_TRUE(r.Online());
+  auto q = Open(WaitingFor(*r.master, 1, 5000));
+  ASSERT_NE(q, nullptr);
+  ASSERT_TRUE(q->Add(Job("w.t", "j1")).ok());
+  auto got = q->Reserve(Request({"w.t"}, 0));
+  ASSERT_TRUE(got.ok() && got->size() == 1) << got.status().ToString();
+  ASSERT_TRUE(q->Finish("j1", (*got)[0].receipt).ok());
+  StoreFigures f = q->Figures();
+  EXPECT_TRUE(f.health.ok()) << f.health.ToString();
+  EXPECT_EQ(Figure(f, "redis_masters"), 1u);
+  EXPECT_EQ(Figure(f, "redis_replicas"), 1u);
+  EXPECT_EQ(Figure(f, "redis_wait_replicas"), 1u);
+  EXPECT_EQ(Figure(f, "redis_replicas_acked"), 1u);
+  EXPECT_EQ(Figure(f, "redis_wait_shortfalls"), 0u);
+  const uint64_t waits = Figure(f, "redis_waits");
+  EXPECT_GE(waits, 3u);  // add, reserve, finish (each its own round here)
+  EXPECT_EQ(f.topology, "standalone: " + r.master->address() + " (1 replicas, last WAIT 1)");
+
+  // Reads wait for nobody: no more WAITs.
+  ASSERT_EQ(q->Get("j1").status().code(), Code::kNotFound);
+  ASSERT_TRUE(q->Stats().ok());
+  EXPECT_EQ(Figure(q->Figures(), "redis_waits"), waits);
+}
+
+// The replica hangs: a change is answered unavailable after the WAIT's
+// timeout, /healthz would say degraded, reads go on; the change was made on
+// the master, so the same add again finds it; a reserve whose WAIT fell short
+// hands nothing out and its job comes back when the TTR runs out.
+TEST(RedisQueueWait, AReplicaThatDoesNotConfirmMakesChangesUnavailableAndLosesNothing) {
+  Replicated r;
+  ASSERT_TRUE(r.Online());
+  QueueOptions o = WaitingFor(*r.master, 1, 200);
+  auto clock = std::make_shared<ManualClock>();
+  o.clock = clock;
+  auto q = Open(o);
+  ASSERT_NE(q, nullptr);
+  JobSpec first = Job("w.t", "first");
+  first.ttr_ms = 1000;
+  auto first_added = q->Add(first);
+  ASSERT_TRUE(first_added.ok()) << first_added.status().ToString();
+
+  ASSERT_TRUE(r.replica->Pause().ok());
+  JobSpec second = Job("w.t", "second");
+  second.idempotency_key = "k-second";
+  auto added = q->Add(second);
+  ASSERT_EQ(added.status().code(), Code::kUnavailable);
+  EXPECT_NE(added.status().message().find("WAIT confirmed 0 of 1 replicas within 200 ms"),
+            std::string::npos)
+      << added.status().message();
+  StoreFigures f = q->Figures();
+  EXPECT_FALSE(f.health.ok());
+  EXPECT_NE(f.health.message().find("--redis-wait-replicas"), std::string::npos)
+      << f.health.message();
+  EXPECT_GE(Figure(f, "redis_wait_shortfalls"), 1u);
+  EXPECT_TRUE(q->Get("first").ok());  // a read: no WAIT
+
+  auto reserve = q->Reserve(Request({"w.t"}, 0));
+  EXPECT_EQ(reserve.status().code(), Code::kUnavailable) << "handed out unconfirmed";
+
+  ASSERT_TRUE(r.replica->Resume().ok());
+  // The add was made on the master: the same add again is answered as the
+  // first would have been, and adds nothing twice.
+  Result<AddResult> again = Unavailable("not tried");
+  ASSERT_TRUE(WaitFor([&] {
+    again = q->Add(second);
+    return again.status().code() != Code::kUnavailable;
+  }));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->id, "second");
+  EXPECT_TRUE(q->Figures().health.ok());
+
+  // The reserve that was not confirmed holds "first" (or not, if the script
+  // never ran): either way it is handed out once its TTR is over.
+  clock->Advance(1000);
+  std::vector<std::string> seen;
+  ASSERT_TRUE(WaitFor([&] {
+    auto got = q->Reserve(Request({"w.t"}, 0, 10));
+    if (!got.ok()) return false;
+    for (const Delivery& d : *got) {
+      seen.push_back(d.id);
+      EXPECT_TRUE(q->Finish(d.id, d.receipt).ok());
+    }
+    return seen.size() >= 2;
+  })) << "seen "
+      << seen.size();
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"first", "second"}));
+}
+
 }  // namespace
 }  // namespace delayq
