@@ -24,6 +24,12 @@
 #                 CLUSTER_SERVERS delayq servers on it, each loaded by its own
 #                 delayq-bench cycle at once; how the commands and Redis CPU
 #                 spread over the masters.
+#   4 wait        a 3-master Redis Cluster with a replica each; two delayq
+#                 servers on it (prefixes of their own), one with
+#                 --redis-wait-replicas 0 and one with 1, the same cycle
+#                 against each in alternating rounds (ROUNDS), medians: what
+#                 waiting for a replica costs (target: <= 30 %). Redis CPU and
+#                 commands are summed over masters and replicas.
 #
 # Every process started here is stopped by PID on exit; raw output stays in
 # OUT (printed at the end).
@@ -31,7 +37,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
-STEPS=${STEPS:-1 2 3}
+STEPS=${STEPS:-1 2 3 4}
 CONNECTIONS=${CONNECTIONS:-50}
 DEPTH=${DEPTH:-16}
 TOPICS=${TOPICS:-1}  # topics the connections share (0: one each); BullMQ's is one queue
@@ -80,14 +86,17 @@ start_redis() {
   log "$name: redis-server pid $rd_pid, port $rd_port"
 }
 
-# start_delayq NAME URL: delayq serve --store redis on free ports; sets dq_pid, dq_resp.
+# start_delayq NAME URL [PREFIX [ARGS...]]: delayq serve --store redis on free
+# ports (prefix "bench" unless given); sets dq_pid, dq_resp.
 start_delayq() {
-  local name=$1 url=$2
+  local name=$1 url=$2 prefix=${3:-bench}
+  shift 2
+  [ $# -gt 0 ] && shift
   dq_resp=$(free_port)
   local http
   http=$(free_port)
-  start "$name" "$bin/delayq" serve --store redis --redis "$url" --redis-prefix "bench" \
-    --redis-buckets "$BUCKETS" --resp-port "$dq_resp" --http-port "$http"
+  start "$name" "$bin/delayq" serve --store redis --redis "$url" --redis-prefix "$prefix" \
+    --redis-buckets "$BUCKETS" --resp-port "$dq_resp" --http-port "$http" "$@"
   dq_pid=$started
   wait_port "$dq_resp"
   log "$name: delayq serve --store redis --redis $url, pid $dq_pid, resp $dq_resp"
@@ -143,8 +152,10 @@ d["server_cpu_s"] = round(c1 - c0, 2)
 jobs = d.get("cycles") or d.get("jobs") or 0
 d["masters"] = []
 tot = {"calls": 0, "scripts": 0, "cpu_s": 0.0}
+waits = 0
 for port in ports:
     a, b = json.load(open(p(".redis0." + port))), json.load(open(p(".redis1." + port)))
+    waits += b["per"].get("wait", 0) - a["per"].get("wait", 0)
     m = {k: b[k] - a[k] for k in ("calls", "scripts", "cpu_s")}
     m["port"] = int(port)
     m["top"] = sorted(((k, b["per"][k] - a["per"].get(k, 0)) for k in b["per"]),
@@ -157,6 +168,9 @@ if jobs:
     d["redis_scripts_per_lifecycle"] = round(tot["scripts"] / jobs, 3)
     d["redis_cpu_us_per_lifecycle"] = round(tot["cpu_s"] * 1e6 / jobs, 2)
 d["redis_cpu_s"] = round(tot["cpu_s"], 2)
+d["redis_waits"] = waits
+if jobs and waits:
+    d["lifecycles_per_wait"] = round(jobs / waits, 1)
 json.dump(d, open(p(".json"), "w"))
 EOF
   cat "$OUT/$name.json" >&2
@@ -247,6 +261,44 @@ if want 3; then
   for p in "${bpids[@]}"; do wait "$p"; done
 fi
 
+# --- 4 wait: --redis-wait-replicas 1 against 0, on a cluster with replicas ------------------
+if want 4; then
+  ports=()
+  for i in 1 2 3 4 5 6; do
+    start_redis "s4_node$i" --cluster-enabled yes --cluster-config-file nodes.conf \
+      --repl-diskless-sync-delay 0
+    ports+=("$rd_port")
+  done
+  redis-cli --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-replicas 1 --cluster-yes \
+    >"$OUT/s4_create.log" 2>&1
+  for _ in $(seq 300); do  # every node ok, and 3 replicas online
+    ok=1
+    for p in "${ports[@]}"; do
+      redis-cli -p "$p" CLUSTER INFO | grep -q cluster_state:ok || ok=0
+    done
+    online=0
+    for p in "${ports[@]}"; do
+      online=$((online + $(redis-cli -p "$p" INFO replication | grep -c state=online || true)))
+    done
+    [ "$ok" = 1 ] && [ "$online" -ge 3 ] && break
+    sleep 0.1
+  done
+  log "4 wait: 3 masters + 3 replicas on ${ports[*]} ($online replicas online)"
+  url="redis://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+  start_delayq s4_delayq_nowait "$url" bench0
+  nowait_pid=$dq_pid nowait_resp=$dq_resp
+  start_delayq s4_delayq_wait "$url" bench1 --redis-wait-replicas 1
+  wait_pid=$dq_pid wait_resp=$dq_resp
+  for r in $(seq "$ROUNDS"); do
+    log "4 wait, round $r/$ROUNDS: --redis-wait-replicas 0 and 1, same cluster"
+    run_nowait() { bench "s4_nowait_r$r" "$nowait_pid" "${ports[*]}" cycle --proto resp --port "$nowait_resp" "${cyc[@]}"; }
+    run_wait() { bench "s4_wait_r$r" "$wait_pid" "${ports[*]}" cycle --proto resp --port "$wait_resp" "${cyc[@]}"; }
+    if ((r % 2)); then run_nowait; run_wait; else run_wait; run_nowait; fi
+  done
+  median s4_nowait cycles_per_s
+  median s4_wait cycles_per_s
+fi
+
 # --- summary -------------------------------------------------------------------------------
 $PY - "$OUT" <<'EOF'
 import json, os, sys
@@ -283,6 +335,17 @@ if cl:
             e["calls"] += m["calls"]
             e["cpu_s"] += m["cpu_s"]
     s["cluster_masters"] = per
+nw, w = load("s4_nowait"), load("s4_wait")
+if nw and w:
+    s["wait0_lifecycles_per_s"] = nw.get("cycles_per_s")
+    s["wait1_lifecycles_per_s"] = w.get("cycles_per_s")
+    s["wait0_rounds"] = nw.get("rounds_cycles_per_s")
+    s["wait1_rounds"] = w.get("rounds_cycles_per_s")
+    s["wait1_redis_cpu_us_per_lifecycle"] = w.get("redis_cpu_us_per_lifecycle")
+    s["wait0_redis_cpu_us_per_lifecycle"] = nw.get("redis_cpu_us_per_lifecycle")
+    s["wait1_lifecycles_per_wait"] = w.get("lifecycles_per_wait")
+    if nw.get("cycles_per_s") and w.get("cycles_per_s"):
+        s["wait_cost_pct"] = round(100 * (1 - w["cycles_per_s"] / nw["cycles_per_s"]), 1)
 print(json.dumps(s))
 print()
 print("| measure | delayq | peer | ratio | target |")
@@ -301,5 +364,12 @@ if cl:
           % (len(cl), s["cluster_lifecycles_per_s"]))
     for port, e in sorted(s["cluster_masters"].items()):
         print("| master %s: commands, Redis CPU s | %d, %.2f | | | |" % (port, e["calls"], e["cpu_s"]))
+if "wait_cost_pct" in s:
+    print("| 3 masters + 3 replicas: lifecycles/s, --redis-wait-replicas 1 (peer: 0) | %s | %s | %s %% cost | <= 30 %% |"
+          % (s["wait1_lifecycles_per_s"], s["wait0_lifecycles_per_s"], s["wait_cost_pct"]))
+    print("| Redis CPU per lifecycle (masters + replicas), us, wait 1 / 0 | %s / %s | | | |"
+          % (s["wait1_redis_cpu_us_per_lifecycle"], s["wait0_redis_cpu_us_per_lifecycle"]))
+    print("| lifecycles per WAIT (--redis-wait-replicas 1) | %s | | | |"
+          % s["wait1_lifecycles_per_wait"])
 EOF
 log "raw output in $OUT"

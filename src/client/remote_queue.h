@@ -44,6 +44,16 @@
 // receipt ("force"): by id alone, a repeat could act on another delivery
 // or another job.
 //
+// An `unavailable` answered by a server (it was reached, and could not do or
+// confirm the call) is returned as it is, not repeated here. On the Redis
+// store with --redis-wait-replicas (docs/redis-store.md, "What survives a
+// failure") it may mean a WAIT timed out: the change was made on the Redis
+// master but not confirmed by its replicas, and may or may not survive it.
+// Repeating such an Add is safe under the same id and idempotency key, which
+// the caller must then choose (the ones filled in here are new on every Add
+// call): it is answered as the first was if the first survived, and made now
+// if not. A repeated Finish answered not_found means the first made it.
+//
 // A server that shuts down while a reserve waits on it answers kUnavailable
 // "shutting down: ..." (never "no job"): that server is going away. The
 // client closes its connections to it and marks it down; with a list, the

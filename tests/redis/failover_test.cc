@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,10 +34,11 @@ std::unique_ptr<RedisServer> Start(RedisServerOptions options = {}) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-std::unique_ptr<RedisServer> StartReplicaOf(const RedisServer& master) {
-  RedisServerOptions o;
-  o.replica_of = master.port();
-  return Start(o);
+// A master and its replica, online and caught up; nullptrs on failure.
+redis_harness::RedisPair StartPair() {
+  auto pair = redis_harness::RedisPair::Start();
+  EXPECT_TRUE(pair.ok()) << pair.status().ToString();
+  return pair.ok() ? std::move(*pair) : redis_harness::RedisPair{};
 }
 
 std::unique_ptr<RedisServer> StartSentinelOf(const RedisServer& master) {
@@ -45,13 +46,6 @@ std::unique_ptr<RedisServer> StartSentinelOf(const RedisServer& master) {
   o.sentinel = RedisServerOptions::Sentinel{};
   o.sentinel->master_port = master.port();
   return Start(o);
-}
-
-// Polls until `master` has `n` replicas online and caught up.
-bool ReplicasOnline(const RedisServer& master, int n) {
-  Status s = master.WaitForReplicas(n);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return s.ok();
 }
 
 std::string Role(const RedisServer& s) {
@@ -129,11 +123,8 @@ TEST(SentinelUrl, WithoutAMasterNameIsRefusedSayingWhatIsMissing) {
 // --- WAIT ------------------------------------------------------------------
 
 TEST(WaitReplicas, AChangeConfirmedByAReplicaCountsAndTheReplicaHasIt) {
-  auto master = Start();
-  ASSERT_TRUE(master);
-  auto replica = StartReplicaOf(*master);
-  ASSERT_TRUE(replica);
-  ASSERT_TRUE(ReplicasOnline(*master, 1));
+  auto [master, replica] = StartPair();
+  ASSERT_TRUE(master && replica);
   auto client = Open(master->url(), Waiting(1, 5000));
   ASSERT_TRUE(client);
 
@@ -155,11 +146,8 @@ TEST(WaitReplicas, AChangeConfirmedByAReplicaCountsAndTheReplicaHasIt) {
 }
 
 TEST(WaitReplicas, OneWaitPerNodeHoweverManyChangesABatchHolds) {
-  auto master = Start();
-  ASSERT_TRUE(master);
-  auto replica = StartReplicaOf(*master);
-  ASSERT_TRUE(replica);
-  ASSERT_TRUE(ReplicasOnline(*master, 1));
+  auto [master, replica] = StartPair();
+  ASSERT_TRUE(master && replica);
   auto client = Open(master->url(), Waiting(1, 5000));
   ASSERT_TRUE(client);
 
@@ -212,11 +200,8 @@ TEST(WaitReplicas, AReplicaCountThatCannotBeReachedAnswersUnavailable) {
 }
 
 TEST(WaitReplicas, AWaitThatTimesOutWhileTheReplicaHangsThenRecovers) {
-  auto master = Start();
-  ASSERT_TRUE(master);
-  auto replica = StartReplicaOf(*master);
-  ASSERT_TRUE(replica);
-  ASSERT_TRUE(ReplicasOnline(*master, 1));
+  auto [master, replica] = StartPair();
+  ASSERT_TRUE(master && replica);
   auto client = Open(master->url(), Waiting(1, 200));
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Exec(Change("a", "1")).ok());
@@ -243,11 +228,8 @@ TEST(WaitReplicas, AWaitThatTimesOutWhileTheReplicaHangsThenRecovers) {
 // +switch-master announcement: the first command meets READONLY on the old
 // master and goes to the new one.
 TEST(Failover, ReadonlyFromADemotedMasterSendsTheCommandToTheNewOne) {
-  auto a = Start();
-  ASSERT_TRUE(a);
-  auto b = StartReplicaOf(*a);
-  ASSERT_TRUE(b);
-  ASSERT_TRUE(ReplicasOnline(*a, 1));
+  auto [a, b] = StartPair();
+  ASSERT_TRUE(a && b);
   auto sentinel = StartSentinelOf(*a);
   ASSERT_TRUE(sentinel);
   auto client = Open("redis+sentinel://" + sentinel->address() + "/mymaster");
@@ -300,11 +282,8 @@ TEST(Failover, AStandaloneMasterTurnedReplicaAnswersUnavailable) {
 // SENTINEL FAILOVER while a writer runs: the client follows the announced
 // switch, and every write it confirmed with WAIT is on the new master.
 TEST(Failover, ASentinelFailoverIsFollowedAndLosesNoConfirmedWrite) {
-  auto a = Start();
-  ASSERT_TRUE(a);
-  auto b = StartReplicaOf(*a);
-  ASSERT_TRUE(b);
-  ASSERT_TRUE(ReplicasOnline(*a, 1));
+  auto [a, b] = StartPair();
+  ASSERT_TRUE(a && b);
   auto sentinel = StartSentinelOf(*a);
   ASSERT_TRUE(sentinel);
   // The sentinel must know the replica before it can fail over to it.

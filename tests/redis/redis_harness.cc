@@ -406,6 +406,22 @@ Result<Reply> RedisServer::Command(const std::vector<std::string>& argv) const {
 }
 
 // ---------------------------------------------------------------------------
+// RedisPair
+
+Result<RedisPair> RedisPair::Start(RedisServerOptions options) {
+  RedisPair pair;
+  Result<std::unique_ptr<RedisServer>> master = RedisServer::Start(options);
+  if (!master.ok()) return master.status();
+  pair.master = std::move(*master);
+  options.replica_of = pair.master->port();
+  Result<std::unique_ptr<RedisServer>> replica = RedisServer::Start(options);
+  if (!replica.ok()) return replica.status();
+  pair.replica = std::move(*replica);
+  if (Status s = pair.master->WaitForReplicas(1); !s.ok()) return s;
+  return pair;
+}
+
+// ---------------------------------------------------------------------------
 // RedisCluster
 
 Result<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, RedisServerOptions options,

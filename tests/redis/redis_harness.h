@@ -149,6 +149,15 @@ class RedisServer {
   pid_t pid_ = -1;  // -1: not running
 };
 
+// A master and one replica of it (RedisServerOptions::replica_of), started
+// and waited for until the replica is online and caught up
+// (RedisServer::WaitForReplicas).
+struct RedisPair {
+  static Result<RedisPair> Start(RedisServerOptions options = {});
+  std::unique_ptr<RedisServer> master;
+  std::unique_ptr<RedisServer> replica;
+};
+
 class RedisCluster {
  public:
   // Starts masters * (1 + replicas) servers with options.cluster set, joins

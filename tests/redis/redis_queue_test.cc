@@ -881,16 +881,12 @@ uint64_t Figure(const StoreFigures& f, std::string_view name) {
   return 0;
 }
 
-// A master and one replica, its replica online.
-struct Replicated {
-  std::unique_ptr<RedisServer> master = StartServer();
-  std::unique_ptr<RedisServer> replica = [&] {
-    RedisServerOptions o;
-    o.replica_of = master ? master->port() : 0;
-    return StartServer(o);
-  }();
-  bool Online() const { return master && replica && master->WaitForReplicas(1).ok(); }
-};
+// A master and its replica, online and caught up; nullptrs on failure.
+redis_harness::RedisPair StartPair() {
+  auto pair = redis_harness::RedisPair::Start();
+  EXPECT_TRUE(pair.ok()) << pair.status().ToString();
+  return pair.ok() ? std::move(*pair) : redis_harness::RedisPair{};
+}
 
 QueueOptions WaitingFor(const RedisServer& master, uint32_t replicas, int64_t timeout_ms) {
   QueueOptions o = RedisOptions(master.url(), "wait", 4);
@@ -902,8 +898,8 @@ QueueOptions WaitingFor(const RedisServer& master, uint32_t replicas, int64_t ti
 // Every change waits for the replica; the figures and the topology say so,
 // and reads need no WAIT.
 TEST(RedisQueueWait, ChangesAreConfirmedByTheReplicaAndTheFiguresSaySo) {
-  Replicated r;
-  ASSERT_TRUE(r.Online());
+  auto r = StartPair();
+  ASSERT_TRUE(r.master && r.replica);
   auto q = Open(WaitingFor(*r.master, 1, 5000));
   ASSERT_NE(q, nullptr);
   ASSERT_TRUE(q->Add(Job("w.t", "j1")).ok());
@@ -932,8 +928,8 @@ TEST(RedisQueueWait, ChangesAreConfirmedByTheReplicaAndTheFiguresSaySo) {
 // the master, so the same add again finds it; a reserve whose WAIT fell short
 // hands nothing out and its job comes back when the TTR runs out.
 TEST(RedisQueueWait, AReplicaThatDoesNotConfirmMakesChangesUnavailableAndLosesNothing) {
-  Replicated r;
-  ASSERT_TRUE(r.Online());
+  auto r = StartPair();
+  ASSERT_TRUE(r.master && r.replica);
   QueueOptions o = WaitingFor(*r.master, 1, 200);
   auto clock = std::make_shared<ManualClock>();
   o.clock = clock;
