@@ -60,14 +60,16 @@ build: configure
 # server as a unity build, as `make run` builds them). The fuzz targets (clang,
 # libFuzzer, their own ASan) run in the first pass only, for
 # DELAYQ_FUZZ_SECONDS each; so do the clients' suites (clients/: Python, Node
-# and Go against the release binary, black-box and the slowest to repeat).
+# and Go against the release binary, black-box and the slowest to repeat) and
+# the Redis failover test (a minute of Redis processes killed under load; the
+# client code it runs is covered in both passes by redis_test's failover tests).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	@cmake -S . -B $(BUILD)-asan $(call GENERATOR,$(BUILD)-asan) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	    -DDELAYQ_SANITIZE=ON -DDELAYQ_TESTS=ON -DDELAYQ_BENCH=OFF -DDELAYQ_FUZZ=OFF \
 	    -DCMAKE_UNITY_BUILD=ON >/dev/null
 	@cmake --build $(BUILD)-asan -j$(JOBS)
-	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^(fuzz|clients)[.]'
+	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS) -E '^(fuzz|clients)[.]|^integration[.]redis_failover$$'
 
 # Starts the server in the foreground: HTTP/JSON on 127.0.0.1:7700, the Redis
 # protocol on 127.0.0.1:7701, jobs kept in the embedded store in ./data

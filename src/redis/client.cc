@@ -83,6 +83,12 @@ struct Client::Node {
   const size_t max_idle;
   std::atomic<int> replicas{-1};  // as it last reported them (Topology::Master)
   std::atomic<int> acked{-1};     // the last WAIT's count
+  // After a WAIT of the full timeout fell short, until this steady ms its
+  // WAITs wait a tenth of it only (Round::ShortWaitMs): one master without
+  // its replicas then holds up every round (and so every other master's
+  // calls) for that long, not for the full timeout, until a WAIT confirms
+  // enough again. 0: none.
+  std::atomic<int64_t> short_until_ms{0};
   std::mutex mu;
   std::vector<std::unique_ptr<Connection>> idle;  // GUARDED_BY(mu)
 };
@@ -551,6 +557,7 @@ class Client::Round {
     Status status = Status::Ok();  // the first failure, if any
     bool unsent = false;           // it failed while connecting: nothing was written
     bool waited = false;           // its pipeline ends with a WAIT
+    int wait_ms = 0;               // ... of this timeout
     std::vector<Reply> replies;
     size_t conn_pending_at_write = 0;  // replies owed, the WAIT's included
   };
@@ -592,8 +599,20 @@ class Client::Round {
     if (r.is_integer() && r.integer() >= wait_replicas_) return "";
     if (!r.is_integer()) return head + "refused: " + r.ToString();
     return head + "confirmed " + std::to_string(r.integer()) + " of " +
-           std::to_string(wait_replicas_) + " replicas within " + std::to_string(wait_timeout_ms_) +
-           " ms";
+           std::to_string(wait_replicas_) + " replicas within " + std::to_string(g.wait_ms) +
+           " ms" +
+           (g.wait_ms < wait_timeout_ms_
+                ? " (its last WAIT of " + std::to_string(wait_timeout_ms_) + " ms fell short too)"
+                : "");
+  }
+
+  // What a WAIT's outcome tells of the node's replicas for the next rounds.
+  void Learn(Group& g, bool fell_short) const {
+    if (!fell_short) {
+      g.node->short_until_ms = 0;
+    } else if (g.wait_ms >= wait_timeout_ms_) {
+      g.node->short_until_ms = SteadyMs() + int64_t{kShortPeriods} * wait_timeout_ms_;
+    }
   }
 
  private:
@@ -618,12 +637,22 @@ class Client::Round {
       g.waited = g.waited || (wait_replicas_ > 0 && op->cmd->needs_replicas);
     }
     if (g.waited) {
-      g.status = g.conn->Append(
-          {"WAIT", std::to_string(wait_replicas_), std::to_string(wait_timeout_ms_)});
+      g.wait_ms = wait_timeout_ms_;
+      if (g.node->short_until_ms.load() > SteadyMs()) g.wait_ms = ShortWaitMs();
+      g.status =
+          g.conn->Append({"WAIT", std::to_string(wait_replicas_), std::to_string(g.wait_ms)});
     }
     g.conn_pending_at_write = g.conn->pending();
     if (g.status.ok()) g.status = g.conn->Flush();
   }
+
+  // While a node is short of replicas its WAITs wait a tenth of the timeout
+  // (at least 10 ms: a replica that is back answers within it), for this
+  // many full timeouts; then one full WAIT probes again.
+  int ShortWaitMs() const {
+    return std::min(wait_timeout_ms_, std::max(10, wait_timeout_ms_ / 10));
+  }
+  static constexpr int kShortPeriods = 2;
 
   const int wait_replicas_;
   const int wait_timeout_ms_;
@@ -704,6 +733,7 @@ void Client::Run(std::vector<Op>& ops) {
       if (g.waited) {
         ++waits_;
         if (!shortfall.empty()) ++wait_shortfalls_;
+        round.Learn(g, !shortfall.empty());
         const Reply* w = g.replies.size() == g.conn_pending_at_write ? &g.replies.back() : nullptr;
         g.node->acked = w != nullptr && w->is_integer() ? static_cast<int>(w->integer()) : 0;
       }

@@ -54,7 +54,12 @@
 // command that Redis ran is answered kUnavailable ("... WAIT confirmed 0 of
 // 1 replicas within 1000 ms ..."): the change is on the master and may or
 // may not survive its failure. Commands not so marked (reads) are answered
-// as Redis answered them.
+// as Redis answered them. A batch waits for its slowest node, so after a
+// WAIT of the full timeout fell short on a node, that node's WAITs wait a
+// tenth of the timeout (at least 10 ms) for the next 2 timeouts (then the
+// full timeout once more, as a probe): one master without its replicas does
+// not hold every other master's commands for the full timeout in each batch.
+// Any WAIT that confirms enough ends this.
 //
 // A call blocks its thread: at worst about command_timeout_ms per node it
 // waits on, plus the retry delays above (and wait_timeout_ms). A pipeline is

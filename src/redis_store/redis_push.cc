@@ -91,7 +91,10 @@ class ListSubscriptionsOp final : public Op {
  public:
   ListSubscriptionsOp(std::string_view name, SubscriptionsDone done)
       : name_(name), done_(std::move(done)) {}
-  void Plan(Batch& b) override { cmd_ = b.Single(Lua::kSubscriptions, 0, {"list", name_}); }
+  void Plan(Batch& b) override {
+    cmd_ = b.Single(Lua::kSubscriptions, 0, {"list", name_});
+    b.NoWait(cmd_);
+  }
   bool Absorb(Batch& b) override {
     auto r = b.ReplyOf(cmd_);
     if (!r.ok()) {

@@ -35,7 +35,10 @@
 // topic lists wait (up to 1000 jobs and 1000 topics per call: more are
 // split), so many waiters on different topics cost a fraction of a script
 // call per job. A race with another server costs order, never correctness
-// (the attempt looks again, twice at most). A reserve that waits reads only
+// (the attempt looks again, twice at most). A bucket whose master cannot be
+// reached (it died, its replica not promoted yet) is left out of the heads:
+// the reserve is served from the others, and is unavailable only when no
+// bucket answers. A reserve that waits reads only
 // the buckets where jobs of its topics may be ready (the queue remembers
 // where they ran out, until an add, a wake message or a promote says
 // otherwise), and none at all when that is nowhere. A reserve that waits is a local waiter (a

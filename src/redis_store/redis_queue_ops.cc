@@ -316,6 +316,7 @@ bool NeedsReplicas(Lua lua) {
     case Lua::kTopics:
     case Lua::kStats:
     case Lua::kPromote:
+    case Lua::kPushLedger:
       return false;
     default:
       return true;
@@ -1210,10 +1211,23 @@ void ReserveGroup::Plan(Batch& b) {
 
 bool ReserveGroup::AbsorbHeads(Batch& b) {
   redo_.clear();
+  // A bucket whose master cannot be reached (it died, and its replica is not
+  // promoted yet) is left out this round: the others are served. Only when
+  // none answers is the reserve unavailable.
+  Status unreachable;
+  size_t read = 0;
+  auto skip = [&](const HeadsCmd& h, Status s) {
+    keys_[h.bucket].clear();
+    unreachable = std::move(s);
+  };
   for (const HeadsCmd& h : heads_cmds_) {
     const size_t promote = b.PromoteBefore(h.slot);
     if (promote != SIZE_MAX) {
       auto p = b.ReplyOf(promote);
+      if (!p.ok() && p.status().code() == Code::kUnavailable) {
+        skip(h, p.status());
+        continue;
+      }
       if (!p.ok()) {
         FailAll(p.status());
         return false;
@@ -1223,10 +1237,15 @@ bool ReserveGroup::AbsorbHeads(Batch& b) {
       }
     }
     auto part = b.Part(h.slot);
+    if (!part.ok() && part.status().code() == Code::kUnavailable) {
+      skip(h, part.status());
+      continue;
+    }
     if (!part.ok()) {
       FailAll(part.status());
       return false;
     }
+    ++read;
     const int64_t next_due = part->next_due_ms;
     b.NoteDue(h.bucket, next_due);
     // Work due that nobody promoted yet (another server's job, a TTR that
@@ -1248,6 +1267,10 @@ bool ReserveGroup::AbsorbHeads(Batch& b) {
       }
       keys.push_back(Key{*p, *r, *s, h.bucket});
     }
+  }
+  if (read == 0 && !unreachable.ok() && stage_ == Stage::kHeads) {  // (a redo read some before)
+    FailAll(unreachable);
+    return false;
   }
   return true;
 }

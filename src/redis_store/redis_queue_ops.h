@@ -70,8 +70,10 @@ bool ReadsRedisTime(Lua lua);
 // reserve, a finish, ...): with QueueOptions::redis_wait_replicas, its node's
 // pipeline ends with a WAIT and it counts only once the replicas have it
 // (redis::Command::needs_replicas). Not: the reads (get, peek, heads, topics,
-// stats), init, and promote (made again by the next promote if a failover
-// loses it).
+// stats), init, promote (made again by the next promote if a failover loses
+// it) and push_ledger (the push slots and rates of this moment: a failover
+// that loses some lets a few more pushes through at once, never a job lost).
+// A read made with a changing script says so (Batch::NoWait).
 bool NeedsReplicas(Lua lua);
 
 // Per bucket, the earliest time (wall ms) a queue knows something falls due
@@ -174,6 +176,9 @@ class Batch {
   Slot AppendTogether(Lua lua, uint32_t bucket, std::vector<std::vector<std::string>>&& entries);
   // A command of its own: `lua` on `bucket` with now_ms then `args`.
   size_t Single(Lua lua, uint32_t bucket, std::vector<std::string> args);
+  // Command `cmd`, of a script that may change things, only reads this time
+  // (a list of subscriptions or schedules): it waits for no replica.
+  void NoWait(size_t cmd) { cmds_[cmd].needs_replicas = false; }
   // (Append and Single give a script that ReadsRedisTime no now_ms.)
 
   // Where one reserve group's part of a shared `heads` or `reserve` call is.

@@ -265,6 +265,7 @@ class ListSchedulesOp final : public Op {
       case Stage::kRead:
         cmd_ = name_.empty() ? b.Single(Lua::kSchedules, 0, {"list"})
                              : b.Single(Lua::kSchedules, 0, {"get", name_});
+        b.NoWait(cmd_);  // the PENDINGs it finishes are finished again if lost
         return;
       case Stage::kFire:
         runner_.PlanFire(b);

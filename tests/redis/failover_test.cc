@@ -199,6 +199,29 @@ TEST(WaitReplicas, AReplicaCountThatCannotBeReachedAnswersUnavailable) {
   EXPECT_EQ(t.wait_shortfalls, 2u);
 }
 
+// After one full WAIT fell short, the master's next WAITs are short, so it
+// holds up a batch (and every other master's commands in it) for
+// milliseconds, not the full timeout.
+TEST(WaitReplicas, AfterAShortfallTheNextWaitsOnThatMasterAreBrief) {
+  auto master = Start();  // no replica at all
+  ASSERT_TRUE(master);
+  auto client = Open(master->url(), Waiting(1, 1000));
+  ASSERT_TRUE(client);
+  auto began = std::chrono::steady_clock::now();
+  ASSERT_FALSE(client->Exec(Change("a", "1")).ok());
+  EXPECT_GE(ElapsedMs(began), 990);
+  for (int i = 0; i < 3; ++i) {
+    began = std::chrono::steady_clock::now();
+    auto r = client->Exec(Change("b", "2"));
+    int64_t took = ElapsedMs(began);
+    ASSERT_FALSE(r.ok());
+    EXPECT_LT(took, 500) << "a WAIT known to fall short waited long again";
+    EXPECT_NE(r.status().message().find("within 100 ms (its last WAIT of 1000 ms fell short too)"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(WaitReplicas, AWaitThatTimesOutWhileTheReplicaHangsThenRecovers) {
   auto [master, replica] = StartPair();
   ASSERT_TRUE(master && replica);

@@ -24,6 +24,8 @@
 
 #include "delayq/clock.h"
 #include "delayq/queue.h"
+#include "delayq/schedule.h"
+#include "delayq/subscription.h"
 #include "queue/open.h"
 #include "redis/redis_harness.h"
 #include "redis_store/redis_queue_ops.h"
@@ -986,6 +988,64 @@ TEST(RedisQueueWait, AReplicaThatDoesNotConfirmMakesChangesUnavailableAndLosesNo
       << seen.size();
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"first", "second"}));
+}
+
+// Lists of subscriptions and schedules are reads: a replica that does not
+// confirm does not stop push delivery or the scheduler from reading them.
+TEST(RedisQueueWait, ReadingSubscriptionsAndSchedulesWaitsForNoReplica) {
+  auto r = StartPair();
+  ASSERT_TRUE(r.master && r.replica);
+  auto q = Open(WaitingFor(*r.master, 1, 200));
+  ASSERT_NE(q, nullptr);
+  Subscription sub;
+  sub.name = "app";
+  sub.url = "http://127.0.0.1:9/hook";
+  sub.topics = {"w.t"};
+  std::promise<Result<Subscription>> put;
+  q->PutSubscriptionAsync(sub, [&](Result<Subscription> s) { put.set_value(std::move(s)); });
+  ASSERT_TRUE(put.get_future().get().ok());
+
+  ASSERT_TRUE(r.replica->Pause().ok());
+  std::promise<Result<std::vector<Subscription>>> listed;
+  q->SubscriptionsAsync("", [&](auto s) { listed.set_value(std::move(s)); });
+  auto subs = listed.get_future().get();
+  ASSERT_TRUE(subs.ok()) << subs.status().ToString();
+  EXPECT_EQ(subs->size(), 1u);
+  std::promise<Result<std::vector<Schedule>>> schedules;
+  q->SchedulesAsync("", [&](auto s) { schedules.set_value(std::move(s)); });
+  auto listed_schedules = schedules.get_future().get();
+  EXPECT_TRUE(listed_schedules.ok()) << listed_schedules.status().ToString();
+  ASSERT_TRUE(r.replica->Resume().ok());
+}
+
+// A cluster master dies and no replica takes over: reserves are served from
+// the buckets of the masters that answer, not refused as a whole.
+TEST(RedisQueueOutage, AReserveIsServedFromTheMastersThatAnswer) {
+  auto cluster = redis_harness::RedisCluster::Start(3);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  auto q = Open(RedisOptions((*cluster)->url(), "part", 16));
+  ASSERT_NE(q, nullptr);
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(q->Add(Job("p.t", "p" + std::to_string(i))).ok());
+  ASSERT_TRUE((*cluster)->node(2).Kill().ok());
+
+  auto got = q->Reserve(Request({"p.t"}, 0, 100));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_GT(got->size(), 0u);
+  EXPECT_LT(got->size(), 64u);  // the dead master's buckets are out of reach
+  for (const Delivery& d : *got) EXPECT_TRUE(q->Finish(d.id, d.receipt).ok()) << d.id;
+  // Adds whose bucket lives on the dead master are refused; the rest go on.
+  int added = 0, refused = 0;
+  for (int i = 0; i < 64; ++i) {
+    auto a = q->Add(Job("p.t", "q" + std::to_string(i)));
+    if (a.ok()) {
+      ++added;
+    } else {
+      EXPECT_EQ(a.status().code(), Code::kUnavailable);
+      ++refused;
+    }
+  }
+  EXPECT_GT(added, 0);
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace
