@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/log.h"
 #include "redis/slot.h"
 
 namespace delayq::redis {
@@ -331,7 +332,12 @@ Status Client::FindSentinelMaster() {
     auto map = std::make_shared<SlotMap>();
     map->owner.fill(map->IndexOf(node));
     std::lock_guard lock(mu_);
-    if (map_ && !map_->nodes.empty() && map_->nodes[0] != node) ++failovers_;
+    if (map_ && !map_->nodes.empty() && map_->nodes[0] != node) {
+      ++failovers_;
+      Log(LogLevel::kWarn, "redis: the sentinels name a new master for '%s': %s (was %s)",
+          url_.sentinel_master.c_str(), at->ToString().c_str(),
+          map_->nodes[0]->endpoint.ToString().c_str());
+    }
     map_ = std::move(map);
     // Only the master stays known: its connections are the only ones used.
     for (auto it = nodes_.begin(); it != nodes_.end();) {
@@ -476,7 +482,11 @@ Status Client::LoadSlots(Node& from) {
   // (or every slot resharded away, which is rare enough to count alike).
   std::vector<std::shared_ptr<Node>> now_masters = map->Masters();
   for (const std::shared_ptr<Node>& was : map_->Masters()) {
-    if (std::find(now_masters.begin(), now_masters.end(), was) == now_masters.end()) ++failovers_;
+    if (std::find(now_masters.begin(), now_masters.end(), was) == now_masters.end()) {
+      ++failovers_;
+      Log(LogLevel::kWarn, "redis: %s serves no slot any more: its slots have a new master",
+          was->endpoint.ToString().c_str());
+    }
   }
   map_ = map;
   // Forget nodes that left the map (in-flight calls keep theirs alive);
@@ -736,6 +746,8 @@ void Client::Run(std::vector<Op>& ops) {
         round.Learn(g, !shortfall.empty());
         const Reply* w = g.replies.size() == g.conn_pending_at_write ? &g.replies.back() : nullptr;
         g.node->acked = w != nullptr && w->is_integer() ? static_cast<int>(w->integer()) : 0;
+        // Replicas that joined since the master was found count too.
+        if (g.node->acked > g.node->replicas) g.node->replicas = g.node->acked.load();
       }
       for (Op* op : g.ops) {
         size_t n = 1 + (op->load ? 1 : 0) + (op->asking ? 1 : 0);
