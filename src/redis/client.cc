@@ -393,7 +393,9 @@ std::vector<Endpoint> Client::SentinelReplicas() {
         if (f[i].str() == "ip") ip = f[i + 1].str();
         if (f[i].str() == "port") port = f[i + 1].str();
       }
-      Result<Endpoint> e = ParseEndpoint(ip + ":" + port);
+      ip += ':';
+      ip += port;
+      Result<Endpoint> e = ParseEndpoint(ip);
       if (e.ok()) out.push_back(*e);
     }
     return out;
