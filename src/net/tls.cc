@@ -17,11 +17,15 @@ namespace {
 
 // The reasons on the error queue, the last first, emptied.
 std::string QueueReasons() {
-  std::string out;
+  std::vector<std::string> reasons;
   for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
     const char* r = ERR_reason_error_string(e);
-    std::string reason = r != nullptr ? r : "error " + std::to_string(ERR_GET_REASON(e));
-    out = out.empty() ? reason : reason + "; " + out;
+    reasons.emplace_back(r != nullptr ? r : "error " + std::to_string(ERR_GET_REASON(e)));
+  }
+  std::string out;
+  for (auto it = reasons.rbegin(); it != reasons.rend(); ++it) {
+    if (!out.empty()) out += "; ";
+    out += *it;
   }
   return out;
 }
