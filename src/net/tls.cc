@@ -123,8 +123,8 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(Role role, const TlsOptio
   SSL_CTX_set_max_proto_version(raw, max);
   // No renegotiation (a client could make a server redo handshakes at will)
   // and no compression; writes may be partial and move, as a loop's are.
-  SSL_CTX_set_options(raw, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
-                               SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_options(
+      raw, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(raw, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                             SSL_MODE_RELEASE_BUFFERS);
   if (!o.ciphers.empty() && SSL_CTX_set_cipher_list(raw, o.ciphers.c_str()) != 1) {
@@ -260,8 +260,7 @@ TlsIo TlsSession::Outcome(int ret) {
              reason == SSL_R_TLSV1_ALERT_PROTOCOL_VERSION) {
     error_ = "no protocol both sides speak (" + QueueReasons() + ")";
   } else if (verify != X509_V_OK) {
-    error_ = std::string("certificate verify failed: ") +
-             X509_verify_cert_error_string(verify);
+    error_ = std::string("certificate verify failed: ") + X509_verify_cert_error_string(verify);
   } else {
     error_ = QueueReasons();
     if (error_.empty()) error_ = "TLS error " + std::to_string(err);

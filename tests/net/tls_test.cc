@@ -183,8 +183,7 @@ TEST_F(TlsTest, MutualTlsRequiredRefusesNoCertificateAndAnotherCasOne) {
     Outcome o = Shake(**s, **cl);
     if (c.expect.empty()) {
       EXPECT_EQ(o.server, TlsIo::kDone) << (*s)->error();
-      EXPECT_NE((*s)->peer_subject().find("CN=worker"), std::string::npos)
-          << (*s)->peer_subject();
+      EXPECT_NE((*s)->peer_subject().find("CN=worker"), std::string::npos) << (*s)->peer_subject();
     } else {
       EXPECT_EQ(o.server, TlsIo::kError);
       EXPECT_NE((*s)->error().find(c.expect), std::string::npos) << (*s)->error();
@@ -280,8 +279,7 @@ TEST_F(TlsTest, WrongFilesAndOptionsAreRefusedNamingWhatIsWrong) {
     auto ctx = TlsContext::Create(c.role, c.options);
     ASSERT_FALSE(ctx.ok()) << c.expect;
     EXPECT_EQ(ctx.status().code(), Code::kInvalidArgument);
-    EXPECT_NE(ctx.status().message().find(c.expect), std::string::npos)
-        << ctx.status().message();
+    EXPECT_NE(ctx.status().message().find(c.expect), std::string::npos) << ctx.status().message();
   }
   EXPECT_TRUE(ParseClientAuth("optional").ok());
   EXPECT_EQ(ParseClientAuth("maybe").status().code(), Code::kInvalidArgument);

@@ -64,8 +64,10 @@ class TestCerts {
     return Status::Ok();
   }
   Status Ca(const std::string& name, const std::string& cn) {
-    return Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-               "-keyout " + name + ".key -out " + name + ".pem -days 30 -subj '/CN=" + cn + "'");
+    return Run(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout " +
+        name + ".key -out " + name + ".pem -days 30 -subj '/CN=" + cn + "'");
   }
   Status Leaf(const std::string& name, const std::string& cn, const std::string& ca,
               const std::string& ext) {
@@ -74,7 +76,8 @@ class TestCerts {
       out << ext << "\n";
     }
     if (Status s = Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-                       "-keyout " + name + ".key -out " + name + ".csr -subj '/CN=" + cn + "'");
+                       "-keyout " +
+                       name + ".key -out " + name + ".csr -subj '/CN=" + cn + "'");
         !s.ok()) {
       return s;
     }
