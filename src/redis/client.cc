@@ -515,6 +515,11 @@ Result<Endpoint> Client::MasterFor(std::string_view key) const {
   return node->endpoint;
 }
 
+bool Client::ShortOfReplicas(std::string_view key) const {
+  std::shared_ptr<Node> node = slot_map()->Owner(cluster_ ? KeySlot(key) : 0);
+  return node != nullptr && node->short_until_ms.load() > SteadyMs();
+}
+
 // ---------------------------------------------------------------------------
 // Running commands
 

@@ -237,6 +237,9 @@ class Client {
   Status RefreshSlots();
   // The masters, their replicas, and what was observed: a snapshot.
   Topology topology() const;
+  // Whether the master `key` routes to fell short of wait_replicas in a
+  // full-length WAIT lately (its WAITs are brief now: see "Replicas" above).
+  bool ShortOfReplicas(std::string_view key) const;
   // The replicas the sentinels know for the master (their addresses as the
   // sentinels announce them); empty when not sentinel or none answered.
   std::vector<Endpoint> SentinelReplicas();

@@ -184,6 +184,13 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
     return s;
   }
 
+  if (ctx->wait_replicas > 0) {
+    redis::Client* c = client->get();
+    rq::Context* context = ctx.get();
+    ctx->short_of_replicas = [c, context](uint32_t bucket) {
+      return c->ShortOfReplicas(context->tags[bucket]);
+    };
+  }
   auto q = std::unique_ptr<RedisQueue>(new RedisQueue(std::move(ctx), std::move(client).value()));
   // Wake-ups first (docs/redis-store.md: subscribe before anything else).
   // Any master can take over the subscription when one dies.

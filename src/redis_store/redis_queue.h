@@ -38,7 +38,10 @@
 // (the attempt looks again, twice at most). A bucket whose master cannot be
 // reached (it died, its replica not promoted yet) is left out of the heads:
 // the reserve is served from the others, and is unavailable only when no
-// bucket answers. A reserve that waits reads only
+// bucket answers. With redis_wait_replicas, so are the buckets of a master
+// whose last full WAIT fell short (rq::Context::short_of_replicas), for two
+// WAIT timeouts: nothing is reserved there that could not be handed out. A
+// reserve that waits reads only
 // the buckets where jobs of its topics may be ready (the queue remembers
 // where they ran out, until an add, a wake message or a promote says
 // otherwise), and none at all when that is nowhere. A reserve that waits is a local waiter (a

@@ -1177,6 +1177,15 @@ void ReserveGroup::Plan(Batch& b) {
   if (stage_ == Stage::kGiveBack) return PlanGiveBack(b);
   if (stage_ == Stage::kHeads) {
     std::vector<uint32_t> scope = Scope(b.ctx().buckets);
+    if (const auto& is_short = b.ctx().short_of_replicas; is_short) {
+      std::erase_if(scope, [&](uint32_t bucket) { return is_short(bucket); });
+      if (scope.empty()) {
+        refused_ = Unavailable(
+            "redis: the masters of these jobs lack the replicas --redis-wait-replicas asks for "
+            "(their last WAIT fell short): nothing is reserved there until one confirms again");
+        return;  // nothing sent; Absorb answers
+      }
+    }
     direct_ = scope.size() == 1;
     if (direct_) {
       planned_ = {{scope[0], Wanted()}};  // nothing to merge: reserve at once
@@ -1372,6 +1381,11 @@ bool ReserveGroup::AbsorbGiveBack(Batch& b) {
 }
 
 bool ReserveGroup::Absorb(Batch& b) {
+  if (!refused_.ok()) {
+    FailAll(refused_);
+    refused_ = Status::Ok();
+    return true;
+  }
   switch (stage_) {
     case Stage::kHeads:
     case Stage::kPromote: {

@@ -113,6 +113,11 @@ struct Context {
   Limits limits;
   int64_t dedup_window_ms = 0;  // QueueOptions::dedup_window_ms (add.lua's k flag)
   uint32_t wait_replicas = 0;   // QueueOptions::redis_wait_replicas
+  // With wait_replicas: whether the master of a bucket is short of replicas
+  // now (redis::Client::ShortOfReplicas). A reserve leaves such buckets out:
+  // what it took there could be handed out only if a WAIT confirmed it, and
+  // would otherwise sit reserved for nobody until its TTR. Empty: none is.
+  std::function<bool(uint32_t bucket)> short_of_replicas;
   std::string prefix;
   uint32_t buckets = 0;
   std::vector<std::string> tags;  // "{<prefix>:<bucket>}" per bucket
@@ -478,6 +483,7 @@ class ReserveGroup final : public Op {
   std::vector<ReserveCmd> reserve_cmds_;
   std::map<uint32_t, uint32_t> planned_;  // bucket -> count asked
   bool direct_ = false;                   // one bucket, reserved without heads: no promise to miss
+  Status refused_;  // every bucket of its scope is short of replicas (Context::short_of_replicas)
   std::map<uint32_t, std::vector<Key>> keys_;  // heads' keys per bucket
   std::vector<uint32_t> redo_;  // buckets whose heads saw work due: promote and read again
 };

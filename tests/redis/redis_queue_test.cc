@@ -990,6 +990,45 @@ TEST(RedisQueueWait, AReplicaThatDoesNotConfirmMakesChangesUnavailableAndLosesNo
   EXPECT_EQ(seen, (std::vector<std::string>{"first", "second"}));
 }
 
+// Once a master's WAIT fell short, reserves leave its buckets alone (what
+// they took could not be handed out, and would sit reserved for nobody until
+// its TTR): a reserve whose every bucket is there answers unavailable at once,
+// and its jobs are handed out as soon as a WAIT confirms again.
+TEST(RedisQueueWait, AReserveTakesNothingFromAMasterShortOfReplicas) {
+  auto r = StartPair();
+  ASSERT_TRUE(r.master && r.replica);
+  auto q = Open(WaitingFor(*r.master, 1, 1000));
+  ASSERT_NE(q, nullptr);
+  JobSpec waiting = Job("w.s", "waiting");
+  waiting.ttr_ms = 600'000;  // a reservation for nobody would hold it for 10 minutes
+  ASSERT_TRUE(q->Add(waiting).ok());
+
+  ASSERT_TRUE(r.replica->Pause().ok());
+  ASSERT_EQ(q->Add(Job("w.s", "refused")).status().code(), Code::kUnavailable);
+  auto began = std::chrono::steady_clock::now();
+  auto reserve = q->Reserve(Request({"w.s"}, 0));
+  ASSERT_EQ(reserve.status().code(), Code::kUnavailable);
+  EXPECT_NE(reserve.status().message().find("lack the replicas"), std::string::npos)
+      << reserve.status().message();
+  EXPECT_LT(ElapsedMs(began), 500) << "it waited for a WAIT it knew would fall short";
+
+  ASSERT_TRUE(r.replica->Resume().ok());
+  ASSERT_TRUE(WaitFor([&] { return q->Add(Job("w.s", "after")).ok(); }));
+  Result<Deliveries> got = Deliveries{};
+  ASSERT_TRUE(WaitFor([&] {
+    got = q->Reserve(Request({"w.s"}, 0, 10));
+    return got.ok() && !got->empty();
+  }));
+  bool found = false;
+  for (const Delivery& d : *got) {
+    if (d.id == "waiting") {
+      found = true;
+      EXPECT_EQ(d.attempts, 1u) << "it was reserved before, for nobody";
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
 // Lists of subscriptions and schedules are reads: a replica that does not
 // confirm does not stop push delivery or the scheduler from reading them.
 TEST(RedisQueueWait, ReadingSubscriptionsAndSchedulesWaitsForNoReplica) {
