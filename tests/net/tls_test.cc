@@ -21,20 +21,32 @@
 namespace delayq::net {
 namespace {
 
+// Two connected non-blocking sockets, closed with the object.
+struct SocketPair {
+  SocketPair() {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0) {
+      server = fds[0];
+      client = fds[1];
+    }
+  }
+  SocketPair(SocketPair&& o) noexcept
+      : server(std::exchange(o.server, -1)), client(std::exchange(o.client, -1)) {}
+  SocketPair& operator=(SocketPair&&) = delete;
+  ~SocketPair() {
+    if (server >= 0) close(server);
+    if (client >= 0) close(client);
+  }
+  int server = -1;
+  int client = -1;
+};
+
 class TlsTest : public testing::Test {
  protected:
   void SetUp() override {
     auto certs = TestCerts::Make();
     ASSERT_TRUE(certs.ok()) << certs.status().ToString();
     certs_ = std::move(*certs);
-    int fds[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
-    server_fd_ = fds[0];
-    client_fd_ = fds[1];
-  }
-  void TearDown() override {
-    close(server_fd_);
-    close(client_fd_);
   }
 
   TlsOptions ServerOptions() const {
@@ -76,21 +88,24 @@ class TlsTest : public testing::Test {
     return o;
   }
 
+  // A server and a client session on a socket pair of their own.
   struct Pair {
+    SocketPair sockets;
     std::unique_ptr<TlsSession> server;
     std::unique_ptr<TlsSession> client;
   };
-  Pair Sessions(const TlsContext& server_ctx, const TlsContext& client_ctx,
-                const std::string& name = "localhost") {
-    auto s = TlsSession::Accept(server_ctx, server_fd_);
-    auto c = TlsSession::Connect(client_ctx, client_fd_, name);
+  static Pair Sessions(const TlsContext& server_ctx, const TlsContext& client_ctx,
+                       const std::string& name = "localhost") {
+    Pair p;
+    auto s = TlsSession::Accept(server_ctx, p.sockets.server);
+    auto c = TlsSession::Connect(client_ctx, p.sockets.client, name);
     EXPECT_TRUE(s.ok() && c.ok());
-    return {std::move(*s), std::move(*c)};
+    if (s.ok()) p.server = std::move(*s);
+    if (c.ok()) p.client = std::move(*c);
+    return p;
   }
 
   std::unique_ptr<TestCerts> certs_;
-  int server_fd_ = -1;
-  int client_fd_ = -1;
 };
 
 TEST_F(TlsTest, AHandshakeThenDataBothWays) {
@@ -99,7 +114,7 @@ TEST_F(TlsTest, AHandshakeThenDataBothWays) {
   ASSERT_TRUE(server_ctx && client_ctx);
   EXPECT_NE(server_ctx->certificate_summary().find("CN=localhost"), std::string::npos)
       << server_ctx->certificate_summary();
-  auto [server, client] = Sessions(*server_ctx, *client_ctx);
+  auto [sockets, server, client] = Sessions(*server_ctx, *client_ctx);
   Outcome o = Shake(*server, *client);
   ASSERT_EQ(o.server, TlsIo::kDone) << server->error();
   ASSERT_EQ(o.client, TlsIo::kDone) << client->error();
@@ -126,7 +141,7 @@ TEST_F(TlsTest, AHandshakeThenDataBothWays) {
 TEST_F(TlsTest, AnAddressIsCheckedAgainstTheCertificatesIpNames) {
   auto server_ctx = Context(TlsContext::Role::kServer, ServerOptions());
   auto client_ctx = Context(TlsContext::Role::kClient, ClientOptions());
-  auto [server, client] = Sessions(*server_ctx, *client_ctx, "127.0.0.1");
+  auto [sockets, server, client] = Sessions(*server_ctx, *client_ctx, "127.0.0.1");
   Outcome o = Shake(*server, *client);
   EXPECT_EQ(o.client, TlsIo::kDone) << client->error();
 }
@@ -137,23 +152,18 @@ TEST_F(TlsTest, AServerSignedByAnotherCaOrForAnotherNameIsRefused) {
   wrong_ca.ca_file = certs_->Path("other-ca.pem");
   auto client_ctx = Context(TlsContext::Role::kClient, wrong_ca);
   {
-    auto [server, client] = Sessions(*server_ctx, *client_ctx);
+    auto [sockets, server, client] = Sessions(*server_ctx, *client_ctx);
     Outcome o = Shake(*server, *client);
     ASSERT_EQ(o.client, TlsIo::kError);
     EXPECT_NE(client->error().find("certificate verify failed"), std::string::npos)
         << client->error();
   }
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
   auto right_ca = Context(TlsContext::Role::kClient, ClientOptions());
-  auto s = TlsSession::Accept(*server_ctx, fds[0]);
-  auto c = TlsSession::Connect(*right_ca, fds[1], "queue.example.com");
-  ASSERT_TRUE(s.ok() && c.ok());
-  Outcome o = Shake(**s, **c);
+  Pair p = Sessions(*server_ctx, *right_ca, "queue.example.com");
+  ASSERT_TRUE(p.server && p.client);
+  Outcome o = Shake(*p.server, *p.client);
   EXPECT_EQ(o.client, TlsIo::kError);
-  EXPECT_NE((*c)->error().find("hostname mismatch"), std::string::npos) << (*c)->error();
-  close(fds[0]);
-  close(fds[1]);
+  EXPECT_NE(p.client->error().find("hostname mismatch"), std::string::npos) << p.client->error();
 }
 
 TEST_F(TlsTest, MutualTlsRequiredRefusesNoCertificateAndAnotherCasOne) {
@@ -175,21 +185,17 @@ TEST_F(TlsTest, MutualTlsRequiredRefusesNoCertificateAndAnotherCasOne) {
       co.key_file = certs_->Path(c.key);
     }
     auto client_ctx = Context(TlsContext::Role::kClient, co);
-    int fds[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
-    auto s = TlsSession::Accept(*server_ctx, fds[0]);
-    auto cl = TlsSession::Connect(*client_ctx, fds[1], "localhost");
-    ASSERT_TRUE(s.ok() && cl.ok());
-    Outcome o = Shake(**s, **cl);
+    Pair p = Sessions(*server_ctx, *client_ctx);
+    ASSERT_TRUE(p.server && p.client);
+    Outcome o = Shake(*p.server, *p.client);
     if (c.expect.empty()) {
-      EXPECT_EQ(o.server, TlsIo::kDone) << (*s)->error();
-      EXPECT_NE((*s)->peer_subject().find("CN=worker"), std::string::npos) << (*s)->peer_subject();
+      EXPECT_EQ(o.server, TlsIo::kDone) << p.server->error();
+      EXPECT_NE(p.server->peer_subject().find("CN=worker"), std::string::npos)
+          << p.server->peer_subject();
     } else {
       EXPECT_EQ(o.server, TlsIo::kError);
-      EXPECT_NE((*s)->error().find(c.expect), std::string::npos) << (*s)->error();
+      EXPECT_NE(p.server->error().find(c.expect), std::string::npos) << p.server->error();
     }
-    close(fds[0]);
-    close(fds[1]);
   }
 }
 
@@ -199,7 +205,7 @@ TEST_F(TlsTest, MutualTlsOptionalAcceptsAClientWithoutACertificate) {
   so.client_auth = TlsOptions::ClientAuth::kOptional;
   auto server_ctx = Context(TlsContext::Role::kServer, so);
   auto client_ctx = Context(TlsContext::Role::kClient, ClientOptions());
-  auto [server, client] = Sessions(*server_ctx, *client_ctx);
+  auto [sockets, server, client] = Sessions(*server_ctx, *client_ctx);
   Outcome o = Shake(*server, *client);
   EXPECT_EQ(o.server, TlsIo::kDone) << server->error();
   EXPECT_EQ(server->peer_subject(), "");
@@ -209,16 +215,14 @@ TEST_F(TlsTest, PlaintextOnATlsPortIsNamedAsSuch) {
   auto server_ctx = Context(TlsContext::Role::kServer, ServerOptions());
   for (const std::string& plain : {std::string("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
                                    std::string("*1\r\n$4\r\nPING\r\n")}) {
-    int fds[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
-    ASSERT_EQ(write(fds[1], plain.data(), plain.size()), static_cast<ssize_t>(plain.size()));
-    auto s = TlsSession::Accept(*server_ctx, fds[0]);
+    SocketPair sockets;
+    ASSERT_EQ(write(sockets.client, plain.data(), plain.size()),
+              static_cast<ssize_t>(plain.size()));
+    auto s = TlsSession::Accept(*server_ctx, sockets.server);
     ASSERT_TRUE(s.ok());
     EXPECT_EQ((*s)->Handshake(), TlsIo::kError);
     const std::string expect = plain[0] == 'G' ? "plaintext HTTP on a TLS port" : "not TLS";
     EXPECT_NE((*s)->error().find(expect), std::string::npos) << (*s)->error();
-    close(fds[0]);
-    close(fds[1]);
   }
 }
 
@@ -229,7 +233,7 @@ TEST_F(TlsTest, ProtocolsNarrowedToNoneInCommonFailTheHandshake) {
   co.protocols = "TLSv1.2";
   auto server_ctx = Context(TlsContext::Role::kServer, so);
   auto client_ctx = Context(TlsContext::Role::kClient, co);
-  auto [server, client] = Sessions(*server_ctx, *client_ctx);
+  auto [sockets, server, client] = Sessions(*server_ctx, *client_ctx);
   Outcome o = Shake(*server, *client);
   EXPECT_EQ(o.server, TlsIo::kError);
   EXPECT_NE(server->error().find("no protocol both sides speak"), std::string::npos)
@@ -239,15 +243,11 @@ TEST_F(TlsTest, ProtocolsNarrowedToNoneInCommonFailTheHandshake) {
   tls12.protocols = "TLSv1.2";
   auto both_server = Context(TlsContext::Role::kServer, ServerOptions());
   auto tls12_client = Context(TlsContext::Role::kClient, tls12);
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
-  auto s = TlsSession::Accept(*both_server, fds[0]);
-  auto c = TlsSession::Connect(*tls12_client, fds[1], "localhost");
-  Outcome ok = Shake(**s, **c);
-  EXPECT_EQ(ok.client, TlsIo::kDone) << (*c)->error();
-  EXPECT_EQ((*c)->protocol(), "TLSv1.2");
-  close(fds[0]);
-  close(fds[1]);
+  Pair p = Sessions(*both_server, *tls12_client);
+  ASSERT_TRUE(p.server && p.client);
+  Outcome ok = Shake(*p.server, *p.client);
+  EXPECT_EQ(ok.client, TlsIo::kDone) << p.client->error();
+  EXPECT_EQ(p.client->protocol(), "TLSv1.2");
 }
 
 TEST_F(TlsTest, WrongFilesAndOptionsAreRefusedNamingWhatIsWrong) {
