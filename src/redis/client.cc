@@ -282,11 +282,16 @@ int Client::RoleReplicas(const Reply& role) {
 // Asks each sentinel in turn; the first master that says ROLE master wins.
 // A sentinel may still name the old master early in a failover: the node's
 // own ROLE settles it.
+ConnectionOptions Client::SentinelConnectionOptions() const {
+  ConnectionOptions o = options_.connection;
+  o.user.clear();
+  o.password.reset();
+  o.db = 0;
+  return o;
+}
+
 Status Client::FindSentinelMaster() {
-  ConnectionOptions sentinel_options = options_.connection;
-  sentinel_options.user.clear();
-  sentinel_options.password.reset();
-  sentinel_options.db = 0;
+  const ConnectionOptions sentinel_options = SentinelConnectionOptions();
   std::string errors;
   for (const Endpoint& sentinel : url_.seeds) {
     auto note = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
@@ -356,7 +361,7 @@ Status Client::WatchSentinels() {
   sentinels.password.reset();
   sentinels.sentinel_master.clear();
   SubscriberOptions so;
-  so.connection = options_.connection;
+  so.connection = SentinelConnectionOptions();  // Start puts the URL's (none) in
   // Announced as "<name> <old ip> <old port> <new ip> <new port>".
   auto on_message = [this](std::string_view, std::string_view message) {
     if (message.substr(0, message.find(' ')) == url_.sentinel_master) {
@@ -375,10 +380,7 @@ Status Client::WatchSentinels() {
 std::vector<Endpoint> Client::SentinelReplicas() {
   std::vector<Endpoint> out;
   if (!url_.sentinel()) return out;
-  ConnectionOptions sentinel_options = options_.connection;
-  sentinel_options.user.clear();
-  sentinel_options.password.reset();
-  sentinel_options.db = 0;
+  const ConnectionOptions sentinel_options = SentinelConnectionOptions();
   for (const Endpoint& sentinel : url_.seeds) {
     Result<std::unique_ptr<Connection>> conn = Connection::Open(sentinel, sentinel_options);
     if (!conn.ok()) continue;
@@ -603,33 +605,36 @@ class Client::Round {
 
   std::vector<Group>& groups() { return groups_; }
 
-  // Empty when the group's changes count: no WAIT was needed, or its WAIT
-  // confirmed enough replicas. Otherwise why they do not (the WAIT's reply
-  // fell short, was an error, or was lost with the connection).
-  std::string WaitShortfall(const Group& g) const {
+  // Reads the group's WAIT (when it sent one) and keeps what it tells of the
+  // node's replicas: the count confirmed, and whether the next WAITs there
+  // are brief. Empty when the group's changes count: no WAIT was needed, or
+  // its WAIT confirmed enough replicas. Otherwise why they do not (the
+  // WAIT's reply fell short, was an error, or was lost with the connection).
+  std::string SettleWait(const Group& g) const {
     if (!g.waited) return "";
-    const std::string head = g.node->name + ": WAIT ";
-    if (g.replies.size() < g.conn_pending_at_write) {
-      return head + "not answered (" + g.status.message() + ")";
+    const bool answered = g.replies.size() == g.conn_pending_at_write;
+    const Reply* r = answered ? &g.replies.back() : nullptr;
+    const int confirmed = r != nullptr && r->is_integer() ? static_cast<int>(r->integer()) : 0;
+    Node& node = *g.node;
+    node.acked = confirmed;
+    // Replicas that joined since the master was found count too.
+    if (confirmed > node.replicas) node.replicas = confirmed;
+    if (confirmed >= wait_replicas_) {
+      node.short_until_ms = 0;
+      return "";
     }
-    const Reply& r = g.replies.back();
-    if (r.is_integer() && r.integer() >= wait_replicas_) return "";
-    if (!r.is_integer()) return head + "refused: " + r.ToString();
-    return head + "confirmed " + std::to_string(r.integer()) + " of " +
+    if (g.wait_ms >= wait_timeout_ms_) {
+      node.short_until_ms = SteadyMs() + int64_t{kShortPeriods} * wait_timeout_ms_;
+    }
+    const std::string head = node.name + ": WAIT ";
+    if (r == nullptr) return head + "not answered (" + g.status.message() + ")";
+    if (!r->is_integer()) return head + "refused: " + r->ToString();
+    return head + "confirmed " + std::to_string(confirmed) + " of " +
            std::to_string(wait_replicas_) + " replicas within " + std::to_string(g.wait_ms) +
            " ms" +
            (g.wait_ms < wait_timeout_ms_
                 ? " (its last WAIT of " + std::to_string(wait_timeout_ms_) + " ms fell short too)"
                 : "");
-  }
-
-  // What a WAIT's outcome tells of the node's replicas for the next rounds.
-  void Learn(Group& g, bool fell_short) const {
-    if (!fell_short) {
-      g.node->short_until_ms = 0;
-    } else if (g.wait_ms >= wait_timeout_ms_) {
-      g.node->short_until_ms = SteadyMs() + int64_t{kShortPeriods} * wait_timeout_ms_;
-    }
   }
 
  private:
@@ -746,15 +751,10 @@ void Client::Run(std::vector<Op>& ops) {
     for (Round::Group& g : round.groups()) {
       const std::string& name = g.node->name;
       size_t next = 0;  // index into g.replies
-      const std::string shortfall = round.WaitShortfall(g);
+      const std::string shortfall = round.SettleWait(g);
       if (g.waited) {
         ++waits_;
         if (!shortfall.empty()) ++wait_shortfalls_;
-        round.Learn(g, !shortfall.empty());
-        const Reply* w = g.replies.size() == g.conn_pending_at_write ? &g.replies.back() : nullptr;
-        g.node->acked = w != nullptr && w->is_integer() ? static_cast<int>(w->integer()) : 0;
-        // Replicas that joined since the master was found count too.
-        if (g.node->acked > g.node->replicas) g.node->replicas = g.node->acked.load();
       }
       for (Op* op : g.ops) {
         size_t n = 1 + (op->load ? 1 : 0) + (op->asking ? 1 : 0);

@@ -257,6 +257,8 @@ class Client {
   Status Connect();
   // Sentinel: asks the sentinels for the master and installs it.
   Status FindSentinelMaster();
+  // Those of the sentinels' connections: no AUTH, no SELECT.
+  ConnectionOptions SentinelConnectionOptions() const;
   // Starts following +switch-master (sentinel only).
   Status WatchSentinels();
   // The master can move (cluster, sentinel): unreachable nodes and READONLY

@@ -224,7 +224,10 @@ void HttpServer::Api::Healthz(Connection& c, const RouteCall&) {
   // room; or failed for good (a failed fdatasync: only a restart recovers).
   StoreFigures f = s_->queue_->Figures();
   wire::Health health{"ok", "", f.topology};
-  if (!f.health.ok()) health = {f.failed ? "failed" : "degraded", f.health.message(), f.topology};
+  if (!f.health.ok()) {
+    health.status = f.failed ? "failed" : "degraded";
+    health.store = f.health.message();
+  }
   std::string json;
   JsonWriter w(&json);
   wire::WriteJson(w, health, wire::kHealthFields);
