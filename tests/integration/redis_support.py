@@ -311,6 +311,7 @@ class Load:
         self.down = {}             # port -> connection errors seen
         self.unavailable = {"add": 0, "reserve": 0, "finish": 0}
         self.last_unavailable = {}  # "add"/"reserve"/"finish" -> when last answered so (ms)
+        self.last_unavailable_reply = {}  # "add"/... -> (port, the reply) of that answer
         self.max_request_ms = (0.0, None)
         self.ops = 0
         self.http_ops = 0
@@ -435,10 +436,11 @@ class Load:
                 else (status, reply)
         return self.call(conns, port, "FINISH", job_id, receipt)
 
-    def note_unavailable(self, kind):
+    def note_unavailable(self, kind, port, reply):
         with self.lock:
             self.unavailable[kind] += 1
             self.last_unavailable[kind] = now_ms()
+            self.last_unavailable_reply[kind] = (port, reply)
 
     @staticmethod
     def pick(rng, alive):
@@ -482,7 +484,7 @@ class Load:
                 elif status == "down":
                     alive.remove(port)
                 elif status == "unavailable":
-                    self.note_unavailable("add")
+                    self.note_unavailable("add", port, reply)
                     with self.lock:
                         self.unavailable_at[job_id] = now_ms()
                     self.retry_pause()
@@ -514,7 +516,7 @@ class Load:
                     if status == "down":
                         alive.remove(port)
                     elif status == "unavailable":
-                        self.note_unavailable("reserve")
+                        self.note_unavailable("reserve", port, jobs)
                         self.retry_pause()
                     else:
                         self.error(f"RESERVE on port {port}: {jobs!r}")
@@ -565,7 +567,7 @@ class Load:
                 alive.remove(port)
                 unsure = True
             elif status == "unavailable":
-                self.note_unavailable("finish")
+                self.note_unavailable("finish", port, reply)
                 unsure = True
                 self.retry_pause()
             elif ((unsure or t >= t_sent + self.ttr) and str(reply).startswith("NOTFOUND")):
