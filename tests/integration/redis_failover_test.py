@@ -464,6 +464,7 @@ class RecoveryProbe:
         self.at = None
         self.relapsed_at = None
         self.relapses = 0
+        self.relapse_failure = None
         self.polls = 0
         self.last_failure = None
         self.recovered = threading.Event()
@@ -490,6 +491,7 @@ class RecoveryProbe:
             elif self.at is not None:
                 self.relapsed_at = now_ms()
                 self.relapses += 1
+                self.relapse_failure = self.last_failure
             time.sleep(0.02)  # the poll interval
 
     def all_take_writes(self):
@@ -600,11 +602,20 @@ class FailoverTest(RedisServerTestCase):
               f"{' confirmed by WAIT 1' if wait_replicas else ''} on every master "
               f"{seconds_after(recovered_at, killed_at)} ({probe.polls} polls; "
               f"{probe.relapses} failed after it, the last "
-              f"{seconds_after(probe.relapsed_at, killed_at)}); the last "
+              f"{seconds_after(probe.relapsed_at, killed_at)}"
+              f"{': ' + probe.relapse_failure if probe.relapse_failure else ''}); the last "
               f"ADD delayq answered unavailable: {seconds_after(last_refused, killed_at)}, "
               f"RESERVE: {seconds_after(load.last_unavailable.get('reserve'), killed_at)}, "
               f"FINISH: {seconds_after(load.last_unavailable.get('finish'), killed_at)}",
               file=sys.stderr, flush=True)
+        if probe.relapses:
+            # What the sentinels (or the cluster's nodes) did after the failover.
+            for name, n in topology.processes():
+                events = [line for line in log_tail(n, 20000).splitlines()
+                          if re.search(r" # [+-]|\+convert|\+fix-slave|MASTER MODE|REPLICAOF|"
+                                       r"Connecting to MASTER|failover", line)]
+                print(f"  {tag}: {name} {n.address}:\n    " + "\n    ".join(events[-25:]),
+                      file=sys.stderr, flush=True)
         # Redis took writes for good after its last failed poll (a sentinel may
         # still move a node about after the first success).
         settled_at = max(recovered_at, probe.relapsed_at or 0)
