@@ -26,7 +26,8 @@ constexpr size_t kMaxInputWhileWaiting = 1 << 20;
 // shortest timeout, so one is enforced within 25% of its length.
 int64_t SweepInterval(const TcpServerOptions& o) {
   int64_t shortest = 0;
-  for (int64_t t : {o.idle_timeout_ms, o.request_timeout_ms}) {
+  const int64_t handshake = o.tls != nullptr ? o.tls_handshake_timeout_ms : 0;
+  for (int64_t t : {o.idle_timeout_ms, o.request_timeout_ms, handshake}) {
     if (t > 0 && (shortest == 0 || t < shortest)) shortest = t;
   }
   if (shortest == 0) return 0;
@@ -133,8 +134,12 @@ void TcpServer::Refuse(int fd) {
   char buf[16 * 1024];
   for (int i = 0; i < 4 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; ++i) {
   }
-  std::string_view busy = handler_->BusyReply();
-  [[maybe_unused]] ssize_t n = write(fd, busy.data(), busy.size());
+  // A TLS client would read the plaintext reply as a broken handshake: it
+  // is closed without one.
+  if (options_.tls == nullptr) {
+    std::string_view busy = handler_->BusyReply();
+    [[maybe_unused]] ssize_t n = write(fd, busy.data(), busy.size());
+  }
   close(fd);
 }
 
@@ -192,8 +197,102 @@ void TcpServer::OnAccept() {
     busy_logged_ = false;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    Adopt(fd);
+    if (options_.tls == nullptr) {
+      Adopt(fd);
+      continue;
+    }
+    auto session = TlsSession::Accept(*options_.tls, fd);
+    if (!session.ok()) {
+      LogTls(options_.name + ": cannot start a TLS session: " + session.status().message());
+      close(fd);
+      continue;
+    }
+    // The handshake begins with the client's first bytes (EPOLLIN).
+    uint64_t id = Adopt(fd);
+    if (Connection* c = Find(id)) c->tls = std::move(session).value();
   }
+}
+
+void TcpServer::SetTls(std::shared_ptr<const TlsContext> tls) {
+  if (options_.tls != nullptr && tls != nullptr) options_.tls = std::move(tls);
+}
+
+std::string Connection::PeerName() const {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  char host[INET_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      addr.sin_family != AF_INET ||
+      inet_ntop(AF_INET, &addr.sin_addr, host, sizeof host) == nullptr) {
+    return "a client";
+  }
+  return std::string(host) + ":" + std::to_string(ntohs(addr.sin_port));
+}
+
+void TcpServer::LogTls(const std::string& line) {
+  const int64_t second = MonotonicNowMs() / 1000;
+  if (second != tls_log_second_) {
+    if (tls_suppressed_ > 0) {
+      Log(LogLevel::kWarn, "%s: %d more TLS refusals left out of the log (at most %d a second)",
+          options_.name.c_str(), tls_suppressed_, kTlsLogsPerSecond);
+    }
+    tls_log_second_ = second;
+    tls_logged_ = 0;
+    tls_suppressed_ = 0;
+  }
+  if (tls_logged_ >= kTlsLogsPerSecond) {
+    ++tls_suppressed_;
+    return;
+  }
+  ++tls_logged_;
+  Log(LogLevel::kWarn, "%s", line.c_str());
+}
+
+void TcpServer::ContinueHandshake(Connection& c) {
+  switch (c.tls->Handshake()) {
+    case TlsIo::kDone:
+      c.tls_read_wants_write = false;
+      c.last_input_ms = MonotonicNowMs();  // idle from here, not from the accept
+      if (LogEnabled(LogLevel::kDebug)) {
+        const std::string peer = c.tls->peer_subject();
+        Log(LogLevel::kDebug, "%s: TLS with %s: %s%s%s", options_.name.c_str(),
+            c.PeerName().c_str(), c.tls->protocol().c_str(),
+            peer.empty() ? "" : ", client certificate ", peer.c_str());
+      }
+      // A request may have come with the handshake's last flight.
+      ReadFrom(c, /*peer_closed=*/false);
+      return;
+    case TlsIo::kWantRead:
+      c.tls_read_wants_write = false;
+      break;
+    case TlsIo::kWantWrite:
+      c.tls_read_wants_write = true;
+      break;
+    case TlsIo::kClosed:
+    case TlsIo::kError:
+      RefuseHandshake(c, c.tls->error());
+      return;
+  }
+  UpdateEvents(c);
+}
+
+void TcpServer::RefuseHandshake(Connection& c, const std::string& why) {
+  const uint64_t id = c.id;
+  // A client that connects and leaves without a word (a port probe, a load
+  // balancer's health check) is not worth a line.
+  if (why != "the connection closed during the handshake") {
+    LogTls(options_.name + ": TLS handshake with " + c.PeerName() + " refused: " + why);
+  }
+  std::string_view reply = handler_->PlaintextReply();
+  if (!reply.empty() && (why.starts_with("plaintext") || why.starts_with("not TLS"))) {
+    // As Refuse: the rest of the request is read first, so the close is a
+    // FIN the client reads the reply before, not a reset.
+    char buf[16 * 1024];
+    for (int i = 0; i < 4 && recv(c.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; ++i) {
+    }
+    [[maybe_unused]] ssize_t n = write(c.fd, reply.data(), reply.size());
+  }
+  Close(id);
 }
 
 uint64_t TcpServer::Adopt(int fd) {
@@ -201,6 +300,7 @@ uint64_t TcpServer::Adopt(int fd) {
   c->id = next_id_++;
   c->fd = fd;
   c->last_input_ms = MonotonicNowMs();
+  c->accepted_ms = c->last_input_ms;
   c->output_high_water = std::min<size_t>(options_.max_output_bytes / 4 + 1, 1 << 20);
   uint64_t id = c->id;
   Connection& ref = *c;
@@ -219,6 +319,7 @@ void TcpServer::Close(uint64_t id) {
   Connection& c = *it->second;
   handler_->OnClose(c);
   loop_->Remove(c.fd);
+  if (c.tls != nullptr) c.tls->Shutdown();  // close_notify, best effort
   close(c.fd);
   conns_.erase(it);
 }
@@ -229,6 +330,24 @@ void TcpServer::OnEvents(uint64_t id, uint32_t events) {
   if (events & (EPOLLERR | EPOLLHUP)) {
     Close(id);
     return;
+  }
+  if (c->tls != nullptr) {
+    if (!c->tls->handshake_done()) {
+      ContinueHandshake(*c);
+      return;
+    }
+    // A read that waited for writability, or a write for readability
+    // (a TLS key update): each is taken up again on the other's event.
+    if ((events & EPOLLOUT) && c->tls_read_wants_write) {
+      c->tls_read_wants_write = false;
+      ReadFrom(*c, false);
+      if ((c = Find(id)) == nullptr) return;
+    }
+    if ((events & EPOLLIN) && c->tls_write_wants_read) {
+      c->tls_write_wants_read = false;
+      Flush(*c);
+      if ((c = Find(id)) == nullptr) return;
+    }
   }
   if (events & EPOLLOUT) {
     c->last_input_ms = MonotonicNowMs();  // draining a backlog to a reading client is not idle
@@ -269,6 +388,34 @@ void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
   // Up to kMaxReadsPerEvent full reads, then the requests are served:
   // a client sending without pause cannot grow c.in without bound (the loop
   // is level-triggered, so what is left is read on the next turn).
+  if (c.tls != nullptr) {
+    // A TLS record is at most 16 KiB: as many reads as bring in what the
+    // plaintext path would.
+    for (int reads = 0; reads < 4 * kMaxReadsPerEvent; ++reads) {
+      size_t n = 0;
+      TlsIo r = c.tls->Read(buf, sizeof buf, &n);
+      if (r == TlsIo::kDone) {
+        c.in.append(buf, n);
+        continue;
+      }
+      if (r == TlsIo::kWantRead) break;
+      if (r == TlsIo::kWantWrite) {
+        c.tls_read_wants_write = true;
+        break;
+      }
+      if (r == TlsIo::kClosed) {
+        eof = true;
+        break;
+      }
+      Log(LogLevel::kDebug, "%s: TLS read from %s failed: %s", options_.name.c_str(),
+          c.PeerName().c_str(), c.tls->error().c_str());
+      Close(id);
+      return;
+    }
+    if (draining_) c.in.resize(received);
+    Received(c, eof);
+    return;
+  }
   for (int reads = 0; reads < kMaxReadsPerEvent; ++reads) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
@@ -378,7 +525,26 @@ void TcpServer::Flush(Connection& c) {
         break;
       }
     }
-    while (c.Writable() > 0) {
+    while (c.Writable() > 0 && c.tls != nullptr) {
+      // Retried with the same bytes (and maybe more after them) after a
+      // want: what SSL_write requires.
+      size_t n = 0;
+      TlsIo r = c.tls->Write(std::string_view(c.out.data(), c.Writable()), &n);
+      if (r == TlsIo::kDone) {
+        c.Consume(n);
+        continue;
+      }
+      if (r == TlsIo::kWantWrite) break;
+      if (r == TlsIo::kWantRead) {
+        c.tls_write_wants_read = true;
+        break;
+      }
+      Log(LogLevel::kDebug, "%s: TLS write to %s failed: %s", options_.name.c_str(),
+          c.PeerName().c_str(), c.tls->error().c_str());
+      Close(c.id);
+      return;
+    }
+    while (c.Writable() > 0 && c.tls == nullptr) {
       ssize_t n = write(c.fd, c.out.data(), c.Writable());
       if (n > 0) {
         c.Consume(static_cast<size_t>(n));
@@ -418,14 +584,17 @@ void TcpServer::Flush(Connection& c) {
 // (EPOLLIN and EPOLLRDHUP are level-triggered, so they would fire on every
 // turn).
 void TcpServer::UpdateEvents(Connection& c) {
-  bool want_write = c.Writable() > 0 && !c.held;
+  bool want_write =
+      (c.Writable() > 0 && !c.held && !c.tls_write_wants_read) || c.tls_read_wants_write;
   // Not after the client's FIN (EPOLLRDHUP would fire on every turn), nor
   // once max_input_bytes of requests wait unserved (the replies pile up),
   // nor while a parked connection buffers more than a pipeline's worth of
   // requests behind its wait. While the replies pile up input is still
   // read: a client may be writing its whole pipeline before it reads.
-  bool reading = !c.peer_closed && c.in.size() < options_.max_input_bytes &&
-                 !(c.waiting && c.in.size() >= kMaxInputWhileWaiting);
+  bool reading = (!c.peer_closed && c.in.size() < options_.max_input_bytes &&
+                  !(c.waiting && c.in.size() >= kMaxInputWhileWaiting)) ||
+                 c.tls_write_wants_read ||
+                 (c.tls != nullptr && !c.tls->handshake_done() && !c.tls_read_wants_write);
   if (want_write == c.want_write && reading == c.reading) return;
   c.want_write = want_write;
   c.reading = reading;
@@ -436,8 +605,12 @@ void TcpServer::UpdateEvents(Connection& c) {
 void TcpServer::Sweep() {
   sweep_timer_ = 0;
   int64_t now = MonotonicNowMs();
-  std::vector<uint64_t> idle, slow;
+  std::vector<uint64_t> idle, slow, stalled;
   for (const auto& [id, c] : conns_) {
+    if (c->tls != nullptr && !c->tls->handshake_done()) {
+      if (now - c->accepted_ms >= options_.tls_handshake_timeout_ms) stalled.push_back(id);
+      continue;
+    }
     if (c->waiting || c->holes() > 0) continue;  // waiting for the handler, not the client
     // Not while replies wait to be written: input may be held back by our
     // own backpressure, and a slow reader is the idle timeout's business.
@@ -458,6 +631,12 @@ void TcpServer::Sweep() {
     Flush(*c);
   }
   for (uint64_t id : idle) Close(id);
+  for (uint64_t id : stalled) {
+    LogTls(options_.name + ": TLS handshake with " + Find(id)->PeerName() +
+           " not complete within " + std::to_string(options_.tls_handshake_timeout_ms) +
+           " ms: closed");
+    Close(id);
+  }
   if (!slow.empty()) {
     Log(LogLevel::kDebug, "%s: closed %zu connections whose request took over %lld ms",
         options_.name.c_str(), slow.size(), static_cast<long long>(options_.request_timeout_ms));

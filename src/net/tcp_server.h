@@ -13,6 +13,19 @@
 // Syscalls per request at pipeline depth 1: one read (another only when the
 // 64 KiB read buffer came back full), one write, and a share of epoll_wait.
 //
+// TLS (TcpServerOptions::tls): every accepted connection is a TLS session;
+// there is no plaintext fallback. The handshake runs on the loop's events
+// like a read (never blocking the others), bounded by
+// tls_handshake_timeout_ms (a client that stalls it, slowloris-style, is
+// closed); a handshake refused (a plaintext client, a client certificate
+// the CA did not sign or that expired, no common protocol) is logged with
+// the reason and the peer, at most kTlsLogsPerSecond lines a second. A
+// plaintext request is answered in plaintext by the handler's
+// PlaintextReply (HTTP's "this port speaks TLS") before the close. The
+// handler sees decrypted bytes in `in` and writes plaintext to `out`, as
+// without TLS. SetTls swaps the context for new connections (certificates
+// reloaded on SIGHUP); connections keep the one they began with.
+//
 // Thread-safety: the loop thread owns the server and its connections.
 #ifndef DELAYQ_NET_TCP_SERVER_H_
 #define DELAYQ_NET_TCP_SERVER_H_
@@ -27,6 +40,7 @@
 
 #include "delayq/status.h"
 #include "net/event_loop.h"
+#include "net/tls.h"
 
 namespace delayq::net {
 
@@ -55,6 +69,10 @@ struct TcpServerOptions {
   int64_t idle_timeout_ms = 0;
   // A request that has begun must be complete within this long. 0: no limit.
   int64_t request_timeout_ms = 0;
+  // Serve TLS on every connection with this (server) context; null: plaintext.
+  std::shared_ptr<const TlsContext> tls = nullptr;
+  // A TLS handshake must be complete within this long of the accept.
+  int64_t tls_handshake_timeout_ms = 10'000;
   // false: no listener (host and port are ignored); connections come only
   // from Adopt (the in-process front-end tests, tests/server/README.md).
   bool listen = true;
@@ -130,8 +148,16 @@ struct Connection {
   // Where in `out` hole `serial` is, or -1 if there is no such hole.
   int64_t HoleAt(uint64_t serial) const;
 
+  // The TLS session (TcpServerOptions::tls), null on a plaintext listener.
+  std::unique_ptr<TlsSession> tls;
+  // The peer's address ("127.0.0.1:50312"), for the log lines about it.
+  std::string PeerName() const;
+
   // TcpServer's own.
   size_t output_high_water = 0;
+  int64_t accepted_ms = 0;            // when the connection was accepted (TLS handshake bound)
+  bool tls_read_wants_write = false;  // SSL_read asked for writability
+  bool tls_write_wants_read = false;  // SSL_write asked for readability
   bool want_write = false;
   bool reading = true;            // EPOLLIN armed (see UpdateEvents)
   bool peer_closed = false;       // the client sent FIN: close once answered
@@ -183,6 +209,9 @@ class TcpHandler {
   virtual std::string_view BusyReply() const = 0;
   // Written before closing a connection whose request took too long.
   virtual std::string_view TimeoutReply() const { return {}; }
+  // Written, in plaintext, to a plaintext client of a TLS listener before it
+  // is closed. Empty: closed without a word.
+  virtual std::string_view PlaintextReply() const { return {}; }
 };
 
 class TcpServer {
@@ -198,6 +227,11 @@ class TcpServer {
   TcpServer& operator=(const TcpServer&) = delete;
 
   int port() const { return port_; }
+  // New connections are served with `tls` from now on (a reloaded
+  // certificate); open ones keep theirs. REQUIRES: the server was created
+  // with TLS (a listener does not change from plaintext to TLS).
+  void SetTls(std::shared_ptr<const TlsContext> tls);
+  bool tls() const { return options_.tls != nullptr; }
   size_t connections() const { return conns_.size(); }
   const TcpServerOptions& options() const { return options_; }
   bool draining() const { return draining_; }
@@ -240,6 +274,14 @@ class TcpServer {
             int port);
   void OnAccept();
   void OnEvents(uint64_t id, uint32_t events);
+  // TLS: drives c's handshake; once done, reads what came with it.
+  void ContinueHandshake(Connection& c);
+  // TLS: the handshake failed for `why`: logged (rate-limited), answered
+  // with PlaintextReply when the client spoke plaintext, and closed.
+  void RefuseHandshake(Connection& c, const std::string& why);
+  // A log line about a refused or stalled TLS client, at most
+  // kTlsLogsPerSecond a second (a scanner must not flood the log).
+  void LogTls(const std::string& line);
   // peer_closed: epoll said the client's FIN is in (EPOLLRDHUP): read to it.
   void ReadFrom(Connection& c, bool peer_closed);
   // After input arrived (a read, or Deliver): serve it, write the replies.
@@ -290,6 +332,10 @@ class TcpServer {
   SpareFd spare_;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
   OutputGate* gate_ = nullptr;
+  static constexpr int kTlsLogsPerSecond = 10;
+  int64_t tls_log_second_ = 0;
+  int tls_logged_ = 0;          // lines written in tls_log_second_
+  int tls_suppressed_ = 0;      // lines left out since the last one written
   std::vector<uint64_t> held_;  // connections whose replies wait for the gate
 };
 

@@ -282,17 +282,22 @@ TlsIo TlsSession::Handshake() {
 }
 
 TlsIo TlsSession::Read(std::string* out, size_t max, size_t* n) {
+  const size_t before = out->size();
+  out->resize(before + max);
+  TlsIo r = Read(out->data() + before, max, n);
+  out->resize(before + *n);
+  return r;
+}
+
+TlsIo TlsSession::Read(char* buf, size_t max, size_t* n) {
   *n = 0;
   if (!done_) {
     TlsIo h = Handshake();
     if (h != TlsIo::kDone) return h;
   }
-  const size_t before = out->size();
-  out->resize(before + max);
   ERR_clear_error();
   errno = 0;
-  const int ret = SSL_read_ex(ssl_, out->data() + before, max, n);
-  out->resize(before + (ret == 1 ? *n : 0));
+  const int ret = SSL_read_ex(ssl_, buf, max, n);
   if (ret == 1) return TlsIo::kDone;
   *n = 0;
   return Outcome(ret);

@@ -123,6 +123,8 @@ class TlsSession {
   // Appends up to `max` decrypted bytes to *out; *n is how many. kDone with
   // *n > 0, or kWantRead when nothing is there yet.
   TlsIo Read(std::string* out, size_t max, size_t* n);
+  // The same into buf[0..max): *n bytes were put there.
+  TlsIo Read(char* buf, size_t max, size_t* n);
   // Encrypts and sends from `data`; *n is how many bytes of it were taken.
   TlsIo Write(std::string_view data, size_t* n);
   // Sends close_notify (best effort, never blocks).

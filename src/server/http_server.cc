@@ -120,6 +120,10 @@ HttpServer::HttpServer(net::EventLoop* loop, ServingQueue* queue, HttpServerOpti
   AppendResponse(&timeout_reply_, 408, kJson,
                  ErrorJson("invalid_argument", "request not received within the request timeout"),
                  /*keep_alive=*/false, 11);
+  AppendResponse(&plaintext_reply_, 400, kJson,
+                 ErrorJson("invalid_argument",
+                           "this port speaks TLS: use https:// (curl --cacert ca.pem https://...)"),
+                 /*keep_alive=*/false, 11);
 }
 
 HttpServer::~HttpServer() = default;
@@ -133,6 +137,8 @@ void HttpServer::OnOpen(Connection& c) {
 std::string_view HttpServer::BusyReply() const { return busy_reply_; }
 
 std::string_view HttpServer::TimeoutReply() const { return timeout_reply_; }
+
+std::string_view HttpServer::PlaintextReply() const { return plaintext_reply_; }
 
 bool HttpServer::InRequest(const Connection& c) const {
   return static_cast<const HttpState&>(*c.state).parser.InProgress();

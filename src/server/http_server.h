@@ -54,6 +54,7 @@ class HttpServer : public FrontEnd {
   bool InRequest(const net::Connection& c) const override;
   std::string_view BusyReply() const override;
   std::string_view TimeoutReply() const override;
+  std::string_view PlaintextReply() const override;
   // FrontEnd
   void AnswerReserve(net::Connection& c, const Result<Deliveries>& result) override;
   // An eighth of the output limit: JSON may write a body byte as six
@@ -62,8 +63,9 @@ class HttpServer : public FrontEnd {
 
   HttpServerOptions options_;
   std::unique_ptr<Api> api_;
-  std::string busy_reply_;     // a whole response, written before refusing a connection
-  std::string timeout_reply_;  // a whole response, written before closing a slow request
+  std::string busy_reply_;       // a whole response, written before refusing a connection
+  std::string timeout_reply_;    // a whole response, written before closing a slow request
+  std::string plaintext_reply_;  // to a plaintext client of a TLS listener
 };
 
 }  // namespace delayq::server

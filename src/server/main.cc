@@ -28,6 +28,7 @@
 #include "delayq/queue.h"
 #include "delayq/version.h"
 #include "net/event_loop.h"
+#include "net/tls.h"
 #include "push/pusher.h"
 #include "queue/open.h"
 #include "redis/url.h"
@@ -70,6 +71,11 @@ struct ServeOptions {
   std::string log_level = "info";
   // Push delivery: a CA bundle (PEM) for https receivers; empty: the system's.
   std::string push_ca_file;
+  // TLS on both listeners when cert_file is set (tls.client_auth from
+  // tls_auth_clients: "" means yes with a CA file, as Redis's default).
+  delayq::net::TlsOptions tls;
+  std::string tls_auth_clients;
+  int64_t tls_handshake_timeout_ms = 10'000;
   // Whether --max-connections (or DELAYQ_MAX_CONNECTIONS) was given: only
   // then is lowering it to fit the open files limit worth a warning.
   bool max_connections_given = false;
@@ -89,7 +95,46 @@ delayq::net::TcpServerOptions TcpOptions(const ServeOptions& o, std::string name
   t.max_input_bytes = o.max_input_bytes;
   t.idle_timeout_ms = o.idle_timeout_ms;
   t.request_timeout_ms = o.request_timeout_ms;
+  t.tls_handshake_timeout_ms = o.tls_handshake_timeout_ms;
   return t;
+}
+
+// The listeners' TLS context from the --tls-* options: null without
+// --tls-cert-file. Made again on SIGHUP (the files re-read).
+delayq::Result<std::shared_ptr<const delayq::net::TlsContext>> ServingTls(const ServeOptions& o) {
+  if (o.tls.cert_file.empty()) return std::shared_ptr<const delayq::net::TlsContext>();
+  auto ctx = delayq::net::TlsContext::Create(delayq::net::TlsContext::Role::kServer, o.tls);
+  if (!ctx.ok()) return ctx.status();
+  return std::shared_ptr<const delayq::net::TlsContext>(std::move(ctx).value());
+}
+
+// The --tls-* options that only make sense together: a usage error naming
+// the one missing or out of place, else empty. Fills o->tls.client_auth.
+std::string CheckTlsOptions(ServeOptions* o) {
+  delayq::net::TlsOptions& t = o->tls;
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    return t.cert_file.empty() ? "--tls-key-file given without --tls-cert-file"
+                               : "--tls-cert-file given without --tls-key-file";
+  }
+  const bool any_other = !t.ca_file.empty() || !o->tls_auth_clients.empty() ||
+                         !t.protocols.empty() || !t.ciphers.empty() || !t.ciphersuites.empty();
+  if (t.cert_file.empty() && any_other) {
+    return "the --tls-* options need --tls-cert-file and --tls-key-file (TLS is on only with "
+           "a certificate)";
+  }
+  if (o->tls_auth_clients.empty()) {
+    t.client_auth = t.ca_file.empty() ? delayq::net::TlsOptions::ClientAuth::kNo
+                                      : delayq::net::TlsOptions::ClientAuth::kYes;
+    return "";
+  }
+  auto auth = delayq::net::ParseClientAuth(o->tls_auth_clients);
+  if (!auth.ok()) return "--tls-auth-clients: " + auth.status().message();
+  t.client_auth = *auth;
+  if (t.client_auth != delayq::net::TlsOptions::ClientAuth::kNo && t.ca_file.empty()) {
+    return "--tls-auth-clients " + o->tls_auth_clients +
+           " needs --tls-ca-cert-file (the CA that signs the clients' certificates)";
+  }
+  return "";
 }
 
 int Fail(const delayq::Status& s) {
@@ -171,6 +216,7 @@ int Serve(ServeOptions o) {
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);  // reloads the TLS certificates (ignored without TLS)
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -218,6 +264,8 @@ int Serve(ServeOptions o) {
   if (std::string opened = (*queue)->OpenedSummary(); !opened.empty()) {
     Log(LogLevel::kInfo, "%s", opened.c_str());
   }
+  auto tls = ServingTls(o);
+  if (!tls.ok()) return Fail(tls.status());
   auto loop = delayq::net::EventLoop::Create();
   if (!loop.ok()) return Fail(loop.status());
   delayq::net::EventLoop* l = loop->get();
@@ -227,6 +275,7 @@ int Serve(ServeOptions o) {
   delayq::server::LatenessHistogram lateness;  // outlives both front ends
   delayq::server::HttpServerOptions ho;
   ho.tcp = TcpOptions(o, "HTTP", o.http_host, o.http_port);
+  ho.tcp.tls = *tls;
   ho.auth_token = o.auth_token;
   ho.parser.max_header_bytes = o.max_header_bytes;
   // The JSON around a body: escapes can double it, base64 adds a third.
@@ -236,6 +285,7 @@ int Serve(ServeOptions o) {
 
   delayq::server::RespServerOptions ro;
   ro.tcp = TcpOptions(o, "RESP", o.resp_host, o.resp_port);
+  ro.tcp.tls = *tls;
   ro.auth_token = o.auth_token;
   ro.store = o.store;
   ro.parser.max_bulk_bytes = o.max_body + 1024;
@@ -288,10 +338,35 @@ int Serve(ServeOptions o) {
     }
     l->RunAfter(10, check_drained);
   };
+  // SIGHUP: the certificate, key and CA files read again (a renewal); new
+  // connections use them, open ones keep theirs. A file that fails keeps
+  // the old ones serving, and says why.
+  auto reload_tls = [&] {
+    if (*tls == nullptr) {
+      Log(LogLevel::kInfo, "SIGHUP: nothing to reload (TLS is off)");
+      return;
+    }
+    auto fresh = ServingTls(o);
+    if (!fresh.ok()) {
+      Log(LogLevel::kError, "SIGHUP: TLS not reloaded, the old certificate still serves: %s",
+          fresh.status().message().c_str());
+      return;
+    }
+    (*http)->tcp()->SetTls(*fresh);
+    (*resp)->tcp()->SetTls(*fresh);
+    Log(LogLevel::kInfo, "SIGHUP: TLS reloaded: %s", (*fresh)->certificate_summary().c_str());
+  };
   Status watched = l->Add(sfd, EPOLLIN, [&](uint32_t) {
     signalfd_siginfo info;
+    bool stop = false;
     while (read(sfd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGHUP) {
+        reload_tls();
+      } else {
+        stop = true;
+      }
     }
+    if (!stop) return;
     if (draining) {
       Log(LogLevel::kWarn, "second signal: stopping now");
       l->Stop();
@@ -320,8 +395,17 @@ int Serve(ServeOptions o) {
   }
   Log(LogLevel::kInfo, "delayq %s: store %s%s%s", DELAYQ_VERSION, o.store.c_str(), where.c_str(),
       o.auth_token.empty() ? "" : ", auth required");
-  Log(LogLevel::kInfo, "serving HTTP on %s:%d", o.http_host.c_str(), (*http)->port());
-  Log(LogLevel::kInfo, "serving RESP on %s:%d", o.resp_host.c_str(), (*resp)->port());
+  if (*tls != nullptr) {
+    Log(LogLevel::kInfo, "TLS on both listeners: %s%s", (*tls)->certificate_summary().c_str(),
+        o.tls.client_auth == delayq::net::TlsOptions::ClientAuth::kYes
+            ? "; client certificates required"
+        : o.tls.client_auth == delayq::net::TlsOptions::ClientAuth::kOptional
+            ? "; client certificates checked when given"
+            : "");
+  }
+  const char* over = *tls != nullptr ? " (TLS)" : "";
+  Log(LogLevel::kInfo, "serving HTTP on %s:%d%s", o.http_host.c_str(), (*http)->port(), over);
+  Log(LogLevel::kInfo, "serving RESP on %s:%d%s", o.resp_host.c_str(), (*resp)->port(), over);
   (*pusher)->Start();  // on this thread, the loop's, before it runs
   (*scheduler)->Start();
   l->Run();
@@ -462,6 +546,8 @@ int main(int argc, char** argv) {
        "a request that has begun must arrive whole within this (0: no limit)"},
       {"--shutdown-timeout", &o.shutdown_timeout_ms, kMaxShutdownTimeoutMs,
        "on SIGTERM/SIGINT, time to finish writing replies before connections are cut"},
+      {"--tls-handshake-timeout", &o.tls_handshake_timeout_ms, kMaxRequestTimeoutMs,
+       "TLS: a client's handshake must be complete within this of its connect"},
   };
   AddOption(serve, "--store", o.store,
             "where jobs live: embedded (a durable log in --data-dir) | redis (Redis or Redis "
@@ -543,12 +629,40 @@ int main(int argc, char** argv) {
             "requests a client may send ahead while its replies wait unread, bytes",
             "DELAYQ_MAX_INPUT_BYTES")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
-  for (size_t i = 2; i < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
+  for (size_t i = 2; i + 1 < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
   AddOption(serve, "--push-ca-file", o.push_ca_file,
             "push delivery: a CA bundle (PEM) to verify https receivers with (default: the "
             "system's)",
             "DELAYQ_PUSH_CA_FILE")
       ->check(CLI::ExistingFile);
+  AddOption(serve, "--tls-cert-file", o.tls.cert_file,
+            "TLS: the server's certificate (PEM; a chain: the leaf first). With --tls-key-file, "
+            "both listeners speak TLS only; SIGHUP reloads both files",
+            "DELAYQ_TLS_CERT_FILE")
+      ->check(CLI::ExistingFile);
+  AddOption(serve, "--tls-key-file", o.tls.key_file, "TLS: the certificate's private key (PEM)",
+            "DELAYQ_TLS_KEY_FILE")
+      ->check(CLI::ExistingFile);
+  AddOption(serve, "--tls-ca-cert-file", o.tls.ca_file,
+            "TLS: the CA bundle (PEM) that signs client certificates (mutual TLS; see "
+            "--tls-auth-clients)",
+            "DELAYQ_TLS_CA_CERT_FILE")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--tls-auth-clients", o.tls_auth_clients,
+                   "TLS: client certificates: yes (required, signed by --tls-ca-cert-file) | "
+                   "optional (checked when given) | no (default: yes with a CA file, else no)")
+      ->envname("DELAYQ_TLS_AUTH_CLIENTS")
+      ->check(CLI::IsMember({"yes", "optional", "no"}));
+  AddOption(serve, "--tls-protocols", o.tls.protocols,
+            "TLS: the protocols spoken, \"TLSv1.2 TLSv1.3\" or one of them (default: both)",
+            "DELAYQ_TLS_PROTOCOLS");
+  AddOption(serve, "--tls-ciphers", o.tls.ciphers,
+            "TLS 1.2 ciphers, in OpenSSL's syntax (default: OpenSSL's)", "DELAYQ_TLS_CIPHERS");
+  AddOption(serve, "--tls-ciphersuites", o.tls.ciphersuites,
+            "TLS 1.3 ciphersuites, in OpenSSL's syntax (default: OpenSSL's)",
+            "DELAYQ_TLS_CIPHERSUITES");
+  AddDurationFlag(serve, &durations.back());  // --tls-handshake-timeout
   AddOption(serve, "--log-level", o.log_level, "debug | info | warn | error", "DELAYQ_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
   auto client = delayq::cli::AddClientCommands(&app);
@@ -592,6 +706,14 @@ int main(int argc, char** argv) {
           stderr,
           "delayq serve: --redis-wait-timeout (--redis-wait-timeout-ms) must be at least 1ms "
           "(a WAIT without a timeout would hold every change while a replica is away)\n");
+      return 2;
+    }
+    if (std::string bad = CheckTlsOptions(&o); !bad.empty()) {
+      std::fprintf(stderr, "delayq serve: %s\n", bad.c_str());
+      return 2;
+    }
+    if (!o.tls.cert_file.empty() && o.tls_handshake_timeout_ms < 1) {
+      std::fprintf(stderr, "delayq serve: --tls-handshake-timeout must be at least 1ms\n");
       return 2;
     }
     o.max_connections_given = max_connections->count() > 0;

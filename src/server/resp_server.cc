@@ -342,6 +342,10 @@ void RespServer::OnClose(Connection& c) {
 
 std::string_view RespServer::BusyReply() const { return "-ERR max number of clients reached\r\n"; }
 
+std::string_view RespServer::PlaintextReply() const {
+  return "-ERR this port speaks TLS: connect with TLS (redis-cli --tls --cacert ca.pem)\r\n";
+}
+
 std::string_view RespServer::TimeoutReply() const {
   return "-ERR request timed out: a command must arrive whole within the request timeout\r\n";
 }

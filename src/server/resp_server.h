@@ -94,6 +94,7 @@ class RespServer : public FrontEnd {
   void OnClose(Connection& c) override;
   std::string_view BusyReply() const override;
   std::string_view TimeoutReply() const override;
+  std::string_view PlaintextReply() const override;
   // FrontEnd
   void AnswerReserve(Connection& c, const Result<Deliveries>& result) override;
 
