@@ -295,6 +295,74 @@ class TlsServingTest(unittest.TestCase):
         self.assertNotEqual(got.returncode, 0, got.stdout)
 
 
+class TlsLimitsTest(unittest.TestCase):
+    """The limits every connection has hold over TLS too: a client that does
+    not read its replies, one that leaves mid-request, and the drain."""
+
+    def test_a_client_that_does_not_read_holds_up_no_one(self):
+        s = tls_server("--max-output-bytes", 1 << 20)
+        try:
+            r = resp(s)
+            r.execute_command("ADD", "tls.slow", "slow-1", "1h", "60s", b"x" * 60000)
+            ctx = ssl.create_default_context(cafile=CERTS.path("ca.pem"))
+            raw = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            slow = ctx.wrap_socket(raw, server_hostname="localhost")
+            request = b"*2\r\n$3\r\nGET\r\n$6\r\nslow-1\r\n"
+            ping = b"*1\r\n$4\r\nPING\r\n"
+            slow.sendall(request + ping)
+            one = b""
+            while not one.endswith(b"+PONG\r\n"):
+                one += slow.recv(1 << 16)
+            one = one[:-len(b"+PONG\r\n")]
+            slow.sendall(request * 200 + ping)  # ~12 MB of replies, and no read for a while:
+            # served up to the output bound, then held
+            for i in range(50):   # while everyone else is served
+                self.assertIn(b"slow-1", r.execute_command("GET", "slow-1"))
+            # It reads at last, and gets every reply, in order.
+            got = b""
+            while len(got) < 200 * len(one) + len(b"+PONG\r\n"):
+                chunk = slow.recv(1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+            self.assertEqual(got, one * 200 + b"+PONG\r\n")
+            slow.close()
+            r.close()
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_a_client_gone_mid_request_and_the_drain(self):
+        s = tls_server()
+        try:
+            ctx = ssl.create_default_context(cafile=CERTS.path("ca.pem"))
+            raw = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            gone = ctx.wrap_socket(raw, server_hostname="localhost")
+            gone.sendall(b"*3\r\n$3\r\nGET\r\n$10\r\nhalf-a-req")
+            raw.close()  # no close_notify, mid-command
+            r = resp(s)
+            waiting = resp(s)
+            result = {}
+
+            def wait():
+                try:
+                    waiting.execute_command("RESERVE", "TIMEOUT", "30s", "FROM", "tls.drain")
+                except redis.ResponseError as e:
+                    result["error"] = str(e)
+
+            t = threading.Thread(target=wait)
+            t.start()
+            wait_until(lambda: https_stats(s)["waiting"] >= 1, timeout=10,
+                       what="the reserve to wait")
+            self.assertTrue(r.ping())
+            s.signal(signal.SIGTERM)  # the waiting reserve is answered, over TLS, and the
+            t.join(timeout=15)        # server exits 0 (stop() below)
+            self.assertTrue(result["error"].startswith("UNAVAILABLE shutting down"), result)
+            r.close()
+            waiting.close()
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+
 class MutualTlsTest(unittest.TestCase):
     """--tls-ca-cert-file: client certificates required (the default with a
     CA file), and the token on top of them."""
