@@ -94,6 +94,16 @@ struct QueueOptions {
   // kRemote: sent as `AUTH token` on every connection when not empty (the
   // servers' --auth-token). Default: none.
   std::string auth_token;
+  // kRemote: speak TLS to the servers (their --tls-cert-file), checking each
+  // one's certificate against tls_ca_file (PEM; empty: the system's trust
+  // store) and against the host of its address (a name or an IP address).
+  // tls_cert_file and tls_key_file: this client's certificate (PEM) for
+  // servers that ask for one (--tls-ca-cert-file); both or neither.
+  // Default: off.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // kRemote: bound on each TCP connect. Default: 1000.
   int connect_timeout_ms = 1000;
   // kRemote: bound on each request's reply; a waiting reserve gets its wait

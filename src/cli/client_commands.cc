@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -101,9 +102,17 @@ struct Invocation {
   std::string server = "127.0.0.1:7701";
   std::string auth_token;  // empty: no AUTH
   bool json = false;
+  // TLS to the servers (their --tls-cert-file): the CA to check them with
+  // (empty: the system's), and this client's certificate for mutual TLS.
+  bool tls = false;
+  std::string cacert, cert, key;
   CLI::Option* server_opt = nullptr;
   CLI::Option* auth_token_opt = nullptr;
   CLI::Option* json_opt = nullptr;
+  CLI::Option* tls_opt = nullptr;
+  CLI::Option* cacert_opt = nullptr;
+  CLI::Option* cert_opt = nullptr;
+  CLI::Option* key_opt = nullptr;
 
   std::string topic;
   std::vector<std::string> topics;  // reserve
@@ -264,6 +273,18 @@ void AddGlobalOptions(CLI::App* app, Invocation* inv) {
           ->check(NotEmpty("leave --auth-token out to send no AUTH"));
   inv->json_opt =
       app->add_flag("--json", inv->json, "client commands: print one line of JSON instead of text");
+  inv->tls_opt = app->add_flag("--tls", inv->tls,
+                               "client commands: speak TLS to the servers (else $DELAYQ_TLS=1)");
+  inv->cacert_opt = app->add_option("--cacert", inv->cacert,
+                                    "client commands, with --tls: the CA (PEM) to check the "
+                                    "servers' certificates with (else $DELAYQ_CACERT, else the "
+                                    "system's trust store)");
+  inv->cert_opt = app->add_option("--cert", inv->cert,
+                                  "client commands, with --tls: this client's certificate (PEM), "
+                                  "for a server that asks for one (else $DELAYQ_CERT)");
+  inv->key_opt = app->add_option("--key", inv->key,
+                                 "client commands, with --tls: the key of --cert (else "
+                                 "$DELAYQ_KEY)");
 }
 
 // What the environment says where the command line said nothing. As with
@@ -274,6 +295,17 @@ void ReadEnvironment(Invocation* inv) {
   const char* token = std::getenv("DELAYQ_AUTH_TOKEN");
   if (inv->auth_token_opt->count() == 0 && token != nullptr && *token != '\0') {
     inv->auth_token = token;
+  }
+  const char* tls = std::getenv("DELAYQ_TLS");
+  if (inv->tls_opt->count() == 0 && tls != nullptr && *tls != '\0') {
+    const std::string_view v(tls);
+    inv->tls = v != "0" && v != "no" && v != "false";
+  }
+  for (auto [opt, field, name] : {std::tuple{inv->cacert_opt, &inv->cacert, "DELAYQ_CACERT"},
+                                  std::tuple{inv->cert_opt, &inv->cert, "DELAYQ_CERT"},
+                                  std::tuple{inv->key_opt, &inv->key, "DELAYQ_KEY"}}) {
+    const char* value = std::getenv(name);
+    if (opt->count() == 0 && value != nullptr && *value != '\0') *field = value;
   }
 }
 
@@ -1081,6 +1113,10 @@ QueueOptions RemoteOptions(const Invocation& inv) {
   o.store = StoreKind::kRemote;
   o.servers = inv.server;
   o.auth_token = inv.auth_token;
+  o.tls = inv.tls;
+  o.tls_ca_file = inv.cacert;
+  o.tls_cert_file = inv.cert;
+  o.tls_key_file = inv.key;
   o.connect_timeout_ms = kConnectTimeoutMs;
   o.request_timeout_ms = kReplyTimeoutMs;  // a waiting reserve gets its wait on top
   // The server's --max-body is the limit that counts: it says TOOLARGE.
@@ -1089,18 +1125,35 @@ QueueOptions RemoteOptions(const Invocation& inv) {
 }
 
 // A bad --server list is a usage error: "delayq ping: --server: bad address ...".
-Status CheckServers(const std::string& servers) {
-  auto parsed = client::ParseServers(servers);
-  if (parsed.ok()) return Status::Ok();
-  std::string m = parsed.status().message();
-  if (m.starts_with("servers: ")) m.erase(0, 9);
-  return InvalidArgument("--server: " + m);
+// And the TLS options that do not fit: a file without --tls, a --cert
+// without its --key.
+Status CheckServers(const Invocation& inv) {
+  auto parsed = client::ParseServers(inv.server);
+  if (!parsed.ok()) {
+    std::string m = parsed.status().message();
+    if (m.starts_with("servers: ")) m.erase(0, 9);
+    return InvalidArgument("--server: " + m);
+  }
+  if (!inv.tls) {
+    for (auto [value, name] : {std::pair{&inv.cacert, "--cacert"}, std::pair{&inv.cert, "--cert"},
+                               std::pair{&inv.key, "--key"}}) {
+      if (!value->empty()) {
+        return InvalidArgument(std::string(name) +
+                               " given without --tls (or DELAYQ_TLS=1): it is for TLS only");
+      }
+    }
+  }
+  if (inv.cert.empty() != inv.key.empty()) {
+    return InvalidArgument(inv.cert.empty() ? "--key given without --cert"
+                                            : "--cert given without --key");
+  }
+  return Status::Ok();
 }
 
 int Execute(const CommandDef& cmd, const CLI::App& sub, Invocation* invocation) {
   signal(SIGPIPE, SIG_IGN);  // a server gone mid-write is an error, not a kill
   ReadEnvironment(invocation);
-  if (Status s = CheckServers(invocation->server); !s.ok()) {
+  if (Status s = CheckServers(*invocation); !s.ok()) {
     ErrOf(cmd.name, s.message());
     return kExitUsage;
   }
@@ -1147,7 +1200,7 @@ class ClientCommandsImpl final : public ClientCommands {
     }
     if (work_->Parsed()) {
       ReadEnvironment(&inv_);
-      if (Status s = CheckServers(inv_.server); !s.ok()) {
+      if (Status s = CheckServers(inv_); !s.ok()) {
         ErrOf("work", s.message());
         return kExitUsage;
       }
@@ -1157,7 +1210,7 @@ class ClientCommandsImpl final : public ClientCommands {
     }
     if (schedule_->Parsed()) {
       ReadEnvironment(&inv_);
-      if (Status s = CheckServers(inv_.server); !s.ok()) {
+      if (Status s = CheckServers(inv_); !s.ok()) {
         ErrOf("schedule", s.message());
         return kExitUsage;
       }
@@ -1173,7 +1226,8 @@ class ClientCommandsImpl final : public ClientCommands {
   }
 
   std::string OptionGiven() const override {
-    for (const CLI::Option* opt : {inv_.server_opt, inv_.auth_token_opt, inv_.json_opt}) {
+    for (const CLI::Option* opt : {inv_.server_opt, inv_.auth_token_opt, inv_.json_opt,
+                                   inv_.tls_opt, inv_.cacert_opt, inv_.cert_opt, inv_.key_opt}) {
       if (opt->count() > 0) return opt->get_name();
     }
     return {};

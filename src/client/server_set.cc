@@ -7,6 +7,8 @@
 
 #include <utility>
 
+#include "net/tls.h"
+
 namespace delayq::client {
 namespace {
 
@@ -66,6 +68,23 @@ Result<std::unique_ptr<ServerSet>> ServerSet::Create(const QueueOptions& options
   c.connect_timeout_ms = options.connect_timeout_ms;
   c.command_timeout_ms = options.request_timeout_ms;
   if (!options.auth_token.empty()) c.password = options.auth_token;
+  if (!options.tls) {
+    for (const auto& [value, name] : {std::pair{&options.tls_ca_file, "tls_ca_file"},
+                                      std::pair{&options.tls_cert_file, "tls_cert_file"},
+                                      std::pair{&options.tls_key_file, "tls_key_file"}}) {
+      if (!value->empty()) return InvalidArgument(std::string(name) + " given, but tls is off");
+    }
+  } else {
+    // One context for every connection to every server; each checks the
+    // certificate against the host of its own address.
+    net::TlsOptions t;
+    t.ca_file = options.tls_ca_file;
+    t.cert_file = options.tls_cert_file;
+    t.key_file = options.tls_key_file;
+    auto ctx = net::TlsContext::Create(net::TlsContext::Role::kClient, t);
+    if (!ctx.ok()) return ctx.status();
+    c.tls = std::move(ctx).value();
+  }
   return std::unique_ptr<ServerSet>(
       new ServerSet(std::move(endpoints).value(), std::move(c), options.request_timeout_ms));
 }

@@ -3,7 +3,7 @@
 drift apart.
 
 The commands are read from README.md itself: every ```sh block of the sections
-"A tour" and "Many servers on one Redis" (but a block under an HTML comment
+"A tour", "Many servers on one Redis" and "Security and TLS" (but a block under an HTML comment
 saying "not run by the tour test"), in order. Each block is pasted whole, as a
 newcomer pastes it: written at once into one bash whose stdin, stdout and
 stderr are a terminal (a pty, so `redis-cli` prints as it does on a screen and
@@ -20,7 +20,7 @@ fails a step that does not expect it.
 
 The blocks run exactly as written but for these substitutions, and only these:
   - `build/bin/delayq`           -> the binary under test;
-  - a port (after `localhost:`, `127.0.0.1:`, `-p `, `--port `, `--http-port `,
+  - a port (after `localhost:`, `127.0.0.1:`, `-p `, `--port `, `--tls-port `, `--http-port `,
     `--resp-port `)              -> a free port, the same one for every
     mention: 7700 and 7701 are the running server's, the others (Redis on
     6390, servers on 7710/7711, ...) free ones the test picks;
@@ -48,14 +48,14 @@ from harness import Server, closed_port, wait_until
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 README = os.path.join(ROOT, "README.md")
-SECTIONS = ("A tour", "Many servers on one Redis")
+SECTIONS = ("A tour", "Many servers on one Redis", "Security and TLS")
 SKIP_MARK = "not run by the tour test"
 # The running server's ports as the README names them (`make run`'s defaults).
 MAKE_RUN_HTTP, MAKE_RUN_RESP = 7700, 7701
 
-PORT_RE = re.compile(r"(?:(?<=localhost:)|(?<=127\.0\.0\.1:)|(?<=-p )|(?<=--port )"
+PORT_RE = re.compile(r"(?:(?<=localhost:)|(?<=127\.0\.0\.1:)|(?<=-p )|(?<=--port )|(?<=--tls-port )"
                      r"|(?<=--http-port )|(?<=--resp-port ))(\d{2,5})\b")
-LISTEN_RE = re.compile(r"--(?:http-|resp-)?port (\d{2,5})\b")
+LISTEN_RE = re.compile(r"--(?:http-|resp-|tls-)?port (\d{2,5})\b")
 # What a person would have to fill in by hand: a block with one cannot be pasted.
 PLACEHOLDER_RE = re.compile(r"<[a-z][a-z ]*>")
 STEP_TIMEOUT = 30.0
@@ -362,11 +362,12 @@ class TourParsingTest(unittest.TestCase):
             self.assertIsNone(PLACEHOLDER_RE.search(s.command), s)
         # Redis beside `make run`: other ports, loopback only, its files out of the tree.
         redis = [s.command for s in steps if s.command.startswith("redis-server")]
-        self.assertEqual(len(redis), 1)
-        self.assertIn("--bind 127.0.0.1", redis[0])
-        self.assertIn("--dir /tmp/", redis[0])
+        self.assertEqual(len(redis), 2)
+        for command in redis:
+            self.assertIn("--bind 127.0.0.1", command)
+            self.assertIn("--dir /tmp/", command)
         for s in steps:
-            if s.section == "Many servers on one Redis":
+            if s.section in ("Many servers on one Redis", "Security and TLS"):
                 for p in PORT_RE.findall(s.command):
                     self.assertNotIn(int(p), (MAKE_RUN_HTTP, MAKE_RUN_RESP), s)
         # Every step but those that start or stop something, or write a file, says what it
@@ -374,7 +375,7 @@ class TourParsingTest(unittest.TestCase):
         for s in steps:
             quiet = (s.command.endswith("&") or " & " in s.command or "shutdown" in s.command
                      or s.command.startswith(("kill ", "mkdir ", "redis-server", "receipt=",
-                                              "cat > "))
+                                              "cat > ", "openssl "))
                      or " finish " in s.command)
             if not quiet:
                 self.assertTrue(s.expected, f"{s}: no expected output under it")
