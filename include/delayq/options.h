@@ -49,7 +49,9 @@ struct QueueOptions {
   // Default: kMemory.
   StoreKind store = StoreKind::kMemory;
   // kRedis: redis://[[user]:password@]host:port[,host:port...][/db]; a
-  // cluster is detected. Or
+  // cluster is detected. rediss://...: the same over TLS (every connection,
+  // to cluster nodes too, verifies the server's certificate and its name:
+  // the URL's host, or the address the cluster announces). Or
   // redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER_NAME[/db]:
   // the sentinels, asked where that master is, followed across failovers.
   // Default: "redis://127.0.0.1:6379".
@@ -72,6 +74,14 @@ struct QueueOptions {
   // failure". Defaults: 0 (acknowledged once the master has it), 1000.
   uint32_t redis_wait_replicas = 0;
   int64_t redis_wait_timeout_ms = 1000;
+  // kRedis with a rediss:// URL only (with redis:// they are an
+  // InvalidArgument naming the option): PEM files. The CA bundle that signs
+  // Redis's certificate (empty: the system's trust store), and for mutual
+  // TLS (Redis's tls-auth-clients) a client certificate and its key, both
+  // or neither. Read when the queue opens. Defaults: empty.
+  std::string redis_tls_ca_file;    // PEM CA bundle; empty: the system's trust store
+  std::string redis_tls_cert_file;  // client certificate (mutual TLS), PEM
+  std::string redis_tls_key_file;   // its key
   // kEmbedded: the directory of its log, created if missing; one queue at
   // a time may use it. Default: "data".
   std::string data_dir = "data";

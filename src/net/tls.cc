@@ -253,7 +253,8 @@ TlsIo TlsSession::Outcome(int ret) {
   if (reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST) {
     error_ = "plaintext HTTP on a TLS port";
   } else if (reason == SSL_R_WRONG_VERSION_NUMBER && !done_) {
-    error_ = "not TLS (a plaintext client on a TLS port?)";
+    error_ = SSL_is_server(ssl_) == 1 ? "not TLS (a plaintext client on a TLS port?)"
+                                      : "not TLS (a plaintext server on this port?)";
   } else if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
     error_ = "peer did not return a certificate";
   } else if (reason == SSL_R_UNSUPPORTED_PROTOCOL || reason == SSL_R_NO_PROTOCOLS_AVAILABLE ||

@@ -182,6 +182,7 @@ Result<std::unique_ptr<Client>> Client::Open(const RedisUrl& url, ClientOptions 
   if (options.wait_replicas < 0 || options.wait_timeout_ms < 0) {
     return InvalidArgument("redis: wait_replicas and wait_timeout_ms must be >= 0");
   }
+  if (Status s = SetUpTls(url.tls, options.tls, &options.connection); !s.ok()) return s;
   std::unique_ptr<Client> client(new Client(url, std::move(options)));
   if (Status s = client->Connect(); !s.ok()) return s;
   if (Status s = client->WatchSentinels(); !s.ok()) return s;
@@ -287,6 +288,8 @@ ConnectionOptions Client::SentinelConnectionOptions() const {
   o.user.clear();
   o.password.reset();
   o.db = 0;
+  o.tls.reset();  // sentinels in plaintext (rediss+sentinel:// is refused)
+  o.tls_server_name.clear();
   return o;
 }
 

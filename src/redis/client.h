@@ -144,8 +144,15 @@ struct Command {
 
 struct ClientOptions {
   // Timeouts and backoff of every connection. Its user, password and db are
-  // replaced by the URL's.
+  // replaced by the URL's. Its tls: see `tls` below.
   ConnectionOptions connection;
+  // rediss:// only: the CA bundle, and the client certificate and key for
+  // mutual TLS, of the one TLS context Open makes and every connection (to
+  // the seeds, and to each cluster node found later) shares. Not used when
+  // connection.tls is given (a context made elsewhere). Given with a
+  // redis:// URL, nothing is checked: the caller refuses that (RedisQueue
+  // does). Default: the system's trust store, no client certificate.
+  net::TlsOptions tls;
   // MOVED and ASK answers followed per command before giving up with
   // kUnavailable. Default: 5.
   int max_redirects = 5;
@@ -246,6 +253,9 @@ class Client {
 
   // The URL it was opened with, password hidden.
   std::string url() const { return url_.ToString(); }
+  // The TLS context every connection uses (rediss://), for others that
+  // connect to the same servers (a Subscriber); nullptr for redis://.
+  std::shared_ptr<const net::TlsContext> tls_context() const { return options_.connection.tls; }
 
  private:
   struct Node;

@@ -4,6 +4,13 @@
 // failure frees it (Broken) and the next use connects afresh, paced by the
 // Backoff. A read that times out surfaces as EAGAIN on a blocking socket,
 // which is reported as "no reply within N ms".
+//
+// TLS: the same hiredis context makes the TCP connection and keeps the reply
+// reader, but the socket is then non-blocking and belongs to a TlsSession:
+// commands are formatted into tls_out_ and written through the session,
+// decrypted bytes are fed to the reader (redisReaderFeed), and each wait is
+// a poll(2) bounded by the command timeout, as SO_RCVTIMEO bounds a
+// plaintext read. hiredis's own I/O calls are never made on such a context.
 #include "redis/connection.h"
 
 #include <fcntl.h>
@@ -17,6 +24,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -136,6 +144,20 @@ class SigpipeGuard {
   sigset_t old_;
 };
 
+// One TLS record's worth: SSL_read hands out at most one record at a time.
+constexpr size_t kTlsReadBytes = 16 * 1024;
+
+// What a close or reset before the first reply may mean: a plaintext client
+// talking to a TLS-only Redis (which drops the connection at the first byte
+// that is not TLS).
+constexpr const char* kTlsServerHint = " (a TLS-only Redis? its URL would be rediss://)";
+
+// What a TLS server closing the connection before its first reply may mean:
+// with TLS 1.3 the client's handshake ends before the server has checked the
+// client's certificate, so a refused (or missing) one shows only now.
+constexpr const char* kClientCertHint =
+    " before any reply (does Redis require a client certificate, tls-auth-clients yes?)";
+
 // Takes ownership of a reply the reader handed out (see reply_functions).
 Reply TakeReply(void* raw) {
   std::unique_ptr<Reply> r(static_cast<Reply*>(raw));
@@ -143,6 +165,22 @@ Reply TakeReply(void* raw) {
 }
 
 }  // namespace
+
+Status SetUpTls(bool url_tls, const net::TlsOptions& tls, ConnectionOptions* options) {
+  if (!url_tls) {
+    if (options->tls) {
+      return InvalidArgument(
+          "redis: a TLS context was given, but the Redis URL is redis://, not rediss://");
+    }
+    return Status::Ok();
+  }
+  if (options->tls) return Status::Ok();
+  Result<std::shared_ptr<net::TlsContext>> ctx =
+      net::TlsContext::Create(net::TlsContext::Role::kClient, tls);
+  if (!ctx.ok()) return ctx.status();
+  options->tls = std::move(ctx).value();
+  return Status::Ok();
+}
 
 // ---------------------------------------------------------------------------
 // Backoff
@@ -210,6 +248,11 @@ Result<std::unique_ptr<Connection>> Connection::Open(Endpoint endpoint, Connecti
 }
 
 void Connection::Drop() {
+  // No close_notify: Redis does not need one, and a write here could meet a
+  // reset connection (SIGPIPE) or block.
+  tls_.reset();
+  if (tls_out_.capacity() > kKeptFormatBytes) std::string().swap(tls_out_);
+  tls_out_.clear();
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
   pending_ = 0;
@@ -230,16 +273,49 @@ Status Connection::Broken(int saved_errno) {
   } else {
     why = "connection failed";
   }
+  if (!answered_ && context_ != nullptr && options_.tls == nullptr &&
+      (failure_ == Failure::kClosed || saved_errno == ECONNRESET)) {
+    why += kTlsServerHint;
+  }
   Drop();
   reason_ = why;
   return Unavailable(name_ + ": " + why);
+}
+
+Status Connection::TlsBroken(Failure failure, std::string why) {
+  Drop();
+  failure_ = failure;
+  reason_ = std::move(why);
+  return Unavailable(name_ + ": " + reason_);
+}
+
+std::string Connection::TlsClosedReason() const {
+  return std::string("Server closed the connection") + (answered_ ? "" : kClientCertHint);
 }
 
 bool Connection::ClosedWhileIdle() const {
   pollfd p{context_->fd, POLLIN, 0};
   // Nothing is owed to us, so anything readable (EOF, RST, stray bytes)
   // means the connection cannot be trusted.
-  return poll(&p, 1, 0) != 0;
+  if (poll(&p, 1, 0) == 0) return false;
+  if (!tls_) return true;
+  // A TLS 1.3 server sends its session tickets after the handshake, on its
+  // own: a read that consumes only those (and wants more) leaves the
+  // connection as good as it was.
+  std::string ignored;
+  size_t n = 0;
+  return tls_->Read(&ignored, kTlsReadBytes, &n) != net::TlsIo::kWantRead;
+}
+
+bool Connection::WaitFor(short events, int ms) const {
+  pollfd p{context_->fd, events, 0};
+  const int64_t deadline = SteadyMs() + ms;
+  for (;;) {
+    int left = static_cast<int>(std::max<int64_t>(0, deadline - SteadyMs()));
+    int ready = poll(&p, 1, left);
+    if (ready > 0) return true;  // ready, or an error the next call reports
+    if (ready == 0 || errno != EINTR) return false;
+  }
 }
 
 Status Connection::EnsureConnected() {
@@ -287,7 +363,43 @@ Status Connection::Connect() {
   fcntl(c->fd, F_SETFD, fcntl(c->fd, F_GETFD) | FD_CLOEXEC);
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // hiredis sets it too
+  answered_ = false;
+  if (options_.tls) return StartTls();
   if (redisSetTimeout(c, Timeval(command_timeout_ms_)) != REDIS_OK) return Broken(errno);
+  return Handshake();
+}
+
+Status Connection::StartTls() {
+  const int fd = context_->fd;
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  const std::string& server_name =
+      options_.tls_server_name.empty() ? endpoint_.host : options_.tls_server_name;
+  Result<std::unique_ptr<net::TlsSession>> session =
+      net::TlsSession::Connect(*options_.tls, fd, server_name);
+  if (!session.ok()) return TlsBroken(Failure::kConnect, session.status().message());
+  tls_ = std::move(session).value();
+  // One bound for the whole handshake: a server that trickles bytes cannot
+  // stretch it.
+  const int budget_ms = options_.connect_timeout_ms + command_timeout_ms_;
+  const int64_t deadline = SteadyMs() + budget_ms;
+  SigpipeGuard no_sigpipe;
+  for (;;) {
+    const net::TlsIo io = tls_->Handshake();
+    if (io == net::TlsIo::kDone) break;
+    if (io == net::TlsIo::kError || io == net::TlsIo::kClosed) {
+      std::string why =
+          io == net::TlsIo::kError ? tls_->error() : "the server closed the connection";
+      return TlsBroken(Failure::kConnect, "TLS handshake failed: " + why);
+    }
+    const int64_t left = deadline - SteadyMs();
+    if (left <= 0 ||
+        !WaitFor(io == net::TlsIo::kWantRead ? POLLIN : POLLOUT, static_cast<int>(left))) {
+      return TlsBroken(Failure::kConnect,
+                       "no answer to the TLS handshake within " + std::to_string(budget_ms) +
+                           " ms (connect + command timeout; a plaintext Redis on a rediss:// "
+                           "URL does not answer one)");
+    }
+  }
   return Handshake();
 }
 
@@ -328,6 +440,11 @@ Status Connection::AppendArgs(const Range& argv) {
   // "*0\r\n" gets no reply at all: the caller would wait for the timeout.
   if (std::size(argv) == 0) return InvalidArgument(name_ + ": empty command");
   if (Status s = EnsureConnected(); !s.ok()) return s;
+  if (tls_) {
+    FormatCommand(argv, &tls_out_);
+    ++pending_;
+    return Status::Ok();
+  }
   format_.clear();
   FormatCommand(argv, &format_);
   if (redisAppendFormattedCommand(context_, format_.data(), format_.size()) != REDIS_OK) {
@@ -341,6 +458,7 @@ Status Connection::AppendArgs(const Range& argv) {
 Status Connection::Flush() {
   if (context_ == nullptr) return Broken(0);
   SigpipeGuard no_sigpipe;
+  if (tls_) return TlsFlush();
   int done = 0;
   while (!done) {
     if (redisBufferWrite(context_, &done) != REDIS_OK) return Broken(errno);
@@ -348,14 +466,111 @@ Status Connection::Flush() {
   return Status::Ok();
 }
 
+Status Connection::TlsFlush() {
+  size_t written = 0;
+  while (written < tls_out_.size()) {
+    size_t n = 0;
+    const net::TlsIo io = tls_->Write(std::string_view(tls_out_).substr(written), &n);
+    switch (io) {
+      case net::TlsIo::kDone:
+        written += n;
+        break;
+      case net::TlsIo::kWantRead:
+      case net::TlsIo::kWantWrite:
+        if (!WaitFor(io == net::TlsIo::kWantRead ? POLLIN : POLLOUT, command_timeout_ms_)) {
+          return TlsBroken(Failure::kTimeout, "could not write within " +
+                                                  std::to_string(command_timeout_ms_) +
+                                                  " ms (command timeout)");
+        }
+        break;
+      case net::TlsIo::kClosed:
+        return TlsBroken(Failure::kClosed, TlsClosedReason());
+      case net::TlsIo::kError:
+        return TlsBroken(Failure::kLost, tls_->error());
+    }
+  }
+  if (tls_out_.capacity() > kKeptFormatBytes) std::string().swap(tls_out_);
+  tls_out_.clear();
+  return Status::Ok();
+}
+
+Status Connection::TlsReadMore() {
+  for (;;) {
+    size_t n = 0;
+    tls_in_.clear();
+    const net::TlsIo io = tls_->Read(&tls_in_, kTlsReadBytes, &n);
+    switch (io) {
+      case net::TlsIo::kDone:
+        if (redisReaderFeed(context_->reader, tls_in_.data(), n) != REDIS_OK) {
+          return TlsBroken(Failure::kLost, context_->reader->errstr);
+        }
+        return Status::Ok();
+      case net::TlsIo::kWantRead:
+      case net::TlsIo::kWantWrite:
+        if (!WaitFor(io == net::TlsIo::kWantRead ? POLLIN : POLLOUT, command_timeout_ms_)) {
+          return TlsBroken(
+              Failure::kTimeout,
+              "no reply within " + std::to_string(command_timeout_ms_) + " ms (command timeout)");
+        }
+        break;
+      case net::TlsIo::kClosed:
+        return TlsBroken(Failure::kClosed, TlsClosedReason());
+      case net::TlsIo::kError:
+        return TlsBroken(Failure::kLost, tls_->error());
+    }
+  }
+}
+
+Status Connection::TlsDrain(bool* got_any) {
+  *got_any = false;
+  for (;;) {
+    size_t n = 0;
+    tls_in_.clear();
+    const net::TlsIo io = tls_->Read(&tls_in_, kTlsReadBytes, &n);
+    switch (io) {
+      case net::TlsIo::kDone:
+        if (redisReaderFeed(context_->reader, tls_in_.data(), n) != REDIS_OK) {
+          return TlsBroken(Failure::kLost, context_->reader->errstr);
+        }
+        *got_any = true;
+        break;
+      case net::TlsIo::kWantRead:
+      case net::TlsIo::kWantWrite:
+        return Status::Ok();  // the session holds nothing more: poll(2) tells when it will
+      case net::TlsIo::kClosed:
+        return TlsBroken(Failure::kClosed, TlsClosedReason());
+      case net::TlsIo::kError:
+        return TlsBroken(Failure::kLost, tls_->error());
+    }
+  }
+}
+
 Status Connection::Receive(size_t n, std::vector<Reply>* out) {
   assert(n <= pending_);
   SigpipeGuard no_sigpipe;  // redisGetReply writes what is buffered first
+  if (tls_) {
+    if (Status s = TlsFlush(); !s.ok()) return s;
+    for (size_t i = 0; i < n; ++i) {
+      void* raw = nullptr;
+      for (;;) {
+        if (redisReaderGetReply(context_->reader, &raw) != REDIS_OK) {
+          return TlsBroken(Failure::kLost, context_->reader->errstr);
+        }
+        if (raw != nullptr) break;
+        if (Status s = TlsReadMore(); !s.ok()) return s;
+      }
+      --pending_;
+      answered_ = true;
+      out->push_back(TakeReply(raw));
+    }
+    return Status::Ok();
+  }
   for (size_t i = 0; i < n; ++i) {
     if (context_ == nullptr) return Broken(0);
     void* raw = nullptr;
     if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return Broken(errno);
     --pending_;
+    answered_ = true;
     out->push_back(TakeReply(raw));
   }
   return Status::Ok();
@@ -415,6 +630,13 @@ Status Connection::TakeBuffered(std::vector<Reply>* out) {
 
 Status Connection::ReadSome(std::vector<Reply>* out) {
   if (context_ == nullptr) return Broken(0);
+  if (tls_) {
+    // Everything the session has, so that no decrypted byte waits inside it
+    // while the caller polls the socket.
+    bool got_any = false;
+    if (Status s = TlsDrain(&got_any); !s.ok()) return s;
+    return TakeBuffered(out);
+  }
   if (redisBufferRead(context_) != REDIS_OK) return Broken(errno);
   return TakeBuffered(out);
 }

@@ -25,6 +25,17 @@
 // error, never a SIGPIPE that kills the process (SIGPIPE is blocked in the
 // calling thread around writes unless the process already ignores it).
 //
+// TLS (ConnectionOptions::tls, a rediss:// URL): after the TCP connect the
+// connection verifies the server's certificate and name in a TLS handshake,
+// bounded by connect_timeout_ms + command_timeout_ms (a server that accepts
+// TCP and never answers cannot hold a thread longer), then speaks RESP
+// through its TlsSession: hiredis still parses the replies (its reader, fed
+// the decrypted bytes) but no longer touches the socket, which is
+// non-blocking; each wait for it is a poll(2) bounded by command_timeout_ms.
+// A refused handshake is kUnavailable in words ("redis 127.0.0.1:6390: TLS
+// handshake failed: certificate verify failed: unable to get local issuer
+// certificate"). Plaintext connections keep hiredis's own blocking I/O.
+//
 // Thread-safety: none; one thread at a time per Connection (Client keeps a
 // pool and hands each connection to one thread at a time). A Backoff may be
 // shared by any number of connections and threads.
@@ -43,6 +54,7 @@
 #include <vector>
 
 #include "delayq/status.h"
+#include "net/tls.h"
 #include "redis/reply.h"
 #include "redis/url.h"
 
@@ -74,7 +86,23 @@ struct ConnectionOptions {
   // as the command's failure (the command line: one connection, one command).
   // Default: true.
   bool check_idle_before_write = true;
+  // TLS: the client context every connection's session is made from (one
+  // per Client or Subscriber, shared: SetUpTls makes it); nullptr: plaintext.
+  // Default: plaintext.
+  std::shared_ptr<const net::TlsContext> tls;
+  // The name sent as SNI and checked against the server's certificate (a
+  // host name, or an IP address checked against its IP SANs). Empty: the
+  // endpoint's host, as the URL or the cluster's slot map gives it.
+  // Default: empty.
+  std::string tls_server_name;
 };
+
+// Fills options->tls for a URL: for rediss:// (url_tls) a client context
+// made from `tls` unless options->tls is set already; for redis:// nothing,
+// and InvalidArgument if options->tls is set (a context but a plaintext
+// URL). InvalidArgument naming the file when the context cannot be made
+// ("tls: cannot read CA file ...").
+Status SetUpTls(bool url_tls, const net::TlsOptions& tls, ConnectionOptions* options);
 
 // Milliseconds of the steady clock (Backoff's and Subscriber's deadlines).
 int64_t SteadyMs();
@@ -164,8 +192,10 @@ class Connection {
   // without reading.
   Status TakeBuffered(std::vector<Reply>* out);
   // One read(2) of what the socket holds, then as TakeBuffered. Blocks up to
-  // command_timeout_ms when nothing is there: poll fd() first. A closed
-  // connection is kUnavailable.
+  // command_timeout_ms when nothing is there: poll fd() first. Over TLS it
+  // never blocks: it reads all the session has (maybe nothing, when what
+  // arrived was TLS's own, such as a session ticket). A closed connection is
+  // kUnavailable.
   Status ReadSome(std::vector<Reply>* out);
   // The socket, for poll(2); -1 when not connected.
   int fd() const;
@@ -191,11 +221,25 @@ class Connection {
   template <typename Range>
   Status AppendArgs(const Range& argv);
   Status Connect();
+  // The TLS handshake on a connected socket, bounded as the class comment says.
+  Status StartTls();
   Status Handshake();
   bool ClosedWhileIdle() const;
   // Marks the connection broken after hiredis failed: frees the context and
   // returns kUnavailable naming the node and hiredis's reason.
   Status Broken(int saved_errno);
+  // As Broken, for the TLS path: `failure` and `why` say what happened.
+  Status TlsBroken(Failure failure, std::string why);
+  // "Server closed the connection", with a hint when no reply came before.
+  std::string TlsClosedReason() const;
+  // TLS path: writes tls_out_; reads once more into the reader, waiting up
+  // to the command timeout (Receive), or without waiting, until the session
+  // has nothing more (ReadSome).
+  Status TlsFlush();
+  Status TlsReadMore();
+  Status TlsDrain(bool* got_any);
+  // Waits up to `ms` for `events` on the socket: true when ready.
+  bool WaitFor(short events, int ms) const;
   void Drop();
 
   const Endpoint endpoint_;
@@ -206,6 +250,14 @@ class Connection {
   Failure failure_ = Failure::kNone;
   std::string reason_;
   redisContext* context_ = nullptr;  // owned; nullptr while not connected
+  // TLS only: the session on context_'s socket, and the commands formatted
+  // but not yet written (hiredis's output buffer is unused then).
+  std::unique_ptr<net::TlsSession> tls_;
+  std::string tls_out_;
+  std::string tls_in_;  // a reused read buffer
+  // A reply came on this connection: a close before any hints at a TLS
+  // server on a plaintext URL.
+  bool answered_ = false;
   size_t pending_ = 0;
   bool push_mode_ = false;
   // AppendArgs formats each command here; kept while it stays small.

@@ -42,6 +42,7 @@ Result<std::unique_ptr<Subscriber>> Subscriber::Start(const RedisUrl& url,
                                                       SubscriberOptions options) {
   if (url.seeds.empty()) return InvalidArgument("redis subscriber: the url has no host");
   if (channels.empty()) return InvalidArgument("redis subscriber: no channels to subscribe to");
+  if (Status st = SetUpTls(url.tls, options.tls, &options.connection); !st.ok()) return st;
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return Internal("redis subscriber: eventfd failed");
   options.connection.user = url.user;

@@ -41,8 +41,13 @@ namespace delayq::redis {
 
 struct SubscriberOptions {
   // Timeouts and backoff; its user and password are replaced by the URL's
-  // (the db does not matter to pub/sub).
+  // (the db does not matter to pub/sub). For a rediss:// URL, its tls is the
+  // context to use (a Client's: Client::tls_context()), or null to make one
+  // from `tls` below.
   ConnectionOptions connection;
+  // rediss:// with connection.tls null: the CA bundle and client
+  // certificate of the context Start makes. Default: the system's trust store.
+  net::TlsOptions tls;
   // With no traffic for this long, a PING checks the connection; no answer
   // within another interval counts as a failure. Default: 1000.
   int health_check_interval_ms = 1000;

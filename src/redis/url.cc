@@ -9,6 +9,7 @@ namespace delayq::redis {
 namespace {
 
 constexpr std::string_view kScheme = "redis://";
+constexpr std::string_view kTlsScheme = "rediss://";
 constexpr std::string_view kSentinelScheme = "redis+sentinel://";
 constexpr int kSentinelPort = 26379;
 
@@ -51,7 +52,7 @@ std::string Endpoint::ToString() const {
 }
 
 std::string RedisUrl::ToString() const {
-  std::string out(sentinel() ? kSentinelScheme : kScheme);
+  std::string out(sentinel() ? kSentinelScheme : tls ? kTlsScheme : kScheme);
   if (password) out += user + ":***@";
   for (size_t i = 0; i < seeds.size(); ++i) {
     if (i > 0) out += ',';
@@ -126,18 +127,24 @@ Result<Endpoint> ParseEndpoint(std::string_view text, int default_port) {
 }
 
 Result<RedisUrl> ParseRedisUrl(std::string_view text) {
-  if (text.starts_with("rediss://")) {
-    return Bad(text, "TLS (rediss://) is not supported: hiredis 0.14 has no TLS; use redis://");
+  if (text.starts_with("rediss+sentinel://") || text.starts_with("redis+sentinels://")) {
+    return Bad(text,
+               "TLS with Sentinel is not supported (rediss:// is for one Redis or a Redis "
+               "Cluster); use redis+sentinel://");
   }
   const bool sentinel = text.starts_with(kSentinelScheme);
-  if (!sentinel && !text.starts_with(kScheme)) {
+  const bool tls = text.starts_with(kTlsScheme);
+  if (!sentinel && !tls && !text.starts_with(kScheme)) {
     size_t sep = text.find("://");
     if (sep == std::string_view::npos) return Bad(text, "expected it to start with redis://");
     return Bad(text, "unsupported scheme '" + std::string(text.substr(0, sep)) +
-                         "' (expected redis:// or redis+sentinel://)");
+                         "' (expected redis://, rediss:// or redis+sentinel://)");
   }
   RedisUrl url;
-  std::string_view rest = text.substr(sentinel ? kSentinelScheme.size() : kScheme.size());
+  url.tls = tls;
+  std::string_view rest = text.substr(sentinel ? kSentinelScheme.size()
+                                      : tls    ? kTlsScheme.size()
+                                               : kScheme.size());
 
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);

@@ -1,6 +1,7 @@
 // Where Redis is, as a URL (`--redis redis://...`):
 //
 //   redis://[[user]:password@]host[:port][,host[:port]…][/db]
+//   rediss://[[user]:password@]host[:port][,host[:port]…][/db]      (TLS)
 //   redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/MASTER_NAME[/db]
 //
 //   redis://127.0.0.1:6379                  one server, no password, db 0
@@ -13,7 +14,13 @@
 // port defaults to 6379. user and password are percent-decoded ("%40" is
 // '@'). db must be 0..2147483647; a non-zero db is refused later, by
 // Client::Open, when the server turns out to be a cluster node (a cluster has
-// db 0 only). `rediss://` (TLS) is refused: hiredis 0.14 has no TLS.
+// db 0 only).
+//
+// `rediss://` is the same over TLS (RedisUrl::tls): every connection, to the
+// seeds and to the cluster nodes found through them, verifies the server's
+// certificate and its name (connection.h, ConnectionOptions::tls). TLS with
+// Sentinel is refused ("rediss+sentinel://"): the sentinels, and the servers
+// they name, are reached in plaintext only.
 //
 // `redis+sentinel://` names Redis Sentinels instead of Redis: the host:port
 // list is the sentinels (port 26379 by default), MASTER_NAME (required,
@@ -57,6 +64,8 @@ struct RedisUrl {
   // redis+sentinel://: the master's name; seeds are then the sentinels.
   // Empty for redis://.
   std::string sentinel_master;
+  // rediss://: every connection speaks TLS. Never with sentinel_master.
+  bool tls = false;
 
   bool sentinel() const { return !sentinel_master.empty(); }
 
@@ -66,7 +75,7 @@ struct RedisUrl {
 
 // Parses a URL of the form above. InvalidArgument naming what is wrong
 // ("redis url: unsupported scheme 'http' ...", "... port '99999' ...",
-// "... empty host ...", "... TLS (rediss://) is not supported ...",
+// "... empty host ...", "... TLS with Sentinel is not supported ...",
 // "... no master name after the sentinels ...").
 Result<RedisUrl> ParseRedisUrl(std::string_view text);
 

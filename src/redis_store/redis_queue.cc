@@ -61,6 +61,17 @@ std::string Tail(const std::string& message, std::string_view what) {
   return message;
 }
 
+// The option a TLS context's complaint is about (net/tls.cc names the
+// file: "tls: cannot read CA file ...", "tls: cannot use key ...").
+std::string TlsOptionOf(const std::string& message) {
+  if (message.find("CA file") != std::string::npos) return "redis_tls_ca_file: ";
+  if (message.find("needs its key") != std::string::npos) {
+    return "redis_tls_cert_file and redis_tls_key_file: ";
+  }
+  if (message.find("cannot use certificate") != std::string::npos) return "redis_tls_cert_file: ";
+  return "redis_tls_key_file: ";
+}
+
 }  // namespace
 
 struct RedisQueue::Waiter {
@@ -116,13 +127,33 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
     return InvalidArgument("redis_wait_timeout_ms: must be 1..3600000 (an hour), got " +
                            std::to_string(options.redis_wait_timeout_ms));
   }
+  if (!url->tls) {
+    for (const auto& [name, value] : {std::pair{"redis_tls_ca_file", &options.redis_tls_ca_file},
+                                      {"redis_tls_cert_file", &options.redis_tls_cert_file},
+                                      {"redis_tls_key_file", &options.redis_tls_key_file}}) {
+      if (!value->empty()) {
+        return InvalidArgument(std::string(name) +
+                               " given, but the Redis URL is redis://, not rediss://");
+      }
+    }
+  }
   redis::ClientOptions client_options;
   client_options.wait_replicas = static_cast<int>(options.redis_wait_replicas);
   client_options.wait_timeout_ms = static_cast<int>(options.redis_wait_timeout_ms);
+  client_options.tls.ca_file = options.redis_tls_ca_file;
+  client_options.tls.cert_file = options.redis_tls_cert_file;
+  client_options.tls.key_file = options.redis_tls_key_file;
   auto client = redis::Client::Open(*url, client_options);
   if (!client.ok()) {
+    const std::string& m = client.status().message();
     if (client.status().code() == Code::kInvalidArgument) {
-      return InvalidArgument("redis_url: " + client.status().message());
+      if (m.starts_with("tls: ")) return InvalidArgument(TlsOptionOf(m) + Tail(m, "tls: "));
+      return InvalidArgument("redis_url: " + m);
+    }
+    // A refused certificate is the CA option's business (or the server's
+    // name: the message says which).
+    if (m.find("certificate verify failed") != std::string::npos) {
+      return Status(client.status().code(), m + " (redis_tls_ca_file)");
     }
     return client.status();
   }
@@ -207,6 +238,7 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const QueueOptions& options
   sub_url.seeds = std::move(seeds);
   RedisQueue* raw = q.get();
   redis::SubscriberOptions sub_options;
+  sub_options.connection.tls = q->client_->tls_context();  // the same servers
   redis::Client* client_raw = q->client_.get();
   sub_options.prefer = [client_raw]() -> std::optional<redis::Endpoint> {
     std::vector<redis::Endpoint> masters = client_raw->Masters();

@@ -2,7 +2,10 @@
 // RedisQueue, 4 buckets): on a ManualClock against a standalone redis-server,
 // where time is exact; the same against a 3-master Redis Cluster; and on the
 // system clock against the standalone server, which exercises the real
-// timers, the promoter and the wake-up messages in real time.
+// timers, the promoter and the wake-up messages in real time. And on a
+// ManualClock over TLS (rediss://, RedisServerOptions::tls), standalone and
+// a 3-master cluster: the store's every call then goes through the TLS
+// transport under hiredis's reader (src/redis/connection.h).
 //
 // Each process starts the servers it needs once, lazily, from the test's
 // (main) thread (tests/redis/redis_harness.h), and every queue the suite
@@ -71,12 +74,40 @@ std::unique_ptr<Queue> OpenRedis(const std::string& url, std::shared_ptr<Clock> 
   o.redis_prefix = FreshPrefix();
   o.redis_buckets = kBuckets;
   o.clock = std::move(clock);
+  if (url.starts_with("rediss://")) {
+    Result<std::string> certs = redis_harness::TlsCertsDir();
+    if (certs.ok()) o.redis_tls_ca_file = *certs + "/ca.pem";
+  }
   auto q = OpenQueue(o);
   if (!q.ok()) {
     ADD_FAILURE() << "OpenQueue(redis " << url << "): " << q.status().ToString();
     return nullptr;
   }
   return std::move(q).value();
+}
+
+const std::string& TlsUrl() {
+  static std::unique_ptr<RedisServer> server = [] {
+    redis_harness::RedisServerOptions options;
+    options.tls = true;
+    auto s = RedisServer::Start(options);
+    if (!s.ok()) ADD_FAILURE() << "redis-server (TLS): " << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }();
+  static const std::string url = server ? server->url() : "rediss://127.0.0.1:1";
+  return url;
+}
+
+const std::string& TlsClusterUrl() {
+  static std::unique_ptr<RedisCluster> cluster = [] {
+    redis_harness::RedisServerOptions options;
+    options.tls = true;
+    auto c = RedisCluster::Start(3, options);
+    if (!c.ok()) ADD_FAILURE() << "redis cluster (TLS): " << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }();
+  static const std::string url = cluster ? cluster->url() : "rediss://127.0.0.1:1";
+  return url;
 }
 
 using UrlFn = const std::string& (*)();
@@ -124,6 +155,12 @@ INSTANTIATE_TEST_SUITE_P(
                   .known_bugs = kRedisKnownBugs},
         QueueImpl{.name = "SystemClock",
                   .make = [] { return std::make_unique<RedisSystemClockHarness>(StandaloneUrl); },
+                  .known_bugs = kRedisKnownBugs},
+        QueueImpl{.name = "TlsManualClock",
+                  .make = [] { return std::make_unique<RedisManualClockHarness>(TlsUrl); },
+                  .known_bugs = kRedisKnownBugs},
+        QueueImpl{.name = "TlsClusterManualClock",
+                  .make = [] { return std::make_unique<RedisManualClockHarness>(TlsClusterUrl); },
                   .known_bugs = kRedisKnownBugs}),
     QueueImplName);
 

@@ -101,6 +101,19 @@ TEST(RedisUrl, DecodesAPercentEncodedPassword) {
   EXPECT_EQ(raw->password, "a@b");
 }
 
+TEST(RedisUrl, RedissIsTheSameUrlOverTls) {
+  auto u = ParseRedisUrl("rediss://app:secret@h:1,g:2/4");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->seeds.size(), 2u);
+  EXPECT_EQ(u->db, 4);
+  EXPECT_EQ(u->ToString(), "rediss://app:***@h:1,g:2/4");
+  EXPECT_EQ(RedactUrl("rediss://app:secret@h:1"), "rediss://***@h:1");
+  auto plain = ParseRedisUrl("redis://h:1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+}
+
 TEST(RedisUrl, ToStringHidesThePassword) {
   auto u = ParseRedisUrl("redis://app:secret@h:1,g:2/4");
   ASSERT_TRUE(u.ok());
@@ -122,7 +135,8 @@ TEST(RedisUrl, RejectsEachBadFormNamingWhatIsWrong) {
   };
   const Case cases[] = {
       {"http://h:1", "unsupported scheme 'http'"},
-      {"rediss://h:1", "TLS"},
+      {"rediss+sentinel://h:1/m", "TLS with Sentinel is not supported"},
+      {"rediss:/h:1", "start with redis://"},
       {"h:6379", "redis://"},
       {"redis://", "empty host"},
       {"redis:///2", "empty host"},

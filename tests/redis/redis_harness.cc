@@ -1,13 +1,16 @@
 // Processes are started with fork + execvp (the child sets PR_SET_PDEATHSIG
 // first, so a dying test takes its servers along) and reaped with waitpid.
 // Talking to a server for set-up and checks goes through hiredis directly,
-// not through src/redis, so the harness does not lean on the code it tests.
+// not through src/redis, so the harness does not lean on the code it tests
+// (over TLS too: OpenSSL directly, blocking, with hiredis's reply reader).
 #include "redis/redis_harness.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -18,12 +21,15 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
 #include "testing/poll.h"
+#include "testing/test_certs.h"
 
 namespace delayq::redis_harness {
 
@@ -137,9 +143,112 @@ Reply Convert(const redisReply* r) {
   }
 }
 
+// What to send for `cmds`: RESP, as hiredis formats it.
+std::string Format(const std::vector<std::vector<std::string>>& cmds) {
+  std::string out;
+  for (const auto& cmd : cmds) {
+    std::vector<const char*> p;
+    std::vector<size_t> l;
+    for (const std::string& a : cmd) {
+      p.push_back(a.data());
+      l.push_back(a.size());
+    }
+    char* raw = nullptr;
+    int n = redisFormatCommandArgv(&raw, static_cast<int>(p.size()), p.data(), l.data());
+    if (n > 0) out.append(raw, static_cast<size_t>(n));
+    redisFreeCommand(raw);
+  }
+  return out;
+}
+
+// The harness's TLS client context: the test CA, and the client
+// certificate (so servers with --tls-auth-clients yes answer it too).
+SSL_CTX* HarnessTlsContext(std::string* error) {
+  static std::mutex mu;
+  static SSL_CTX* ctx = nullptr;
+  std::lock_guard lock(mu);
+  if (ctx != nullptr) return ctx;
+  Result<std::string> dir = TlsCertsDir();
+  if (!dir.ok()) {
+    *error = dir.status().message();
+    return nullptr;
+  }
+  SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+  if (c == nullptr || SSL_CTX_load_verify_locations(c, (*dir + "/ca.pem").c_str(), nullptr) != 1 ||
+      SSL_CTX_use_certificate_chain_file(c, (*dir + "/client.pem").c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(c, (*dir + "/client.key").c_str(), SSL_FILETYPE_PEM) != 1) {
+    *error = "cannot set up the harness's TLS context";
+    SSL_CTX_free(c);
+    return nullptr;
+  }
+  SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
+  ctx = c;
+  return ctx;
+}
+
+// `cmds` over a fresh blocking TLS connection: their last reply.
+Result<Reply> RunTlsCommands(int port, const std::vector<std::vector<std::string>>& cmds) {
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  std::string error;
+  SSL_CTX* ctx = HarnessTlsContext(&error);
+  if (ctx == nullptr) return Internal(error);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable(where + ": socket failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    std::string why = std::strerror(errno);
+    close(fd);
+    return Unavailable(where + ": " + why);
+  }
+  SSL* ssl = SSL_new(ctx);
+  redisReader* reader = redisReaderCreate();
+  auto done = [&](Result<Reply> r) {
+    redisReaderFree(reader);
+    SSL_free(ssl);
+    close(fd);
+    ERR_clear_error();
+    return r;
+  };
+  SSL_set_fd(ssl, fd);
+  if (SSL_connect(ssl) != 1) return done(Unavailable(where + ": TLS handshake failed"));
+  const std::string out = Format(cmds);
+  if (SSL_write(ssl, out.data(), static_cast<int>(out.size())) != static_cast<int>(out.size())) {
+    return done(Unavailable(where + ": TLS write failed"));
+  }
+  Reply last;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    void* raw = nullptr;
+    for (;;) {
+      if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
+        return done(Unavailable(where + ": bad reply"));
+      }
+      if (raw != nullptr) break;
+      char buf[16384];
+      int n = SSL_read(ssl, buf, sizeof buf);
+      if (n <= 0) return done(Unavailable(where + ": connection lost (TLS)"));
+      redisReaderFeed(reader, buf, static_cast<size_t>(n));
+    }
+    last = Convert(static_cast<redisReply*>(raw));
+    freeReplyObject(raw);
+  }
+  return done(last);
+}
+
 // One command on a fresh hiredis connection, AUTH first if `password`.
-Result<Reply> RunCommand(int port, const std::string& password,
+Result<Reply> RunCommand(int port, const std::string& password, bool tls,
                          const std::vector<std::string>& argv) {
+  if (tls) {
+    std::vector<std::vector<std::string>> cmds;
+    if (!password.empty()) cmds.push_back({"AUTH", password});
+    cmds.push_back(argv);
+    return RunTlsCommands(port, cmds);
+  }
   redisContext* c = redisConnectWithTimeout("127.0.0.1", port, timeval{1, 0});
   if (c == nullptr || c->err != 0) {
     std::string why = c != nullptr ? c->errstr : "out of memory";
@@ -197,7 +306,27 @@ std::string SlotsSummary(const Reply& slots) {
   return out;
 }
 
+// redis-cli's arguments for a TLS server: the test CA and client certificate.
+std::vector<std::string> CliTlsArgs() {
+  Result<std::string> dir = TlsCertsDir();
+  if (!dir.ok()) return {};
+  return {"--tls", "--cacert",          *dir + "/ca.pem", "--cert", *dir + "/client.pem",
+          "--key", *dir + "/client.key"};
+}
+
 }  // namespace
+
+Result<std::string> TlsCertsDir() {
+  static std::mutex mu;
+  static std::unique_ptr<TestCerts> certs;  // removed at exit
+  std::lock_guard lock(mu);
+  if (!certs) {
+    Result<std::unique_ptr<TestCerts>> made = TestCerts::Make();
+    if (!made.ok()) return made.status();
+    certs = std::move(made).value();
+  }
+  return certs->dir();
+}
 
 // ---------------------------------------------------------------------------
 // RedisServer
@@ -235,7 +364,7 @@ std::string RedisServer::address() const { return "127.0.0.1:" + std::to_string(
 
 std::string RedisServer::url() const {
   std::string auth = options_.password.empty() ? "" : ":" + PercentEncode(options_.password) + "@";
-  return "redis://" + auth + address();
+  return (options_.tls ? "rediss://" : "redis://") + auth + address();
 }
 
 Status RedisServer::Launch() {
@@ -254,6 +383,17 @@ Status RedisServer::Launch() {
                                    "no",
                                    "--appendonly",
                                    options_.append_only ? "yes" : "no"};
+  if (options_.tls) {
+    Result<std::string> certs = TlsCertsDir();
+    if (!certs.ok()) return certs.status();
+    args[2] = "0";  // no plaintext port
+    args.insert(args.end(),
+                {"--tls-port", std::to_string(port_), "--tls-cert-file", *certs + "/server.pem",
+                 "--tls-key-file", *certs + "/server.key", "--tls-ca-cert-file", *certs + "/ca.pem",
+                 "--tls-auth-clients", options_.tls_auth_clients});
+    if (options_.cluster) args.insert(args.end(), {"--tls-cluster", "yes"});
+    if (options_.replica_of != 0) args.insert(args.end(), {"--tls-replication", "yes"});
+  }
   if (!options_.password.empty() && !options_.sentinel) {
     args.insert(args.end(),
                 {"--requirepass", options_.password, "--masterauth", options_.password});
@@ -402,7 +542,7 @@ Status RedisServer::WaitForReplicas(int n, int timeout_ms) const {
 }
 
 Result<Reply> RedisServer::Command(const std::vector<std::string>& argv) const {
-  return RunCommand(port_, options_.password, argv);
+  return RunCommand(port_, options_.password, options_.tls, argv);
 }
 
 // ---------------------------------------------------------------------------
@@ -438,6 +578,10 @@ Result<std::unique_ptr<RedisCluster>> RedisCluster::Start(int masters, RedisServ
   args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
   if (!options.password.empty())
     args.insert(args.end(), {"-a", options.password, "--no-auth-warning"});
+  if (options.tls) {
+    std::vector<std::string> tls = CliTlsArgs();
+    args.insert(args.end(), tls.begin(), tls.end());
+  }
   std::string log = cluster->nodes_[0]->dir() + "/cluster-create.log";
   pid_t pid = Spawn(args, log);
   if (pid < 0) return Internal("fork failed");
@@ -482,7 +626,8 @@ Status RedisCluster::WaitReplicas(int replicas, int timeout_ms) {
 
 std::string RedisCluster::url() const {
   const std::string& pw = nodes_[0]->options().password;
-  std::string out = "redis://" + (pw.empty() ? "" : ":" + PercentEncode(pw) + "@");
+  std::string out = (nodes_[0]->options().tls ? "rediss://" : "redis://") +
+                    (pw.empty() ? "" : ":" + PercentEncode(pw) + "@");
   for (size_t i = 0; i < nodes_.size(); ++i) out += (i > 0 ? "," : "") + nodes_[i]->address();
   return out;
 }

@@ -87,7 +87,21 @@ struct RedisServerOptions {
   std::vector<std::string> extra_args;
   // How long a start or restart may take to answer PING. Default: 10000.
   int start_timeout_ms = 10000;
+  // TLS only: --port 0 --tls-port <port> with the certificates of
+  // TlsCertsDir() (server.pem for localhost and 127.0.0.1, signed by
+  // ca.pem), and --tls-cluster / --tls-replication yes for a cluster node or
+  // a replica. url() is then rediss://, and the harness's own commands
+  // (Command(), redis-cli) speak TLS with client.pem. Default: off.
+  bool tls = false;
+  // With tls: --tls-auth-clients ("no", "optional", "yes": client
+  // certificates signed by ca.pem asked for and required). Default: "no".
+  std::string tls_auth_clients = "no";
 };
+
+// The test certificates TLS servers use (tests/testing/test_certs.h: ca.pem,
+// server.pem/.key, client.pem/.key, other-ca.pem, ...), made on first use
+// and removed when the process exits. kInternal when openssl fails.
+Result<std::string> TlsCertsDir();
 
 class RedisServer {
  public:
@@ -116,8 +130,8 @@ class RedisServer {
   int port() const { return port_; }
   int cluster_port() const { return cluster_port_; }  // 0 unless options.cluster
   std::string address() const;                        // "127.0.0.1:<port>"
-  // "redis://127.0.0.1:<port>", with ":<password>@" (percent-encoded) when
-  // there is one.
+  // "redis://127.0.0.1:<port>" (rediss:// with tls), with ":<password>@"
+  // (percent-encoded) when there is one.
   std::string url() const;
   const std::string& dir() const { return dir_; }
   const RedisServerOptions& options() const { return options_; }
@@ -171,7 +185,7 @@ class RedisCluster {
 
   size_t size() const { return nodes_.size(); }
   RedisServer& node(size_t i) { return *nodes_[i]; }
-  // "redis://[:<password>@]127.0.0.1:<p1>,127.0.0.1:<p2>,..."
+  // "redis[s]://[:<password>@]127.0.0.1:<p1>,127.0.0.1:<p2>,..."
   std::string url() const;
 
   // Polls until every running node reports cluster_state:ok and all of them

@@ -399,7 +399,17 @@ TEST(RedisQueueOptions, BadOptionsAreRefusedNamingTheOption) {
       {"bad scheme", RedisOptions("http://127.0.0.1:1", "p"), "redis_url", Code::kInvalidArgument},
       {"bad port", RedisOptions("redis://127.0.0.1:99999", "p"), "redis_url",
        Code::kInvalidArgument},
+      {"TLS option with redis://", RedisOptions(server->url(), "p"),
+       "redis_tls_ca_file given, but the Redis URL is redis://, not rediss://",
+       Code::kInvalidArgument},
+      {"unreadable TLS CA file", RedisOptions("rediss://127.0.0.1:1", "p"),
+       "redis_tls_ca_file: cannot read CA file /nonexistent/ca.pem", Code::kInvalidArgument},
+      {"client key without its certificate", RedisOptions("rediss://127.0.0.1:1", "p"),
+       "redis_tls_cert_file and redis_tls_key_file", Code::kInvalidArgument},
   };
+  cases[cases.size() - 3].options.redis_tls_ca_file = "/tmp/ca.pem";
+  cases[cases.size() - 2].options.redis_tls_ca_file = "/nonexistent/ca.pem";
+  cases[cases.size() - 1].options.redis_tls_key_file = "/tmp/client.key";
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     auto q = OpenQueue(c.options);
