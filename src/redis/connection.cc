@@ -568,7 +568,15 @@ Status Connection::Receive(size_t n, std::vector<Reply>* out) {
   for (size_t i = 0; i < n; ++i) {
     if (context_ == nullptr) return Broken(0);
     void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return Broken(errno);
+    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
+      Status broken = Broken(errno);
+      // What a server said before it hung up is often why it did (a TLS
+      // port's "-ERR this port speaks TLS").
+      if (i > 0 && out->back().is_error()) {
+        return Unavailable(broken.message() + ", after answering \"" + out->back().str() + "\"");
+      }
+      return broken;
+    }
     --pending_;
     answered_ = true;
     out->push_back(TakeReply(raw));

@@ -55,6 +55,7 @@ struct ServeOptions {
   uint32_t redis_buckets = 0;
   uint32_t redis_wait_replicas = 0;
   int64_t redis_wait_timeout_ms = 1000;
+  std::string redis_tls_ca_file, redis_tls_cert_file, redis_tls_key_file;
   std::string http_host = "127.0.0.1";
   int http_port = 7700;
   std::string resp_host = "127.0.0.1";
@@ -135,6 +136,20 @@ std::string CheckTlsOptions(ServeOptions* o) {
            " needs --tls-ca-cert-file (the CA that signs the clients' certificates)";
   }
   return "";
+}
+
+// The store names QueueOptions' fields; `delayq serve`'s user typed flags.
+delayq::Status InFlagNames(const delayq::Status& s) {
+  std::string m = s.message();
+  for (const auto& [field, flag] : {std::pair{"redis_tls_ca_file", "--redis-tls-ca-cert-file"},
+                                    std::pair{"redis_tls_cert_file", "--redis-tls-cert-file"},
+                                    std::pair{"redis_tls_key_file", "--redis-tls-key-file"}}) {
+    for (size_t at = m.find(field); at != std::string::npos; at = m.find(field, at)) {
+      m.replace(at, std::strlen(field), flag);
+      at += std::strlen(flag);
+    }
+  }
+  return delayq::Status(s.code(), m);
 }
 
 int Fail(const delayq::Status& s) {
@@ -235,6 +250,9 @@ int Serve(ServeOptions o) {
   qo.redis_buckets = o.redis_buckets;
   qo.redis_wait_replicas = o.redis_wait_replicas;
   qo.redis_wait_timeout_ms = o.redis_wait_timeout_ms;
+  qo.redis_tls_ca_file = o.redis_tls_ca_file;
+  qo.redis_tls_cert_file = o.redis_tls_cert_file;
+  qo.redis_tls_key_file = o.redis_tls_key_file;
   qo.limits.max_body_bytes = o.max_body;
   // The queue's timers run on the loop thread: a job that falls due reaches
   // its waiting reserve without waking a second thread first.
@@ -260,7 +278,7 @@ int Serve(ServeOptions o) {
         o.data_dir_given.c_str(), o.data_dir.c_str(), o.store.c_str(), where.c_str());
   }
   auto queue = delayq::OpenServingQueue(qo, open);
-  if (!queue.ok()) return Fail(queue.status());
+  if (!queue.ok()) return Fail(InFlagNames(queue.status()));
   if (std::string opened = (*queue)->OpenedSummary(); !opened.empty()) {
     Log(LogLevel::kInfo, "%s", opened.c_str());
   }
@@ -575,7 +593,7 @@ int main(int argc, char** argv) {
   AddDurationFlag(serve, &durations[0]);  // --dedup-window
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
-            "detected), or redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db] (the "
+            "detected; rediss:// for TLS), or redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db] (the "
             "sentinels: the master is followed across failovers)",
             "DELAYQ_REDIS");
   AddOption(serve, "--redis-prefix", o.redis_prefix,
@@ -594,6 +612,19 @@ int main(int argc, char** argv) {
             "DELAYQ_REDIS_WAIT_REPLICAS")
       ->check(CLI::Range(0, 1000));
   AddDurationFlag(serve, &durations[1]);  // --redis-wait-timeout
+  AddOption(serve, "--redis-tls-ca-cert-file", o.redis_tls_ca_file,
+            "redis store, rediss://: the CA bundle (PEM) to check Redis's certificate with "
+            "(default: the system's)",
+            "DELAYQ_REDIS_TLS_CA_CERT_FILE")
+      ->check(CLI::ExistingFile);
+  AddOption(serve, "--redis-tls-cert-file", o.redis_tls_cert_file,
+            "redis store, rediss://: a client certificate (PEM) for a Redis that asks for one",
+            "DELAYQ_REDIS_TLS_CERT_FILE")
+      ->check(CLI::ExistingFile);
+  AddOption(serve, "--redis-tls-key-file", o.redis_tls_key_file,
+            "redis store, rediss://: the key of --redis-tls-cert-file (PEM)",
+            "DELAYQ_REDIS_TLS_KEY_FILE")
+      ->check(CLI::ExistingFile);
   AddOption(serve, "--http-host", o.http_host, "IPv4 address the HTTP/JSON API listens on",
             "DELAYQ_HTTP_HOST");
   AddOption(serve, "--http-port", o.http_port, "port of the HTTP/JSON API (0: any free port)",

@@ -343,7 +343,7 @@ void RespServer::OnClose(Connection& c) {
 std::string_view RespServer::BusyReply() const { return "-ERR max number of clients reached\r\n"; }
 
 std::string_view RespServer::PlaintextReply() const {
-  return "-ERR this port speaks TLS: connect with TLS (redis-cli --tls --cacert ca.pem)\r\n";
+  return "-ERR this port speaks TLS: connect with TLS (delayq --tls, redis-cli --tls)\r\n";
 }
 
 std::string_view RespServer::TimeoutReply() const {

@@ -452,6 +452,82 @@ class ReloadTest(unittest.TestCase):
             self.assertEqual(s.stop(), 0)
 
 
+class CommandLineTlsTest(unittest.TestCase):
+    """The `delayq` client commands over TLS: --tls --cacert (--cert --key),
+    or DELAYQ_TLS, DELAYQ_CACERT, DELAYQ_CERT, DELAYQ_KEY."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = tls_server("--tls-ca-cert-file", CERTS.path("ca.pem"),
+                                "--tls-auth-clients", "optional")
+        cls.mutual = tls_server("--tls-ca-cert-file", CERTS.path("ca.pem"))
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        assert cls.mutual.stop() == 0
+
+    def delayq(self, *args, env=None):
+        r = subprocess.run([harness.BINARY, *args], capture_output=True, text=True, timeout=30,
+                           env=harness.server_env(env))
+        return r.returncode, r.stdout, r.stderr
+
+    def test_the_client_commands_over_tls(self):
+        server = f"localhost:{self.server.port}"
+        code, out, err = self.delayq("add", "tls.cli", "hello", "--id", "cli-1", "--server",
+                                     server, "--tls", "--cacert", CERTS.path("ca.pem"))
+        self.assertEqual((code, out.strip()), (0, "cli-1"), err)
+        # The same from the environment, and the server's address as its IP.
+        env = {"DELAYQ_TLS": "1", "DELAYQ_CACERT": CERTS.path("ca.pem"),
+               "DELAYQ_SERVER": f"127.0.0.1:{self.server.port}"}
+        code, out, err = self.delayq("reserve", "tls.cli", "--wait", "5s", "--json", env=env)
+        self.assertEqual(code, 0, err)
+        job = json.loads(out)["jobs"][0]
+        self.assertEqual((job["id"], job["body"]), ("cli-1", "hello"))
+        code, _, err = self.delayq("finish", "cli-1", "--receipt", job["receipt"], env=env)
+        self.assertEqual(code, 0, err)
+
+    def test_mutual_tls_from_the_command_line(self):
+        server = f"127.0.0.1:{self.mutual.port}"
+        base = ["ping", "--server", server, "--tls", "--cacert", CERTS.path("ca.pem")]
+        code, out, err = self.delayq(*base, "--cert", CERTS.path("client.pem"), "--key",
+                                     CERTS.path("client.key"))
+        self.assertEqual((code, out.strip()), (0, "PONG"), err)
+        code, out, err = self.delayq(*base)  # no certificate: refused in the handshake
+        self.assertNotEqual(code, 0, out)
+        self.assertIn(server, err)
+        log_has(self.mutual, "refused: peer did not return a certificate")
+
+    def test_a_server_the_ca_did_not_sign_and_a_plaintext_server(self):
+        code, out, err = self.delayq("ping", "--server", f"127.0.0.1:{self.server.port}",
+                                     "--tls", "--cacert", CERTS.path("other-ca.pem"))
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("certificate verify failed", err)
+        plain = harness.Server("--store", "memory")
+        try:
+            code, out, err = self.delayq("ping", "--server", f"127.0.0.1:{plain.port}", "--tls",
+                                         "--cacert", CERTS.path("ca.pem"))
+            self.assertNotEqual(code, 0, out)
+            self.assertIn("not TLS", err)
+            # And TLS is not spoken unasked: a plaintext client of a TLS server is told.
+            code, out, err = self.delayq("ping", "--server", f"127.0.0.1:{self.server.port}")
+            self.assertNotEqual(code, 0, out)
+            self.assertIn("this port speaks TLS", err + out)
+        finally:
+            self.assertEqual(plain.stop(), 0)
+
+    def test_tls_options_that_do_not_fit_are_usage_errors(self):
+        for args, message in (
+                (["--cacert", CERTS.path("ca.pem")], "--cacert given without --tls"),
+                (["--tls", "--cert", CERTS.path("client.pem")], "--cert given without --key"),
+                (["--tls", "--key", CERTS.path("client.key")], "--key given without --cert")):
+            with self.subTest(message=message):
+                code, _, err = self.delayq("ping", "--server",
+                                           f"127.0.0.1:{self.server.port}", *args)
+                self.assertEqual(code, 2, err)
+                self.assertIn(message, err)
+
+
 class TlsFlagsTest(unittest.TestCase):
     def test_options_that_do_not_fit_are_usage_errors(self):
         cases = [
