@@ -6,6 +6,8 @@
 //   o.store = StoreKind::kRemote;
 //   o.servers = "10.0.0.5:7701,10.0.0.6:7701";  // servers sharing one Redis
 //   o.auth_token = "s3cret";                      // their --auth-token, if any
+//   o.tls = true;                                 // their --tls-cert-file, if any:
+//   o.tls_ca_file = "/etc/delayq/ca.pem";         //   checked against this CA
 //   auto queue = OpenQueue(o);                    // connects lazily
 //
 // Opening connects to nothing: a server that is down shows on the first

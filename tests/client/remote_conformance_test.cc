@@ -35,6 +35,23 @@ const std::string& RedisUrl() {
 }
 
 std::vector<std::string> MemoryArgs() { return {"--store", "memory"}; }
+// The test certificates (tests/testing/test_certs.h, made once per process).
+std::string CertsDir() {
+  static const std::string dir = [] {
+    auto d = redis_harness::TlsCertsDir();
+    if (!d.ok()) ADD_FAILURE() << "certificates: " << d.status().ToString();
+    return d.ok() ? *d : std::string("/nonexistent");
+  }();
+  return dir;
+}
+// Both listeners TLS only, client certificates required: the client's TLS
+// (QueueOptions::tls*) carries every call.
+std::vector<std::string> MutualTlsArgs() {
+  return {"--store",           "memory",
+          "--tls-cert-file",   CertsDir() + "/server.pem",
+          "--tls-key-file",    CertsDir() + "/server.key",
+          "--tls-ca-cert-file", CertsDir() + "/ca.pem"};
+}
 std::vector<std::string> EmbeddedArgs() { return {"--store", "embedded", "--fsync", "never"}; }
 std::vector<std::string> RedisArgs() {
   static std::atomic<int> next{0};
@@ -52,7 +69,7 @@ using ArgsFn = std::vector<std::string> (*)();
 
 class RemoteHarness final : public QueueHarness {
  public:
-  explicit RemoteHarness(ArgsFn args) : args_(args) {}
+  explicit RemoteHarness(ArgsFn args, bool tls = false) : args_(args), tls_(tls) {}
 
   std::unique_ptr<Queue> Open() override {
     if (!server_) {
@@ -66,6 +83,12 @@ class RemoteHarness final : public QueueHarness {
     QueueOptions o;
     o.store = StoreKind::kRemote;
     o.servers = server_->address();
+    if (tls_) {
+      o.tls = true;
+      o.tls_ca_file = CertsDir() + "/ca.pem";
+      o.tls_cert_file = CertsDir() + "/client.pem";
+      o.tls_key_file = CertsDir() + "/client.key";
+    }
     auto q = OpenQueue(o);
     if (!q.ok()) {
       ADD_FAILURE() << "OpenQueue(remote): " << q.status().ToString();
@@ -79,6 +102,7 @@ class RemoteHarness final : public QueueHarness {
 
  private:
   ArgsFn args_;
+  bool tls_;
   std::unique_ptr<DelayqServer> server_;  // outlives the queue (fixture order)
 };
 
@@ -96,6 +120,13 @@ INSTANTIATE_TEST_SUITE_P(
                           .known_bugs = kRemoteKnownBugs},
                       QueueImpl{.name = "Redis",
                                 .make = [] { return std::make_unique<RemoteHarness>(RedisArgs); },
+                                .known_bugs = kRemoteKnownBugs},
+                      QueueImpl{.name = "MemoryOverMutualTls",
+                                .make =
+                                    [] {
+                                      return std::make_unique<RemoteHarness>(MutualTlsArgs,
+                                                                             /*tls=*/true);
+                                    },
                                 .known_bugs = kRemoteKnownBugs}),
     QueueImplName);
 

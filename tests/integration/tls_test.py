@@ -487,6 +487,32 @@ class CommandLineTlsTest(unittest.TestCase):
         code, _, err = self.delayq("finish", "cli-1", "--receipt", job["receipt"], env=env)
         self.assertEqual(code, 0, err)
 
+    def test_delayq_work_waits_for_jobs_over_tls(self):
+        # The jobs fall due while the worker's reserves wait (its waiting
+        # reserves poll TLS connections).
+        env = {"DELAYQ_TLS": "yes", "DELAYQ_CACERT": CERTS.path("ca.pem"),
+               "DELAYQ_SERVER": f"localhost:{self.server.port}"}
+        for i in range(3):
+            code, _, err = self.delayq("add", "tls.work", f"job-{i}", "--id", f"work-{i}",
+                                       "--delay", "700ms", env=env)
+            self.assertEqual(code, 0, err)
+        worker = subprocess.Popen(
+            [harness.BINARY, "work", "tls.work", "--concurrency", "2", "--log-level", "warn",
+             "--", "sh", "-c", 'echo "$DELAYQ_JOB_ID $(cat)"'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=harness.server_env(env))
+        try:
+            lines = []
+            while len(lines) < 3:
+                line = worker.stdout.readline()
+                if not line:
+                    break
+                lines.append(line.strip())
+            self.assertEqual(sorted(lines), [f"work-{i} job-{i}" for i in range(3)])
+        finally:
+            worker.terminate()
+            _, err = worker.communicate(timeout=30)
+        self.assertEqual(worker.returncode, 0, err)
+
     def test_mutual_tls_from_the_command_line(self):
         server = f"127.0.0.1:{self.mutual.port}"
         base = ["ping", "--server", server, "--tls", "--cacert", CERTS.path("ca.pem")]
