@@ -43,6 +43,9 @@ void AddTarget(CLI::App* cmd, NetTarget* t, const char* extra) {
   cmd->add_option("--stall-seconds", t->stall_seconds,
                   "fail when the server owes replies this long")
       ->capture_default_str();
+  cmd->add_option("--tls-ca", t->tls_ca,
+                  "speak TLS, verifying the server's certificate with this PEM CA file "
+                  "(handshakes before the timed part)");
 }
 
 CLI::App* AddEngine(CLI::App* app, delayq::bench::EngineBenchOptions* o) {

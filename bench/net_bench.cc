@@ -85,7 +85,16 @@ int Open(const NetTarget& t, int connections, Setup* s) {
   }
   s->codec = std::move(codec).value();
   s->port = t.port != 0 ? t.port : s->codec->default_port();
-  auto loop = NetLoop::Connect(s->codec.get(), t.host, s->port, connections);
+  std::shared_ptr<const net::TlsContext> tls;
+  if (!t.tls_ca.empty()) {
+    auto ctx = NetLoop::ClientTls(t.tls_ca);
+    if (!ctx.ok()) {
+      std::fprintf(stderr, "delayq-bench: --tls-ca: %s\n", ctx.status().message().c_str());
+      return 2;
+    }
+    tls = std::move(ctx).value();
+  }
+  auto loop = NetLoop::Connect(s->codec.get(), t.host, s->port, connections, std::move(tls));
   if (!loop.ok()) {
     std::fprintf(stderr, "delayq-bench: %s\n", loop.status().message().c_str());
     return loop.status().code() == Code::kInvalidArgument ? 2 : 1;
@@ -499,6 +508,7 @@ int RunCycleBench(const CycleOptions& o) {
       static_cast<double>(c.adds + c.reserves + c.empty + c.finishes + c.errors) / secs, c.empty);
   if (o.jobs != 0) std::printf(",\"jobs\":%" PRIu64, o.jobs);
   std::printf(",\"topics\":%d", o.topics > 0 ? o.topics : o.connections);
+  if (!o.target.tls_ca.empty()) std::printf(",\"tls\":true");
   std::printf(",\"client_cpu_s\":%.2f", run.client_cpu_seconds());
   PrintErrors(c);
   PrintLatency("batch", run.batch_latency());
@@ -530,6 +540,7 @@ int RunPutBench(const PutOptions& o) {
       o.target.proto.c_str(), s.port, o.connections, o.depth, o.body_bytes, secs, c.adds,
       static_cast<double>(c.adds) / secs);
   if (o.jobs != 0) std::printf(",\"jobs\":%" PRIu64 ",\"delay_ms\":%" PRId64, o.jobs, o.delay_ms);
+  if (!o.target.tls_ca.empty()) std::printf(",\"tls\":true");
   std::printf(",\"client_cpu_s\":%.2f", run.client_cpu_seconds());
   PrintErrors(c);
   PrintLatency("latency", run.add_latency());

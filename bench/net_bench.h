@@ -28,6 +28,9 @@ struct NetTarget {
   std::string host = "127.0.0.1";
   int port = 0;               // 0: the protocol's default (7701, 7700, 11300, 6379)
   double stall_seconds = 10;  // no reply for this long (beyond a reserve's wait): fail
+  // PEM CA file: speak TLS, the server's certificate verified with it for
+  // `host` (handshakes at setup, not timed). Empty: plaintext.
+  std::string tls_ca;
 };
 
 // Each connection works on its own topic (beanstalk: tube), so a reserve

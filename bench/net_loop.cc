@@ -3,12 +3,20 @@
 // read filled the buffer), hands complete replies to the handler, and writes
 // whatever the handler queued on that connection in one write(2). EPOLLOUT
 // is armed only while a write is incomplete.
+//
+// Over TLS the same, through the connection's session: a read is repeated
+// until the session wants more bytes from the socket (OpenSSL reads ahead
+// and may hold whole records that epoll knows nothing of), and a write the
+// session cannot finish before it has read waits for EPOLLIN, which is always
+// armed; a read that waits to write arms EPOLLOUT.
 #include "net_loop.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -57,6 +65,30 @@ std::string Excerpt(const char* p, size_t n) {
     }
   }
   return s;
+}
+
+// Completes the TLS handshake on `fd`, waiting with poll(): setup is not
+// timed. Bounded by 5 s per step.
+Status HandshakeBlocking(net::TlsSession& session, int fd, const std::string& where) {
+  for (;;) {
+    net::TlsIo r = session.Handshake();
+    if (r == net::TlsIo::kDone) return Status::Ok();
+    if (r != net::TlsIo::kWantRead && r != net::TlsIo::kWantWrite) {
+      return Unavailable(
+          "TLS handshake with " + where + ": " +
+          (r == net::TlsIo::kClosed ? "the server closed the connection" : session.error()));
+    }
+    pollfd p{fd, static_cast<short>(r == net::TlsIo::kWantRead ? POLLIN : POLLOUT), 0};
+    int n = poll(&p, 1, 5000);
+    if (n == 0) return Unavailable("TLS handshake with " + where + ": no answer for 5 s");
+    if (n < 0 && errno != EINTR) return Unavailable(std::string("poll: ") + strerror(errno));
+  }
+}
+
+std::string TlsFailure(const Conn& c, const char* what, net::TlsIo r,
+                       const net::TlsSession& session) {
+  return "connection " + std::to_string(c.index()) + ": TLS " + what + ": " +
+         (r == net::TlsIo::kClosed ? std::string("the server closed it") : session.error());
 }
 
 }  // namespace
@@ -136,6 +168,17 @@ void Conn::PopFront() {
   --pending_size_;
 }
 
+void Conn::MakeRoom() {
+  if (in_end_ < in_.size()) return;
+  if (in_begin_ > 0) {
+    std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
+  } else {
+    in_.resize(in_.size() * 2);
+  }
+}
+
 void Conn::Bind(std::string_view topic) {
   int n = loop_->codec_->Bind(&out_, topic);
   for (int i = 0; i < n; ++i) Push(Op::kBind, 0);
@@ -178,8 +221,23 @@ void Conn::SendStaged() {
 
 // --- NetLoop ------------------------------------------------------------------
 
+Result<std::shared_ptr<const net::TlsContext>> NetLoop::ClientTls(const std::string& ca_file) {
+  net::TlsOptions o;
+  o.ca_file = ca_file;
+  auto ctx = net::TlsContext::Create(net::TlsContext::Role::kClient, o);
+  if (!ctx.ok()) return ctx.status();
+  // One read(2) for many records rather than two per record (header, then
+  // body), and buffers kept rather than freed and allocated again per read.
+  SSL_CTX* raw = (*ctx)->native();
+  SSL_CTX_set_read_ahead(raw, 1);
+  SSL_CTX_set_default_read_buffer_len(raw, 64 << 10);
+  SSL_CTX_clear_mode(raw, SSL_MODE_RELEASE_BUFFERS);
+  return std::shared_ptr<const net::TlsContext>(std::move(ctx).value());
+}
+
 Result<std::unique_ptr<NetLoop>> NetLoop::Connect(const Codec* codec, const std::string& host,
-                                                  int port, int connections) {
+                                                  int port, int connections,
+                                                  std::shared_ptr<const net::TlsContext> tls) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -189,6 +247,7 @@ Result<std::unique_ptr<NetLoop>> NetLoop::Connect(const Codec* codec, const std:
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return Internal(std::string("epoll_create1: ") + strerror(errno));
   std::unique_ptr<NetLoop> loop(new NetLoop(codec, ep));
+  loop->tls_ = std::move(tls);
   loop->UpdateClock();
   std::string where = host + ":" + std::to_string(port);
   for (int i = 0; i < connections; ++i) {
@@ -212,6 +271,15 @@ Result<std::unique_ptr<NetLoop>> NetLoop::Connect(const Codec* codec, const std:
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     auto c = std::unique_ptr<Conn>(new Conn(loop.get(), i, fd));
+    if (loop->tls_ != nullptr) {
+      auto session = net::TlsSession::Connect(*loop->tls_, fd, host);
+      Status s = session.ok() ? HandshakeBlocking(**session, fd, where) : session.status();
+      if (!s.ok()) {
+        close(fd);
+        return s;
+      }
+      c->tls_ = std::move(session).value();
+    }
     c->in_.resize(kReadBuffer);
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -226,7 +294,10 @@ Result<std::unique_ptr<NetLoop>> NetLoop::Connect(const Codec* codec, const std:
 }
 
 NetLoop::~NetLoop() {
-  for (auto& c : conns_) close(c->fd_);
+  for (auto& c : conns_) {
+    c->tls_.reset();
+    close(c->fd_);
+  }
   close(epoll_fd_);
 }
 
@@ -235,7 +306,17 @@ void NetLoop::UpdateClock() {
   now_wall_us_ = WallUs();
 }
 
+void NetLoop::ArmWrite(Conn& c, bool on) {
+  if (on == c.want_write_) return;
+  c.want_write_ = on;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (on ? uint32_t{EPOLLOUT} : 0u);
+  ev.data.ptr = &c;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd_, &ev);
+}
+
 Status NetLoop::Flush(Conn& c) {
+  if (c.tls_ != nullptr) return FlushTls(c);
   while (c.out_sent_ < c.out_.size()) {
     ssize_t n = write(c.fd_, c.out_.data() + c.out_sent_, c.out_.size() - c.out_sent_);
     if (n > 0) {
@@ -251,13 +332,32 @@ Status NetLoop::Flush(Conn& c) {
     c.out_.clear();
     c.out_sent_ = 0;
   }
-  if (done == c.want_write_) {  // arm EPOLLOUT while bytes wait, disarm after
-    c.want_write_ = !done;
-    epoll_event ev{};
-    ev.events = EPOLLIN | (c.want_write_ ? uint32_t{EPOLLOUT} : 0u);
-    ev.data.ptr = &c;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd_, &ev);
+  ArmWrite(c, !done);  // EPOLLOUT while bytes wait, not after
+  return Status::Ok();
+}
+
+Status NetLoop::FlushTls(Conn& c) {
+  c.tls_write_wants_read_ = false;
+  while (c.out_sent_ < c.out_.size()) {
+    size_t n = 0;
+    net::TlsIo r = c.tls_->Write(std::string_view(c.out_).substr(c.out_sent_), &n);
+    if (r == net::TlsIo::kDone) {
+      c.out_sent_ += n;
+      continue;
+    }
+    if (r == net::TlsIo::kWantWrite) break;
+    if (r == net::TlsIo::kWantRead) {  // retried by the Read that EPOLLIN brings
+      c.tls_write_wants_read_ = true;
+      break;
+    }
+    return Unavailable(TlsFailure(c, "write", r, *c.tls_));
   }
+  bool done = c.out_sent_ == c.out_.size();
+  if (done) {
+    c.out_.clear();
+    c.out_sent_ = 0;
+  }
+  ArmWrite(c, (!done && !c.tls_write_wants_read_) || c.tls_read_wants_write_);
   return Status::Ok();
 }
 
@@ -287,16 +387,9 @@ Status NetLoop::ParseReplies(Handler& h, Conn& c) {
 }
 
 Status NetLoop::Read(Handler& h, Conn& c) {
+  if (c.tls_ != nullptr) return ReadTls(h, c);
   for (;;) {
-    if (c.in_end_ == c.in_.size()) {  // make room: drop what was parsed, else grow
-      if (c.in_begin_ > 0) {
-        std::memmove(c.in_.data(), c.in_.data() + c.in_begin_, c.in_end_ - c.in_begin_);
-        c.in_end_ -= c.in_begin_;
-        c.in_begin_ = 0;
-      } else {
-        c.in_.resize(c.in_.size() * 2);
-      }
-    }
+    c.MakeRoom();
     size_t room = c.in_.size() - c.in_end_;
     ssize_t n = read(c.fd_, c.in_.data() + c.in_end_, room);
     if (n > 0) {
@@ -312,6 +405,29 @@ Status NetLoop::Read(Handler& h, Conn& c) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN) break;
     return Unavailable(std::string("read: ") + strerror(errno));
+  }
+  h.OnReplies(c);
+  return Flush(c);
+}
+
+Status NetLoop::ReadTls(Handler& h, Conn& c) {
+  c.tls_read_wants_write_ = false;
+  for (;;) {  // until the session needs the socket: it may hold records already read
+    c.MakeRoom();
+    size_t n = 0;
+    net::TlsIo r = c.tls_->Read(c.in_.data() + c.in_end_, c.in_.size() - c.in_end_, &n);
+    if (r == net::TlsIo::kDone) {
+      UpdateClock();
+      c.in_end_ += n;
+      if (Status s = ParseReplies(h, c); !s.ok()) return s;
+      continue;
+    }
+    if (r == net::TlsIo::kWantRead) break;
+    if (r == net::TlsIo::kWantWrite) {  // FlushTls arms EPOLLOUT; Run reads again then
+      c.tls_read_wants_write_ = true;
+      break;
+    }
+    return Unavailable(TlsFailure(c, "read", r, *c.tls_));
   }
   h.OnReplies(c);
   return Flush(c);
@@ -361,7 +477,7 @@ Status NetLoop::Run(Handler& h, int64_t tick_ns) {
       if (events[i].events & EPOLLOUT) {
         if (Status s = Flush(c); !s.ok()) return s;
       }
-      if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+      if ((events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) || c.tls_read_wants_write_) {
         if (Status s = Read(h, c); !s.ok()) return s;
       }
       if (stop_) break;

@@ -12,6 +12,12 @@
 // request asked the server for) ends the run with an error, as does a
 // closed connection or a reply that cannot be parsed.
 //
+// TLS (optional, --tls-ca): each connection's handshake is done at setup,
+// blocking (untimed); afterwards every read and write of that connection
+// goes through its net::TlsSession, and what the session wants (to read
+// before it can write, or the reverse) maps onto EPOLLIN / EPOLLOUT. The
+// plaintext path pays one branch per read(2) or write(2) for it.
+//
 // Thread-safety: none; everything belongs to the thread that calls Run.
 #ifndef DELAYQ_BENCH_NET_LOOP_H_
 #define DELAYQ_BENCH_NET_LOOP_H_
@@ -25,6 +31,7 @@
 
 #include "clients.h"
 #include "delayq/status.h"
+#include "net/tls.h"
 
 namespace delayq::bench {
 
@@ -89,13 +96,18 @@ class Conn {
   friend class NetLoop;
   Conn(NetLoop* loop, int index, int fd) : loop_(loop), index_(index), fd_(fd) {}
   void Push(Op op, uint32_t tag);
+  // Room to read into: drops what was parsed, else grows the buffer.
+  void MakeRoom();
   const Pending& Front() const { return ring_[ring_head_]; }
   void PopFront();
 
   NetLoop* loop_;
   int index_;
   int fd_;
-  std::string out_;  // requests queued, out_[out_sent_..] not yet written
+  std::unique_ptr<net::TlsSession> tls_;  // null: plaintext
+  bool tls_read_wants_write_ = false;     // a TLS read waits for EPOLLOUT
+  bool tls_write_wants_read_ = false;     // a TLS write waits for EPOLLIN
+  std::string out_;                       // requests queued, out_[out_sent_..] not yet written
   size_t out_sent_ = 0;
   bool want_write_ = false;  // EPOLLOUT armed
   std::string staged_;
@@ -121,10 +133,17 @@ class NetLoop {
     virtual bool OnTick() = 0;
   };
 
-  // Opens `connections` connections to host:port. Errors: kUnavailable
-  // naming the address when a connection cannot be made.
-  static Result<std::unique_ptr<NetLoop>> Connect(const Codec* codec, const std::string& host,
-                                                  int port, int connections);
+  // Opens `connections` connections to host:port. With `tls` (a client
+  // context), each one does a TLS handshake before Connect returns, the
+  // server's certificate checked for `host`. Errors: kUnavailable naming
+  // the address when a connection or a handshake cannot be made.
+  // A client context for Connect that verifies servers against the PEM CA
+  // file `ca_file`, tuned for this loop (OpenSSL reads ahead, keeps its
+  // buffers). Errors: kInvalidArgument naming the file.
+  static Result<std::shared_ptr<const net::TlsContext>> ClientTls(const std::string& ca_file);
+  static Result<std::unique_ptr<NetLoop>> Connect(
+      const Codec* codec, const std::string& host, int port, int connections,
+      std::shared_ptr<const net::TlsContext> tls = nullptr);
   ~NetLoop();
 
   int size() const { return static_cast<int>(conns_.size()); }
@@ -151,12 +170,16 @@ class NetLoop {
   NetLoop(const Codec* codec, int epoll_fd) : codec_(codec), epoll_fd_(epoll_fd) {}
   void UpdateClock();
   Status Read(Handler& h, Conn& c);
+  Status ReadTls(Handler& h, Conn& c);
   Status ParseReplies(Handler& h, Conn& c);
   Status Flush(Conn& c);
+  Status FlushTls(Conn& c);
+  void ArmWrite(Conn& c, bool on);
   Status CheckStalls();
 
   const Codec* codec_;
   int epoll_fd_;
+  std::shared_ptr<const net::TlsContext> tls_;  // null: plaintext
   std::vector<std::unique_ptr<Conn>> conns_;
   int64_t now_ns_ = 0;
   int64_t now_wall_us_ = 0;
