@@ -21,6 +21,7 @@ namespace {
 constexpr size_t kReadBytes = size_t{64} * 1024;
 constexpr int kMaxReadsPerEvent = 4;
 constexpr size_t kMaxInputWhileWaiting = 1 << 20;
+constexpr size_t kTlsRecordBytes = 16 * 1024;  // the most plaintext one TLS record holds
 
 // How often idle and slow connections are looked for: a quarter of the
 // shortest timeout, so one is enforced within 25% of its length.
@@ -396,6 +397,11 @@ void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
       TlsIo r = c.tls->Read(buf, sizeof buf, &n);
       if (r == TlsIo::kDone) {
         c.in.append(buf, n);
+        // Less than a full record, and nothing held in the session: all
+        // there is, as a short read on plaintext. Another read would only
+        // say EAGAIN (a syscall per request); more that arrives makes the
+        // socket readable again (the loop is level-triggered).
+        if (n < kTlsRecordBytes && !peer_closed && !c.tls->has_pending()) break;
         continue;
       }
       if (r == TlsIo::kWantRead) break;

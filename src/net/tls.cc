@@ -319,6 +319,8 @@ TlsIo TlsSession::Write(std::string_view data, size_t* n) {
   return Outcome(ret);
 }
 
+bool TlsSession::has_pending() const { return SSL_has_pending(ssl_) == 1; }
+
 void TlsSession::Shutdown() {
   if (!done_) return;
   ERR_clear_error();

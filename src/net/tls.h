@@ -127,6 +127,9 @@ class TlsSession {
   TlsIo Read(char* buf, size_t max, size_t* n);
   // Encrypts and sends from `data`; *n is how many bytes of it were taken.
   TlsIo Write(std::string_view data, size_t* n);
+  // Decrypted or received bytes are held in the session that a Read would
+  // return without the socket being readable (SSL_has_pending).
+  bool has_pending() const;
   // Sends close_notify (best effort, never blocks).
   void Shutdown();
   // Why the last kError came about, in words.
