@@ -319,6 +319,7 @@ void TcpServer::Close(uint64_t id) {
   if (it == conns_.end()) return;
   Connection& c = *it->second;
   handler_->OnClose(c);
+  loop_->CancelTimer(c.tls_read_timer);
   loop_->Remove(c.fd);
   if (c.tls != nullptr) c.tls->Shutdown();  // close_notify, best effort
   close(c.fd);
@@ -420,6 +421,7 @@ void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
     }
     if (draining_) c.in.resize(received);
     Received(c, eof);
+    if (Connection* live = Find(id)) ReadHeldLater(*live);
     return;
   }
   for (int reads = 0; reads < kMaxReadsPerEvent; ++reads) {
@@ -446,6 +448,21 @@ void TcpServer::ReadFrom(Connection& c, bool peer_closed) {
   // and the client could lose replies it has not read yet) but not served.
   if (draining_) c.in.resize(received);
   Received(c, eof);
+}
+
+// What a TLS session read ahead is not on the socket, so epoll will not
+// report it: read on the next turn, if the connection still reads.
+void TcpServer::ReadHeldLater(Connection& c) {
+  if (c.tls == nullptr || c.tls_read_timer != 0 || !c.reading || c.peer_closed ||
+      !c.tls->has_pending()) {
+    return;
+  }
+  c.tls_read_timer = loop_->RunAfter(0, [this, id = c.id] {
+    Connection* live = Find(id);
+    if (live == nullptr) return;
+    live->tls_read_timer = 0;
+    if (live->reading && !live->peer_closed) ReadFrom(*live, false);
+  });
 }
 
 void TcpServer::Deliver(uint64_t id, std::string_view bytes, bool eof) {
@@ -602,8 +619,10 @@ void TcpServer::UpdateEvents(Connection& c) {
                  c.tls_write_wants_read ||
                  (c.tls != nullptr && !c.tls->handshake_done() && !c.tls_read_wants_write);
   if (want_write == c.want_write && reading == c.reading) return;
+  const bool resumed = reading && !c.reading;
   c.want_write = want_write;
   c.reading = reading;
+  if (resumed) ReadHeldLater(c);
   loop_->Modify(c.fd, (reading ? uint32_t{EPOLLIN | EPOLLRDHUP} : 0u) |
                           (want_write ? uint32_t{EPOLLOUT} : 0u));
 }

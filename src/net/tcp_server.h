@@ -158,6 +158,7 @@ struct Connection {
   int64_t accepted_ms = 0;            // when the connection was accepted (TLS handshake bound)
   bool tls_read_wants_write = false;  // SSL_read asked for writability
   bool tls_write_wants_read = false;  // SSL_write asked for readability
+  uint64_t tls_read_timer = 0;        // ReadHeldLater's read on its way (0: none)
   bool want_write = false;
   bool reading = true;            // EPOLLIN armed (see UpdateEvents)
   bool peer_closed = false;       // the client sent FIN: close once answered
@@ -274,6 +275,9 @@ class TcpServer {
             int port);
   void OnAccept();
   void OnEvents(uint64_t id, uint32_t events);
+  // TLS: schedules a read of what c's session holds (read ahead), which
+  // the socket's readiness does not report.
+  void ReadHeldLater(Connection& c);
   // TLS: drives c's handshake; once done, reads what came with it.
   void ContinueHandshake(Connection& c);
   // TLS: the handshake failed for `why`: logged (rate-limited), answered

@@ -170,6 +170,10 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(Role role, const TlsOptio
     // to share or rotate.
     SSL_CTX_set_session_cache_mode(raw, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_num_tickets(raw, 0);
+    // One read(2) takes a record's header and body (and whatever follows)
+    // rather than two. A server's reader then must not take an unreadable
+    // socket for "nothing more": TlsSession::has_pending says what is held.
+    SSL_CTX_set_read_ahead(raw, 1);
   } else {
     SSL_CTX_set_verify(raw, o.verify_peer ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
   }

@@ -128,7 +128,9 @@ class TlsSession {
   // Encrypts and sends from `data`; *n is how many bytes of it were taken.
   TlsIo Write(std::string_view data, size_t* n);
   // Decrypted or received bytes are held in the session that a Read would
-  // return without the socket being readable (SSL_has_pending).
+  // return without the socket being readable (SSL_has_pending). A server
+  // session reads ahead (one read(2) per record, not two), so its reader
+  // must ask this before it waits for the socket.
   bool has_pending() const;
   // Sends close_notify (best effort, never blocks).
   void Shutdown();

@@ -229,6 +229,24 @@ class TlsServingTest(unittest.TestCase):
         self.assertEqual(seen, bodies)
         r.close()
 
+    def test_a_long_pipeline_is_read_whole(self):
+        # More records at once than the server decrypts in one turn: what its
+        # session read ahead is read on the next turn, though the socket has
+        # nothing more to say.
+        ctx = ssl.create_default_context(cafile=CERTS.path("ca.pem"))
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                count = 40000  # 560 KB of PINGs
+                s.sendall(b"*1\r\n$4\r\nPING\r\n" * count)
+                want = b"+PONG\r\n" * count
+                got = b""
+                while len(got) < len(want):
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        break
+                    got += chunk
+                self.assertEqual(got, want)
+
     def test_a_waiting_reserve_is_answered_over_tls(self):
         r = resp(self.server)
         result = {}
