@@ -126,6 +126,14 @@ def curl(server, path, *args, data=None, cacert=True, host="127.0.0.1"):
     return r.returncode, r.stdout, r.stderr
 
 
+def curl_plain(server, path, data):
+    """curl over plain HTTP, POSTing `data` as JSON: (exit code, body, stderr)."""
+    r = subprocess.run([CURL, "-sS", "--max-time", "10", "-d", json.dumps(data),
+                        f"http://127.0.0.1:{server.http_port}{path}"],
+                       capture_output=True, text=True, timeout=20)
+    return r.returncode, r.stdout, r.stderr
+
+
 def resp(server, **kw):
     """A redis-py client of the RESP listener over TLS, checking the server
     against the test CA."""
@@ -570,6 +578,64 @@ class CommandLineTlsTest(unittest.TestCase):
                                            f"127.0.0.1:{self.server.port}", *args)
                 self.assertEqual(code, 2, err)
                 self.assertIn(message, err)
+
+
+class RedisOverTlsTest(unittest.TestCase):
+    """`delayq serve --store redis` on a TLS-only redis-server: rediss:// with
+    --redis-tls-ca-cert-file serves; a CA that did not sign Redis's
+    certificate, or a redis:// URL, stops the start saying why."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="delayq-itest-tls-redis-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.port = harness.closed_port()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
+             "--tls-cert-file", CERTS.path("server.pem"), "--tls-key-file",
+             CERTS.path("server.key"), "--tls-ca-cert-file", CERTS.path("ca.pem"),
+             "--tls-auth-clients", "no", "--save", "", "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.stop_redis)
+        wait_until(self.redis_answers, timeout=10, what="redis-server to answer over TLS")
+
+    def stop_redis(self):
+        self.redis.terminate()
+        self.redis.wait(timeout=10)
+
+    def redis_answers(self):
+        try:
+            r = redis.Redis(host="127.0.0.1", port=self.port, ssl=True,
+                            ssl_ca_certs=CERTS.path("ca.pem"), socket_timeout=2)
+            return r.ping()
+        except (redis.RedisError, OSError):
+            return False
+
+    def test_the_redis_store_over_tls(self):
+        s = harness.Server("--store", "redis", "--redis", f"rediss://localhost:{self.port}",
+                           "--redis-tls-ca-cert-file", CERTS.path("ca.pem"), "--redis-prefix",
+                           "tls")
+        try:
+            code, out, err = curl_plain(s, "/v1/jobs", {"topic": "tls.redis", "id": "r-1",
+                                                        "body": "over tls"})
+            self.assertEqual(json.loads(out)["id"], "r-1", err)
+            code, out, err = curl_plain(s, "/v1/reserve", {"topics": ["tls.redis"],
+                                                           "wait_ms": 5000})
+            self.assertEqual(json.loads(out)["jobs"][0]["body"], "over tls", err)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_a_start_that_cannot_trust_redis_says_why(self):
+        code, err = harness.run_serve("--store", "redis", "--redis",
+                                      f"rediss://localhost:{self.port}",
+                                      "--redis-tls-ca-cert-file", CERTS.path("other-ca.pem"))
+        self.assertEqual(code, 1, err)
+        self.assertIn("certificate verify failed", err)
+        self.assertIn("(--redis-tls-ca-cert-file)", err)
+        code, err = harness.run_serve("--store", "redis", "--redis",
+                                      f"redis://127.0.0.1:{self.port}",
+                                      "--redis-tls-ca-cert-file", CERTS.path("ca.pem"))
+        self.assertEqual(code, 1, err)
+        self.assertIn("--redis-tls-ca-cert-file given, but the Redis URL is redis://", err)
 
 
 class TlsFlagsTest(unittest.TestCase):
