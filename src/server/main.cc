@@ -593,7 +593,8 @@ int main(int argc, char** argv) {
   AddDurationFlag(serve, &durations[0]);  // --dedup-window
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
-            "detected; rediss:// for TLS), or redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db] (the "
+            "detected; rediss:// for TLS), or "
+            "redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db] (the "
             "sentinels: the master is followed across failovers)",
             "DELAYQ_REDIS");
   AddOption(serve, "--redis-prefix", o.redis_prefix,

@@ -47,10 +47,14 @@ std::string CertsDir() {
 // Both listeners TLS only, client certificates required: the client's TLS
 // (QueueOptions::tls*) carries every call.
 std::vector<std::string> MutualTlsArgs() {
-  return {"--store",           "memory",
-          "--tls-cert-file",   CertsDir() + "/server.pem",
-          "--tls-key-file",    CertsDir() + "/server.key",
-          "--tls-ca-cert-file", CertsDir() + "/ca.pem"};
+  return {"--store",
+          "memory",
+          "--tls-cert-file",
+          CertsDir() + "/server.pem",
+          "--tls-key-file",
+          CertsDir() + "/server.key",
+          "--tls-ca-cert-file",
+          CertsDir() + "/ca.pem"};
 }
 std::vector<std::string> EmbeddedArgs() { return {"--store", "embedded", "--fsync", "never"}; }
 std::vector<std::string> RedisArgs() {
