@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shell helpers shared by the bench/*.sh scripts (sourced).
-# They expect PY (a python3) and OUT (the output directory), and append the
+# They expect PY (a python3) and OUT (the output directory; bench_cpu also
+# bin, where delayq-bench is), and append the
 # PIDs they start to the array `pids`, which the caller's EXIT trap stops.
 
 log() { echo "# $(date -u +%T) $*" >&2; }
@@ -90,6 +91,24 @@ json.dump(d, open(base + ".json", "w"))
 PYEOF
   cat "$OUT/$1.json" >&2
   echo >&2
+}
+
+# bench_cpu NAME SERVER_PID ARGS...: runs delayq-bench ARGS, keeps its JSON in
+# OUT/NAME.json with the server's CPU seconds during the run added
+# (with_server_cpu). A failed run is logged and leaves its figures out; the
+# caller's other runs still go.
+bench_cpu() {
+  local name=$1 spid=$2
+  shift 2
+  local c0 c1
+  c0=$(cpu_s "$spid")
+  if ! "${bin:?bench_cpu needs bin, the directory of delayq-bench}/delayq-bench" "$@" \
+    >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
+    echo "FAILED: delayq-bench $* ($(tail -1 "$OUT/$name.err"))" >&2
+    [ -s "$OUT/$name.raw" ] || return 0
+  fi
+  c1=$(cpu_s "$spid")
+  with_server_cpu "$name" "$c0" "$c1"
 }
 
 # bullmq_round NAME PORT CONCURRENCY: one round of bench/bullmq.sh on the

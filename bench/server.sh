@@ -78,29 +78,8 @@ try: print(json.load(open(sys.argv[1]))[sys.argv[2]])
 except Exception: print(0)' "$1" "$2"
 }
 
-# bench NAME SERVER_PID ARGS...: runs delayq-bench, keeps its JSON in OUT/NAME.json
-# with the server's CPU seconds during the run added. A failed run is logged
-# and leaves its figures out; the other steps still run.
-bench() {
-  local name=$1 spid=$2
-  shift 2
-  local c0 c1
-  c0=$(cpu_s "$spid")
-  if ! "$bin/delayq-bench" "$@" >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
-    echo "FAILED: delayq-bench $* ($(tail -1 "$OUT/$name.err"))" >&2
-    [ -s "$OUT/$name.raw" ] || return 0
-  fi
-  c1=$(cpu_s "$spid")
-  $PY - "$OUT/$name.raw" "$OUT/$name.json" "$name" "$c0" "$c1" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["name"] = sys.argv[3]
-d["server_cpu_s"] = round(float(sys.argv[5]) - float(sys.argv[4]), 2)
-json.dump(d, open(sys.argv[2], "w"))
-EOF
-  cat "$OUT/$name.json" >&2
-  echo >&2
-}
+# bench NAME SERVER_PID ARGS...: bench_cpu (bench/lib.sh).
+bench() { bench_cpu "$@"; }
 
 # redis_benchmark NAME SERVER_PID PORT ARGS...: a redis-benchmark --csv run;
 # OUT/NAME.json gets its rps and the server's CPU seconds.

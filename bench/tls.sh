@@ -120,21 +120,8 @@ log "delayq plaintext pid $plain_pid resp $plain_resp http $plain_http;" \
   "redis plaintext pid $rd_plain_pid port $rd_plain_port; redis TLS pid $rd_tls_pid port $rd_tls_port"
 
 # --- runs ---------------------------------------------------------------------------
-# bench NAME SERVER_PID ARGS...: runs delayq-bench, keeps its JSON in OUT/NAME.json
-# with the server's CPU seconds during the run added. A failed run is logged
-# and leaves its figures out; the other runs still go.
-bench() {
-  local name=$1 spid=$2
-  shift 2
-  local c0 c1
-  c0=$(cpu_s "$spid")
-  if ! "$bin/delayq-bench" "$@" >"$OUT/$name.raw" 2>"$OUT/$name.err"; then
-    echo "FAILED: delayq-bench $* ($(tail -1 "$OUT/$name.err"))" >&2
-    [ -s "$OUT/$name.raw" ] || return 0
-  fi
-  c1=$(cpu_s "$spid")
-  with_server_cpu "$name" "$c0" "$c1"
-}
+# bench NAME SERVER_PID ARGS...: bench_cpu (bench/lib.sh).
+bench() { bench_cpu "$@"; }
 
 # redis_benchmark NAME SERVER_PID PORT ARGS...: a redis-benchmark --csv run;
 # OUT/NAME.json gets its rps and the server's CPU seconds.
