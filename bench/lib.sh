@@ -168,3 +168,33 @@ build_and_check() {
     [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
   done
 }
+
+# need_commands NAME...: each must be a command on the PATH (else a message
+# naming it, exit 1).
+need_commands() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 1; }
+  done
+}
+
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a - b }'; }
+
+# redis_benchmark NAME SERVER_PID PORT ARGS...: a redis-benchmark --csv run
+# (CONNECTIONS connections, no pipelining); OUT/NAME.json gets its rps, the
+# requests (ADD_REQUESTS) and the server's CPU seconds. A failed run is
+# logged and leaves its figures out.
+redis_benchmark() {
+  local name=$1 spid=$2 port=$3
+  shift 3
+  local c0 rps
+  c0=$(cpu_s "$spid")
+  if ! redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNECTIONS" -P 1 --csv "$@" \
+    >"$OUT/$name.csv" 2>"$OUT/$name.err"; then
+    echo "FAILED: redis-benchmark $* ($(tail -1 "$OUT/$name.err"))" >&2
+    return 0
+  fi
+  rps=$(tail -1 "$OUT/$name.csv" | awk -F'","' '{ print $2 }')
+  echo "{\"name\":\"$name\",\"rps\":${rps:-0},\"requests\":${ADD_REQUESTS:-0},\"server_cpu_s\":$(minus "$(cpu_s "$spid")" "$c0")}" \
+    | tee "$OUT/$name.json" >&2
+}

@@ -56,18 +56,13 @@ PY=/usr/bin/python3
 
 mkdir -p "$OUT"
 bin=$BUILD/bin
-if [ "${SKIP_BUILD:-0}" != 1 ]; then make build BUILD="$BUILD" >&2; fi
-for tool in "$bin/delayq" "$bin/delayq-bench"; do
-  [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
-done
-for tool in redis-server redis-cli; do
-  command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 1; }
-done
+# shellcheck source=bench/lib.sh
+source bench/lib.sh  # (the cwd is the repository root by now)
+build_and_check "$bin/delayq" "$bin/delayq-bench"
+need_commands redis-server redis-cli
 
 pids=()
 trap stop_started EXIT
-# shellcheck source=bench/lib.sh
-source bench/lib.sh
 
 now() { date +%s.%N; }
 

@@ -51,20 +51,14 @@ PY=/usr/bin/python3
 
 mkdir -p "$OUT"
 bin=$BUILD/bin
-if [ "${SKIP_BUILD:-0}" != 1 ]; then make build BUILD="$BUILD" >&2; fi
-for tool in "$bin/delayq" "$bin/delayq-bench"; do
-  [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
-done
-for tool in redis-server redis-benchmark openssl; do
-  command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 1; }
-done
+# shellcheck source=bench/lib.sh
+source bench/lib.sh  # (the cwd is the repository root by now)
+build_and_check "$bin/delayq" "$bin/delayq-bench"
+need_commands redis-server redis-benchmark openssl
 
 pids=()
 trap stop_started EXIT
-# shellcheck source=bench/lib.sh
-source bench/lib.sh  # (the cwd is the repository root by now)
 
-minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a - b }'; }
 
 # --- certificates -------------------------------------------------------------------
 # As tests/integration/tls_test.py's Certs: a CA, and a server certificate it
@@ -123,22 +117,6 @@ log "delayq plaintext pid $plain_pid resp $plain_resp http $plain_http;" \
 # bench NAME SERVER_PID ARGS...: bench_cpu (bench/lib.sh).
 bench() { bench_cpu "$@"; }
 
-# redis_benchmark NAME SERVER_PID PORT ARGS...: a redis-benchmark --csv run;
-# OUT/NAME.json gets its rps and the server's CPU seconds.
-redis_benchmark() {
-  local name=$1 spid=$2 port=$3
-  shift 3
-  local c0 rps
-  c0=$(cpu_s "$spid")
-  if ! redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNECTIONS" -P 1 --csv "$@" \
-    >"$OUT/$name.csv" 2>"$OUT/$name.err"; then
-    echo "FAILED: redis-benchmark $* ($(tail -1 "$OUT/$name.err"))" >&2
-    return 0
-  fi
-  rps=$(tail -1 "$OUT/$name.csv" | awk -F'","' '{ print $2 }')
-  echo "{\"name\":\"$name\",\"rps\":${rps:-0},\"requests\":$ADD_REQUESTS,\"server_cpu_s\":$(minus "$(cpu_s "$spid")" "$c0")}" \
-    | tee "$OUT/$name.json" >&2
-}
 
 # pair R FIRST SECOND: FIRST then SECOND (two functions of no arguments), the
 # other way round in even rounds.

@@ -58,15 +58,12 @@ PY=/usr/bin/python3
 
 mkdir -p "$OUT"
 bin=$BUILD/bin
-if [ "${SKIP_BUILD:-0}" != 1 ]; then make build BUILD="$BUILD" >&2; fi
-for tool in "$bin/delayq" "$bin/delayq-bench"; do
-  [ -x "$tool" ] || { echo "missing $tool: build first (make build)" >&2; exit 1; }
-done
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+build_and_check "$bin/delayq" "$bin/delayq-bench"
 
 pids=()
 trap stop_started EXIT
-# shellcheck source=bench/lib.sh
-source bench/lib.sh
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 log "machine: $(nproc) cpu, load $(cut -d' ' -f1-3 /proc/loadavg)," \
