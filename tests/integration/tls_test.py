@@ -315,10 +315,15 @@ class TlsServingTest(unittest.TestCase):
             with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as raw:
                 with ctx.wrap_socket(raw, server_hostname="localhost") as s:
                     self.assertEqual(s.version(), version.name.replace("v1_", "v1."))
+        # A client that would speak TLS 1.1 (its security level lowered so
+        # that it may) is refused by the server, which says so.
         got = subprocess.run(["openssl", "s_client", "-connect",
-                              f"127.0.0.1:{self.server.port}", "-tls1_1"],
+                              f"127.0.0.1:{self.server.port}", "-tls1_1", "-cipher",
+                              "DEFAULT@SECLEVEL=0"],
                              input="", capture_output=True, text=True, timeout=20)
         self.assertNotEqual(got.returncode, 0, got.stdout)
+        self.assertIn("alert protocol version", got.stderr + got.stdout)
+        log_has(self.server, "refused: no protocol both sides speak")
 
 
 class TlsLimitsTest(unittest.TestCase):
