@@ -48,6 +48,19 @@ type Options struct {
 	// Sent as AUTH on every connection (the servers' --auth-token). Empty:
 	// $DELAYQ_AUTH_TOKEN, else none.
 	AuthToken string
+	// Speak TLS to the servers (their --tls-cert-file): every connection, each server's
+	// certificate checked against TLSCAFile (else the system's trust store) and against the
+	// host of its address, a DNS name or an IP address SAN. False: $DELAYQ_TLS (on unless 0,
+	// no or false; empty counts as unset).
+	TLS bool
+	// The CA (PEM) that signed the servers' certificates. Empty: $DELAYQ_CACERT, else the
+	// system's trust store. With TLS only.
+	TLSCAFile string
+	// This client's certificate (PEM) and its key, for servers that ask for one
+	// (--tls-ca-cert-file: mutual TLS); both or neither. Empty: $DELAYQ_CERT and $DELAYQ_KEY.
+	// With TLS only.
+	TLSCertFile string
+	TLSKeyFile  string
 	// Bound on each TCP connect and its AUTH. Default: 1 s.
 	ConnectTimeout time.Duration
 	// Bound on each request's reply; a waiting Reserve gets its wait on top. Default: 5 s.
@@ -85,8 +98,10 @@ type Client struct {
 
 var errClosed = unavailable("the client is closed", nil)
 
-// New makes a client. It connects to nothing yet: a server that is down shows on the first
-// call. Errors: ErrInvalidArgument naming "servers" or the timeout at fault.
+// New makes a client. It connects to nothing yet: a server that is down (or whose certificate
+// does not check) shows on the first call. Errors: ErrInvalidArgument naming "servers", the
+// timeout or the TLS option at fault (a TLS file given with TLS off, a certificate without its
+// key or the reverse, a file that cannot be read).
 func New(o Options) (*Client, error) {
 	servers := o.Servers
 	if len(servers) == 0 {
@@ -102,6 +117,10 @@ func New(o Options) (*Client, error) {
 	}
 	if o.AuthToken == "" {
 		o.AuthToken = os.Getenv("DELAYQ_AUTH_TOKEN")
+	}
+	tlsConf, err := tlsConfig(&o)
+	if err != nil {
+		return nil, err
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = time.Second
@@ -129,7 +148,7 @@ func New(o Options) (*Client, error) {
 		requestTimeout: o.RequestTimeout, maxIdle: o.MaxIdleConns, maxBody: o.MaxBody,
 		tag: hex.EncodeToString(tag[:]), waiting: map[*conn]bool{}}
 	for _, a := range addrs {
-		c.servers = append(c.servers, &server{addr: a})
+		c.servers = append(c.servers, &server{addr: a, tls: serverTLS(tlsConf, a)})
 	}
 	return c, nil
 }

@@ -20,6 +20,7 @@ package delayq
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ const (
 // server is one address of the list, its idle connections and whether it is down.
 type server struct {
 	addr string
+	tls  *tls.Config // nil: plaintext; else its ServerName is addr's host
 
 	mu   sync.Mutex
 	idle []*conn // GUARDED_BY(mu), most recently used last
@@ -109,20 +111,36 @@ func (s *server) closeIdle() {
 
 // conn is one RESP connection, used by one request at a time.
 type conn struct {
-	nc     net.Conn
+	nc     net.Conn // what requests are read from and written to: raw, or TLS over it
+	raw    net.Conn // the TCP connection
 	bw     *bufio.Writer
 	w      *resp.Writer
 	r      *resp.Reader
 	server int // index in Client.servers
 }
 
-func newConn(nc net.Conn, server int) *conn {
+func newConn(nc, raw net.Conn, server int) *conn {
 	bw := bufio.NewWriterSize(nc, 16<<10)
-	return &conn{nc: nc, bw: bw, w: resp.NewWriter(bw),
+	return &conn{nc: nc, raw: raw, bw: bw, w: resp.NewWriter(bw),
 		r: resp.NewReader(bufio.NewReaderSize(nc, 16<<10), resp.Limits{}), server: server}
 }
 
-func (c *conn) close() { c.nc.Close() }
+// close closes the TCP connection, without TLS's close_notify: a TLS Close would wait up to
+// 5 s to send it, and the server takes the TCP end as the end without it.
+func (c *conn) close() { c.raw.Close() }
+
+// closeWrite shuts down the sending side: the server takes it as the client leaving. Over TLS,
+// close_notify first (TLS's own end of the sending side), then the TCP FIN.
+func (c *conn) closeWrite() {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		tc.CloseWrite()
+	}
+	if tc, ok := c.raw.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	} else {
+		c.raw.Close()
+	}
+}
 
 // alive says whether an idle connection can still be used: nothing is owed on it, so anything
 // readable (the server closed it: a restart, an idle timeout; stray bytes) or a socket error
@@ -133,7 +151,7 @@ func (c *conn) alive() bool {
 	if c.r.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.nc.(syscall.Conn)
+	sc, ok := c.raw.(syscall.Conn) // under TLS: a close_notify or a FIN is readable there too
 	if !ok {
 		return true
 	}
@@ -261,37 +279,74 @@ func (c *Client) dial(ctx context.Context, i int) (*conn, error) {
 		return nil, fmt.Errorf("unreachable, next connect attempt in %d ms (last error: %s)",
 			wait.Milliseconds(), last)
 	}
-	d := net.Dialer{Timeout: c.connectTimeout}
-	nc, err := d.DialContext(ctx, "tcp", s.addr)
-	if err != nil {
+	fail := func(why string) (*conn, error) {
 		if ctxErr(ctx) != nil {
 			return nil, ctxErr(ctx) // not the server's fault: it is not marked down
 		}
-		why := c.why(err)
 		s.failed(why)
 		return nil, errors.New(why)
 	}
-	cn := newConn(nc, i)
+	d := net.Dialer{Timeout: c.connectTimeout}
+	raw, err := d.DialContext(ctx, "tcp", s.addr)
+	if err != nil {
+		return fail(c.why(err))
+	}
+	nc := raw
+	if s.tls != nil {
+		tc := tls.Client(raw, s.tls)
+		raw.SetDeadline(time.Now().Add(c.connectTimeout))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return fail("TLS handshake: " + c.connectWhy(err))
+		}
+		nc = tc
+	}
+	cn := newConn(nc, raw, i)
+	// The first round trip: AUTH with a token. Over TLS, a PING without one: TLS 1.3 ends the
+	// client's handshake before the server has checked its certificate, whose refusal comes
+	// with the first read. So a refused certificate fails the connect, where nothing of the
+	// request was sent and it can move on, not the request.
+	var hello []string
 	if c.authToken != "" {
-		replies, err := cn.roundTrip(ctx, [][]string{{"AUTH", c.authToken}}, c.connectTimeout)
-		if err == nil && replies[0].IsError() {
+		hello = []string{"AUTH", c.authToken}
+	} else if s.tls != nil {
+		hello = []string{"PING"}
+	}
+	if hello != nil {
+		replies, err := cn.roundTrip(ctx, [][]string{hello}, c.connectTimeout)
+		if err == nil && hello[0] == "AUTH" && replies[0].IsError() {
 			err = fmt.Errorf("%w: %s", errAuth, replies[0].Text())
 		}
 		if err != nil {
 			cn.close()
-			if ctxErr(ctx) != nil {
-				return nil, ctxErr(ctx)
-			}
 			why := err.Error()
 			if !errors.Is(err, errAuth) {
-				why = c.why(err)
+				why = c.connectWhy(err)
 			}
-			s.failed(why)
-			return nil, errors.New(why)
+			if s.tls != nil && isRemoteAlert(err) {
+				why = "TLS handshake refused by the server: " + why
+			}
+			return fail(why)
 		}
 	}
 	s.succeeded()
 	return cn, nil
+}
+
+// connectWhy words the failure of a connect's handshake or first round trip, as why does, a
+// timeout being the connect timeout's.
+func (c *Client) connectWhy(err error) string {
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Sprintf("not complete within %d ms (connect timeout)", c.connectTimeout.Milliseconds())
+	}
+	return c.why(err)
+}
+
+// isRemoteAlert: err is a TLS alert the server sent (crypto/tls's "remote error").
+func isRemoteAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }
 
 // release gives a connection back to its server's pool, its deadlines cleared (or closes it

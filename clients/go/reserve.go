@@ -13,7 +13,6 @@ package delayq
 
 import (
 	"context"
-	"net"
 	"time"
 )
 
@@ -66,11 +65,7 @@ func (c *Client) awaitReserve(ctx context.Context, cn *conn, wait time.Duration)
 	if ctx.Done() != nil {
 		stop = watch(ctx, func() {
 			withdrawn = true
-			if tc, ok := cn.nc.(*net.TCPConn); ok {
-				tc.CloseWrite()
-			} else {
-				cn.nc.Close()
-			}
+			cn.closeWrite()
 			cn.nc.SetReadDeadline(time.Now().Add(c.requestTimeout))
 		})
 	}
