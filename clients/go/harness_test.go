@@ -399,3 +399,91 @@ func (p *proxy) setDown(down bool) {
 		p.conns = nil
 	}
 }
+
+// certs are the TLS tests' certificates, made once per test binary with the openssl command
+// (as tests/integration/tls_test.py's Certs): a CA (EC P-256) signing a server certificate for
+// localhost and 127.0.0.1 ("server"), one for another host only ("elsewhere") and a client
+// certificate ("client"); and another CA with a client of its own ("other-client"). Paths:
+// certs.path("server.pem"), certs.path("server.key").
+type certs struct{ dir string }
+
+var (
+	certsOnce sync.Once
+	certsMade *certs
+	certsErr  error
+	certsDir  string // removed by TestMain
+)
+
+func testCerts(t testing.TB) *certs {
+	t.Helper()
+	certsOnce.Do(func() {
+		certsDir, certsErr = os.MkdirTemp("", "delayq-go-tls-")
+		if certsErr == nil {
+			certsMade, certsErr = makeCerts(certsDir)
+		}
+	})
+	if certsErr != nil {
+		t.Fatalf("making the TLS certificates: %v", certsErr)
+	}
+	return certsMade
+}
+
+func (c *certs) path(name string) string { return filepath.Join(c.dir, name) }
+
+func makeCerts(dir string) (*certs, error) {
+	c := &certs{dir: dir}
+	run := func(args ...string) error {
+		cmd := exec.Command("openssl", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("openssl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	newKey := []string{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"}
+	ca := func(name, cn string) error {
+		return run(append(append([]string{"req", "-x509"}, newKey...), "-keyout", name+".key",
+			"-out", name+".pem", "-days", "30", "-subj", "/CN="+cn)...)
+	}
+	leaf := func(name, ca, cn, ext string) error {
+		if err := run(append(append([]string{"req"}, newKey...), "-keyout", name+".key",
+			"-out", name+".csr", "-subj", "/CN="+cn)...); err != nil {
+			return err
+		}
+		if err := os.WriteFile(c.path(name+".ext"), []byte(ext+"\n"), 0o600); err != nil {
+			return err
+		}
+		return run("x509", "-req", "-in", name+".csr", "-CA", ca+".pem", "-CAkey", ca+".key",
+			"-CAcreateserial", "-out", name+".pem", "-days", "30", "-extfile", name+".ext")
+	}
+	for _, step := range []func() error{
+		func() error { return ca("ca", "delayq test CA") },
+		func() error { return ca("other-ca", "another CA") },
+		func() error { return leaf("server", "ca", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1") },
+		func() error { return leaf("elsewhere", "ca", "elsewhere", "subjectAltName=DNS:elsewhere.example") },
+		func() error { return leaf("client", "ca", "worker-1", "extendedKeyUsage=clientAuth") },
+		func() error { return leaf("other-client", "other-ca", "stranger", "extendedKeyUsage=clientAuth") },
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startTLSServer runs `delayq serve` speaking TLS with the certificate `cert` (certs.path(cert +
+// ".pem")), and args (--tls-ca-cert-file for mutual TLS).
+func startTLSServer(t testing.TB, cert string, args ...string) *testServer {
+	t.Helper()
+	c := testCerts(t)
+	return startServer(t, append([]string{"--tls-cert-file", c.path(cert + ".pem"),
+		"--tls-key-file", c.path(cert + ".key")}, args...)...)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if certsDir != "" {
+		os.RemoveAll(certsDir)
+	}
+	os.Exit(code)
+}
