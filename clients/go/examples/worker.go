@@ -23,7 +23,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	// Servers from $DELAYQ_SERVER (else 127.0.0.1:7701), token from $DELAYQ_AUTH_TOKEN.
+	// Servers from $DELAYQ_SERVER (else 127.0.0.1:7701), token from $DELAYQ_AUTH_TOKEN, TLS
+	// from $DELAYQ_TLS, $DELAYQ_CACERT, $DELAYQ_CERT and $DELAYQ_KEY.
 	client, err := delayq.New(delayq.Options{})
 	if err != nil {
 		log.Fatal(err)
