@@ -366,6 +366,10 @@ class Worker:
                 auth_token=cfg.auth_token,
                 connect_timeout=cfg.connect_timeout,
                 request_timeout=cfg.request_timeout,
+                tls=cfg.tls is not None,
+                tls_ca_file=cfg.tls.ca_file if cfg.tls else None,
+                tls_cert_file=cfg.tls.cert_file if cfg.tls else None,
+                tls_key_file=cfg.tls.key_file if cfg.tls else None,
             )
         if any(not t.is_async for t in self._order):
             self._executor = concurrent.futures.ThreadPoolExecutor(
