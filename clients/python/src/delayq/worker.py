@@ -218,7 +218,7 @@ class Worker:
     """Runs handlers for topics over a delayq client.
 
     ``client``: an :class:`AsyncClient`, or a sync :class:`Client` (the worker
-    then makes an AsyncClient of the same servers and token, and closes it
+    then makes an AsyncClient of the same servers, token and TLS, and closes it
     when it stops). ``concurrency`` (1..1024, default 4): handlers running at
     once over all topics. ``reserve_wait`` (default 30 s, at most a day): how
     long one reserve waits for a job. ``reserve_retry`` (default 100 ms): the
