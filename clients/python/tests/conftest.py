@@ -89,8 +89,66 @@ class Server(Process):
         )
         if line == "exited":
             raise AssertionError("delayq serve exited:\n" + "\n".join(self.lines))
-        self.address = str(line).split("serving RESP on ")[1].strip()
+        # "serving RESP on 127.0.0.1:7701", with " (TLS)" after it on a TLS port
+        self.address = str(line).split("serving RESP on ")[1].split()[0]
         self.port = int(self.address.rsplit(":", 1)[1])
+
+
+class Certs:
+    """A CA and what it signs, made with the openssl command (as
+    tests/integration/tls_test.py does): a server certificate for localhost
+    and 127.0.0.1, one for localhost only, a client certificate; and another
+    CA with a server of its own. Paths: certs.path("server.pem")."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.ca("ca", "delayq test CA")
+        self.ca("other-ca", "another CA")
+        self.leaf("server", "ca", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+        self.leaf("named-server", "ca", "localhost", "subjectAltName=DNS:localhost")
+        self.leaf("stranger", "other-ca", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+        self.leaf("client", "ca", "worker-1", "extendedKeyUsage=clientAuth")
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def run(self, *args: str) -> None:
+        r = subprocess.run(["openssl", *args], cwd=self.dir, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError(f"openssl {' '.join(args)}: {r.stderr}")
+
+    def ca(self, name: str, cn: str) -> None:
+        self.run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                 "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "30",
+                 "-subj", f"/CN={cn}")
+
+    def leaf(self, name: str, ca: str, cn: str, ext: str) -> None:
+        self.run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                 "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
+        with open(self.path(f"{name}.ext"), "w") as f:
+            f.write(ext + "\n")
+        self.run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+                 "-CAcreateserial", "-out", f"{name}.pem", "-days", "30", "-extfile",
+                 f"{name}.ext")
+
+
+@pytest.fixture(scope="session")
+def certs() -> Iterator[Certs]:
+    with tempfile.TemporaryDirectory(prefix="delayq-py-tls-") as d:
+        yield Certs(d)
+
+
+def tls_server(certs: Certs, name: str = "server", *args: str) -> Server:
+    """`delayq serve --store memory` speaking TLS with certificate ``name``."""
+    return Server("--store", "memory", "--tls-cert-file", certs.path(f"{name}.pem"),
+                  "--tls-key-file", certs.path(f"{name}.key"), *args)
+
+
+@pytest.fixture(scope="session")
+def tls_memory_server(certs: Certs) -> Iterator[Server]:
+    s = tls_server(certs)
+    yield s
+    s.stop()
 
 
 def free_port() -> int:

@@ -5,7 +5,9 @@ src/client/server_set.h is the model).
 Besides the sync transport's rules, a waiting RESERVE can be withdrawn: when
 the task awaiting it is cancelled, the client shuts down the sending side of
 that connection (FIN), which the server takes as the client leaving (it
-withdraws the reserve and closes), and reads what comes back first. Jobs
+withdraws the reserve and closes), and reads what comes back first. Over
+TLS, whose transport cannot half-close, the TCP socket under it is shut
+down for writing: the same FIN, the TLS session still read. Jobs
 already on their way are given back at once (UNRESERVE: ready again, the
 attempt not counted), so a cancelled reserve takes no job. The reply is read
 by a task of its own, shielded from the cancellation, so a cancel never
@@ -17,6 +19,7 @@ Thread-safety: an AsyncClient belongs to the event loop it is first used on.
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import time
 from typing import Any, List, Optional, Tuple, TypeVar
@@ -92,15 +95,18 @@ class AsyncTransport:
                 return conn
             await _disconnect(conn)
         may_connect(s.backoff)
-        conn = redis.asyncio.Connection(
-            host=s.host,
-            port=s.port,
-            password=self.config.auth_token,
+        cls = redis.asyncio.SSLConnection if self.config.tls else redis.asyncio.Connection
+        conn = cls(
+            **self.config.connection_kwargs(s.host, s.port),
             socket_timeout=None,  # timeouts are applied per request, here
             socket_connect_timeout=self.config.connect_timeout,
         )
         try:
             await conn.connect()
+            if self.config.tls and not self.config.auth_token:  # as SyncTransport's
+                async with _timeout(self.config.request_timeout):
+                    await conn.send_command("PING", check_health=False)
+                    await conn.read_response()
         except CONNECT_FAILED + (asyncio.TimeoutError,) as e:
             await _disconnect(conn)
             raise connect_failed(s.backoff, e) from None
@@ -254,6 +260,8 @@ class AsyncTransport:
         try:
             if conn._writer.can_write_eof():
                 conn._writer.write_eof()
+            else:  # TLS: a FIN under the TLS session, which reads on
+                conn._writer.transport.get_extra_info("socket").shutdown(socket.SHUT_WR)
         except (OSError, RuntimeError, AttributeError):
             pass
         reply: Any = None

@@ -91,15 +91,20 @@ class SyncTransport:
                 pass
             conn.disconnect()
         may_connect(s.backoff)
-        conn = redis.Connection(
-            host=s.host,
-            port=s.port,
-            password=self.config.auth_token,
+        conn = (redis.SSLConnection if self.config.tls else redis.Connection)(
+            **self.config.connection_kwargs(s.host, s.port),
             socket_timeout=self.config.request_timeout,
             socket_connect_timeout=self.config.connect_timeout,
         )
         try:
             conn.connect()
+            if self.config.tls and not self.config.auth_token:
+                # TLS 1.3: a server refusing our certificate (or its absence)
+                # says so after the handshake, at our first read. A PING
+                # makes that a failed connect, before any request is sent
+                # (AUTH, when there is a token, does the same).
+                conn.send_command("PING", check_health=False)
+                conn.read_response()
         except CONNECT_FAILED as e:
             conn.disconnect()
             raise connect_failed(s.backoff, e) from None

@@ -48,6 +48,13 @@ class AsyncClient:
     ``connect_timeout`` (default 1 s) bounds a connect, ``request_timeout``
     (default 5 s) a reply (a waiting reserve's: its wait plus this); each a
     timedelta or seconds.
+    ``tls``: speak TLS to the servers (their ``--tls-cert-file``), checking
+    each one's certificate against ``tls_ca_file`` (PEM; None: the system's
+    trust store) and against the host of its address (a name or an IP
+    address); ``tls_cert_file`` and ``tls_key_file``: this client's
+    certificate for servers that ask for one (mutual TLS), both or neither.
+    None: ``$DELAYQ_TLS`` (1/yes/true), ``$DELAYQ_CACERT``, ``$DELAYQ_CERT``,
+    ``$DELAYQ_KEY``. A file given without tls is an InvalidArgumentError.
 
     Nothing connects until the first call. Each call goes to the server that
     answered last and moves on when it cannot be reached; a request whose
@@ -62,8 +69,21 @@ class AsyncClient:
         auth_token: Optional[str] = None,
         connect_timeout: Union[timedelta, float] = 1.0,
         request_timeout: Union[timedelta, float] = 5.0,
+        tls: Optional[bool] = None,
+        tls_ca_file: Optional[str] = None,
+        tls_cert_file: Optional[str] = None,
+        tls_key_file: Optional[str] = None,
     ) -> None:
-        self._config = Config.make(servers, auth_token, connect_timeout, request_timeout)
+        self._config = Config.make(
+            servers,
+            auth_token,
+            connect_timeout,
+            request_timeout,
+            tls,
+            tls_ca_file,
+            tls_cert_file,
+            tls_key_file,
+        )
         self._transport = AsyncTransport(self._config)
         self._ids = IdMaker()
 

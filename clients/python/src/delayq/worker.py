@@ -218,7 +218,7 @@ class Worker:
     """Runs handlers for topics over a delayq client.
 
     ``client``: an :class:`AsyncClient`, or a sync :class:`Client` (the worker
-    then makes an AsyncClient of the same servers and token, and closes it
+    then makes an AsyncClient of the same servers, token and TLS, and closes it
     when it stops). ``concurrency`` (1..1024, default 4): handlers running at
     once over all topics. ``reserve_wait`` (default 30 s, at most a day): how
     long one reserve waits for a job. ``reserve_retry`` (default 100 ms): the
@@ -366,6 +366,10 @@ class Worker:
                 auth_token=cfg.auth_token,
                 connect_timeout=cfg.connect_timeout,
                 request_timeout=cfg.request_timeout,
+                tls=cfg.tls is not None,
+                tls_ca_file=cfg.tls.ca_file if cfg.tls else None,
+                tls_cert_file=cfg.tls.cert_file if cfg.tls else None,
+                tls_key_file=cfg.tls.key_file if cfg.tls else None,
             )
         if any(not t.is_async for t in self._order):
             self._executor = concurrent.futures.ThreadPoolExecutor(
