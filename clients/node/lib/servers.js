@@ -175,6 +175,10 @@ class Connection {
     });
     this.redis.on('error', err => { this.reason = options.tls ? tlsReason(err) : err.message; });
     this.redis.on('close', () => {
+      // ioredis leaves the socketTimeout timer of replies owed armed after
+      // a close (5 s that hold the process up; a TLS 1.3 server refusing
+      // this client's certificate closes right after the first write).
+      clearTimeout(this.redis.socketTimeoutTimer);
       this.dead = true;
       server.closed(this);
     });
