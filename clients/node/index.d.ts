@@ -25,6 +25,19 @@ export interface ClientOptions {
   connectTimeoutMs?: number;
   /** A connection owing replies that answers nothing for this long is taken as broken, ms; also the most a withdrawn reserve waits for the server. Default: 5000. */
   requestTimeoutMs?: number;
+  /**
+   * Speak TLS to the servers (their --tls-cert-file), checking each one's
+   * certificate against tlsCaFile (else Node's trust store) and against the
+   * host of its address (a DNS name or an IP address SAN).
+   * Default: $DELAYQ_TLS (1, yes, true: on; 0, no, false: off), else off.
+   */
+  tls?: boolean;
+  /** With tls: the CA (PEM) that signs the servers' certificates. Default: $DELAYQ_CACERT, else Node's trust store. */
+  tlsCaFile?: string;
+  /** With tls: this client's certificate (PEM), for servers with --tls-ca-cert-file (mutual TLS); needs tlsKeyFile. Default: $DELAYQ_CERT. */
+  tlsCertFile?: string;
+  /** With tls: the key (PEM) of tlsCertFile. Default: $DELAYQ_KEY. */
+  tlsKeyFile?: string;
 }
 
 export interface AddOptions {

@@ -28,6 +28,7 @@ import {
   DelayqError, ExistsError, InvalidArgumentError, NotFoundError, UnavailableError,
 } from './errors.js';
 import { ALWAYS, UNTIL_SENT, ServerSet, parseServers } from './servers.js';
+import { tlsSettings } from './tls.js';
 import { Delivery, Job, parseDeliveries, parseDelivery, parseJob, parseOk, parsePairs, malformed } from './codec.js';
 import {
   checkId, checkIdempotencyKey, checkInt, checkReceipt, checkTopic, describe, toMs, toUnixMs,
@@ -59,7 +60,8 @@ export class Client {
     if (authToken !== undefined && (typeof authToken !== 'string' || authToken === '')) {
       throw new InvalidArgumentError(`authToken: expected a non-empty string, got ${describe(authToken)}`);
     }
-    this.servers = new ServerSet(parseServers(servers), { authToken, connectTimeoutMs, requestTimeoutMs });
+    const tls = tlsSettings(options, env);
+    this.servers = new ServerSet(parseServers(servers), { authToken, connectTimeoutMs, requestTimeoutMs, tls });
     this.tag = randomBytes(8).toString('hex');  // 16 hex digits, this client's
     this.idMs = 0;
     this.idSeq = 0;

@@ -46,6 +46,7 @@
 // do with it. The shared connection's socketTimeout (requestTimeoutMs)
 // destroys a connection owing replies that sends nothing back for that long.
 import Redis from 'ioredis';
+import { tlsReason } from './tls.js';
 import {
   errorFromReply, InvalidArgumentError as InvalidServers, UnauthorizedError, UnavailableError, SHUTTING_DOWN,
 } from './errors.js';
@@ -170,9 +171,14 @@ class Connection {
       // deadline is kept by the reserve itself.
       socketTimeout: shared ? options.requestTimeoutMs : undefined,
       keepAlive: 30_000,
+      tls: options.tls,                    // {secureContext} (tls.js), or undefined: plain TCP
     });
-    this.redis.on('error', err => { this.reason = err.message; });
+    this.redis.on('error', err => { this.reason = options.tls ? tlsReason(err) : err.message; });
     this.redis.on('close', () => {
+      // ioredis leaves the socketTimeout timer of replies owed armed after
+      // a close (5 s that hold the process up; a TLS 1.3 server refusing
+      // this client's certificate closes right after the first write).
+      clearTimeout(this.redis.socketTimeoutTimer);
       this.dead = true;
       server.closed(this);
     });
@@ -279,7 +285,8 @@ class Server {
 export class ServerSet {
   /**
    * @param {{host: string, port: number}[]} endpoints
-   * @param {{authToken?: string, connectTimeoutMs: number, requestTimeoutMs: number}} options
+   * @param {{authToken?: string, connectTimeoutMs: number, requestTimeoutMs: number,
+   *   tls?: {secureContext: import('node:tls').SecureContext}}} options
    */
   constructor(endpoints, options) {
     this.options = options;

@@ -34,7 +34,10 @@ export function tempDir(prefix = 'delayq-node-test-') {
 
 /**
  * Starts `delayq serve` on free ports and resolves once it serves RESP.
- * @param {{store?: string, dataDir?: string, redis?: string, args?: string[], env?: object}} [o]
+ * `tls`: its --tls-cert-file and --tls-key-file, and --tls-ca-cert-file
+ * (mutual TLS) when `caFile` is given.
+ * @param {{store?: string, dataDir?: string, redis?: string, args?: string[], env?: object,
+ *   tls?: {certFile: string, keyFile: string, caFile?: string}}} [o]
  */
 export async function startDelayq(o = {}) {
   const store = o.store ?? 'memory';
@@ -49,6 +52,10 @@ export async function startDelayq(o = {}) {
     args.push('--data-dir', dataDir);
   }
   if (store === 'redis') args.push('--redis', o.redis, '--redis-prefix', o.prefix ?? `nodetest${process.pid}`);
+  if (o.tls) {
+    args.push('--tls-cert-file', o.tls.certFile, '--tls-key-file', o.tls.keyFile);
+    if (o.tls.caFile) args.push('--tls-ca-cert-file', o.tls.caFile);
+  }
   args.push(...(o.args ?? []));
   const env = { ...process.env, ...(o.env ?? {}) };
   for (const k of Object.keys(env)) if (k.startsWith('DELAYQ_') && k !== 'DELAYQ_BINARY' && !(o.env && k in o.env)) delete env[k];

@@ -50,7 +50,9 @@ async function producer(): Promise<void> {
 }
 
 async function worker(): Promise<void> {
-  const client = new Client('127.0.0.1:7701');
+  const client = new Client({
+    servers: 'delayq.internal:7701', tls: true, tlsCaFile: 'ca.pem', tlsCertFile: 'worker.pem', tlsKeyFile: 'worker.key',
+  });
   const w = new Worker(client, {
     concurrency: 8,
     reserveWait: '30s',
