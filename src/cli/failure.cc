@@ -40,6 +40,18 @@ std::string_view WithoutPrefix(std::string_view reply) {
 
 constexpr std::string_view kHint = " \u2014 is `delayq serve` running?";
 
+// What to do about a failure to connect: the usual hint, unless the reason
+// says the two ends disagree about TLS.
+std::string HintFor(std::string_view why) {
+  if (why.find("this port speaks TLS") != std::string_view::npos) {
+    return " \u2014 the server speaks TLS: add --tls (and --cacert CA.pem), or DELAYQ_TLS=1";
+  }
+  if (why.find("a plaintext server on this port?") != std::string_view::npos) {
+    return " \u2014 the server does not speak TLS: leave --tls (DELAYQ_TLS) out";
+  }
+  return std::string(kHint);
+}
+
 }  // namespace
 
 void PrintError(std::string_view line, std::string_view command) {
@@ -56,13 +68,11 @@ std::string DescribeFailure(const Status& status, std::string_view servers) {
   std::string name;
   if (status.code() == Code::kUnavailable) {
     if (auto why = SingleReason(m, client::kNoServerAnswered, servers, &name)) {
-      return "cannot connect to " + name + ": " + codec::EscapeForTerminal(*why) +
-             std::string(kHint);
+      return "cannot connect to " + name + ": " + codec::EscapeForTerminal(*why) + HintFor(*why);
     }
     if (m.starts_with(client::kNoServerAnswered)) {
       return "cannot connect to any server: " +
-             codec::EscapeForTerminal(m.substr(client::kNoServerAnswered.size())) +
-             std::string(kHint);
+             codec::EscapeForTerminal(m.substr(client::kNoServerAnswered.size())) + HintFor(m);
     }
   }
   if (status.code() == Code::kUnauthorized) {

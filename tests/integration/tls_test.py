@@ -566,10 +566,12 @@ class CommandLineTlsTest(unittest.TestCase):
                                          "--cacert", CERTS.path("ca.pem"))
             self.assertNotEqual(code, 0, out)
             self.assertIn("not TLS", err)
+            self.assertIn("the server does not speak TLS: leave --tls", err)
             # And TLS is not spoken unasked: a plaintext client of a TLS server is told.
             code, out, err = self.delayq("ping", "--server", f"127.0.0.1:{self.server.port}")
             self.assertNotEqual(code, 0, out)
             self.assertIn("this port speaks TLS", err + out)
+            self.assertIn("the server speaks TLS: add --tls", err + out)
         finally:
             self.assertEqual(plain.stop(), 0)
 
