@@ -532,12 +532,17 @@ TEST(Worker, StopResendsAcksUntilTheDrainDeadlineThenGivesUpCountingIt) {
   ASSERT_TRUE(Eventually([&] { return q.ack_calls.load() == 2 && w->Stats().errors == 2; }));
   EXPECT_FALSE(stopped.load());
   EXPECT_EQ(reported.load(), 0);
-  // Past the deadline however late Stop read the clock for it: "Stop has
-  // begun" above is seen when its reserve is withdrawn, which may come
-  // before or after the first Advance (a flake under load, when it came
-  // after: the deadline was then 1100 ms on, and 900 more did not reach it).
+  // Past the deadline however late Stop read the clock for it. "Stop has
+  // begun" above may be seen before Stop has even read the clock (no reserve
+  // was open to withdraw: Waiting is 0 between reserves), and under load
+  // Stop may read it only after this Advance too: then its deadline is
+  // further on, so the clock moves on a second at a time, still short of the
+  // job's 10 s TTR (two earlier flakes: the deadline out of reach).
   clock->Advance(1000);
-  EXPECT_TRUE(Eventually([&] { return stopped.load(); }));
+  for (int i = 0; i < 8 && !PollUntil([&] { return stopped.load(); }, seconds(2)); ++i) {
+    clock->Advance(1000);
+  }
+  EXPECT_TRUE(stopped.load());
   if (!stopped) clock->Advance(60'000);
   stopper.join();
   EXPECT_EQ(reported.load(), 1);
