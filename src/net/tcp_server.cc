@@ -128,13 +128,17 @@ void TcpServer::SpareFd::Reopen() {
   if (fd_ < 0) fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-void TcpServer::Refuse(int fd) {
-  // What the client sent already is read first: closing a socket with
-  // unread input sends RST instead of FIN, which some clients take as an
-  // error before they read the reply.
+// What the client sent already is read before a last reply and the close:
+// closing a socket with unread input sends RST instead of FIN, which some
+// clients take as an error before they read the reply.
+void TcpServer::ReadWhatWasSent(int fd) {
   char buf[16 * 1024];
   for (int i = 0; i < 4 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; ++i) {
   }
+}
+
+void TcpServer::Refuse(int fd) {
+  ReadWhatWasSent(fd);
   // A TLS client would read the plaintext reply as a broken handshake: it
   // is closed without one.
   if (options_.tls == nullptr) {
@@ -271,29 +275,26 @@ void TcpServer::ContinueHandshake(Connection& c) {
       break;
     case TlsIo::kClosed:
     case TlsIo::kError:
-      RefuseHandshake(c, c.tls->error());
+      RefuseHandshake(c);
       return;
   }
   UpdateEvents(c);
 }
 
-void TcpServer::RefuseHandshake(Connection& c, const std::string& why) {
-  const uint64_t id = c.id;
+void TcpServer::RefuseHandshake(Connection& c) {
+  using Peer = TlsSession::Peer;
+  const Peer peer = c.tls->failed_peer();
   // A client that connects and leaves without a word (a port probe, a load
   // balancer's health check) is not worth a line.
-  if (why != "the connection closed during the handshake") {
-    LogTls(options_.name + ": TLS handshake with " + c.PeerName() + " refused: " + why);
+  if (peer != Peer::kGoneEarly) {
+    LogTls(options_.name + ": TLS handshake with " + c.PeerName() + " refused: " + c.tls->error());
   }
   std::string_view reply = handler_->PlaintextReply();
-  if (!reply.empty() && (why.starts_with("plaintext") || why.starts_with("not TLS"))) {
-    // As Refuse: the rest of the request is read first, so the close is a
-    // FIN the client reads the reply before, not a reset.
-    char buf[16 * 1024];
-    for (int i = 0; i < 4 && recv(c.fd, buf, sizeof buf, MSG_DONTWAIT) > 0; ++i) {
-    }
+  if (peer == Peer::kPlaintext && !reply.empty()) {
+    ReadWhatWasSent(c.fd);
     [[maybe_unused]] ssize_t n = write(c.fd, reply.data(), reply.size());
   }
-  Close(id);
+  Close(c.id);
 }
 
 uint64_t TcpServer::Adopt(int fd) {
@@ -657,9 +658,10 @@ void TcpServer::Sweep() {
   }
   for (uint64_t id : idle) Close(id);
   for (uint64_t id : stalled) {
-    LogTls(options_.name + ": TLS handshake with " + Find(id)->PeerName() +
-           " not complete within " + std::to_string(options_.tls_handshake_timeout_ms) +
-           " ms: closed");
+    Connection* c = Find(id);
+    if (c == nullptr) continue;
+    LogTls(options_.name + ": TLS handshake with " + c->PeerName() + " not complete within " +
+           std::to_string(options_.tls_handshake_timeout_ms) + " ms: closed");
     Close(id);
   }
   if (!slow.empty()) {

@@ -280,9 +280,12 @@ class TcpServer {
   void ReadHeldLater(Connection& c);
   // TLS: drives c's handshake; once done, reads what came with it.
   void ContinueHandshake(Connection& c);
-  // TLS: the handshake failed for `why`: logged (rate-limited), answered
-  // with PlaintextReply when the client spoke plaintext, and closed.
-  void RefuseHandshake(Connection& c, const std::string& why);
+  // TLS: c's handshake failed: logged with the reason (rate-limited),
+  // answered with PlaintextReply when the client spoke plaintext, and closed.
+  void RefuseHandshake(Connection& c);
+  // Reads (and drops) what the client sent, so that a close after a last
+  // reply is a FIN, not a reset.
+  static void ReadWhatWasSent(int fd);
   // A log line about a refused or stalled TLS client, at most
   // kTlsLogsPerSecond a second (a scanner must not flood the log).
   void LogTls(const std::string& line);

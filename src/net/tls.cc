@@ -243,6 +243,7 @@ TlsIo TlsSession::Outcome(int ret) {
         }
         if (!done_) {
           error_ = "the connection closed during the handshake";
+          failed_peer_ = Peer::kGoneEarly;
           return TlsIo::kError;
         }
         return TlsIo::kClosed;
@@ -254,11 +255,17 @@ TlsIo TlsSession::Outcome(int ret) {
   const unsigned long e = ERR_peek_error();
   const int reason = ERR_GET_REASON(e);
   const long verify = SSL_get_verify_result(ssl_);
-  if (reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST) {
+  if (reason == SSL_R_UNEXPECTED_EOF_WHILE_READING && !done_) {
+    // OpenSSL 3's word for a peer that closed without a close_notify.
+    error_ = "the connection closed during the handshake";
+    failed_peer_ = Peer::kGoneEarly;
+  } else if (reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST) {
     error_ = "plaintext HTTP on a TLS port";
+    failed_peer_ = Peer::kPlaintext;
   } else if (reason == SSL_R_WRONG_VERSION_NUMBER && !done_) {
     error_ = SSL_is_server(ssl_) == 1 ? "not TLS (a plaintext client on a TLS port?)"
                                       : "not TLS (a plaintext server on this port?)";
+    failed_peer_ = Peer::kPlaintext;
   } else if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
     error_ = "peer did not return a certificate";
   } else if (reason == SSL_R_UNSUPPORTED_PROTOCOL || reason == SSL_R_NO_PROTOCOLS_AVAILABLE ||
@@ -284,14 +291,6 @@ TlsIo TlsSession::Handshake() {
     return TlsIo::kDone;
   }
   return Outcome(ret);
-}
-
-TlsIo TlsSession::Read(std::string* out, size_t max, size_t* n) {
-  const size_t before = out->size();
-  out->resize(before + max);
-  TlsIo r = Read(out->data() + before, max, n);
-  out->resize(before + *n);
-  return r;
 }
 
 TlsIo TlsSession::Read(char* buf, size_t max, size_t* n) {

@@ -120,10 +120,8 @@ class TlsSession {
   // Drives the handshake; kDone once it is complete.
   TlsIo Handshake();
   bool handshake_done() const { return done_; }
-  // Appends up to `max` decrypted bytes to *out; *n is how many. kDone with
-  // *n > 0, or kWantRead when nothing is there yet.
-  TlsIo Read(std::string* out, size_t max, size_t* n);
-  // The same into buf[0..max): *n bytes were put there.
+  // Puts up to `max` decrypted bytes in buf[0..max); *n is how many. kDone
+  // with *n > 0, or kWantRead when nothing is there yet.
   TlsIo Read(char* buf, size_t max, size_t* n);
   // Encrypts and sends from `data`; *n is how many bytes of it were taken.
   TlsIo Write(std::string_view data, size_t* n);
@@ -136,6 +134,11 @@ class TlsSession {
   void Shutdown();
   // Why the last kError came about, in words.
   const std::string& error() const { return error_; }
+  // What kind of peer the last kError came from, for what to do about it
+  // (a plaintext one may be told so in plaintext; one that left before its
+  // first byte is not worth a log line).
+  enum class Peer { kTls, kPlaintext, kGoneEarly };
+  Peer failed_peer() const { return failed_peer_; }
   // The negotiated protocol ("TLSv1.3") and the peer certificate's subject
   // (empty without one).
   std::string protocol() const;
@@ -149,6 +152,7 @@ class TlsSession {
   ssl_st* const ssl_;  // owned
   bool done_ = false;
   std::string error_;
+  Peer failed_peer_ = Peer::kTls;
 };
 
 }  // namespace delayq::net

@@ -302,9 +302,9 @@ bool Connection::ClosedWhileIdle() const {
   // A TLS 1.3 server sends its session tickets after the handshake, on its
   // own: a read that consumes only those (and wants more) leaves the
   // connection as good as it was.
-  std::string ignored;
+  char ignored[kTlsReadBytes];
   size_t n = 0;
-  return tls_->Read(&ignored, kTlsReadBytes, &n) != net::TlsIo::kWantRead;
+  return tls_->Read(ignored, sizeof ignored, &n) != net::TlsIo::kWantRead;
 }
 
 bool Connection::WaitFor(short events, int ms) const {
@@ -494,49 +494,32 @@ Status Connection::TlsFlush() {
   return Status::Ok();
 }
 
-Status Connection::TlsReadMore() {
+// Feeds the reader everything the session has now. With `wait`, until at
+// least something came: the socket is polled (up to the command timeout)
+// while the session wants it. Without, it returns when the session wants the
+// socket, maybe having fed nothing (what arrived was TLS's own, a ticket).
+Status Connection::TlsRead(bool wait) {
+  bool got_any = false;
+  char buf[kTlsReadBytes];
   for (;;) {
     size_t n = 0;
-    tls_in_.clear();
-    const net::TlsIo io = tls_->Read(&tls_in_, kTlsReadBytes, &n);
+    const net::TlsIo io = tls_->Read(buf, sizeof buf, &n);
     switch (io) {
       case net::TlsIo::kDone:
-        if (redisReaderFeed(context_->reader, tls_in_.data(), n) != REDIS_OK) {
+        if (redisReaderFeed(context_->reader, buf, n) != REDIS_OK) {
           return TlsBroken(Failure::kLost, context_->reader->errstr);
         }
-        return Status::Ok();
+        got_any = true;
+        break;
       case net::TlsIo::kWantRead:
       case net::TlsIo::kWantWrite:
+        if (got_any || !wait) return Status::Ok();
         if (!WaitFor(io == net::TlsIo::kWantRead ? POLLIN : POLLOUT, command_timeout_ms_)) {
           return TlsBroken(
               Failure::kTimeout,
               "no reply within " + std::to_string(command_timeout_ms_) + " ms (command timeout)");
         }
         break;
-      case net::TlsIo::kClosed:
-        return TlsBroken(Failure::kClosed, TlsClosedReason());
-      case net::TlsIo::kError:
-        return TlsBroken(Failure::kLost, tls_->error());
-    }
-  }
-}
-
-Status Connection::TlsDrain(bool* got_any) {
-  *got_any = false;
-  for (;;) {
-    size_t n = 0;
-    tls_in_.clear();
-    const net::TlsIo io = tls_->Read(&tls_in_, kTlsReadBytes, &n);
-    switch (io) {
-      case net::TlsIo::kDone:
-        if (redisReaderFeed(context_->reader, tls_in_.data(), n) != REDIS_OK) {
-          return TlsBroken(Failure::kLost, context_->reader->errstr);
-        }
-        *got_any = true;
-        break;
-      case net::TlsIo::kWantRead:
-      case net::TlsIo::kWantWrite:
-        return Status::Ok();  // the session holds nothing more: poll(2) tells when it will
       case net::TlsIo::kClosed:
         return TlsBroken(Failure::kClosed, TlsClosedReason());
       case net::TlsIo::kError:
@@ -557,7 +540,7 @@ Status Connection::Receive(size_t n, std::vector<Reply>* out) {
           return TlsBroken(Failure::kLost, context_->reader->errstr);
         }
         if (raw != nullptr) break;
-        if (Status s = TlsReadMore(); !s.ok()) return s;
+        if (Status s = TlsRead(/*wait=*/true); !s.ok()) return s;
       }
       --pending_;
       answered_ = true;
@@ -641,8 +624,7 @@ Status Connection::ReadSome(std::vector<Reply>* out) {
   if (tls_) {
     // Everything the session has, so that no decrypted byte waits inside it
     // while the caller polls the socket.
-    bool got_any = false;
-    if (Status s = TlsDrain(&got_any); !s.ok()) return s;
+    if (Status s = TlsRead(/*wait=*/false); !s.ok()) return s;
     return TakeBuffered(out);
   }
   if (redisBufferRead(context_) != REDIS_OK) return Broken(errno);

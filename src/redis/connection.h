@@ -232,12 +232,11 @@ class Connection {
   Status TlsBroken(Failure failure, std::string why);
   // "Server closed the connection", with a hint when no reply came before.
   std::string TlsClosedReason() const;
-  // TLS path: writes tls_out_; reads once more into the reader, waiting up
-  // to the command timeout (Receive), or without waiting, until the session
-  // has nothing more (ReadSome).
+  // TLS path: writes tls_out_; feeds the reader what the session has,
+  // waiting (up to the command timeout) for something when `wait` (Receive),
+  // or not at all (ReadSome).
   Status TlsFlush();
-  Status TlsReadMore();
-  Status TlsDrain(bool* got_any);
+  Status TlsRead(bool wait);
   // Waits up to `ms` for `events` on the socket: true when ready.
   bool WaitFor(short events, int ms) const;
   void Drop();
@@ -254,7 +253,6 @@ class Connection {
   // but not yet written (hiredis's output buffer is unused then).
   std::unique_ptr<net::TlsSession> tls_;
   std::string tls_out_;
-  std::string tls_in_;  // a reused read buffer
   // A reply came on this connection: a close before any hints at a TLS
   // server on a plaintext URL.
   bool answered_ = false;

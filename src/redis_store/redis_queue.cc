@@ -62,14 +62,17 @@ std::string Tail(const std::string& message, std::string_view what) {
 }
 
 // The option a TLS context's complaint is about (net/tls.cc names the
-// file: "tls: cannot read CA file ...", "tls: cannot use key ...").
+// file: "tls: cannot read CA file ...", "tls: cannot use key ..."); one it
+// does not tie to a file (the system's trust store) names none.
 std::string TlsOptionOf(const std::string& message) {
-  if (message.find("CA file") != std::string::npos) return "redis_tls_ca_file: ";
-  if (message.find("needs its key") != std::string::npos) {
+  auto has = [&](std::string_view part) { return message.find(part) != std::string::npos; };
+  if (has("CA file")) return "redis_tls_ca_file: ";
+  if (has("needs its key") || has("does not match")) {
     return "redis_tls_cert_file and redis_tls_key_file: ";
   }
-  if (message.find("cannot use certificate") != std::string::npos) return "redis_tls_cert_file: ";
-  return "redis_tls_key_file: ";
+  if (has("cannot use certificate")) return "redis_tls_cert_file: ";
+  if (has("cannot use key")) return "redis_tls_key_file: ";
+  return "redis TLS: ";
 }
 
 }  // namespace

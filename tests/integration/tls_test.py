@@ -288,6 +288,21 @@ class TlsServingTest(unittest.TestCase):
         self.assertTrue(reply.startswith(b"-ERR this port speaks TLS"), reply)
         log_has(self.server, "refused: not TLS (a plaintext client on a TLS port?)")
 
+    def test_a_port_probe_is_not_logged(self):
+        refusals = self.server.text.count("refused:")
+        # Connect and leave (a load balancer's TCP check), then plaintext
+        # requests, which are logged.
+        # Two of them, each answered before the next: by the second's line
+        # the probe, long gone, has been seen.
+        socket.create_connection(("127.0.0.1", self.server.port), timeout=10).close()
+        for n in (1, 2):
+            with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as s:
+                s.sendall(b"*1\r\n$4\r\nPING\r\n")
+                self.assertTrue(harness.recv_all(s).startswith(b"-ERR this port speaks TLS"))
+            wait_until(lambda: self.server.text.count("refused:") >= refusals + n, timeout=10,
+                       what=f"plaintext request {n}'s line")
+        self.assertEqual(self.server.text.count("refused:"), refusals + 2, self.server.text)
+
     def test_a_stalled_handshake_is_closed_and_holds_up_no_one(self):
         # One connection that says nothing, one that stops amid its
         # ClientHello (slowloris on the handshake).

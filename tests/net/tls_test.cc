@@ -123,19 +123,18 @@ TEST_F(TlsTest, AHandshakeThenDataBothWays) {
   size_t n = 0;
   ASSERT_EQ(client->Write("PING\r\n", &n), TlsIo::kDone);
   EXPECT_EQ(n, 6u);
-  std::string in;
-  ASSERT_EQ(server->Read(&in, 1 << 16, &n), TlsIo::kDone) << server->error();
-  EXPECT_EQ(in, "PING\r\n");
+  char buf[1 << 16];
+  ASSERT_EQ(server->Read(buf, sizeof buf, &n), TlsIo::kDone) << server->error();
+  EXPECT_EQ(std::string_view(buf, n), "PING\r\n");
   ASSERT_EQ(server->Write("+PONG\r\n", &n), TlsIo::kDone);
-  std::string back;
-  ASSERT_EQ(client->Read(&back, 1 << 16, &n), TlsIo::kDone);
-  EXPECT_EQ(back, "+PONG\r\n");
+  ASSERT_EQ(client->Read(buf, sizeof buf, &n), TlsIo::kDone);
+  EXPECT_EQ(std::string_view(buf, n), "+PONG\r\n");
   // Nothing more there: not an error, a wait.
-  EXPECT_EQ(client->Read(&back, 1 << 16, &n), TlsIo::kWantRead);
+  EXPECT_EQ(client->Read(buf, sizeof buf, &n), TlsIo::kWantRead);
   EXPECT_EQ(n, 0u);
 
   server->Shutdown();
-  EXPECT_EQ(client->Read(&back, 1 << 16, &n), TlsIo::kClosed);
+  EXPECT_EQ(client->Read(buf, sizeof buf, &n), TlsIo::kClosed);
 }
 
 TEST_F(TlsTest, AnAddressIsCheckedAgainstTheCertificatesIpNames) {
@@ -223,7 +222,29 @@ TEST_F(TlsTest, PlaintextOnATlsPortIsNamedAsSuch) {
     EXPECT_EQ((*s)->Handshake(), TlsIo::kError);
     const std::string expect = plain[0] == 'G' ? "plaintext HTTP on a TLS port" : "not TLS";
     EXPECT_NE((*s)->error().find(expect), std::string::npos) << (*s)->error();
+    EXPECT_EQ((*s)->failed_peer(), TlsSession::Peer::kPlaintext);
   }
+}
+
+TEST_F(TlsTest, AClientGoneBeforeItsFirstByteIsToldApartFromARefusal) {
+  auto server_ctx = Context(TlsContext::Role::kServer, ServerOptions());
+  SocketPair sockets;
+  shutdown(sockets.client, SHUT_WR);  // a port probe: connect, then leave
+  auto gone = TlsSession::Accept(*server_ctx, sockets.server);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ((*gone)->Handshake(), TlsIo::kError);
+  EXPECT_EQ((*gone)->failed_peer(), TlsSession::Peer::kGoneEarly) << (*gone)->error();
+
+  // A TLS client refused (no certificate where one is required) is a TLS peer.
+  TlsOptions so = ServerOptions();
+  so.ca_file = certs_->Path("ca.pem");
+  so.client_auth = TlsOptions::ClientAuth::kYes;
+  auto mutual_ctx = Context(TlsContext::Role::kServer, so);
+  auto client_ctx = Context(TlsContext::Role::kClient, ClientOptions());
+  auto [pair, server, client] = Sessions(*mutual_ctx, *client_ctx);
+  Outcome o = Shake(*server, *client);
+  EXPECT_EQ(o.server, TlsIo::kError);
+  EXPECT_EQ(server->failed_peer(), TlsSession::Peer::kTls) << server->error();
 }
 
 TEST_F(TlsTest, ProtocolsNarrowedToNoneInCommonFailTheHandshake) {
