@@ -91,6 +91,12 @@ struct QueueOptions {
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
   // kEmbedded: a log segment is closed at this size. Default: 64 MiB.
   uint64_t segment_bytes = 64 << 20;
+  // kEmbedded: the memory window. A delayed job due further ahead than this
+  // keeps nothing in memory but what finding it by id needs (at most 24
+  // bytes); its record stays in the log, read back to answer for it and
+  // brought into memory this long before it is due (docs/engine.md,
+  // "Far-future jobs"). -1: every job stays in memory. Default: -1.
+  int64_t memory_window_ms = -1;
   // kEmbedded: a log damaged amid its records (docs/log-format.md, "Damage").
   // false (the default): opening fails, naming the file, the offset and what
   // to run. true (`delayq serve --repair`): the damaged bytes are dropped,

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "common/ack.h"
+#include "common/log.h"
 
 namespace delayq::engine {
 namespace {
@@ -124,6 +125,10 @@ void Engine::Advance() {
   now_wall_ = clock_->NowMs();
   // The monotonic clock never goes back; guard anyway so deadlines stay sane.
   now_mono_ = std::max(now_mono_, clock_->MonotonicMs());
+  if (far_store_ != nullptr) {
+    horizon_ms_ = std::max(horizon_ms_, now_wall_ + window_ms_);
+    if (far_.NextDue() <= horizon_ms_ && now_mono_ >= far_retry_mono_) LoadFar();
+  }
   PromoteDue();
   if (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) ExpireReservations();
   if (!paused_topics_.empty()) EndPauses();
@@ -223,7 +228,14 @@ Engine::Deadlines Engine::NextDeadlines() const {
     return d;
   }
   if (!timers_.empty()) d.wall_ms = Rec(topics_[timers_.Top()]->delayed.Top().handle)->run_at_ms;
-  if (!reservations_.empty()) d.mono_ms = reservations_.Top().until_mono;
+  if (far_store_ != nullptr && far_.NextDue() != FarSet::kNone) {
+    if (far_retry_mono_ > now_mono_) {
+      d.mono_ms = far_retry_mono_;
+    } else {
+      d.wall_ms = std::min(d.wall_ms, far_.NextDue() - window_ms_);
+    }
+  }
+  if (!reservations_.empty()) d.mono_ms = std::min(d.mono_ms, reservations_.Top().until_mono);
   if (!waiter_deadlines_.empty()) d.mono_ms = std::min(d.mono_ms, waiter_deadlines_.begin()->first);
   for (uint32_t t : paused_topics_) d.mono_ms = std::min(d.mono_ms, topics_[t]->paused_until_mono);
   return d;
@@ -279,7 +291,7 @@ uint32_t Engine::TopicIndex(std::string_view name) {
   auto it = topic_index_.find(name);
   if (it != topic_index_.end()) return it->second;
   auto idx = static_cast<uint32_t>(topics_.size());
-  topics_.push_back(std::make_unique<TopicState>(this, std::string(name)));
+  topics_.push_back(std::make_unique<TopicState>(this, std::string(name), idx));
   topic_index_.emplace(std::string(name), idx);
   return idx;
 }
@@ -323,17 +335,26 @@ void Engine::SetGiveBacks(uint32_t h, uint32_t n) {
   r->flags |= JobRecord::kFlagGivenBack;
 }
 
+namespace {
+
+Status NotReservedNow(std::string_view id, JobState state, std::string_view receipt) {
+  if (receipt.empty()) {
+    return NotReserved(Quote(id) + " is " + std::string(StateName(state)) + ", not reserved");
+  }
+  return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
+                      " (its TTR may have run out and it was handed out again)");
+}
+
+}  // namespace
+
 Status Engine::CheckReservation(uint32_t h, std::string_view id, std::string_view receipt) const {
   const JobRecord* r = Rec(h);
   bool reserved = r->state == static_cast<uint8_t>(JobState::kReserved);
-  if (receipt.empty()) {
-    if (reserved) return Status::Ok();
-    return NotReserved(Quote(id) + " is " + std::string(StateName(StateOf(h))) + ", not reserved");
+  if (reserved) {
+    char buf[kReceiptBytes];
+    if (receipt.empty() || Receipt(h, buf) == receipt) return Status::Ok();
   }
-  char buf[kReceiptBytes];
-  if (reserved && Receipt(h, buf) == receipt) return Status::Ok();
-  return StaleReceipt("receipt does not match the current reservation of " + Quote(id) +
-                      " (its TTR may have run out and it was handed out again)");
+  return NotReservedNow(id, StateOf(h), receipt);
 }
 
 // --- records -----------------------------------------------------------------------
@@ -461,10 +482,14 @@ void Engine::AttachBuried(uint32_t h) {
 }
 
 void Engine::Schedule(uint32_t h) {
-  if (Rec(h)->run_at_ms <= now_wall_) {
+  JobRecord* r = Rec(h);
+  if (r->run_at_ms <= now_wall_) {
     AttachReady(h);
   } else {
     AttachDelayed(h);
+    // Beyond the window, but changed since its record was written: it goes
+    // once written in full (SettleFar).
+    if (IsFar(r->run_at_ms)) settle_.emplace_back(h, r->seq);
   }
 }
 
@@ -687,13 +712,19 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   if (spec.run_at_ms) run_at = *spec.run_at_ms;
 
   uint32_t old = 0;
+  uint32_t old_far = FarSet::kNoSlot;
+  StoredJob old_far_job;
   if (!id.empty()) {
     old = FindJob(id);
-    if (old != 0 && !spec.replace) {
+    if (old == 0) {
+      if (Status s = FindFar(id, &old_far, &old_far_job); !s.ok()) return s;
+    }
+    if ((old != 0 || old_far != FarSet::kNoSlot) && !spec.replace) {
       return Exists(Quote(id) + " already exists (add with replace to update it)");
     }
     if (LooksGenerated(id)) client_took_generated_form_ = true;
   }
+  if (IsFar(run_at)) return AddFar(spec, run_at, old, old_far, old_far_job, remember);
   // The new record first: if memory runs out, a replaced job stays as it was.
   uint32_t topic = TopicIndex(spec.topic);
   uint32_t h = CreateRecord(id, spec.body, NextSeq(), topic, run_at, spec.ttr_ms, spec.priority,
@@ -703,13 +734,17 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
   // A client may have taken a generated id's exact text as its own id; only
   // then is a lookup worth its cache miss. A new seq makes a new text.
   while (id.empty() && client_took_generated_form_ &&
-         ids_.find(FormatGeneratedId(Rec(h)->seq, h, buf)) != ids_.end()) {
+         IdTaken(FormatGeneratedId(Rec(h)->seq, h, buf))) {
     Rec(h)->seq = NextSeq();
   }
   if (old != 0) {
     JournalRemoved(old);
     Detach(old);
     DestroyRecord(old);
+    ++counters_.replaced;
+  } else if (old_far != FarSet::kNoSlot) {
+    if (journal_ != nullptr) journal_->JobRemoved(old_far_job.Image());
+    DropFar(old_far, old_far_job);
     ++counters_.replaced;
   }
   if (!id.empty()) ids_.insert(h);
@@ -795,7 +830,7 @@ Status Engine::Finish(std::string_view id, std::string_view receipt) {
   if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) return AnswerFar(id, receipt);
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
   JournalRemoved(h);
   Detach(h);
@@ -807,7 +842,16 @@ Status Engine::Finish(std::string_view id, std::string_view receipt) {
 Status Engine::Delete(std::string_view id) {
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) {
+    uint32_t slot = FarSet::kNoSlot;
+    StoredJob job;
+    if (Status s = FindFar(id, &slot, &job); !s.ok()) return s;
+    if (slot == FarSet::kNoSlot) return NotFound(Quote(id) + " does not exist");
+    if (journal_ != nullptr) journal_->JobRemoved(job.Image());
+    DropFar(slot, job);
+    ++counters_.deleted;
+    return Status::Ok();
+  }
   JournalRemoved(h);
   Detach(h);
   DestroyRecord(h);
@@ -822,7 +866,7 @@ Status Engine::Release(std::string_view id, std::string_view receipt, int64_t de
   if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) return AnswerFar(id, receipt);
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
   Detach(h);
   ++counters_.released;
@@ -836,7 +880,7 @@ Status Engine::Touch(std::string_view id, std::string_view receipt) {
   if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) return AnswerFar(id, receipt);
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
   JobRecord* r = Rec(h);
   Reservation& res = reservations_.At(r->pos);
@@ -851,7 +895,7 @@ Status Engine::Unreserve(std::string_view id, std::string_view receipt) {
   if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) return AnswerFar(id, receipt);
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
   JobRecord* r = Rec(h);
   Detach(h);
@@ -871,7 +915,7 @@ Status Engine::Bury(std::string_view id, std::string_view receipt, std::string_v
   if (Status s = ValidateReceipt(receipt); !s.ok()) return s;
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) return AnswerFar(id, receipt);
   if (Status s = CheckReservation(h, id, receipt); !s.ok()) return s;
   Detach(h);
   SetLastError(h, reason);
@@ -896,7 +940,14 @@ std::vector<Status> Engine::Acknowledge(std::span<const Ack> acks) {
 Status Engine::Kick(std::string_view id) {
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
+  if (h == 0) {
+    uint32_t slot = FarSet::kNoSlot;
+    StoredJob job;
+    if (Status s = FindFar(id, &slot, &job); !s.ok()) return s;
+    if (slot == FarSet::kNoSlot) return NotFound(Quote(id) + " does not exist");
+    h = BringNear(slot, job);
+    if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
+  }
   JobState state = StateOf(h);
   if (state != JobState::kBuried && state != JobState::kDelayed) {
     return InvalidArgument(Quote(id) + " is " + std::string(StateName(state)) +
@@ -957,8 +1008,12 @@ JobInfo Engine::Info(uint32_t h) const {
 Result<JobInfo> Engine::Get(std::string_view id) {
   Advance();
   uint32_t h = FindJob(id);
-  if (h == 0) return NotFound(Quote(id) + " does not exist");
-  return Info(h);
+  if (h != 0) return Info(h);
+  uint32_t slot = FarSet::kNoSlot;
+  StoredJob job;
+  if (Status s = FindFar(id, &slot, &job); !s.ok()) return s;
+  if (slot == FarSet::kNoSlot) return NotFound(Quote(id) + " does not exist");
+  return InfoOf(job);
 }
 
 Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
@@ -973,6 +1028,16 @@ Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
     if (state == JobState::kReady && !ts->ready.empty()) h = ts->ready.Top().handle;
     if (state == JobState::kDelayed && !ts->delayed.empty()) h = ts->delayed.Top().handle;
     if (state == JobState::kBuried && !ts->buried.empty()) h = ts->buried.begin()->second;
+    // Every far job is due after every delayed one in memory (the horizon
+    // lies between them): the topic's earliest far job, if none is here.
+    while (h == 0 && state == JobState::kDelayed) {
+      const FarSet::Entry* e = far_.Earliest(ts->index);
+      if (e == nullptr) break;
+      StoredJob job;
+      if (Status s = ReadFar(e->slot, &job); !s.ok()) return s;
+      if (job.fields.seq == e->seq) return InfoOf(job);
+      far_.PopTop(ts->index);  // its slot holds another job now
+    }
   }
   if (h == 0) {
     return NotFound("topic '" + std::string(topic) + "' has no " + std::string(StateName(state)) +
@@ -1009,7 +1074,7 @@ Status Engine::Resume(std::string_view topic) {
 TopicInfo Engine::InfoOf(const TopicState& t) const {
   TopicInfo info;
   info.name = t.name;
-  info.delayed = t.delayed.size();
+  info.delayed = t.delayed.size() + far_.jobs(t.index);
   info.ready = t.ready.size();
   info.reserved = t.reserved;
   info.buried = t.buried.size();
@@ -1053,7 +1118,7 @@ QueueStats Engine::Stats() {
   s.jobs = live_jobs_;
   s.delayed = s.ready = s.reserved = s.buried = s.topics = 0;
   for (const auto& t : topics_) {
-    s.delayed += t->delayed.size();
+    s.delayed += t->delayed.size() + far_.jobs(t->index);
     s.ready += t->ready.size();
     s.reserved += t->reserved;
     s.buried += t->buried.size();
@@ -1073,7 +1138,7 @@ JobImage Engine::ImageOf(uint32_t h) const {
   } else {
     img.id = std::string_view(r->data(), r->id_len);
   }
-  img.generated_id = r->id_len == 0;
+  img.generated_id = r->id_len == 0 || (r->flags & JobRecord::kFlagGeneratedId);
   img.seq = r->seq;
   img.topic = topics_[r->topic]->name;
   img.state = StateOf(h);
@@ -1111,7 +1176,7 @@ int64_t Engine::PauseEndWall(const TopicState& t) const {
   return now_wall_ + (t.paused_until_mono - now_mono_);
 }
 
-Status Engine::RestorePut(const JobImage& job, bool* replaced) {
+Status Engine::RestorePut(const JobImage& job, uint64_t location, bool* replaced) {
   // A seq above every one seen is a new job (a replacing add logs the
   // removal first); only a job written again by compaction needs the lookup.
   *replaced = false;
@@ -1120,15 +1185,33 @@ Status Engine::RestorePut(const JobImage& job, bool* replaced) {
       Detach(old);
       DestroyRecord(old);
       *replaced = true;
+    } else {
+      uint32_t slot = FarSet::kNoSlot;
+      StoredJob old_job;
+      if (Status s = FindFar(job.id, &slot, &old_job); !s.ok()) return s;
+      if (slot != FarSet::kNoSlot) {
+        DropFar(slot, old_job);
+        *replaced = true;
+      }
     }
   }
   RestoreSeq(job.seq);
-  // The handle a generated id names is not this process's: keep its text.
+  if (!job.generated_id && LooksGenerated(job.id)) client_took_generated_form_ = true;
   uint32_t topic = TopicIndex(job.topic);
+  if (location != 0 && job.state == JobState::kDelayed && IsFar(job.run_at_ms)) {
+    // Its record is all it needs: found by its id's text from now on.
+    uint32_t slot = far_.Take();
+    if (slot == FarSet::kNoSlot) return Unavailable("far-future job slots exhausted");
+    far_.Place(slot, topic, job.run_at_ms, job.seq, location, /*hashed=*/true,
+               FarSet::IdHash(job.id));
+    ++live_jobs_;
+    return Status::Ok();
+  }
+  // The handle a generated id names is not this process's: keep its text.
   uint32_t h = CreateRecord(job.id, job.body, job.seq, topic, job.run_at_ms, job.ttr_ms,
                             job.priority, job.max_attempts);
   if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
-  if (!job.generated_id && LooksGenerated(job.id)) client_took_generated_form_ = true;
+  if (job.generated_id) Rec(h)->flags |= JobRecord::kFlagGeneratedId;
   ids_.insert(h);
   ++live_jobs_;
   JobRecord* r = Rec(h);
@@ -1160,9 +1243,18 @@ void Engine::AttachRestored(uint32_t h, const JobImage& job) {
   }
 }
 
-void Engine::RestoreUpdate(const JobImage& job) {
+Status Engine::RestoreUpdate(const JobImage& job) {
   uint32_t h = FindJob(job.id);
-  if (h == 0 || Rec(h)->seq != job.seq) return;
+  if (h == 0) {
+    // A far job changes only once in memory.
+    uint32_t slot = FarSet::kNoSlot;
+    StoredJob far_job;
+    if (Status s = FindFar(job.id, &slot, &far_job); !s.ok()) return s;
+    if (slot == FarSet::kNoSlot || far_job.fields.seq != job.seq) return Status::Ok();
+    h = BringNear(slot, far_job);
+    if (h == 0) return Unavailable("job memory exhausted (arena reservation full)");
+  }
+  if (Rec(h)->seq != job.seq) return Status::Ok();
   Detach(h);
   JobRecord* r = Rec(h);
   r->attempts = job.attempts;
@@ -1170,13 +1262,22 @@ void Engine::RestoreUpdate(const JobImage& job) {
   r->run_at_ms = job.run_at_ms;
   SetLastError(h, job.last_error);
   AttachRestored(h, job);
+  return Status::Ok();
 }
 
-void Engine::RestoreRemove(std::string_view id, uint64_t seq) {
+Status Engine::RestoreRemove(std::string_view id, uint64_t seq) {
   uint32_t h = FindJob(id);
-  if (h == 0 || Rec(h)->seq != seq) return;
+  if (h == 0) {
+    uint32_t slot = FarSet::kNoSlot;
+    StoredJob far_job;
+    if (Status s = FindFar(id, &slot, &far_job); !s.ok()) return s;
+    if (slot != FarSet::kNoSlot && far_job.fields.seq == seq) DropFar(slot, far_job);
+    return Status::Ok();
+  }
+  if (Rec(h)->seq != seq) return Status::Ok();
   Detach(h);
   DestroyRecord(h);
+  return Status::Ok();
 }
 
 void Engine::RestorePause(std::string_view topic, int64_t paused_until_ms) {
@@ -1191,8 +1292,18 @@ void Engine::RestorePause(std::string_view topic, int64_t paused_until_ms) {
   paused_topics_.insert(t);
 }
 
-bool Engine::FindImage(std::string_view id, uint64_t seq, JobImage* image) {
+bool Engine::FindImage(std::string_view id, uint64_t seq, JobImage* image, bool far) {
   uint32_t h = FindJob(id);
+  if (h == 0 && far) {
+    uint32_t slot = FarSet::kNoSlot;
+    if (!FindFar(id, &slot, &scratch_).ok() || slot == FarSet::kNoSlot ||
+        scratch_.fields.seq != seq) {
+      return false;
+    }
+    *image = scratch_.Image();
+    image->id = id;
+    return true;
+  }
   if (h == 0 || Rec(h)->seq != seq) return false;
   *image = ImageOf(h);
   image->id = id;  // the same text, spelled out
@@ -1206,6 +1317,245 @@ std::vector<std::pair<std::string, int64_t>> Engine::PausedTopics() {
     if (end != 0) out.emplace_back(topics_[t]->name, end);
   }
   return out;
+}
+
+// --- the memory window ---------------------------------------------------------------
+//
+// A far job has no record here, only a FarSet slot: its record in the far
+// store is the job. So every far job's latest state is one PUT record: an
+// add beyond the horizon writes it (AddFar); a job that changed in memory
+// and then went beyond it (a release with a long delay, a replayed update)
+// waits in memory until SettleFar has written it in full. Far jobs are
+// delayed and nothing changes a delayed job but a kick (which brings it
+// near first), a delete or a replace, so their records never go stale.
+
+void Engine::SetFarStore(FarStore* store, int64_t window_ms) {
+  far_store_ = store;
+  if (store == nullptr) {
+    window_ms_ = kNever;
+    horizon_ms_ = kNever;
+    return;
+  }
+  window_ms_ = std::clamp<int64_t>(window_ms, 0, kMaxDelayMs);
+  horizon_ms_ = now_wall_ + window_ms_;
+}
+
+Engine::FarFigures Engine::far_figures() const {
+  FarFigures f = far_counts_;
+  f.jobs = far_.jobs();
+  f.entries = far_.entries();
+  return f;
+}
+
+Status Engine::ReadFar(uint32_t slot, StoredJob* out) {
+  ++far_counts_.reads;
+  Status s = far_store_->ReadJob(far_.location(slot), out);
+  if (!s.ok()) ++far_counts_.read_errors;
+  return s;
+}
+
+Status Engine::FindFar(std::string_view id, uint32_t* slot, StoredJob* out) {
+  *slot = FarSet::kNoSlot;
+  if (far_.jobs() == 0) return Status::Ok();
+  // A generated id of a job added far names its slot.
+  uint64_t seq = 0;
+  uint32_t handle = 0;
+  if (ParseGeneratedId(id, &seq, &handle) && (handle & kFarTag) != 0 &&
+      far_.named(handle & ~kFarTag)) {
+    uint32_t s = handle & ~kFarTag;
+    if (Status st = ReadFar(s, out); !st.ok()) return st;
+    if (out->fields.seq == seq && out->id == id) {
+      *slot = s;
+      return Status::Ok();
+    }
+  }
+  // Any other id, by the hash of its text: each candidate's record says.
+  Status error;
+  *slot = far_.FindHashed(FarSet::IdHash(id), [&](uint32_t s) {
+    if (!error.ok()) return false;
+    error = ReadFar(s, out);
+    return error.ok() && out->id == id;
+  });
+  return error;
+}
+
+uint32_t Engine::FarAt(std::string_view id, uint64_t location) {
+  if (far_.jobs() == 0) return FarSet::kNoSlot;
+  uint64_t seq = 0;
+  uint32_t handle = 0;
+  if (ParseGeneratedId(id, &seq, &handle) && (handle & kFarTag) != 0) {
+    uint32_t s = handle & ~kFarTag;
+    if (far_.named(s) && far_.location(s) == location) return s;
+  }
+  return far_.FindHashed(FarSet::IdHash(id),
+                         [&](uint32_t s) { return far_.location(s) == location; });
+}
+
+bool Engine::IdTaken(std::string_view id) {
+  if (ids_.find(id) != ids_.end()) return true;
+  uint32_t slot = FarSet::kNoSlot;
+  StoredJob job;
+  return !FindFar(id, &slot, &job).ok() || slot != FarSet::kNoSlot;
+}
+
+void Engine::DropFar(uint32_t slot, const StoredJob& job) {
+  far_.Drop(slot, TopicIndex(job.topic));
+  --live_jobs_;
+}
+
+uint32_t Engine::BringNear(uint32_t slot, const StoredJob& job) {
+  const JobImage& f = job.fields;
+  uint32_t topic = TopicIndex(job.topic);
+  // Its id is spelled out and found by the id table: a generated one names
+  // the slot, which is freed now.
+  uint32_t h = CreateRecord(job.id, job.body, f.seq, topic, f.run_at_ms, f.ttr_ms, f.priority,
+                            f.max_attempts);
+  if (h == 0) return 0;
+  JobRecord* r = Rec(h);
+  if (job.generated_id) r->flags |= JobRecord::kFlagGeneratedId;
+  r->attempts = f.attempts;
+  SetGiveBacks(h, f.give_backs);
+  if (!job.last_error.empty()) SetLastError(h, job.last_error);
+  ids_.insert(h);
+  far_.Drop(slot, topic);
+  ++far_counts_.loads;
+  Schedule(h);
+  return h;
+}
+
+void Engine::LoadFar() {
+  uint32_t topic = 0;
+  FarSet::Entry e{};
+  StoredJob job;
+  while (far_.PopDue(horizon_ms_, &topic, &e)) {
+    Status s = ReadFar(e.slot, &job);
+    if (s.ok() && job.fields.seq != e.seq) continue;  // the slot holds another job now
+    if (s.code() == Code::kInternal) {
+      // The bytes there are not its record (damage the log's checksums
+      // caught): the job is lost, and said so, rather than tried forever.
+      ::delayq::Log(LogLevel::kError, "far-future job lost: %s", s.message().c_str());
+      far_.Drop(e.slot, topic);
+      --live_jobs_;
+      ++far_counts_.lost;
+      continue;
+    }
+    if (!s.ok() || BringNear(e.slot, job) == 0) {
+      // Not lost: tried again in a second (the far store's error is counted).
+      far_.PushBack(topic, e);
+      far_retry_mono_ = now_mono_ + 1000;
+      return;
+    }
+  }
+}
+
+bool Engine::SettleFar(uint64_t max_bytes) {
+  uint64_t used = 0;
+  size_t done = 0;
+  for (; done < settle_.size(); ++done) {
+    auto [h, seq] = settle_[done];
+    JobRecord* r = Rec(h);
+    // Gone, replaced, moved on, or no longer beyond the horizon: nothing to do.
+    if (r->state != static_cast<uint8_t>(JobState::kDelayed) || r->seq != seq ||
+        !IsFar(r->run_at_ms) || !IsIndexed(h)) {
+      continue;
+    }
+    uint64_t bytes = sizeof(JobRecord) + r->id_len + kGeneratedIdBytes + r->body_len + 64;
+    if (used != 0 && used + bytes > max_bytes) break;
+    uint32_t slot = far_.Take();
+    if (slot == FarSet::kNoSlot) break;
+    uint64_t location = far_store_->StoreJob(ImageOf(h));
+    if (location == 0) {
+      far_.Untake(slot);
+      break;
+    }
+    used += bytes;
+    char buf[kGeneratedIdBytes];
+    far_.Place(slot, r->topic, r->run_at_ms, seq, location, /*hashed=*/true,
+               FarSet::IdHash(IdOf(r, h, buf)));
+    Detach(h);
+    DestroyRecord(h);
+    ++live_jobs_;  // the same job, far now
+    ++far_counts_.stores;
+  }
+  settle_.erase(settle_.begin(), settle_.begin() + static_cast<ptrdiff_t>(done));
+  return !settle_.empty();
+}
+
+Result<AddResult> Engine::AddFar(const JobSpec& spec, int64_t run_at, uint32_t old,
+                                 uint32_t old_far, const StoredJob& old_far_job, bool remember) {
+  std::string_view id = spec.id;
+  uint32_t slot = far_.Take();
+  if (slot == FarSet::kNoSlot) return Unavailable("far-future job slots exhausted");
+  uint32_t topic = TopicIndex(spec.topic);
+  uint64_t seq = NextSeq();
+  char buf[kGeneratedIdBytes];
+  while (id.empty() && client_took_generated_form_ &&
+         IdTaken(FormatGeneratedId(seq, kFarTag | slot, buf))) {
+    seq = NextSeq();
+  }
+  if (old != 0) {
+    JournalRemoved(old);
+    Detach(old);
+    DestroyRecord(old);
+    ++counters_.replaced;
+  } else if (old_far != FarSet::kNoSlot) {
+    journal_->JobRemoved(old_far_job.Image());
+    DropFar(old_far, old_far_job);
+    ++counters_.replaced;
+  }
+  JobImage job;
+  if (id.empty()) {
+    job.handle = kFarTag | slot;
+    job.generated_id = true;
+  } else {
+    job.id = id;
+  }
+  job.seq = seq;
+  job.topic = spec.topic;
+  job.state = JobState::kDelayed;
+  job.run_at_ms = run_at;
+  job.ttr_ms = spec.ttr_ms;
+  job.priority = spec.priority;
+  job.max_attempts = spec.max_attempts;
+  job.body = spec.body;
+  uint64_t location = journal_->JobPut(job);
+  assert(location != 0);
+  far_.Place(slot, topic, run_at, seq, location, /*hashed=*/!id.empty(),
+             id.empty() ? 0 : FarSet::IdHash(id));
+  ++live_jobs_;
+  ++counters_.added;
+  AddResult result;
+  result.id = id.empty() ? std::string(FormatGeneratedId(seq, kFarTag | slot, buf)) : spec.id;
+  result.state = JobState::kDelayed;
+  result.run_at_ms = run_at;
+  if (remember) Remember(spec, result, now_wall_ + dedup_window_ms_);
+  ServePending();
+  return result;
+}
+
+Status Engine::AnswerFar(std::string_view id, std::string_view receipt) {
+  uint32_t slot = FarSet::kNoSlot;
+  StoredJob job;
+  if (Status s = FindFar(id, &slot, &job); !s.ok()) return s;
+  if (slot == FarSet::kNoSlot) return NotFound(Quote(id) + " does not exist");
+  return NotReservedNow(id, JobState::kDelayed, receipt);
+}
+
+JobInfo Engine::InfoOf(const StoredJob& job) const {
+  const JobImage& f = job.fields;
+  JobInfo info;
+  info.id = job.id;
+  info.topic = job.topic;
+  info.state = JobState::kDelayed;
+  info.body = job.body;
+  info.priority = f.priority;
+  info.ttr_ms = f.ttr_ms;
+  info.max_attempts = f.max_attempts;
+  info.attempts = f.attempts;
+  info.created_at_ms = static_cast<int64_t>(f.seq >> JobRecord::kSeqCounterBits);
+  info.run_at_ms = f.run_at_ms;
+  info.last_error = job.last_error;
+  return info;
 }
 
 }  // namespace delayq::engine

@@ -10,6 +10,9 @@
 //                 buried:  ordered set by order of adding
 //   timers_       heap of topics by their earliest delayed job
 //   reservations_ heap of reserved jobs by TTR deadline (monotonic)
+//   far_          delayed jobs due beyond the memory window, with no record
+//                 here: their records stay in the durable store (FarSet,
+//                 SetFarStore); each is brought back as its time nears
 // and, apart from the jobs, the adds made with an idempotency key within the
 // dedup window (dedup_, by the add's id and key; remembered_, oldest first):
 // what a repeat of one is answered (see Remembered).
@@ -50,6 +53,7 @@
 #include "delayq/job.h"
 #include "delayq/queue.h"
 #include "delayq/status.h"
+#include "engine/far_set.h"
 #include "engine/heap.h"
 #include "engine/huge_page_allocator.h"
 #include "engine/job_arena.h"
@@ -143,6 +147,40 @@ class Engine {
   // Tells `journal` every durable change from now on (nullptr: nobody).
   void SetJournal(Journal* journal) { journal_ = journal; }
 
+  // --- the memory window (the embedded store) --------------------------------
+  // From now on, a delayed job due more than `window_ms` ahead (wall clock)
+  // leaves memory: only a FarSet slot stays (what finding it by id needs);
+  // its record is in `store`, read back to answer for it (GET, DELETE,
+  // PEEK, KICK) and to bring it back `window_ms` before it is due. Call
+  // before replay, with the object that is also the journal. Every answer
+  // is the same as with every job in memory.
+  void SetFarStore(FarStore* store, int64_t window_ms);
+  // Delayed jobs beyond the window still in memory because they changed
+  // since their record was written (a release with a long delay, a replay):
+  // writes each in full (FarStore::StoreJob) and lets it go, up to about
+  // `max_bytes` of records. True if more wait.
+  bool SettleFar(uint64_t max_bytes);
+  bool settle_pending() const { return !settle_.empty(); }
+  // Compaction: the far job whose record (of id `id`) is at `location`, or
+  // FarSet::kNoSlot; MoveFar: its record was written again at `location`.
+  uint32_t FarAt(std::string_view id, uint64_t location);
+  void MoveFar(uint32_t slot, uint64_t location) { far_.Move(slot, location); }
+  // After a repair moved records: each far job's new location (fn(old)).
+  template <typename Fn>
+  void RelocateFar(Fn&& fn) {
+    far_.ForEachLive([&](uint32_t slot) { far_.Move(slot, fn(far_.location(slot))); });
+  }
+  struct FarFigures {
+    uint64_t jobs = 0;         // far now
+    uint64_t entries = 0;      // time index entries (live or not)
+    uint64_t loads = 0;        // brought back near
+    uint64_t stores = 0;       // written in full to go far (SettleFar)
+    uint64_t reads = 0;        // records read back
+    uint64_t read_errors = 0;  // reads that failed
+    uint64_t lost = 0;         // whose record did not check out when due
+  };
+  FarFigures far_figures() const;
+
   // Replay: rebuilds state from what a Journal was told, in the same order,
   // on an engine nobody else has called yet. Times are judged by the clocks
   // as the engine read them when it was created; Tick() afterwards. A job
@@ -152,12 +190,14 @@ class Engine {
   // text, generated or not. Updates and removals of a job that is not there
   // (or is there with another seq) are ignored: their add was compacted away
   // with them. RestorePut says whether it replaced a live job of that id (a
-  // copy compaction wrote). Errors: kUnavailable when memory runs out.
-  Status RestorePut(const JobImage& job, bool* replaced);
+  // copy compaction wrote); `location` is where the record lies (0: not
+  // known; then the job stays in memory). Errors: kUnavailable when memory
+  // runs out; the far store's, reading a far job back.
+  Status RestorePut(const JobImage& job, uint64_t location, bool* replaced);
   // Room in the id table for `jobs` restored jobs, so replay does not rehash.
   void ReserveIds(size_t jobs) { ids_.reserve(jobs); }
-  void RestoreUpdate(const JobImage& job);
-  void RestoreRemove(std::string_view id, uint64_t seq);
+  Status RestoreUpdate(const JobImage& job);
+  Status RestoreRemove(std::string_view id, uint64_t seq);
   void RestorePause(std::string_view topic, int64_t paused_until_ms);
   // An add with an idempotency key, remembered again (unless it expired).
   void RestoreDedup(const DedupImage& add);
@@ -170,8 +210,9 @@ class Engine {
 
   // The live job `id` if it is still the incarnation `seq` (compaction asks
   // whether a logged add is still needed). The image points into the engine
-  // and into `id`: valid until the next call.
-  bool FindImage(std::string_view id, uint64_t seq, JobImage* image);
+  // and into `id`: valid until the next call. far: a far job too (read
+  // back from the store).
+  bool FindImage(std::string_view id, uint64_t seq, JobImage* image, bool far = true);
   // Topics paused now, with the wall-clock end of the pause (-1: until resumed).
   std::vector<std::pair<std::string, int64_t>> PausedTopics();
 
@@ -278,9 +319,13 @@ class Engine {
   static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
 
   struct TopicState {
-    TopicState(Engine* e, std::string n)
-        : name(std::move(n)), delayed(DelayLess{e}, DelayPos{e}), ready(ReadyLess{}, ReadyPos{e}) {}
+    TopicState(Engine* e, std::string n, uint32_t i)
+        : name(std::move(n)),
+          index(i),
+          delayed(DelayLess{e}, DelayPos{e}),
+          ready(ReadyLess{}, ReadyPos{e}) {}
     std::string name;
+    uint32_t index;  // in topics_
     DelayHeap delayed;
     ReadyHeap ready;
     absl::btree_set<std::pair<uint64_t, uint32_t>> buried;  // (seq, handle)
@@ -316,8 +361,29 @@ class Engine {
   void MarkServe(uint32_t topic);
 
   uint32_t FindJob(std::string_view id) const;  // 0 if absent
-  bool IsIndexed(uint32_t h) const;             // the index of its state holds it
-  uint32_t TopicIndex(std::string_view name);   // creates on first use
+  // The far job `id`: its slot (FarSet::kNoSlot if none) and its record in
+  // `out`. Errors: the far store's.
+  Status FindFar(std::string_view id, uint32_t* slot, StoredJob* out);
+  Status ReadFar(uint32_t slot, StoredJob* out);
+  // Whether `id` names a live job, near or far (a read error counts as yes:
+  // the caller then picks another id).
+  bool IdTaken(std::string_view id);
+  bool IsFar(int64_t run_at_ms) const { return far_store_ != nullptr && run_at_ms > horizon_ms_; }
+  // Brings the far job in `slot` (read into `job`) into memory, scheduled;
+  // 0 when memory is exhausted (it stays far).
+  uint32_t BringNear(uint32_t slot, const StoredJob& job);
+  // The far job in `slot` is gone.
+  void DropFar(uint32_t slot, const StoredJob& job);
+  // Brings near the far jobs the horizon has reached.
+  void LoadFar();
+  Result<AddResult> AddFar(const JobSpec& spec, int64_t run_at, uint32_t old, uint32_t old_far,
+                           const StoredJob& old_far_job, bool remember);
+  // What an ack (finish, release, ...) that needs a reservation is told
+  // about a far job (delayed), or NotFound without one.
+  Status AnswerFar(std::string_view id, std::string_view receipt);
+  JobInfo InfoOf(const StoredJob& job) const;
+  bool IsIndexed(uint32_t h) const;            // the index of its state holds it
+  uint32_t TopicIndex(std::string_view name);  // creates on first use
   const TopicState* FindTopic(std::string_view name) const;
   uint64_t NextSeq();
   // The receipt of the job's current delivery, written into `buf`: 16 hex
@@ -429,6 +495,18 @@ class Engine {
   absl::flat_hash_map<uint64_t, Waiter> waiters_;
   std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono, id)
   uint64_t next_waiter_ = 1;
+
+  // The memory window (SetFarStore): far_store_ null, horizon_ms_ kNever
+  // without one. Jobs due by horizon_ms_ are in memory; it only grows.
+  FarSet far_;
+  FarStore* far_store_ = nullptr;
+  int64_t window_ms_ = kNever;
+  int64_t horizon_ms_ = kNever;
+  int64_t far_retry_mono_ = 0;  // after a failed read, loading waits until then
+  // Delayed jobs beyond the horizon still in memory: (handle, seq).
+  std::vector<std::pair<uint32_t, uint64_t>> settle_;
+  StoredJob scratch_;  // FindImage's far job
+  FarFigures far_counts_;
 
   QueueStats counters_;  // only the counter fields are kept here
   Journal* journal_ = nullptr;

@@ -40,6 +40,9 @@ struct JobRecord {
   static constexpr uint8_t kFlagHasLastError = 2;
   // Some delivery was given back (Engine::give_backs_ holds how many).
   static constexpr uint8_t kFlagGivenBack = 4;
+  // The id is spelled out but was generated (a job restored, or brought
+  // back from far: its id names a handle that is not its own).
+  static constexpr uint8_t kFlagGeneratedId = 8;
   static constexpr int kSeqCounterBits = 20;
 
   char* data() { return reinterpret_cast<char*>(this + 1); }

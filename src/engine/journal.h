@@ -6,7 +6,8 @@
 // pauses (Engine::Restore*). Not every transition is told, only those that
 // cannot be derived from time (the decision is written down in
 // docs/log-format.md):
-//   JobPut      a job was added (or replaced: JobRemoved of the old one first)
+//   JobPut      a job was added (or replaced: JobRemoved of the old one first);
+//               answers where its record went (a location, FarStore)
 //   JobUpdate   reserved, released, touched, buried, kicked, TTR ran out
 //   JobRemoved  finished, deleted, replaced
 //   TopicPause  paused or resumed
@@ -17,9 +18,11 @@
 #define DELAYQ_ENGINE_JOURNAL_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "delayq/job.h"
+#include "delayq/status.h"
 
 namespace delayq::engine {
 
@@ -61,11 +64,42 @@ struct DedupImage {
   int64_t expires_ms = 0;               // wall clock: forgotten from then on
 };
 
+// Where a job's record lies in the store: segment << 36 | byte offset (see
+// MakeLocation); 0 for none. Opaque to the engine.
+inline constexpr uint64_t MakeLocation(uint64_t segment, uint64_t offset) {
+  return segment << 36 | offset;
+}
+inline constexpr uint64_t LocationSegment(uint64_t location) { return location >> 36; }
+inline constexpr uint64_t LocationOffset(uint64_t location) {
+  return location & ((uint64_t{1} << 36) - 1);
+}
+// Segments numbered up to this fit a location (bit 63 stays clear).
+inline constexpr uint64_t kMaxLocationSegment = (uint64_t{1} << 27) - 1;
+
+// A job read back from the store (FarStore::ReadJob), owning its text.
+struct StoredJob {
+  JobImage fields;  // the scalars; its views are not set
+  std::string id, topic, body, last_error;
+  bool generated_id = false;
+  // The job as a JobImage whose views point into this.
+  JobImage Image() const {
+    JobImage i = fields;
+    i.handle = 0;
+    i.id = id;
+    i.generated_id = generated_id;
+    i.topic = topic;
+    i.body = body;
+    i.last_error = last_error;
+    return i;
+  }
+};
+
 class Journal {
  public:
   virtual ~Journal() = default;
   // Each gets the job as it is after the change (JobRemoved: just before).
-  virtual void JobPut(const JobImage& job) = 0;
+  // JobPut answers the location of the job's record (0: none kept).
+  virtual uint64_t JobPut(const JobImage& job) = 0;
   virtual void JobUpdate(const JobImage& job) = 0;
   virtual void JobRemoved(const JobImage& job) = 0;
   // paused_until_ms: wall clock; 0 = not paused, -1 = until resumed.
@@ -73,6 +107,20 @@ class Journal {
   // An add with an idempotency key; nothing by default (a journal that does
   // not keep them forgets them at a restart).
   virtual void Dedup(const DedupImage& /*add*/) {}
+};
+
+// The store far-future jobs' records are read back from (the embedded
+// store's log), for an engine with a memory window (EngineOptions).
+class FarStore {
+ public:
+  virtual ~FarStore() = default;
+  // The job whose PUT record is at `location`. Errors: the store's (I/O, a
+  // record that does not check out).
+  virtual Status ReadJob(uint64_t location, StoredJob* out) = 0;
+  // Writes the job in full again, as its one record from now on (a job
+  // going far that has changed since its add); answers the location, 0 if
+  // it cannot now (then the job stays in memory for a later try).
+  virtual uint64_t StoreJob(const JobImage& job) = 0;
 };
 
 }  // namespace delayq::engine

@@ -46,14 +46,30 @@ constexpr uint64_t kKickBoundJobs = 1024;
 }  // namespace
 
 // Tells the log what the engine changed, and keeps the live-bytes estimate
-// that decides when to compact. Runs inside engine calls (under mu_).
-class LocalQueue::LogJournal final : public engine::Journal {
+// that decides when to compact. Runs inside engine calls (under mu_). Also
+// where far-future jobs are read back from (engine::FarStore): during
+// replay straight from the segments being replayed (no log yet), then
+// once what is asked for has been written.
+class LocalQueue::LogJournal final : public engine::Journal, public engine::FarStore {
  public:
-  LogJournal(store::Log* log, std::atomic<uint64_t>* live) : log_(log), live_(live) {}
-  void JobPut(const engine::JobImage& job) override {
-    log_->AppendPut(job);
+  LogJournal(const std::string& dir, std::shared_ptr<store::FileSystem> fs)
+      : reader_(dir, std::move(fs)) {}
+  void SetLog(store::Log* log) { log_ = log; }
+  void SetLiveBytes(std::atomic<uint64_t>* live) { live_ = live; }
+  store::RecordReader& reader() { return reader_; }
+
+  uint64_t JobPut(const engine::JobImage& job) override {
+    uint64_t location = log_->AppendPut(job);
     live_->fetch_add(store::PutBytes(job), std::memory_order_relaxed);
+    return location;
   }
+  Status ReadJob(uint64_t location, engine::StoredJob* out) override {
+    if (log_ != nullptr && !log_->Written(location)) {
+      if (Status s = log_->WriteOut(); !s.ok()) return s;
+    }
+    return reader_.ReadPut(location, out);
+  }
+  uint64_t StoreJob(const engine::JobImage& job) override { return log_->AppendPut(job); }
   void JobUpdate(const engine::JobImage& job) override { log_->AppendUpdate(job); }
   void JobRemoved(const engine::JobImage& job) override {
     log_->AppendRemove(job);
@@ -65,20 +81,24 @@ class LocalQueue::LogJournal final : public engine::Journal {
   void Dedup(const engine::DedupImage& add) override { log_->AppendDedup(add); }
 
  private:
-  store::Log* log_;
-  std::atomic<uint64_t>* live_;
+  store::Log* log_ = nullptr;
+  std::atomic<uint64_t>* live_ = nullptr;
+  store::RecordReader reader_;
 };
 
 Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
-    store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions,
-    Schedules* schedules) {
+    LogJournal& journal, store::RecoveryReport* report, uint64_t* live_bytes,
+    Subscriptions* subscriptions, Schedules* schedules) {
   store::LogOptions lo;
   lo.dir = options.data_dir;
   lo.fsync = options.fsync;
   if (options.segment_bytes < 4096) return InvalidArgument("segment_bytes: at least 4096");
   lo.segment_bytes = options.segment_bytes;
   lo.repair = options.repair_log;
+  lo.repaired = [&journal](uint64_t segment, uint64_t begin, uint64_t end) {
+    journal.reader().NoteDropped(segment, begin, end);
+  };
   lo.fs = std::move(fs);
   uint64_t live = 0;
   auto replay = [&](const store::Record& rec) -> Status {
@@ -86,18 +106,17 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     switch (rec.type) {
       case store::RecordType::kPut: {
         bool replaced = false;
-        if (Status s = engine.RestorePut(rec.job, &replaced); !s.ok()) return s;
+        uint64_t location = engine::MakeLocation(rec.segment, rec.offset);
+        if (Status s = engine.RestorePut(rec.job, location, &replaced); !s.ok()) return s;
         // A replaced job is the same job copied forward: the same size.
         if (!replaced) live += store::PutBytes(rec.job);
         break;
       }
       case store::RecordType::kUpdate:
-        engine.RestoreUpdate(rec.job);
-        break;
+        return engine.RestoreUpdate(rec.job);
       case store::RecordType::kRemove:
         if (engine.FindImage(rec.job.id, rec.job.seq, &old)) live -= store::PutBytes(old);
-        engine.RestoreRemove(rec.job.id, rec.job.seq);
-        break;
+        return engine.RestoreRemove(rec.job.id, rec.job.seq);
       case store::RecordType::kPause:
         engine.RestorePause(rec.topic, rec.paused_until_ms);
         break;
@@ -130,9 +149,19 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   };
   // Room for the jobs the log may hold (it keeps within about twice the
   // live set, at ~150 bytes a job), so the id table does not grow in steps.
-  engine.ReserveIds(store::Log::SizeOnDisk(lo) / 300);
+  // With a memory window, most may never come into memory.
+  if (options.memory_window_ms < 0) engine.ReserveIds(store::Log::SizeOnDisk(lo) / 300);
+  // Far jobs are read back (replay's checks) through the journal, from the
+  // segments being replayed.
+  if (options.memory_window_ms >= 0) engine.SetFarStore(&journal, options.memory_window_ms);
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();
+  journal.SetLog(log->get());
+  // Far jobs whose records a repair moved: where they are now.
+  if (journal.reader().has_dropped()) {
+    engine.RelocateFar([&](uint64_t at) { return journal.reader().Relocate(at); });
+    journal.reader().ClearDropped();
+  }
   engine.RestoreSeq((*log)->last_seq());
   engine.Tick();  // what fell due or ran out while delayq was down
   engine.ResetCounters();
@@ -149,14 +178,19 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   auto engine = engine::Engine::Create(eo);
   if (!engine.ok()) return engine.status();
   std::unique_ptr<store::Log> log;
+  std::unique_ptr<LogJournal> journal;
   store::RecoveryReport report;
   uint64_t live = 0;
   Subscriptions subscriptions;
   Schedules schedules;
   auto started = std::chrono::steady_clock::now();
   if (options.store == StoreKind::kEmbedded) {
-    auto opened =
-        OpenLog(options, std::move(fs), **engine, &report, &live, &subscriptions, &schedules);
+    if (options.memory_window_ms < -1) {
+      return InvalidArgument("memory_window_ms: at least 0 (or -1: every job in memory)");
+    }
+    journal = std::make_unique<LogJournal>(options.data_dir, fs);
+    auto opened = OpenLog(options, std::move(fs), **engine, *journal, &report, &live,
+                          &subscriptions, &schedules);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
   }
@@ -172,11 +206,13 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     return Internal("local queue: cannot create eventfd/timerfd");
   }
   auto q = std::unique_ptr<LocalQueue>(new LocalQueue(std::move(engine).value(), std::move(log),
-                                                      eo.clock, wake, wall, mono, caller_loop));
+                                                      std::move(journal), eo.clock, wake, wall,
+                                                      mono, caller_loop));
   q->recovery_ = report;
   q->recovery_seconds_ = seconds;
   q->live_bytes_.store(live);
   q->log_segment_bytes_ = options.segment_bytes;
+  q->memory_window_ms_ = options.store == StoreKind::kEmbedded ? options.memory_window_ms : -1;
   q->limits_ = options.limits;
   {
     std::lock_guard<std::mutex> lock(q->mu_);
@@ -198,17 +234,18 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
 }
 
 LocalQueue::LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
-                       std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd,
-                       bool caller_loop)
+                       std::unique_ptr<LogJournal> journal, std::shared_ptr<Clock> clock,
+                       int wake_fd, int wall_fd, int mono_fd, bool caller_loop)
     : clock_(std::move(clock)),
       wake_fd_(wake_fd),
       wall_fd_(wall_fd),
       mono_fd_(mono_fd),
       engine_(std::move(engine)),
       log_(std::move(log)),
+      journal_(std::move(journal)),
       caller_loop_(caller_loop) {
   if (log_) {
-    journal_ = std::make_unique<LogJournal>(log_.get(), &live_bytes_);
+    journal_->SetLiveBytes(&live_bytes_);
     engine_->SetJournal(journal_.get());
   }
   if (!clock_->IsRealTime()) clock_token_ = clock_->Subscribe([this] { Wake(); });
@@ -314,6 +351,7 @@ bool LocalQueue::RunDueOnce() {
     // answers are on their way.
     if (engine_->ServeLeft()) more = true;
     if (log_ && CompactStep()) more = true;
+    if (log_ && SettleStep()) more = true;
     d = engine_->NextDeadlines();
     SetArmed(d);
     deferred.swap(deferred_);
@@ -446,6 +484,8 @@ bool LocalQueue::CompactStep() {
       return false;
     }
     bool end = chunk->size() < kCompactChunk;
+    // Segment offset of the carry's first byte (ReadClosed counts after the header).
+    uint64_t carry_at = store::kSegmentHeaderBytes + c.offset - c.carry.size();
     c.offset += chunk->size();
     c.carry.append(*chunk);
     std::string_view rest = c.carry;
@@ -463,10 +503,17 @@ bool LocalQueue::CompactStep() {
         c.stuck = true;
         return false;
       }
+      uint64_t at = carry_at + (c.carry.size() - rest.size());
       rest.remove_prefix(size);
       engine::JobImage live;
+      uint32_t far = engine::FarSet::kNoSlot;
       if (rec.type == store::RecordType::kPut &&
-          engine_->FindImage(rec.job.id, rec.job.seq, &live)) {
+          (far = engine_->FarAt(rec.job.id, engine::MakeLocation(c.segment, at))) !=
+              engine::FarSet::kNoSlot) {
+        // A far job: this record is all of it. Copied as read, and found there.
+        engine_->MoveFar(far, log_->AppendRewrite(rec.job));
+      } else if (rec.type == store::RecordType::kPut &&
+                 engine_->FindImage(rec.job.id, rec.job.seq, &live, /*far=*/false)) {
         log_->AppendRewrite(live);
       } else if (rec.type == store::RecordType::kPause) {
         if (!paused_read) {
@@ -498,12 +545,23 @@ bool LocalQueue::CompactStep() {
   uint64_t segment = c.segment;
   c = Compaction{};
   compaction_idle_.store(true, std::memory_order_relaxed);
+  journal_->reader().Forget(segment);  // its file may be reused for the next segment
   if (Status s = log_->RemoveClosed(segment); !s.ok()) {
     Log(LogLevel::kError, "compaction: %s; compaction stops until restart", s.message().c_str());
     c.stuck = true;
     return false;
   }
   return true;
+}
+
+bool LocalQueue::SettleStep() {
+  if (!engine_->settle_pending()) return false;
+  // Upkeep (the job exists already), so a full disk's kept room serves it.
+  constexpr uint64_t kSettleBytes = 256 << 10;
+  uint64_t bound =
+      kSettleBytes + store::PutBound(kMaxIdBytes, kMaxTopicBytes, 1024, limits_.max_body_bytes);
+  if (!log_->Room(bound, Need::kUpkeep).ok()) return false;  // in memory meanwhile
+  return engine_->SettleFar(kSettleBytes);
 }
 
 LocalQueue::StoreStats LocalQueue::store_stats() {
@@ -528,7 +586,7 @@ std::string_view LocalQueue::fsync_policy() const {
 StoreFigures LocalQueue::Figures() {
   if (log_ == nullptr) return {};
   StoreStats st = store_stats();
-  return {
+  StoreFigures f = {
       {
           {"log_writes", st.log.writes},
           {"log_syncs", st.log.syncs},
@@ -553,6 +611,23 @@ StoreFigures LocalQueue::Figures() {
       st.failed,
       /*topology=*/"",
   };
+  if (memory_window_ms_ >= 0) {
+    engine::Engine::FarFigures far;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      far = engine_->far_figures();
+    }
+    f.fields.insert(f.fields.end(), {
+                                        {"far_jobs", far.jobs},
+                                        {"far_index_entries", far.entries},
+                                        {"far_loads", far.loads},
+                                        {"far_stores", far.stores},
+                                        {"far_reads", far.reads},
+                                        {"far_read_errors", far.read_errors},
+                                        {"far_lost", far.lost},
+                                    });
+  }
+  return f;
 }
 
 std::string LocalQueue::OpenedSummary() {

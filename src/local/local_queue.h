@@ -44,6 +44,7 @@
 #include "delayq/queue.h"
 #include "engine/engine.h"
 #include "log/log.h"
+#include "log/record_reader.h"
 #include "serving/serving_queue.h"
 
 namespace delayq {
@@ -156,11 +157,12 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   using Deferred = std::vector<std::pair<ReserveCallback, Result<Deliveries>>>;
 
   LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
-             std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd, bool caller_loop);
+             std::unique_ptr<LogJournal> journal, std::shared_ptr<Clock> clock, int wake_fd,
+             int wall_fd, int mono_fd, bool caller_loop);
   static Result<std::unique_ptr<store::Log>> OpenLog(
       const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
-      store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions,
-      Schedules* schedules);
+      LogJournal& journal, store::RecoveryReport* report, uint64_t* live_bytes,
+      Subscriptions* subscriptions, Schedules* schedules);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
@@ -173,6 +175,10 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   auto Change(uint64_t bytes, store::Log::Need need, F&& fn);
   // One step of compaction (REQUIRES: mu_); true if there is more to do now.
   bool CompactStep();
+  // Writes in full, and lets go of, delayed jobs that went beyond the
+  // memory window while in memory (Engine::SettleFar), a step at a time
+  // (REQUIRES: mu_); true if more wait.
+  bool SettleStep();
   bool ShouldCompact() const;
   // Wakes the timing thread (or the caller's loop) to compact, if due.
   void MaybeCompact();
@@ -233,6 +239,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   const bool caller_loop_;
   Limits limits_;  // a firing's jobs are checked against them before any is added
   uint64_t log_segment_bytes_ = 0;
+  int64_t memory_window_ms_ = -1;  // embedded: QueueOptions::memory_window_ms
   std::atomic<bool> compaction_idle_{true};
   struct Compaction {
     uint64_t segment = 0;  // being compacted; 0: none

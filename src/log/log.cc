@@ -173,10 +173,12 @@ Status Log::OpenHead() {
     if (!file.ok()) return file.status();
     segments_.back().file = std::move(file).value();
     SetPrepared(segments_.back().number, segments_.back().bytes, segments_.back().bytes);
+    append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(segments_.back().bytes);
     return Status::Ok();
   }
   uint64_t next = segments_.empty() ? 1 : segments_.back().number + 1;
   accounts_.push_back(Account{next, last_seq_ + 1});
+  append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(kSegmentHeaderBytes);
   return StartSegment(next, last_seq_);
 }
 
@@ -414,6 +416,7 @@ Log::Chunk Log::ReadChunk(File* file, uint64_t file_size, std::string carry, uin
     c.stop = rest.empty() ? ReadOutcome::kIncomplete
                           : ReadRecord(rest, segment, rec.get(), &size, &c.error);
     if (c.stop != ReadOutcome::kRecord) break;
+    rec->offset = base + (c.buf.size() - rest.size());
     c.records.push_back(std::move(rec));
     rest.remove_prefix(size);
   }
@@ -530,6 +533,9 @@ Status Log::Repair(Segment& seg, File& file, const std::vector<Span>& dropped,
   out->reset();
   if (Status s = fs_->Rename(copy, seg.path); !s.ok()) return s;
   if (Status s = fs_->SyncDir(options_.dir); !s.ok()) return s;
+  if (options_.repaired) {
+    for (const Span& d : dropped) options_.repaired(seg.number, d.begin, d.end);
+  }
   seg.bytes = kept;
   report->bytes += kept;
   return Status::Ok();
@@ -620,6 +626,7 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
     }
     if (roll) {
       accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+      append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(kSegmentHeaderBytes);
       rotate_pending_ = true;
     }
   }
@@ -710,19 +717,34 @@ Status Log::StartSegment(uint64_t number, uint64_t last_seq) {
   return Status::Ok();
 }
 
-void Log::AppendPut(const engine::JobImage& job) {
+uint64_t Log::AppendPut(const engine::JobImage& job) {
   std::lock_guard<SpinLock> lock(buf_mu_);
   size_t before = buf_.size();
-  EncodePut(job, accounts_.back().number, &buf_);
+  uint64_t number = accounts_.back().number;
+  uint64_t location = engine::MakeLocation(
+      number, static_cast<uint64_t>(static_cast<int64_t>(end()) - append_base_));
+  EncodePut(job, number, &buf_);
   NoteSeq(job.seq);
-  CountPut(job.seq, accounts_.back().number);
+  CountPut(job.seq, number);
   end_.fetch_add(buf_.size() - before, std::memory_order_release);
+  return location;
 }
 
-void Log::AppendRewrite(const engine::JobImage& job) {
+uint64_t Log::AppendRewrite(const engine::JobImage& job) {
   uint64_t before = end();
-  AppendPut(job);
+  uint64_t location = AppendPut(job);
   rewritten_bytes_.fetch_add(end() - before, std::memory_order_relaxed);
+  return location;
+}
+
+bool Log::Written(uint64_t location) const {
+  uint64_t number = engine::LocationSegment(location);
+  std::lock_guard<std::mutex> lock(seg_mu_);
+  const Segment& head = segments_.back();
+  if (number != head.number) return number < head.number;
+  // Its first byte written: all of it, but after a write that failed
+  // part-way (a reader then finds it cut short, and says so).
+  return engine::LocationOffset(location) < head.bytes;
 }
 
 void Log::AppendUpdate(const engine::JobImage& job) {
@@ -843,6 +865,9 @@ Status Log::WriteOutLocked() {
     if (!unwritten_.empty() && head_bytes + unwritten_.size() >= options_.segment_bytes &&
         (has_spare_ || !short_of_space())) {
       accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+      // What is appended from now on starts after the next one's header.
+      append_base_ =
+          static_cast<int64_t>(unwritten_end_) - static_cast<int64_t>(kSegmentHeaderBytes);
       rotate_pending_ = true;
     } else if (!presynced_ && head_bytes >= options_.segment_bytes / 16 * 15) {
       // Nearly full: have the sync thread sync it now, so that closing it

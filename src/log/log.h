@@ -121,6 +121,9 @@ struct LogOptions {
   // Damage amid records (see "Reading"): false, Open fails; true, the
   // damaged bytes are dropped and every record that verifies is kept.
   bool repair = false;
+  // Called for each span a repair dropped, once its segment is rewritten:
+  // the records after it in that segment moved back by its length.
+  std::function<void(uint64_t segment, uint64_t begin, uint64_t end)> repaired;
 };
 
 struct LogStats {
@@ -165,15 +168,19 @@ class Log {
                                            RecoveryReport* report);
   // Bytes of the segment files in options.dir (0 if there are none).
   static uint64_t SizeOnDisk(const LogOptions& options);
+  // The file name of segment `number` in the data directory.
+  static std::string SegmentName(uint64_t number);
   // Writes what is buffered, fdatasyncs, stops the sync thread.
   ~Log();
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
 
   // --- appending (owner) ----------------------------------------------------
-  void AppendPut(const engine::JobImage& job);
+  // Returns where the record goes (engine::MakeLocation: its segment and
+  // byte offset), readable once written (Written, RecordReader).
+  uint64_t AppendPut(const engine::JobImage& job);
   // A kPut of a live job by compaction (counted apart).
-  void AppendRewrite(const engine::JobImage& job);
+  uint64_t AppendRewrite(const engine::JobImage& job);
   void AppendUpdate(const engine::JobImage& job);
   void AppendRemove(const engine::JobImage& job);
   void AppendPause(std::string_view topic, int64_t paused_until_ms);
@@ -242,6 +249,10 @@ class Log {
   // Asks the sync thread to fdatasync what has been written.
   void RequestSync();
 
+  // Whether the record at `location` (an AppendPut's) has been written to
+  // its file (else it is still in memory: WriteOut writes it).
+  bool Written(uint64_t location) const;
+
   uint64_t end() const { return end_.load(std::memory_order_acquire); }
   uint64_t written() const { return written_.load(std::memory_order_acquire); }
   uint64_t synced() const { return synced_.load(std::memory_order_acquire); }
@@ -309,7 +320,6 @@ class Log {
   };
 
   explicit Log(const LogOptions& options);
-  static std::string SegmentName(uint64_t number);
   Status Recover(const Replay& replay, RecoveryReport* report);
   Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
   // Records read and checked from one chunk of a segment, by ReadChunk.
@@ -421,6 +431,9 @@ class Log {
   std::string buf_;  // GUARDED_BY(buf_mu_)
   uint64_t last_seq_ = 0;
   std::deque<Account> accounts_;  // GUARDED_BY(buf_mu_)
+  // Log position of byte 0 of the segment appends go to (accounts_.back()):
+  // a record appended at position p lies at byte p - append_base_ of it.
+  int64_t append_base_ = 0;  // GUARDED_BY(buf_mu_)
   // seq -> segment, for jobs whose latest PUT was written by compaction
   // (outside the segment their seq falls in).
   std::unordered_map<uint64_t, uint64_t> moved_;  // GUARDED_BY(buf_mu_)

@@ -124,6 +124,7 @@ struct Record {
   // kSchedule: a removal.
   bool unschedule = false;
   uint64_t segment = 0;  // the segment it was read from (ReadRecord's)
+  uint64_t offset = 0;   // and its byte offset there (set by the segment's reader)
   char id_buf[engine::kGeneratedIdBytes];
 };
 

@@ -48,6 +48,7 @@ struct ServeOptions {
   std::string data_dir = "./data";
   std::string fsync = "everysec";
   uint64_t segment_bytes = 64 << 20;
+  int64_t memory_window_ms = -1;  // -1: off (every job in memory)
   bool repair = false;
   int64_t dedup_window_ms = delayq::kDefaultDedupWindowMs;
   std::string redis_url = "redis://127.0.0.1:6379";
@@ -243,6 +244,7 @@ int Serve(ServeOptions o) {
   qo.data_dir = o.data_dir;
   qo.fsync = fsync;
   qo.segment_bytes = o.segment_bytes;
+  qo.memory_window_ms = o.memory_window_ms;
   qo.repair_log = o.repair;
   qo.dedup_window_ms = o.dedup_window_ms;
   qo.redis_url = o.redis_url;
@@ -476,13 +478,15 @@ bool OnCommandLine(int argc, char** argv, std::string_view flag) {
 // syntax of every duration delayq takes) and "--request-timeout-ms 30000"
 // (whole milliseconds, the older form), each also read from DELAYQ_<NAME>.
 struct DurationFlag {
-  DurationFlag(std::string n, int64_t* field, int64_t max_ms, std::string h)
-      : name(std::move(n)), ms(field), most(max_ms), help(std::move(h)) {}
+  DurationFlag(std::string n, int64_t* field, int64_t max_ms, std::string h, bool off = false)
+      : name(std::move(n)), ms(field), most(max_ms), help(std::move(h)), can_be_off(off) {}
 
   std::string name;  // "--request-timeout"; the ms form is name + "-ms"
   int64_t* ms;       // ServeOptions' field, holding the default
   int64_t most;
   std::string help;
+  // "off" is a value too (-1 in the ms form).
+  bool can_be_off = false;
   std::string text;  // the duration form's value
   CLI::Option* text_opt = nullptr;
   CLI::Option* ms_opt = nullptr;
@@ -491,14 +495,20 @@ struct DurationFlag {
 void AddDurationFlag(CLI::App* serve, DurationFlag* d) {
   const std::string ms_name = d->name + "-ms";
   // The duration form first: the one --help shows before the other.
-  d->text_opt = serve->add_option(d->name, d->text, d->help + "; a duration: 500ms, 30s, 5m, 1h")
+  d->text_opt = serve
+                    ->add_option(d->name, d->text,
+                                 d->help + "; a duration: 500ms, 30s, 5m, 1h" +
+                                     (d->can_be_off ? ", or off" : ""))
                     ->envname(EnvName(d->name))
                     ->type_name("DURATION")
-                    ->default_str(delayq::FormatDurationMs(*d->ms));
-  d->ms_opt = serve->add_option(ms_name, *d->ms, "the same in whole milliseconds")
+                    ->default_str(*d->ms < 0 ? "off" : delayq::FormatDurationMs(*d->ms));
+  d->ms_opt = serve
+                  ->add_option(ms_name, *d->ms,
+                               std::string("the same in whole milliseconds") +
+                                   (d->can_be_off ? " (-1: off)" : ""))
                   ->envname(EnvName(ms_name))
                   ->capture_default_str()
-                  ->check(CLI::Range(int64_t{0}, d->most));
+                  ->check(CLI::Range(int64_t{d->can_be_off ? -1 : 0}, d->most));
 }
 
 // The value of each DurationFlag into its ServeOptions field. Both forms
@@ -526,6 +536,10 @@ Status ReadDurationFlags(std::vector<DurationFlag>& flags, int argc, char** argv
       return delayq::InvalidArgument(std::move(both));
     }
     if (!text_given || (ms_given && ms_flag)) continue;  // the ms form (or the default) stands
+    if (d.can_be_off && d.text == "off") {
+      *d.ms = -1;
+      continue;
+    }
     delayq::Result<int64_t> ms = delayq::ParseDurationMsWithin(d.text, text_src, 0, d.most);
     if (!ms.ok()) return ms.status();
     *d.ms = *ms;
@@ -555,6 +569,11 @@ int main(int argc, char** argv) {
       {"--dedup-window", &o.dedup_window_ms, 86'400'000,
        "how long an add with an idempotency key is remembered: a repeat within it changes "
        "nothing (0: not remembered)"},
+      {"--memory-window", &o.memory_window_ms, delayq::kMaxDelayMs,
+       "embedded store: delayed jobs due further ahead than this keep at most 24 bytes in "
+       "memory (their records stay in the log) and come into memory this long before they "
+       "are due",
+       /*off=*/true},
       {"--redis-wait-timeout", &o.redis_wait_timeout_ms, 3'600'000,
        "redis store: how long a change waits for --redis-wait-replicas replicas before it is "
        "answered unavailable"},
@@ -591,6 +610,7 @@ int main(int argc, char** argv) {
                   "damaged bytes and keeping every record that verifies (the log says what was "
                   "dropped); without it such a log stops the start");
   AddDurationFlag(serve, &durations[0]);  // --dedup-window
+  AddDurationFlag(serve, &durations[1]);  // --memory-window
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
             "detected; rediss:// for TLS), or "
@@ -612,7 +632,7 @@ int main(int argc, char** argv) {
             "which a failover may lose",
             "DELAYQ_REDIS_WAIT_REPLICAS")
       ->check(CLI::Range(0, 1000));
-  AddDurationFlag(serve, &durations[1]);  // --redis-wait-timeout
+  AddDurationFlag(serve, &durations[2]);  // --redis-wait-timeout
   AddOption(serve, "--redis-tls-ca-cert-file", o.redis_tls_ca_file,
             "redis store, rediss://: the CA bundle (PEM) to check Redis's certificate with "
             "(default: the system's)",
@@ -661,7 +681,7 @@ int main(int argc, char** argv) {
             "requests a client may send ahead while its replies wait unread, bytes",
             "DELAYQ_MAX_INPUT_BYTES")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40));
-  for (size_t i = 2; i + 1 < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
+  for (size_t i = 3; i + 1 < durations.size(); ++i) AddDurationFlag(serve, &durations[i]);
   AddOption(serve, "--push-ca-file", o.push_ca_file,
             "push delivery: a CA bundle (PEM) to verify https receivers with (default: the "
             "system's)",

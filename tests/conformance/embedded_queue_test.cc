@@ -36,12 +36,15 @@ class DataDirs {
   int next_ = 0;
 };
 
-OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync) {
-  return [dirs, fsync] {
+// window_ms: QueueOptions::memory_window_ms (-1: every job in memory; 0:
+// every delayed job leaves memory and comes back from the log when due).
+OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync, int64_t window_ms = -1) {
+  return [dirs, fsync, window_ms] {
     QueueOptions o;
     o.store = StoreKind::kEmbedded;
     o.data_dir = dirs->Next();
     o.fsync = fsync;
+    o.memory_window_ms = window_ms;
     return o;
   };
 }
@@ -178,8 +181,9 @@ class ReopeningQueue final : public Queue {
 
 class ReopeningHarness final : public QueueHarness {
  public:
+  explicit ReopeningHarness(int64_t window_ms = -1) : window_ms_(window_ms) {}
   std::unique_ptr<Queue> Open() override {
-    QueueOptions o = Embedded(dirs_, FsyncPolicy::kNever)();
+    QueueOptions o = Embedded(dirs_, FsyncPolicy::kNever, window_ms_)();
     o.clock = clock_;
     return std::make_unique<ReopeningQueue>(o);
   }
@@ -188,6 +192,7 @@ class ReopeningHarness final : public QueueHarness {
   bool exact_time() const override { return true; }
 
  private:
+  const int64_t window_ms_;
   std::shared_ptr<DataDirs> dirs_ = std::make_shared<DataDirs>();
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
 };
@@ -220,6 +225,45 @@ INSTANTIATE_TEST_SUITE_P(
                       [] {
                         return std::make_unique<SystemClockHarness>(
                             Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec), true);
+                      },
+                  .known_bugs = kEmbeddedKnownBugs},
+        // With a memory window: every delayed job (window 0), or those due
+        // over a second ahead, live in the log only until they come near;
+        // the answers must be the same.
+        QueueImpl{.name = "ManualClockWindow0",
+                  .make =
+                      [] {
+                        return std::make_unique<ManualClockHarness>(
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec, 0),
+                            false);
+                      },
+                  .known_bugs = kEmbeddedKnownBugs},
+        QueueImpl{.name = "ManualClockWindow1s",
+                  .make =
+                      [] {
+                        return std::make_unique<ManualClockHarness>(
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec, 1000),
+                            false);
+                      },
+                  .known_bugs = kEmbeddedKnownBugs},
+        QueueImpl{.name = "ManualClockWindow1h",
+                  .make =
+                      [] {
+                        return std::make_unique<ManualClockHarness>(
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec,
+                                     3'600'000),
+                            false);
+                      },
+                  .known_bugs = kEmbeddedKnownBugs},
+        QueueImpl{.name = "ManualClockReopenEveryCallWindow0",
+                  .make = [] { return std::make_unique<ReopeningHarness>(0); },
+                  .known_bugs = kEmbeddedKnownBugs},
+        QueueImpl{.name = "SystemClockCallerLoopWindow0",
+                  .make =
+                      [] {
+                        return std::make_unique<SystemClockHarness>(
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec, 0),
+                            true);
                       },
                   .known_bugs = kEmbeddedKnownBugs}),
     QueueImplName);

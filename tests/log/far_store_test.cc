@@ -1,0 +1,330 @@
+// Far-future jobs on the embedded store (QueueOptions::memory_window_ms): a
+// delayed job due beyond the window keeps only a slot in memory and its
+// record in the log. Real files, the real log, a ManualClock; what is
+// checked is what a client sees (Queue) plus the store's far_* figures.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "delayq/clock.h"
+#include "delayq/queue.h"
+#include "gtest/gtest.h"
+#include "local/local_queue.h"
+#include "log/faulty_file_system.h"
+#include "log/store_testing.h"
+
+namespace delayq::store {
+namespace {
+
+constexpr int64_t kMinute = 60'000;
+constexpr int64_t kHour = 60 * kMinute;
+constexpr int64_t kDay = 24 * kHour;
+
+uint64_t Figure(Queue& q, std::string_view name) {
+  for (const auto& [n, v] : dynamic_cast<LocalQueue&>(q).Figures().fields) {
+    if (n == name) return v;
+  }
+  ADD_FAILURE() << "no figure " << name;
+  return 0;
+}
+
+QueueOptions Windowed(const std::string& dir, std::shared_ptr<Clock> clock, int64_t window_ms,
+                      std::string_view fsync = "never") {
+  QueueOptions o = Embedded(dir, fsync);
+  o.clock = std::move(clock);
+  o.memory_window_ms = window_ms;
+  return o;
+}
+
+std::string Body(int i) { return "body of job " + std::to_string(i) + std::string(80, '.'); }
+
+// Reserves until `n` jobs came or nothing more is ready; their bodies by id.
+std::map<std::string, Delivery> ReserveAll(Queue& q, const std::string& topic, size_t n) {
+  std::map<std::string, Delivery> got;
+  while (got.size() < n) {
+    ReserveRequest r;
+    r.topics = {topic};
+    r.count = 100;
+    auto d = q.Reserve(r);
+    if (!d.ok() || d->empty()) break;
+    for (Delivery& one : *d) got[one.id] = std::move(one);
+  }
+  return got;
+}
+
+TEST(FarFutureJobs, LeaveMemoryAndComeBackBeforeTheyAreDue) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  auto q = MustOpen(Windowed(tmp.data(), clock, kHour));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(q->Add(Spec("t", "far" + std::to_string(i), Body(i), 2 * kHour)).ok());
+  }
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(q->Add(Spec("t", "near" + std::to_string(i), Body(i), 10 * kMinute)).ok());
+  }
+  EXPECT_EQ(Figure(*q, "far_jobs"), 100u);
+  EXPECT_EQ(q->Stats()->delayed, 110u);
+  EXPECT_EQ(q->Topic("t")->delayed, 110u);
+  auto far = q->Get("far7");
+  ASSERT_TRUE(far.ok()) << far.status().ToString();
+  EXPECT_EQ(far->body, Body(7));
+  EXPECT_EQ(far->state, JobState::kDelayed);
+  EXPECT_EQ(far->run_at_ms, far->created_at_ms + 2 * kHour);
+  // The earliest delayed job is a near one.
+  EXPECT_EQ(q->Peek("t", JobState::kDelayed)->id.substr(0, 4), "near");
+
+  // An hour and a minute on: the far jobs are in memory again, not yet due.
+  clock->Advance(kHour + kMinute);
+  EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_jobs") == 0; }));
+  EXPECT_EQ(Figure(*q, "far_loads"), 100u);
+  auto near = ReserveAll(*q, "t", 10);  // the near ones, due since
+  ASSERT_EQ(near.size(), 10u);
+  for (const auto& [id, d] : near) ASSERT_TRUE(q->Finish(id, d.receipt).ok());
+  EXPECT_EQ(q->Stats()->delayed, 100u);
+  clock->Advance(kHour - kMinute - 1);
+  auto early = ReserveAll(*q, "t", 1);
+  EXPECT_TRUE(early.empty()) << "never early: " << early.begin()->first << " due "
+                             << early.begin()->second.run_at_ms << " now " << clock->NowMs();
+  clock->Advance(1);
+  auto got = ReserveAll(*q, "t", 100);
+  ASSERT_EQ(got.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(got["far" + std::to_string(i)].body, Body(i));
+}
+
+TEST(FarFutureJobs, EveryOperationAnswersAsForAJobInMemory) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  auto q = MustOpen(Windowed(tmp.data(), clock, 0));  // every delayed job is far
+  ASSERT_TRUE(q->Add(Spec("t", "order-1", "one", kDay)).ok());
+  auto generated = q->Add(Spec("t", "", "generated", 2 * kDay));
+  ASSERT_TRUE(generated.ok());
+  EXPECT_EQ(Figure(*q, "far_jobs"), 2u);
+
+  // Read: GET by either kind of id; PEEK gives the earliest.
+  EXPECT_EQ(q->Get(generated->id)->body, "generated");
+  EXPECT_EQ(q->Get("order-1")->body, "one");
+  EXPECT_EQ(q->Peek("t", JobState::kDelayed)->id, "order-1");
+  EXPECT_EQ(q->Get("order-2").status().code(), Code::kNotFound);
+  // A generated id's text with another seq is not the job.
+  std::string stale = generated->id;
+  stale[15] = stale[15] == '0' ? '1' : '0';
+  EXPECT_EQ(q->Get(stale).status().code(), Code::kNotFound);
+
+  // Acks need a reservation: the same answers as for a delayed job in memory.
+  EXPECT_EQ(q->Finish("order-1", "").code(), Code::kNotReserved);
+  EXPECT_EQ(q->Touch("order-1", std::string(24, '0')).code(), Code::kStaleReceipt);
+  EXPECT_EQ(q->Finish("nope", "").code(), Code::kNotFound);
+
+  // An add of its id: exists; with replace: the new job (and the old one gone).
+  EXPECT_EQ(q->Add(Spec("t", "order-1", "again", kDay)).status().code(), Code::kExists);
+  JobSpec replace = Spec("t", "order-1", "replaced", 3 * kDay);
+  replace.replace = true;
+  ASSERT_TRUE(q->Add(replace).ok());
+  EXPECT_EQ(q->Get("order-1")->body, "replaced");
+  EXPECT_EQ(q->Stats()->jobs, 2u);
+  EXPECT_EQ(q->Stats()->replaced, 1u);
+  EXPECT_EQ(q->Peek("t", JobState::kDelayed)->id, generated->id);
+  // Replaced by a job due now: it comes into memory, ready.
+  JobSpec now = Spec("t", "order-1", "now", 0);
+  now.replace = true;
+  ASSERT_TRUE(q->Add(now).ok());
+  EXPECT_EQ(q->Get("order-1")->state, JobState::kReady);
+  EXPECT_EQ(Figure(*q, "far_jobs"), 1u);
+
+  // Kick: due now, in memory.
+  ASSERT_TRUE(q->Kick(generated->id).ok());
+  EXPECT_EQ(q->Get(generated->id)->state, JobState::kReady);
+  EXPECT_EQ(Figure(*q, "far_jobs"), 0u);
+  auto got = ReserveAll(*q, "t", 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[generated->id].body, "generated");
+
+  // Delete of a far job, by either kind of id.
+  ASSERT_TRUE(q->Add(Spec("u", "x", "x", kDay)).ok());
+  auto y = q->Add(Spec("u", "", "y", kDay));
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(q->Topic("u")->delayed, 2u);
+  ASSERT_TRUE(q->Delete("x").ok());
+  ASSERT_TRUE(q->Delete(y->id).ok());
+  EXPECT_EQ(q->Delete("x").code(), Code::kNotFound);
+  EXPECT_EQ(q->Topic("u")->delayed, 0u);
+  EXPECT_EQ(q->Peek("u", JobState::kDelayed).status().code(), Code::kNotFound);
+  EXPECT_EQ(Figure(*q, "far_jobs"), 0u);
+  // Gone for good: a day on, nothing comes.
+  clock->Advance(kDay + 1);
+  EXPECT_TRUE(ReserveAll(*q, "u", 1).empty());
+}
+
+TEST(FarFutureJobs, AReleaseWithALongDelayIsWrittenInFullAndLeavesMemory) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
+  {
+    auto q = MustOpen(o);
+    ASSERT_TRUE(q->Add(Spec("t", "retry", "payload")).ok());
+    Delivery d = ReserveOne(*q, "t");
+    ASSERT_TRUE(q->Release(d.id, d.receipt, kDay, "try tomorrow").ok());
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_jobs") == 1; }));
+    EXPECT_EQ(Figure(*q, "far_stores"), 1u);
+    auto info = q->Get("retry");
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->attempts, 1u);
+    EXPECT_EQ(info->last_error, "try tomorrow");
+    EXPECT_EQ(info->body, "payload");
+  }
+  auto q = MustOpen(o);
+  EXPECT_EQ(Figure(*q, "far_jobs"), 1u);
+  EXPECT_EQ(q->Get("retry")->last_error, "try tomorrow");
+  clock->Advance(kDay);
+  Delivery d = ReserveOne(*q, "t");
+  EXPECT_EQ(d.id, "retry");
+  EXPECT_EQ(d.attempts, 2u);
+  EXPECT_EQ(d.body, "payload");
+}
+
+// Far jobs pin the segments they were added in; compaction copies their
+// records forward as read, and each slot follows its record.
+TEST(FarFutureJobs, CompactionMovesFarRecordsAndARestartFindsThem) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
+  o.segment_bytes = 16 << 10;
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 200; ++i) {
+      std::string id = i % 2 == 0 ? "far" + std::to_string(i) : "";
+      auto added = q->Add(Spec("far", id, Body(i), kHour + i));
+      ASSERT_TRUE(added.ok());
+    }
+    ASSERT_EQ(Figure(*q, "far_jobs"), 200u);
+    for (int i = 0; i < 5000; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "", std::string(100, 'x'))).ok());
+      Delivery d = ReserveOne(*q, "t");
+      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    }
+    EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 5 * o.segment_bytes + 40'000; }))
+        << DiskBytes(*q);
+    auto& local = dynamic_cast<LocalQueue&>(*q);
+    EXPECT_GT(local.store_stats().log.removed_segments, 10u);
+    EXPECT_GT(local.store_stats().log.rewritten_bytes, 20'000u);
+    EXPECT_EQ(q->Get("far0")->body, Body(0));
+    EXPECT_EQ(q->Get("far198")->body, Body(198));
+    EXPECT_EQ(Figure(*q, "far_read_errors"), 0u);
+  }
+  auto q = MustOpen(o);
+  EXPECT_EQ(Figure(*q, "far_jobs"), 200u);
+  EXPECT_EQ(q->Get("far100")->body, Body(100));
+  clock->Advance(kHour + 200);
+  auto got = ReserveAll(*q, "far", 200);
+  ASSERT_EQ(got.size(), 200u);
+  std::set<std::string> bodies;
+  for (const auto& [id, d] : got) bodies.insert(d.body);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(bodies.count(Body(i)), 1u) << i;
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+}
+
+TEST(FarFutureJobs, TheWindowMayChangeAcrossRestarts) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  std::vector<std::string> ids;
+  {
+    auto q = MustOpen(Windowed(tmp.data(), clock, -1));  // all in memory
+    for (int i = 0; i < 50; ++i) {
+      auto added = q->Add(Spec("t", i % 2 ? "" : "c" + std::to_string(i), Body(i), kDay + i));
+      ASSERT_TRUE(added.ok());
+      ids.push_back(added->id);
+    }
+  }
+  {
+    auto q = MustOpen(Windowed(tmp.data(), clock, kHour));
+    EXPECT_EQ(Figure(*q, "far_jobs"), 50u);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(q->Get(ids[i])->body, Body(i)) << ids[i];
+    ASSERT_TRUE(q->Delete(ids[3]).ok());
+  }
+  auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+  EXPECT_EQ(q->Stats()->jobs, 49u);
+  clock->Advance(kDay + 50);
+  auto got = ReserveAll(*q, "t", 50);
+  EXPECT_EQ(got.size(), 49u);
+  EXPECT_EQ(got.count(ids[3]), 0u);
+  EXPECT_EQ(got[ids[4]].body, Body(4));
+}
+
+// The crash test of the log with far jobs: a workload of far adds, deletes,
+// replaces and long releases crashes at every write and sync point; after
+// reopening (with the window, and without), every acknowledged job is there
+// with its body, and nothing acknowledged as gone came back.
+bool FarCrashAt(uint64_t crash_at, size_t torn, int64_t reopen_window) {
+  TempDir tmp;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  fs->crash_at = crash_at;
+  fs->torn_bytes = torn;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, 0, "always");
+  o.segment_bytes = 4096;
+  OpenOptions open{.file_system = fs};
+  std::map<std::string, std::string> acked;  // id -> body
+  std::set<std::string> gone;
+  std::set<std::string> tried;
+  {
+    auto q = OpenServingQueue(o, open);
+    if (!q.ok()) return true;
+    for (int i = 0; i < 40; ++i) {
+      std::string id = "j" + std::to_string(i);
+      std::string body = std::string(60, static_cast<char>('a' + i % 26)) + id;
+      if ((*q)->Add(Spec("t", id, body, i % 4 == 0 ? 0 : kDay)).ok()) acked[id] = body;
+      if (i % 3 == 2) {
+        std::string victim = "j" + std::to_string(i - 1);
+        tried.insert(victim);
+        if ((*q)->Delete(victim).ok()) gone.insert(victim);
+      }
+      if (i % 7 == 6) {
+        JobSpec s = Spec("t", id, body + "+", kDay);
+        s.replace = true;
+        tried.insert(id);
+        if ((*q)->Add(s).ok()) acked[id] = body + "+";
+      }
+      if (i % 4 == 0) {
+        auto got = (*q)->Reserve(ReserveRequest{.topics = {"t"}});
+        if (got.ok() && !got->empty()) {
+          const Delivery& d = (*got)[0];
+          (void)(*q)->Release(d.id, d.receipt, kDay, "later");
+        }
+      }
+    }
+  }
+  bool reached = fs->crashed;
+  auto q = OpenQueue(Windowed(tmp.data(), clock, reopen_window, "always"));
+  EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
+  if (!q.ok()) return false;
+  for (const auto& [id, body] : acked) {
+    auto got = (*q)->Get(id);
+    if (gone.count(id) != 0) {
+      EXPECT_EQ(got.status().code(), Code::kNotFound) << "crash at " << crash_at << ": " << id;
+    } else if (tried.count(id) != 0) {
+      if (got.ok()) {
+        // An add with replace not acknowledged may have been made all the same.
+        EXPECT_TRUE(got->body == body || got->body == body + "+")
+            << "crash at " << crash_at << ": " << id << " is " << got->body << ", acked " << body;
+      }
+    } else {
+      EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
+      if (got.ok()) EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+    }
+  }
+  return reached;
+}
+
+TEST(FarFutureJobs, CrashAtEveryWriteAndSyncPointLosesNothingAcknowledged) {
+  for (int64_t reopen_window : {int64_t{0}, int64_t{-1}}) {
+    for (size_t torn : {size_t{0}, size_t{7}}) {
+      uint64_t point = 1;
+      while (FarCrashAt(point, torn, reopen_window) && !HasFailure()) ++point;
+      EXPECT_GT(point, 50u) << "the workload should pass many points";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace delayq::store
