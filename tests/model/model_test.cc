@@ -37,6 +37,11 @@
 // is marked "Silent:" below. Where the contract speaks, the model follows the
 // contract even if the engine does otherwise.
 //
+// With a memory window (the third and fourth random tests), the engine keeps
+// delayed jobs due beyond it in a real log in a temporary directory (Log,
+// RecordReader: the embedded store's far-future path) and reads them back;
+// the model knows nothing of it, so every answer must be the same.
+//
 // Environment: DELAYQ_MODEL_SEED=<n> replays one seed; DELAYQ_MODEL_RUNS
 // (default 20) and DELAYQ_MODEL_STEPS (default 2000) set the amount of work.
 #include <gtest/gtest.h>
@@ -64,6 +69,8 @@
 #include "delayq/queue.h"
 #include "delayq/status.h"
 #include "engine/engine.h"
+#include "log/log.h"
+#include "log/record_reader.h"
 
 namespace delayq {
 namespace {
@@ -795,6 +802,56 @@ struct Divergence {
   std::string op;
 };
 
+// The memory window of the engines the harnesses make (-1: none).
+int64_t g_window_ms = -1;
+
+// The embedded store's far-future path for one engine: a real log in a
+// temporary directory, which the engine journals to and reads far jobs
+// back from.
+class FarLog final : public engine::Journal, public engine::FarStore {
+ public:
+  FarLog() : reader_(Dir(), nullptr) {
+    store::LogOptions o;
+    o.dir = dir_;
+    o.fsync = FsyncPolicy::kNever;
+    o.segment_bytes = 64 << 10;
+    store::RecoveryReport report;
+    auto log = store::Log::Open(
+        o, [](const store::Record&) { return Status::Ok(); }, &report);
+    if (log.ok()) log_ = std::move(log).value();
+  }
+  ~FarLog() override {
+    log_.reset();
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+  bool ok() const { return log_ != nullptr; }
+
+  uint64_t JobPut(const engine::JobImage& job) override { return log_->AppendPut(job); }
+  void JobUpdate(const engine::JobImage& job) override { log_->AppendUpdate(job); }
+  void JobRemoved(const engine::JobImage& job) override { log_->AppendRemove(job); }
+  void TopicPause(std::string_view topic, int64_t until) override {
+    log_->AppendPause(topic, until);
+  }
+  Status ReadJob(uint64_t location, engine::StoredJob* out) override {
+    if (!log_->Written(location)) {
+      if (Status s = log_->WriteOut(); !s.ok()) return s;
+    }
+    return reader_.ReadPut(location, out);
+  }
+  uint64_t StoreJob(const engine::JobImage& job) override { return log_->AppendPut(job); }
+
+ private:
+  const std::string& Dir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base ? base : "/tmp") + "/delayq-model.XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+    return dir_;
+  }
+  std::string dir_;
+  store::RecordReader reader_;
+  std::unique_ptr<store::Log> log_;
+};
+
 class Harness {
  public:
   Harness();
@@ -807,6 +864,10 @@ class Harness {
   const std::optional<Divergence>& divergence() const { return divergence_; }
 
   const Model& model() const { return model_; }
+  // With a memory window: what went through the far path.
+  engine::Engine::FarFigures far_figures() const {
+    return engine_ ? engine_->far_figures() : engine::Engine::FarFigures{};
+  }
   // How an Op names a live job: "@k" for the k-th generated id.
   std::string OpId(const std::string& job_id) const {
     auto it = generated_index_.find(job_id);
@@ -865,6 +926,7 @@ class Harness {
   int step_ = 0;
   std::string op_text_;
   std::optional<Divergence> divergence_;
+  std::unique_ptr<FarLog> far_;  // with a memory window; outlives nothing the engine needs
 };
 
 Harness::Harness() : model_(clock_->NowMs(), clock_->MonotonicMs()) {
@@ -875,6 +937,16 @@ Harness::Harness() : model_(clock_->NowMs(), clock_->MonotonicMs()) {
     engine_ = std::move(engine).value();
   } else {
     Fail("setup", engine.status().ToString());
+    return;
+  }
+  if (g_window_ms >= 0) {
+    far_ = std::make_unique<FarLog>();
+    if (!far_->ok()) {
+      Fail("setup", "the far log did not open");
+      return;
+    }
+    engine_->SetJournal(far_.get());
+    engine_->SetFarStore(far_.get(), g_window_ms);
   }
 }
 
@@ -891,6 +963,12 @@ bool Harness::Step(const Op& op) {
   op_text_ = Describe(op);
   touched_ = {kGhostId};
   (this->*kApply[static_cast<size_t>(op.kind)])(op);
+  // What LocalQueue's timing turn does: jobs that went beyond the window
+  // while in memory are written in full and let go.
+  if (far_ != nullptr) {
+    while (engine_->SettleFar(1 << 20)) {
+    }
+  }
   // Jobs that became ready go to waiting reserves at the end of the call.
   if (!divergence_) CheckAnswers(model_.Serve());
   if (!divergence_) CheckAll();
@@ -1436,6 +1514,7 @@ std::string Generator::PickId(const Harness& h, std::optional<JobState> want) {
 // --- runs, replays, shrinking ----------------------------------------------------
 
 struct RunResult {
+  engine::Engine::FarFigures far;
   std::vector<Op> ops;  // as applied, up to and including the failing one
   std::optional<Divergence> divergence;
 };
@@ -1451,6 +1530,7 @@ RunResult RunSeed(uint64_t seed, int steps, bool late_ticks) {
       break;
     }
   }
+  out.far = harness.far_figures();
   return out;
 }
 
@@ -1512,7 +1592,8 @@ uint64_t SeedOfRun(const Config& config, uint64_t base, int run) {
 }
 
 // `test`: the test's name, for the replay line.
-void RunRandom(bool late_ticks, const char* test) {
+// window_ms: the engines' memory window (-1: none); with two, runs alternate.
+void RunRandom(bool late_ticks, const char* test, std::vector<int64_t> windows = {-1}) {
   Config config = ReadConfig();
   uint64_t base = std::random_device{}();
   for (int run = 0; run < config.runs; ++run) {
@@ -1523,7 +1604,18 @@ void RunRandom(bool late_ticks, const char* test) {
               << config.steps << " steps" << (late_ticks ? ", late ticks" : "")
               << " (replay: " << replay << ")" << std::endl;
     ::testing::Test::RecordProperty("seed" + std::to_string(run + 1), std::to_string(seed));
+    g_window_ms = windows[(config.seed ? seed : static_cast<uint64_t>(run)) % windows.size()];
+    if (g_window_ms >= 0)
+      std::cout << "[ model    ] memory window " << g_window_ms << " ms" << std::endl;
     RunResult result = RunSeed(seed, config.steps, late_ticks);
+    if (g_window_ms >= 0 && !result.divergence) {
+      std::cout << "[ model    ] far path: " << result.far.loads << " brought back, "
+                << result.far.stores << " written in full, " << result.far.reads << " reads"
+                << std::endl;
+      // Whole runs must take it, or the test proves nothing about it.
+      EXPECT_GT(result.far.loads, 0u) << "seed " << seed;
+      EXPECT_EQ(result.far.read_errors, 0u) << "seed " << seed;
+    }
     if (result.divergence) {
       std::vector<Op> small = Shrink(result.ops, result.divergence->kind);
       FAIL() << Report(seed, *result.divergence, small, replay);
@@ -1538,6 +1630,18 @@ TEST(EngineModel, RandomOperationsAgreeWithReferenceModel) {
 // The owner ticks late: clock moves jump past deadlines with one Tick().
 TEST(EngineModel, RandomOperationsWithLateTicksAgreeWithReferenceModel) {
   RunRandom(true, "RandomOperationsWithLateTicksAgreeWithReferenceModel");
+}
+
+// Delayed jobs beyond a memory window live in a real log until they near:
+// every delayed job (0 ms), or those due over 20 ms ahead.
+TEST(EngineModel, RandomOperationsWithAMemoryWindowAgreeWithReferenceModel) {
+  RunRandom(false, "RandomOperationsWithAMemoryWindowAgreeWithReferenceModel", {0, 20});
+  g_window_ms = -1;
+}
+
+TEST(EngineModel, RandomOperationsWithAMemoryWindowAndLateTicksAgreeWithReferenceModel) {
+  RunRandom(true, "RandomOperationsWithAMemoryWindowAndLateTicksAgreeWithReferenceModel", {0, 20});
+  g_window_ms = -1;
 }
 
 // --- regressions: fixed sequences, named after what broke --------------------------
