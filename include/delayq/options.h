@@ -97,6 +97,10 @@ struct QueueOptions {
   // brought into memory this long before it is due (docs/engine.md,
   // "Far-future jobs"). -1: every job stays in memory. Default: -1.
   int64_t memory_window_ms = -1;
+  // kEmbedded with a memory window: entries of the far jobs' time index kept
+  // in memory before they are written to a file as a sorted run (24 bytes
+  // each). Default: 1,048,576.
+  size_t far_index_memory_entries = size_t{1} << 20;
   // kEmbedded: a log damaged amid its records (docs/log-format.md, "Damage").
   // false (the default): opening fails, naming the file, the offset and what
   // to run. true (`delayq serve --repair`): the damaged bytes are dropped,

@@ -232,7 +232,9 @@ Engine::Deadlines Engine::NextDeadlines() const {
     if (far_retry_mono_ > now_mono_) {
       d.mono_ms = far_retry_mono_;
     } else {
-      d.wall_ms = std::min(d.wall_ms, far_.NextDue() - window_ms_);
+      int64_t due = far_.NextDue();
+      // A run whose next block could not be read says the smallest time: now.
+      d.wall_ms = std::min(d.wall_ms, due < now_wall_ ? now_wall_ : due - window_ms_);
     }
   }
   if (!reservations_.empty()) d.mono_ms = std::min(d.mono_ms, reservations_.Top().until_mono);
@@ -1030,13 +1032,21 @@ Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
     if (state == JobState::kBuried && !ts->buried.empty()) h = ts->buried.begin()->second;
     // Every far job is due after every delayed one in memory (the horizon
     // lies between them): the topic's earliest far job, if none is here.
-    while (h == 0 && state == JobState::kDelayed) {
-      const FarSet::Entry* e = far_.Earliest(ts->index);
-      if (e == nullptr) break;
+    if (h == 0 && state == JobState::kDelayed && far_.jobs(ts->index) != 0) {
       StoredJob job;
-      if (Status s = ReadFar(e->slot, &job); !s.ok()) return s;
-      if (job.fields.seq == e->seq) return InfoOf(job);
-      far_.PopTop(ts->index);  // its slot holds another job now
+      Status error;
+      auto accept = [&](const FarSet::Entry& e) {
+        error = ReadFar(e.slot, &job);
+        // Not when its slot holds another job now.
+        return !error.ok() || job.fields.seq == e.seq;
+      };
+      auto found = far_.FindEarliest(ts->index, accept);
+      if (!found.ok() && found.status().code() == Code::kInternal && RebuildFarIndex()) {
+        found = far_.FindEarliest(ts->index, accept);
+      }
+      if (!found.ok()) return found.status();
+      if (!error.ok()) return error;
+      if (*found) return InfoOf(job);
     }
   }
   if (h == 0) {
@@ -1202,8 +1212,8 @@ Status Engine::RestorePut(const JobImage& job, uint64_t location, bool* replaced
     // Its record is all it needs: found by its id's text from now on.
     uint32_t slot = far_.Take();
     if (slot == FarSet::kNoSlot) return Unavailable("far-future job slots exhausted");
-    far_.Place(slot, topic, job.run_at_ms, job.seq, location, /*hashed=*/true,
-               FarSet::IdHash(job.id));
+    PlaceFar(slot, topic, job.run_at_ms, job.seq, location, /*hashed=*/true,
+             FarSet::IdHash(job.id));
     ++live_jobs_;
     return Status::Ok();
   }
@@ -1329,8 +1339,10 @@ std::vector<std::pair<std::string, int64_t>> Engine::PausedTopics() {
 // delayed and nothing changes a delayed job but a kick (which brings it
 // near first), a delete or a replace, so their records never go stale.
 
-void Engine::SetFarStore(FarStore* store, int64_t window_ms) {
+void Engine::SetFarStore(FarStore* store, int64_t window_ms, FarIndexFiles* files,
+                         size_t max_mutable) {
   far_store_ = store;
+  far_.SetFiles(files, std::max<size_t>(1, max_mutable));
   if (store == nullptr) {
     window_ms_ = kNever;
     horizon_ms_ = kNever;
@@ -1344,6 +1356,7 @@ Engine::FarFigures Engine::far_figures() const {
   FarFigures f = far_counts_;
   f.jobs = far_.jobs();
   f.entries = far_.entries();
+  f.sealed_runs = far_.sealed_runs();
   return f;
 }
 
@@ -1423,11 +1436,63 @@ uint32_t Engine::BringNear(uint32_t slot, const StoredJob& job) {
   return h;
 }
 
+bool Engine::RebuildFarIndex() {
+  ::delayq::Log(LogLevel::kWarn, "far-future index: rebuilding it from the records of %zu jobs",
+                far_.jobs());
+  far_.ClearIndex();
+  std::vector<uint32_t> slots;
+  far_.ForEachLive([&](uint32_t s) { slots.push_back(s); });
+  StoredJob job;
+  for (uint32_t s : slots) {
+    Status st = ReadFar(s, &job);
+    if (st.code() == Code::kInternal) {
+      ::delayq::Log(LogLevel::kError, "far-future job lost: %s", st.message().c_str());
+      far_.DropUnread(s);
+      --live_jobs_;
+      ++far_counts_.lost;
+      continue;
+    }
+    if (!st.ok()) return false;
+    far_.Reindex(FarSet::Entry{job.fields.run_at_ms, job.fields.seq, s, TopicIndex(job.topic)});
+    if (far_.seal_due() && !far_.Seal().ok()) ++far_counts_.index_errors;  // kept in memory
+  }
+  ++far_counts_.rebuilds;
+  return true;
+}
+
+void Engine::PlaceFar(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t seq,
+                      uint64_t location, bool hashed, uint32_t id_hash) {
+  far_.Place(slot, topic, run_at_ms, seq, location, hashed, id_hash);
+  if (!far_.seal_due() || now_mono_ < seal_retry_mono_) return;
+  if (Status s = far_.Seal(); !s.ok()) {
+    // Kept in memory meanwhile; tried again in a second.
+    ::delayq::Log(LogLevel::kError, "far-future index: sealing a run: %s", s.message().c_str());
+    ++far_counts_.index_errors;
+    seal_retry_mono_ = now_mono_ + 1000;
+    return;
+  }
+  ++far_counts_.seals;
+}
+
 void Engine::LoadFar() {
-  uint32_t topic = 0;
   FarSet::Entry e{};
   StoredJob job;
-  while (far_.PopDue(horizon_ms_, &topic, &e)) {
+  Status error;
+  for (;;) {
+    if (!far_.PopDue(horizon_ms_, &e, &error)) {
+      if (error.ok()) return;
+      ::delayq::Log(LogLevel::kError, "%s", error.message().c_str());
+      ++far_counts_.index_errors;
+      // A run that does not check out is not trusted: the index is made
+      // again from the records. An I/O error is tried again in a second.
+      if (error.code() != Code::kInternal || !RebuildFarIndex()) {
+        far_retry_mono_ = now_mono_ + 1000;
+        return;
+      }
+      error = Status::Ok();
+      continue;
+    }
+    uint32_t topic = e.topic;
     Status s = ReadFar(e.slot, &job);
     if (s.ok() && job.fields.seq != e.seq) continue;  // the slot holds another job now
     if (s.code() == Code::kInternal) {
@@ -1441,7 +1506,7 @@ void Engine::LoadFar() {
     }
     if (!s.ok() || BringNear(e.slot, job) == 0) {
       // Not lost: tried again in a second (the far store's error is counted).
-      far_.PushBack(topic, e);
+      far_.PushBack(e);
       far_retry_mono_ = now_mono_ + 1000;
       return;
     }
@@ -1470,8 +1535,8 @@ bool Engine::SettleFar(uint64_t max_bytes) {
     }
     used += bytes;
     char buf[kGeneratedIdBytes];
-    far_.Place(slot, r->topic, r->run_at_ms, seq, location, /*hashed=*/true,
-               FarSet::IdHash(IdOf(r, h, buf)));
+    PlaceFar(slot, r->topic, r->run_at_ms, seq, location, /*hashed=*/true,
+             FarSet::IdHash(IdOf(r, h, buf)));
     Detach(h);
     DestroyRecord(h);
     ++live_jobs_;  // the same job, far now
@@ -1520,8 +1585,8 @@ Result<AddResult> Engine::AddFar(const JobSpec& spec, int64_t run_at, uint32_t o
   job.body = spec.body;
   uint64_t location = journal_->JobPut(job);
   assert(location != 0);
-  far_.Place(slot, topic, run_at, seq, location, /*hashed=*/!id.empty(),
-             id.empty() ? 0 : FarSet::IdHash(id));
+  PlaceFar(slot, topic, run_at, seq, location, /*hashed=*/!id.empty(),
+           id.empty() ? 0 : FarSet::IdHash(id));
   ++live_jobs_;
   ++counters_.added;
   AddResult result;

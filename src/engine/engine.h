@@ -154,7 +154,11 @@ class Engine {
   // PEEK, KICK) and to bring it back `window_ms` before it is due. Call
   // before replay, with the object that is also the journal. Every answer
   // is the same as with every job in memory.
-  void SetFarStore(FarStore* store, int64_t window_ms);
+  // `files`: where the far jobs' time index is sealed once kMaxMutableFar
+  // entries are in memory (null: all kept in memory).
+  void SetFarStore(FarStore* store, int64_t window_ms, FarIndexFiles* files = nullptr,
+                   size_t max_mutable = kMaxMutableFar);
+  static constexpr size_t kMaxMutableFar = 1 << 20;
   // Delayed jobs beyond the window still in memory because they changed
   // since their record was written (a release with a long delay, a replay):
   // writes each in full (FarStore::StoreJob) and lets it go, up to about
@@ -171,13 +175,17 @@ class Engine {
     far_.ForEachLive([&](uint32_t slot) { far_.Move(slot, fn(far_.location(slot))); });
   }
   struct FarFigures {
-    uint64_t jobs = 0;         // far now
-    uint64_t entries = 0;      // time index entries (live or not)
-    uint64_t loads = 0;        // brought back near
-    uint64_t stores = 0;       // written in full to go far (SettleFar)
-    uint64_t reads = 0;        // records read back
-    uint64_t read_errors = 0;  // reads that failed
-    uint64_t lost = 0;         // whose record did not check out when due
+    uint64_t jobs = 0;          // far now
+    uint64_t entries = 0;       // time index entries (live or not)
+    uint64_t loads = 0;         // brought back near
+    uint64_t stores = 0;        // written in full to go far (SettleFar)
+    uint64_t reads = 0;         // records read back
+    uint64_t read_errors = 0;   // reads that failed
+    uint64_t lost = 0;          // whose record did not check out when due
+    uint64_t index_errors = 0;  // the time index's files could not be written or read
+    uint64_t sealed_runs = 0;   // runs of the time index in files now
+    uint64_t seals = 0;         // runs written
+    uint64_t rebuilds = 0;      // of the time index, after a run did not check out
   };
   FarFigures far_figures() const;
 
@@ -376,6 +384,14 @@ class Engine {
   void DropFar(uint32_t slot, const StoredJob& job);
   // Brings near the far jobs the horizon has reached.
   void LoadFar();
+  // The time index lost a run (its bytes did not check out): rebuilt from
+  // the far jobs' records, every one read. False if a read failed (I/O):
+  // tried again later.
+  bool RebuildFarIndex();
+  // Places a far job (slot taken) and seals the time index's mutable part
+  // when it is full.
+  void PlaceFar(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t seq, uint64_t location,
+                bool hashed, uint32_t id_hash);
   Result<AddResult> AddFar(const JobSpec& spec, int64_t run_at, uint32_t old, uint32_t old_far,
                            const StoredJob& old_far_job, bool remember);
   // What an ack (finish, release, ...) that needs a reservation is told
@@ -502,7 +518,8 @@ class Engine {
   FarStore* far_store_ = nullptr;
   int64_t window_ms_ = kNever;
   int64_t horizon_ms_ = kNever;
-  int64_t far_retry_mono_ = 0;  // after a failed read, loading waits until then
+  int64_t far_retry_mono_ = 0;   // after a failed read, loading waits until then
+  int64_t seal_retry_mono_ = 0;  // after a failed seal, sealing waits until then
   // Delayed jobs beyond the horizon still in memory: (handle, seq).
   std::vector<std::pair<uint32_t, uint64_t>> settle_;
   StoredJob scratch_;  // FindImage's far job

@@ -7,24 +7,50 @@
 
 namespace delayq::engine {
 
-FarSet::FarSet()
-    : timers_(TimerLess{this}, TimerPos{this}), by_id_(0, SlotHash{this}, SlotEq{this}) {}
+namespace {
+constexpr uint32_t kOut = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kStuck = std::numeric_limits<int64_t>::min();
+}  // namespace
 
-FarSet::~FarSet() = default;
+FarSet::FarSet()
+    : timers_(TimerLess{this}, TimerPos{this}),
+      runs_heap_(RunLess{this}, RunPos{this}),
+      by_id_(0, SlotHash{this}, SlotEq{this}) {}
+
+FarSet::~FarSet() {
+  if (files_ == nullptr) return;
+  for (const auto& r : runs_) {
+    if (r != nullptr) files_->Remove(r->file);
+  }
+}
 
 uint32_t FarSet::IdHash(std::string_view id) {
   return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size()));
 }
 
 bool FarSet::TimerLess::operator()(uint32_t a, uint32_t b) const {
-  const Entry& x = f->topics_[a].heap.front();
-  const Entry& y = f->topics_[b].heap.front();
-  if (x.run_at_ms != y.run_at_ms) return x.run_at_ms < y.run_at_ms;
-  return x.seq < y.seq;
+  return EntryLater{}(f->topics_[b].heap.front(), f->topics_[a].heap.front());
 }
 
 void FarSet::TimerPos::operator()(uint32_t topic, size_t pos) const {
   f->topics_[topic].pos = static_cast<uint32_t>(pos);
+}
+
+const FarSet::Entry* FarSet::RunHead(uint32_t run) const {
+  const Run& r = *runs_[run];
+  return r.pos < r.buf.size() ? &r.buf[r.pos] : nullptr;
+}
+
+bool FarSet::RunLess::operator()(uint32_t a, uint32_t b) const {
+  const Run& x = *f->runs_[a];
+  const Run& y = *f->runs_[b];
+  if (x.stuck != y.stuck) return x.stuck;
+  if (x.stuck) return a < b;
+  return EntryLater{}(*f->RunHead(b), *f->RunHead(a));
+}
+
+void FarSet::RunPos::operator()(uint32_t run, size_t pos) const {
+  f->runs_[run]->heap_pos = static_cast<uint32_t>(pos);
 }
 
 // --- slots ---------------------------------------------------------------------
@@ -59,17 +85,13 @@ void FarSet::Place(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t se
     by_id_.insert(slot);
   }
   ++jobs_;
-  TopicFar& t = TopicOf(topic);
-  ++t.jobs;
-  t.heap.push_back(Entry{run_at_ms, seq, slot});
-  std::push_heap(t.heap.begin(), t.heap.end(), EntryLater{});
-  ++entries_;
-  UpdateTimer(topic);
+  ++TopicOf(topic).jobs;
+  PushMutable(Entry{run_at_ms, seq, slot, topic});
 }
 
 void FarSet::Drop(uint32_t slot, uint32_t topic) {
   assert(live(slot));
-  if (Loc(slot) >> 63) by_id_.erase(slot);
+  if (Loc(slot) >> 63) by_id_.erase(slot);  // by its hash: before aux changes
   Loc(slot) = 0;
   Aux(slot) = free_;
   free_ = slot;
@@ -82,7 +104,7 @@ void FarSet::Move(uint32_t slot, uint64_t location) {
   Loc(slot) = location | (Loc(slot) & (uint64_t{1} << 63));
 }
 
-// --- time ------------------------------------------------------------------------
+// --- the mutable part ------------------------------------------------------------
 
 FarSet::TopicFar& FarSet::TopicOf(uint32_t topic) {
   if (topic >= topics_.size()) topics_.resize(topic + 1);
@@ -91,7 +113,6 @@ FarSet::TopicFar& FarSet::TopicOf(uint32_t topic) {
 
 void FarSet::UpdateTimer(uint32_t topic) {
   TopicFar& t = topics_[topic];
-  constexpr uint32_t kOut = std::numeric_limits<uint32_t>::max();
   if (t.heap.empty()) {
     if (t.pos != kOut) {
       timers_.Remove(t.pos);
@@ -104,57 +125,163 @@ void FarSet::UpdateTimer(uint32_t topic) {
   }
 }
 
-void FarSet::PopFront(uint32_t topic) {
+void FarSet::PushMutable(const Entry& e) {
+  TopicFar& t = TopicOf(e.topic);
+  t.heap.push_back(e);
+  std::push_heap(t.heap.begin(), t.heap.end(), EntryLater{});
+  ++mutable_entries_;
+  UpdateTimer(e.topic);
+}
+
+void FarSet::PopMutable(uint32_t topic) {
   TopicFar& t = topics_[topic];
   std::pop_heap(t.heap.begin(), t.heap.end(), EntryLater{});
   t.heap.pop_back();
-  --entries_;
+  --mutable_entries_;
   // A topic whose far jobs are all gone gives its memory back.
   if (t.heap.empty()) t.heap.shrink_to_fit();
   UpdateTimer(topic);
 }
 
-void FarSet::SkipFree(uint32_t topic) {
-  TopicFar& t = topics_[topic];
-  while (!t.heap.empty() && !live(t.heap.front().slot)) PopFront(topic);
+void FarSet::PushBack(const Entry& e) { PushMutable(e); }
+
+// --- sealed runs ---------------------------------------------------------------------
+
+Status FarSet::Seal() {
+  std::vector<Entry> all;
+  all.reserve(mutable_entries_);
+  for (TopicFar& t : topics_) {
+    for (const Entry& e : t.heap) {
+      if (live(e.slot)) all.push_back(e);  // the dead need not be kept
+    }
+  }
+  std::sort(all.begin(), all.end(),
+            [](const Entry& a, const Entry& b) { return EntryLater{}(b, a); });
+  uint64_t file = 0;
+  if (!all.empty()) {
+    auto written = files_->Write(all);
+    if (!written.ok()) return written.status();
+    file = *written;
+  }
+  for (uint32_t topic = 0; topic < topics_.size(); ++topic) {
+    TopicFar& t = topics_[topic];
+    if (t.heap.empty()) continue;
+    t.heap.clear();
+    t.heap.shrink_to_fit();
+    UpdateTimer(topic);
+  }
+  mutable_entries_ = 0;
+  if (all.empty()) return Status::Ok();
+  // Its first block is what was just written: kept, not read back.
+  auto run = std::make_unique<Run>();
+  run->file = file;
+  size_t first = std::min(all.size(), kRunBlock);
+  run->buf.assign(all.begin(), all.begin() + static_cast<ptrdiff_t>(first));
+  run->next = first;
+  sealed_entries_ += all.size();
+  runs_.push_back(std::move(run));
+  ++live_runs_;
+  runs_heap_.Push(static_cast<uint32_t>(runs_.size() - 1));
+  return Status::Ok();
 }
+
+void FarSet::Advanced(uint32_t index, Status* error) {
+  Run& r = *runs_[index];
+  if (r.pos >= r.buf.size()) {
+    r.buf.resize(kRunBlock);
+    auto n = files_->Read(r.file, r.next, r.buf);
+    if (!n.ok()) {
+      r.buf.clear();
+      r.pos = 0;
+      r.stuck = true;
+      if (error != nullptr) *error = n.status();
+      runs_heap_.Fix(r.heap_pos);
+      return;
+    }
+    r.stuck = false;
+    r.buf.resize(*n);
+    r.pos = 0;
+    r.next += *n;
+    if (*n == 0) {  // used up
+      runs_heap_.Remove(r.heap_pos);
+      files_->Remove(r.file);
+      runs_[index].reset();
+      --live_runs_;
+      return;
+    }
+  }
+  runs_heap_.Fix(r.heap_pos);
+}
+
+void FarSet::ClearIndex() {
+  for (uint32_t topic = 0; topic < topics_.size(); ++topic) {
+    TopicFar& t = topics_[topic];
+    if (t.heap.empty()) continue;
+    t.heap.clear();
+    t.heap.shrink_to_fit();
+    UpdateTimer(topic);
+  }
+  mutable_entries_ = 0;
+  for (auto& r : runs_) {
+    if (r == nullptr) continue;
+    runs_heap_.Remove(r->heap_pos);
+    files_->Remove(r->file);
+    r.reset();
+  }
+  runs_.clear();
+  live_runs_ = 0;
+  sealed_entries_ = 0;
+}
+
+void FarSet::DropUnread(uint32_t slot) {
+  if (Loc(slot) >> 63) by_id_.erase(slot);
+  Loc(slot) = 0;
+  Aux(slot) = free_;
+  free_ = slot;
+  --jobs_;
+}
+
+// --- popping ---------------------------------------------------------------------------
 
 int64_t FarSet::NextDue() const {
-  if (timers_.empty()) return kNone;
-  return topics_[timers_.Top()].heap.front().run_at_ms;
+  int64_t due = kNone;
+  if (!timers_.empty()) due = topics_[timers_.Top()].heap.front().run_at_ms;
+  if (!runs_heap_.empty()) {
+    const Run& r = *runs_[runs_heap_.Top()];
+    due = std::min(due, r.stuck ? kStuck : r.buf[r.pos].run_at_ms);
+  }
+  return due;
 }
 
-bool FarSet::PopDue(int64_t horizon_ms, uint32_t* topic, Entry* out) {
-  while (!timers_.empty()) {
-    uint32_t t = timers_.Top();
-    const Entry e = topics_[t].heap.front();
-    if (e.run_at_ms > horizon_ms) return false;
-    PopFront(t);
-    if (!live(e.slot)) continue;
-    *topic = t;
-    *out = e;
+bool FarSet::PopDue(int64_t horizon_ms, Entry* out, Status* error) {
+  for (;;) {
+    const Entry* mut = timers_.empty() ? nullptr : &topics_[timers_.Top()].heap.front();
+    uint32_t run = runs_heap_.empty() ? kOut : runs_heap_.Top();
+    if (run != kOut && runs_[run]->stuck) {
+      Status st;
+      Advanced(run, &st);  // try its block again
+      if (!st.ok()) {
+        *error = st;
+        return false;
+      }
+      continue;
+    }
+    const Entry* head = run == kOut ? nullptr : RunHead(run);
+    bool from_run = head != nullptr && (mut == nullptr || EntryLater{}(*mut, *head));
+    const Entry* e = from_run ? head : mut;
+    if (e == nullptr || e->run_at_ms > horizon_ms) return false;
+    Entry got = *e;
+    if (from_run) {
+      ++runs_[run]->pos;
+      --sealed_entries_;
+      Advanced(run, nullptr);  // a failed read is tried again by the next call
+    } else {
+      PopMutable(got.topic);
+    }
+    if (!live(got.slot)) continue;
+    *out = got;
     return true;
   }
-  return false;
-}
-
-void FarSet::PushBack(uint32_t topic, const Entry& e) {
-  TopicFar& t = TopicOf(topic);
-  t.heap.push_back(e);
-  std::push_heap(t.heap.begin(), t.heap.end(), EntryLater{});
-  ++entries_;
-  UpdateTimer(topic);
-}
-
-const FarSet::Entry* FarSet::Earliest(uint32_t topic) {
-  if (topic >= topics_.size()) return nullptr;
-  SkipFree(topic);
-  const TopicFar& t = topics_[topic];
-  return t.heap.empty() ? nullptr : &t.heap.front();
-}
-
-void FarSet::PopTop(uint32_t topic) {
-  if (topic < topics_.size() && !topics_[topic].heap.empty()) PopFront(topic);
 }
 
 }  // namespace delayq::engine

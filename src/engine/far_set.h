@@ -10,29 +10,39 @@
 //           arena handle): an id index (a hash set of slots, by the id's
 //           hash); candidates are confirmed by the caller, which reads the
 //           record (the hash is 32 bits: collisions are rare, not absent)
-// and when it falls due: a per-topic min-heap of entries (run_at, seq,
-// slot), with a heap of topics by their earliest entry. Entries are never
+// and when it falls due: the time index, entries (run_at, seq, slot, topic)
+// in two parts:
+//   mutable  the newest entries, a min-heap per topic with a heap of topics
+//            by their earliest; at most max_mutable entries in all
+//   sealed   runs of entries sorted by (run_at, seq) in files
+//            (FarIndexFiles), written when the mutable part fills; only a
+//            block of each run is in memory, and a heap of runs by their
+//            next entry
+// The earliest entry of either part is the next due. Entries are never
 // removed when a job goes (deleted, replaced, brought near): an entry whose
 // slot is free is skipped, one whose slot holds another job (its seq
 // differs from the record's) is the caller's to skip. So a delete costs no
-// search, and nothing here is rewritten in place.
+// search, and nothing is rewritten in place.
 //
 // Memory: a slot is 12 bytes in 64 Ki-slot chunks; the id index ~5-11 bytes
-// a hashed slot; the time index 24 bytes an entry (until it goes to sealed
-// files on disk: docs/engine.md "Far-future jobs").
+// a hashed slot; the time index a bounded mutable part plus a block (96 KB)
+// per sealed run: docs/engine.md "Far-future jobs".
 //
 // Thread-safety: none; owned by one Engine.
 #ifndef DELAYQ_ENGINE_FAR_SET_H_
 #define DELAYQ_ENGINE_FAR_SET_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "delayq/status.h"
 #include "engine/heap.h"
 
 namespace delayq::engine {
@@ -40,21 +50,45 @@ namespace delayq::engine {
 // In a generated id's handle part: the rest is a far slot, not an arena handle.
 inline constexpr uint32_t kFarTag = 0x80000000u;
 
+// One entry of the time index.
+struct FarEntry {
+  int64_t run_at_ms;
+  uint64_t seq;
+  uint32_t slot;
+  uint32_t topic;  // the engine's topic index
+};
+
+// Where sealed runs of the time index are kept (files beside the log).
+class FarIndexFiles {
+ public:
+  virtual ~FarIndexFiles() = default;
+  // Writes a run (sorted by run_at, then seq); answers its number.
+  virtual Result<uint64_t> Write(std::span<const FarEntry> entries) = 0;
+  // Reads entries of run `run` from index `from` into `out`: at least one
+  // unless `from` is its end (0 then), at most out.size(). Errors: I/O, and
+  // bytes that do not check out.
+  virtual Result<size_t> Read(uint64_t run, uint64_t from, std::span<FarEntry> out) = 0;
+  // The run is used up.
+  virtual void Remove(uint64_t run) = 0;
+};
+
 class FarSet {
  public:
   static constexpr uint32_t kNoSlot = std::numeric_limits<uint32_t>::max();
   static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-
-  struct Entry {
-    int64_t run_at_ms;
-    uint64_t seq;
-    uint32_t slot;
-  };
+  using Entry = FarEntry;
 
   FarSet();
   ~FarSet();
   FarSet(const FarSet&) = delete;
   FarSet& operator=(const FarSet&) = delete;
+
+  // Sealed runs go to `files` once the mutable part holds max_mutable
+  // entries (Seal); without files, every entry stays in memory.
+  void SetFiles(FarIndexFiles* files, size_t max_mutable) {
+    files_ = files;
+    max_mutable_ = max_mutable;
+  }
 
   // The 32 bits of an id's hash the id index keys on.
   static uint32_t IdHash(std::string_view id);
@@ -88,30 +122,52 @@ class FarSet {
   // --- when they fall due -----------------------------------------------------
   size_t jobs() const { return jobs_; }
   uint64_t jobs(uint32_t topic) const { return topic < topics_.size() ? topics_[topic].jobs : 0; }
-  // The earliest entry's run_at across topics (it may be dead), kNone if none.
+  // The earliest entry's run_at (it may be dead), kNone if none; kMin-ish
+  // (the smallest int64) while a run's next block could not be read.
   int64_t NextDue() const;
-  // Pops the earliest entry due by `horizon_ms` whose slot is live; false if none.
-  bool PopDue(int64_t horizon_ms, uint32_t* topic, Entry* out);
+  // Pops the earliest entry due by `horizon_ms` whose slot is live: true
+  // with it in *out; false when none is due, or on error (*error set: a run
+  // could not be read; nothing is lost, it is tried again by the next call).
+  bool PopDue(int64_t horizon_ms, Entry* out, Status* error);
   // Puts back an entry PopDue gave (its record could not be read now).
-  void PushBack(uint32_t topic, const Entry& e);
-  // The topic's earliest entry whose slot is live, or nullptr; PopTop drops it
-  // (when its slot holds another job).
-  const Entry* Earliest(uint32_t topic);
-  void PopTop(uint32_t topic);
-  // Entries kept (live or not): what the time index costs.
-  size_t entries() const { return entries_; }
+  void PushBack(const Entry& e);
+  // Calls accept(entry) for the topic's entries whose slots are live, in
+  // time order, until it returns true; false if it never did. Reads the
+  // sealed runs (from where loading is) when the mutable part has none.
+  // Errors: the files'.
+  template <typename Fn>
+  Result<bool> FindEarliest(uint32_t topic, Fn&& accept);
+
+  // The mutable part is full: Seal() is due.
+  bool seal_due() const { return files_ != nullptr && mutable_entries_ >= max_mutable_; }
+  // Writes the mutable part's entries whose slots are live as a sealed run.
+  // Errors: the files' (the entries stay in memory).
+  Status Seal();
+
+  // Forgets the whole time index (its runs removed), for a rebuild: each
+  // live slot is then Reindex'ed.
+  void ClearIndex();
+  void Reindex(const Entry& e) { PushMutable(e); }
+  // A slot whose record cannot be read (its topic unknown) is gone.
+  void DropUnread(uint32_t slot);
+
+  // Entries kept (live or not), and those in memory: what the index costs.
+  size_t entries() const { return mutable_entries_ + sealed_entries_; }
+  size_t mutable_entries() const { return mutable_entries_; }
+  size_t sealed_runs() const { return live_runs_; }
 
  private:
   static constexpr uint32_t kChunkBits = 16;
   static constexpr uint32_t kChunkSlots = 1u << kChunkBits;
   static constexpr uint64_t kTakenMark = 1;  // Loc of a taken, not yet placed slot
+  static constexpr size_t kRunBlock = 4096;  // entries of a run read at a time
   struct Chunk {
     uint64_t loc[kChunkSlots];  // 0 free, 1 taken; else bit 63: hashed, the rest: location
     uint32_t aux[kChunkSlots];  // hashed: the id hash; free: the next free slot
   };
   struct TopicFar {
-    std::vector<Entry> heap;                              // min-heap by (run_at, seq)
-    uint64_t jobs = 0;                                    // live slots of the topic
+    std::vector<Entry> heap;  // the mutable part: min-heap by (run_at, seq)
+    uint64_t jobs = 0;        // live slots of the topic
     uint32_t pos = std::numeric_limits<uint32_t>::max();  // in timers_
   };
   struct EntryLater {
@@ -120,6 +176,15 @@ class FarSet {
       return a.seq > b.seq;
     }
   };
+  // A sealed run: its next entries, a block at a time.
+  struct Run {
+    uint64_t file = 0;
+    uint64_t next = 0;       // index in the file of the entry after buf
+    std::vector<Entry> buf;  // entries read, from pos on not yet popped
+    size_t pos = 0;
+    bool stuck = false;  // its next block could not be read: first in line, to try again
+    uint32_t heap_pos = std::numeric_limits<uint32_t>::max();
+  };
   struct TimerLess {
     const FarSet* f;
     bool operator()(uint32_t a, uint32_t b) const;
@@ -127,6 +192,14 @@ class FarSet {
   struct TimerPos {
     FarSet* f;
     void operator()(uint32_t topic, size_t pos) const;
+  };
+  struct RunLess {
+    const FarSet* f;
+    bool operator()(uint32_t a, uint32_t b) const;
+  };
+  struct RunPos {
+    FarSet* f;
+    void operator()(uint32_t run, size_t pos) const;
   };
   // A lookup in the id index: the hash, and the caller's check of a candidate.
   struct Probe {
@@ -164,18 +237,27 @@ class FarSet {
     return chunks_[slot >> kChunkBits]->aux[slot & (kChunkSlots - 1)];
   }
   TopicFar& TopicOf(uint32_t topic);
-  void PopFront(uint32_t topic);  // pops the topic's top entry, fixes timers_
+  void PushMutable(const Entry& e);
+  void PopMutable(uint32_t topic);  // pops the topic's top entry, fixes timers_
   void UpdateTimer(uint32_t topic);
-  // Drops the topic's top entries whose slots are free.
-  void SkipFree(uint32_t topic);
+  // The run's head moved (or it ended): refills its block when used up,
+  // re-places it in runs_heap_ or retires it.
+  void Advanced(uint32_t run, Status* error);
+  const Entry* RunHead(uint32_t run) const;
 
   std::vector<std::unique_ptr<Chunk>> chunks_;
   uint32_t size_ = 0;  // slots handed out at least once
   uint32_t free_ = kNoSlot;
   size_t jobs_ = 0;
-  size_t entries_ = 0;
+  size_t mutable_entries_ = 0;
+  size_t sealed_entries_ = 0;  // in runs, not yet popped
   std::vector<TopicFar> topics_;
   IndexedHeap<uint32_t, TimerLess, TimerPos> timers_;
+  FarIndexFiles* files_ = nullptr;
+  size_t max_mutable_ = std::numeric_limits<size_t>::max();
+  std::vector<std::unique_ptr<Run>> runs_;  // by index; null once retired
+  size_t live_runs_ = 0;
+  IndexedHeap<uint32_t, RunLess, RunPos> runs_heap_;
   // The hashed slots, by id hash. A Probe's comparison is the caller's
   // check (it reads the record), so a lookup walks the candidates.
   absl::flat_hash_set<uint32_t, SlotHash, SlotEq> by_id_;
@@ -195,6 +277,66 @@ template <typename Fn>
 void FarSet::ForEachLive(Fn&& fn) const {
   for (uint32_t s = 0; s < size_; ++s) {
     if (live(s)) fn(s);
+  }
+}
+
+template <typename Fn>
+Result<bool> FarSet::FindEarliest(uint32_t topic, Fn&& accept) {
+  // A merge of the topic's entries: its mutable heap, sorted, and each run
+  // from its head, read a block at a time.
+  struct Source {
+    std::vector<Entry> buf;
+    size_t pos = 0;
+    uint64_t next = 0;  // in the file; for a run
+    uint64_t file = 0;
+    bool run = false;
+  };
+  std::vector<Source> sources;
+  if (topic < topics_.size() && !topics_[topic].heap.empty()) {
+    Source m;
+    m.buf = topics_[topic].heap;
+    std::sort(m.buf.begin(), m.buf.end(),
+              [](const Entry& a, const Entry& b) { return EntryLater{}(b, a); });
+    sources.push_back(std::move(m));
+  }
+  for (const auto& r : runs_) {
+    if (r == nullptr) continue;
+    Source s;
+    s.run = true;
+    s.file = r->file;
+    s.buf.assign(r->buf.begin() + static_cast<ptrdiff_t>(r->pos), r->buf.end());
+    s.next = r->next;
+    sources.push_back(std::move(s));
+  }
+  std::vector<Entry> block(kRunBlock);
+  // Moves a source to its next entry of the topic whose slot is live.
+  auto settle = [&](Source& s) -> Status {
+    for (;;) {
+      while (s.pos < s.buf.size() && (s.buf[s.pos].topic != topic || !live(s.buf[s.pos].slot))) {
+        ++s.pos;
+      }
+      if (s.pos < s.buf.size() || !s.run) return Status::Ok();
+      auto n = files_->Read(s.file, s.next, block);
+      if (!n.ok()) return n.status();
+      if (*n == 0) return Status::Ok();
+      s.buf.assign(block.begin(), block.begin() + static_cast<ptrdiff_t>(*n));
+      s.pos = 0;
+      s.next += *n;
+    }
+  };
+  for (Source& s : sources) {
+    if (Status st = settle(s); !st.ok()) return st;
+  }
+  for (;;) {
+    Source* best = nullptr;
+    for (Source& s : sources) {
+      if (s.pos >= s.buf.size()) continue;
+      if (best == nullptr || EntryLater{}(best->buf[best->pos], s.buf[s.pos])) best = &s;
+    }
+    if (best == nullptr) return false;
+    if (accept(best->buf[best->pos])) return true;
+    ++best->pos;
+    if (Status st = settle(*best); !st.ok()) return st;
   }
 }
 

@@ -88,8 +88,8 @@ class LocalQueue::LogJournal final : public engine::Journal, public engine::FarS
 
 Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
-    LogJournal& journal, store::RecoveryReport* report, uint64_t* live_bytes,
-    Subscriptions* subscriptions, Schedules* schedules) {
+    LogJournal& journal, std::unique_ptr<far::IndexFiles>* far_files, store::RecoveryReport* report,
+    uint64_t* live_bytes, Subscriptions* subscriptions, Schedules* schedules) {
   store::LogOptions lo;
   lo.dir = options.data_dir;
   lo.fsync = options.fsync;
@@ -153,7 +153,13 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   if (options.memory_window_ms < 0) engine.ReserveIds(store::Log::SizeOnDisk(lo) / 300);
   // Far jobs are read back (replay's checks) through the journal, from the
   // segments being replayed.
-  if (options.memory_window_ms >= 0) engine.SetFarStore(&journal, options.memory_window_ms);
+  if (options.memory_window_ms >= 0) {
+    auto files = far::IndexFiles::Open(options.data_dir + "/far", lo.fs);
+    if (!files.ok()) return files.status();
+    *far_files = std::move(files).value();
+    engine.SetFarStore(&journal, options.memory_window_ms, far_files->get(),
+                       options.far_index_memory_entries);
+  }
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();
   journal.SetLog(log->get());
@@ -179,6 +185,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   if (!engine.ok()) return engine.status();
   std::unique_ptr<store::Log> log;
   std::unique_ptr<LogJournal> journal;
+  std::unique_ptr<far::IndexFiles> far_files;
   store::RecoveryReport report;
   uint64_t live = 0;
   Subscriptions subscriptions;
@@ -189,7 +196,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
       return InvalidArgument("memory_window_ms: at least 0 (or -1: every job in memory)");
     }
     journal = std::make_unique<LogJournal>(options.data_dir, fs);
-    auto opened = OpenLog(options, std::move(fs), **engine, *journal, &report, &live,
+    auto opened = OpenLog(options, std::move(fs), **engine, *journal, &far_files, &report, &live,
                           &subscriptions, &schedules);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
@@ -206,8 +213,8 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     return Internal("local queue: cannot create eventfd/timerfd");
   }
   auto q = std::unique_ptr<LocalQueue>(new LocalQueue(std::move(engine).value(), std::move(log),
-                                                      std::move(journal), eo.clock, wake, wall,
-                                                      mono, caller_loop));
+                                                      std::move(journal), std::move(far_files),
+                                                      eo.clock, wake, wall, mono, caller_loop));
   q->recovery_ = report;
   q->recovery_seconds_ = seconds;
   q->live_bytes_.store(live);
@@ -234,12 +241,14 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
 }
 
 LocalQueue::LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
-                       std::unique_ptr<LogJournal> journal, std::shared_ptr<Clock> clock,
+                       std::unique_ptr<LogJournal> journal,
+                       std::unique_ptr<far::IndexFiles> far_files, std::shared_ptr<Clock> clock,
                        int wake_fd, int wall_fd, int mono_fd, bool caller_loop)
     : clock_(std::move(clock)),
       wake_fd_(wake_fd),
       wall_fd_(wall_fd),
       mono_fd_(mono_fd),
+      far_files_(std::move(far_files)),
       engine_(std::move(engine)),
       log_(std::move(log)),
       journal_(std::move(journal)),
@@ -625,6 +634,10 @@ StoreFigures LocalQueue::Figures() {
                                         {"far_reads", far.reads},
                                         {"far_read_errors", far.read_errors},
                                         {"far_lost", far.lost},
+                                        {"far_index_runs", far.sealed_runs},
+                                        {"far_index_seals", far.seals},
+                                        {"far_index_rebuilds", far.rebuilds},
+                                        {"far_index_errors", far.index_errors},
                                     });
   }
   return f;

@@ -43,6 +43,7 @@
 
 #include "delayq/queue.h"
 #include "engine/engine.h"
+#include "far/index_files.h"
 #include "log/log.h"
 #include "log/record_reader.h"
 #include "serving/serving_queue.h"
@@ -157,12 +158,13 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   using Deferred = std::vector<std::pair<ReserveCallback, Result<Deliveries>>>;
 
   LocalQueue(std::unique_ptr<engine::Engine> engine, std::unique_ptr<store::Log> log,
-             std::unique_ptr<LogJournal> journal, std::shared_ptr<Clock> clock, int wake_fd,
-             int wall_fd, int mono_fd, bool caller_loop);
+             std::unique_ptr<LogJournal> journal, std::unique_ptr<far::IndexFiles> far_files,
+             std::shared_ptr<Clock> clock, int wake_fd, int wall_fd, int mono_fd, bool caller_loop);
   static Result<std::unique_ptr<store::Log>> OpenLog(
       const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
-      LogJournal& journal, store::RecoveryReport* report, uint64_t* live_bytes,
-      Subscriptions* subscriptions, Schedules* schedules);
+      LogJournal& journal, std::unique_ptr<far::IndexFiles>* far_files,
+      store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions,
+      Schedules* schedules);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
@@ -192,6 +194,10 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   const int wake_fd_;  // eventfd
   const int wall_fd_;  // timerfd, CLOCK_REALTIME
   const int mono_fd_;  // timerfd, CLOCK_MONOTONIC
+
+  // Embedded with a memory window: the sealed runs of the far jobs' time
+  // index. Before the engine, which reads them until it goes.
+  std::unique_ptr<far::IndexFiles> far_files_;
 
   std::mutex mu_;
   // State below is protected by mu_.

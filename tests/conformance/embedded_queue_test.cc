@@ -38,6 +38,8 @@ class DataDirs {
 
 // window_ms: QueueOptions::memory_window_ms (-1: every job in memory; 0:
 // every delayed job leaves memory and comes back from the log when due).
+// The far jobs' time index keeps 2 entries in memory: the rest is in runs
+// on disk, read back as they come due.
 OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync, int64_t window_ms = -1) {
   return [dirs, fsync, window_ms] {
     QueueOptions o;
@@ -45,6 +47,7 @@ OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync, int64_t
     o.data_dir = dirs->Next();
     o.fsync = fsync;
     o.memory_window_ms = window_ms;
+    o.far_index_memory_entries = 2;
     return o;
   };
 }

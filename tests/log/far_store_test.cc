@@ -2,6 +2,9 @@
 // delayed job due beyond the window keeps only a slot in memory and its
 // record in the log. Real files, the real log, a ManualClock; what is
 // checked is what a client sees (Queue) plus the store's far_* figures.
+#include <dirent.h>
+
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -29,12 +32,24 @@ uint64_t Figure(Queue& q, std::string_view name) {
   return 0;
 }
 
+// The far jobs' time index keeps 16 entries in memory: the rest goes to
+// runs on disk.
 QueueOptions Windowed(const std::string& dir, std::shared_ptr<Clock> clock, int64_t window_ms,
                       std::string_view fsync = "never") {
   QueueOptions o = Embedded(dir, fsync);
   o.clock = std::move(clock);
   o.memory_window_ms = window_ms;
+  o.far_index_memory_entries = 16;
   return o;
+}
+
+size_t RunFiles(const std::string& dir) {
+  size_t n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) n += std::string_view(e->d_name).starts_with("run-");
+    closedir(d);
+  }
+  return n;
 }
 
 std::string Body(int i) { return "body of job " + std::to_string(i) + std::string(80, '.'); }
@@ -64,6 +79,7 @@ TEST(FarFutureJobs, LeaveMemoryAndComeBackBeforeTheyAreDue) {
     ASSERT_TRUE(q->Add(Spec("t", "near" + std::to_string(i), Body(i), 10 * kMinute)).ok());
   }
   EXPECT_EQ(Figure(*q, "far_jobs"), 100u);
+  EXPECT_GE(Figure(*q, "far_index_runs"), 6u);  // 100 entries, 16 at most in memory
   EXPECT_EQ(q->Stats()->delayed, 110u);
   EXPECT_EQ(q->Topic("t")->delayed, 110u);
   auto far = q->Get("far7");
@@ -90,6 +106,71 @@ TEST(FarFutureJobs, LeaveMemoryAndComeBackBeforeTheyAreDue) {
   auto got = ReserveAll(*q, "t", 100);
   ASSERT_EQ(got.size(), 100u);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(got["far" + std::to_string(i)].body, Body(i));
+  // Runs used up are gone, files and all.
+  EXPECT_EQ(Figure(*q, "far_index_runs"), 0u);
+  EXPECT_EQ(RunFiles(tmp.data() + "/far"), 0u);
+  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+}
+
+// A run of the time index that does not check out is not trusted: the index
+// is made again from the far jobs' records, and every job still comes.
+TEST(FarFutureJobs, ADamagedIndexRunIsRebuiltFromTheLog) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
+  // One run of 5,000: its first block (4,096) stays in memory, the rest is
+  // read back from the file.
+  o.far_index_memory_entries = 5000;
+  auto q = MustOpen(o);
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), Body(i), kHour + i)).ok());
+  }
+  ASSERT_EQ(Figure(*q, "far_index_runs"), 1u);
+  // Flip a byte in the run's second block.
+  std::string path;
+  if (DIR* d = opendir((tmp.data() + "/far").c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (std::string_view(e->d_name).starts_with("run-")) path = tmp.data() + "/far/" + e->d_name;
+    }
+    closedir(d);
+  }
+  ASSERT_FALSE(path.empty());
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = 32 + 4096 * 24 + 8 + 100;
+    f.seekg(at);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(at);
+    f.write(&c, 1);
+  }
+  clock->Advance(kHour + 5000);
+  auto got = ReserveAll(*q, "t", 5000);
+  EXPECT_EQ(got.size(), 5000u);
+  EXPECT_EQ(got["j4242"].body, Body(4242));
+  EXPECT_EQ(Figure(*q, "far_index_rebuilds"), 1u);
+  EXPECT_GE(Figure(*q, "far_index_errors"), 1u);
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+}
+
+// PEEK finds a topic's earliest far job wherever its entry is: in memory or
+// in any run, behind entries of other topics and of jobs gone.
+TEST(FarFutureJobs, PeekFindsTheEarliestOfATopicAcrossRuns) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  auto q = MustOpen(Windowed(tmp.data(), clock, 0));
+  for (int i = 0; i < 200; ++i) {
+    std::string topic = i % 10 == 7 ? "rare" : "busy";
+    ASSERT_TRUE(q->Add(Spec(topic, "j" + std::to_string(i), Body(i), kDay - i * 1000)).ok());
+  }
+  // The earliest of "rare" is j197 (due first of its topic); then j187.
+  EXPECT_EQ(q->Peek("rare", JobState::kDelayed)->id, "j197");
+  ASSERT_TRUE(q->Delete("j197").ok());
+  EXPECT_EQ(q->Peek("rare", JobState::kDelayed)->id, "j187");
+  EXPECT_EQ(q->Peek("busy", JobState::kDelayed)->id, "j199");
+  EXPECT_EQ(q->Topic("rare")->delayed, 19u);
+  EXPECT_EQ(q->Peek("none", JobState::kDelayed).status().code(), Code::kNotFound);
 }
 
 TEST(FarFutureJobs, EveryOperationAnswersAsForAJobInMemory) {
@@ -310,7 +391,9 @@ bool FarCrashAt(uint64_t crash_at, size_t torn, int64_t reopen_window) {
       }
     } else {
       EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
-      if (got.ok()) EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      if (got.ok()) {
+        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      }
     }
   }
   return reached;

@@ -69,6 +69,7 @@
 #include "delayq/queue.h"
 #include "delayq/status.h"
 #include "engine/engine.h"
+#include "far/index_files.h"
 #include "log/log.h"
 #include "log/record_reader.h"
 
@@ -819,12 +820,15 @@ class FarLog final : public engine::Journal, public engine::FarStore {
     auto log = store::Log::Open(
         o, [](const store::Record&) { return Status::Ok(); }, &report);
     if (log.ok()) log_ = std::move(log).value();
+    auto files = far::IndexFiles::Open(dir_ + "/far", nullptr);
+    if (files.ok()) files_ = std::move(files).value();
   }
   ~FarLog() override {
     log_.reset();
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
-  bool ok() const { return log_ != nullptr; }
+  bool ok() const { return log_ != nullptr && files_ != nullptr; }
+  far::IndexFiles* files() { return files_.get(); }
 
   uint64_t JobPut(const engine::JobImage& job) override { return log_->AppendPut(job); }
   void JobUpdate(const engine::JobImage& job) override { log_->AppendUpdate(job); }
@@ -850,6 +854,7 @@ class FarLog final : public engine::Journal, public engine::FarStore {
   std::string dir_;
   store::RecordReader reader_;
   std::unique_ptr<store::Log> log_;
+  std::unique_ptr<far::IndexFiles> files_;
 };
 
 class Harness {
@@ -914,6 +919,7 @@ class Harness {
   bool CheckJobs();
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::unique_ptr<FarLog> far_;  // with a memory window: outlives the engine
   std::unique_ptr<Engine> engine_;
   Model model_;
   std::map<int, std::string> generated_;                    // k -> the id "@k" stands for
@@ -926,7 +932,6 @@ class Harness {
   int step_ = 0;
   std::string op_text_;
   std::optional<Divergence> divergence_;
-  std::unique_ptr<FarLog> far_;  // with a memory window; outlives nothing the engine needs
 };
 
 Harness::Harness() : model_(clock_->NowMs(), clock_->MonotonicMs()) {
@@ -946,7 +951,9 @@ Harness::Harness() : model_(clock_->NowMs(), clock_->MonotonicMs()) {
       return;
     }
     engine_->SetJournal(far_.get());
-    engine_->SetFarStore(far_.get(), g_window_ms);
+    // A small mutable part: the time index's runs are sealed and read back
+    // all through a run.
+    engine_->SetFarStore(far_.get(), g_window_ms, far_->files(), /*max_mutable=*/2);
   }
 }
 
@@ -1610,11 +1617,13 @@ void RunRandom(bool late_ticks, const char* test, std::vector<int64_t> windows =
     RunResult result = RunSeed(seed, config.steps, late_ticks);
     if (g_window_ms >= 0 && !result.divergence) {
       std::cout << "[ model    ] far path: " << result.far.loads << " brought back, "
-                << result.far.stores << " written in full, " << result.far.reads << " reads"
-                << std::endl;
+                << result.far.stores << " written in full, " << result.far.reads << " reads, "
+                << result.far.seals << " index runs sealed" << std::endl;
       // Whole runs must take it, or the test proves nothing about it.
       EXPECT_GT(result.far.loads, 0u) << "seed " << seed;
       EXPECT_EQ(result.far.read_errors, 0u) << "seed " << seed;
+      EXPECT_GT(result.far.seals, 0u) << "seed " << seed;
+      EXPECT_EQ(result.far.index_errors, 0u) << "seed " << seed;
     }
     if (result.divergence) {
       std::vector<Op> small = Shrink(result.ops, result.divergence->kind);
