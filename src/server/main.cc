@@ -570,9 +570,9 @@ int main(int argc, char** argv) {
        "how long an add with an idempotency key is remembered: a repeat within it changes "
        "nothing (0: not remembered)"},
       {"--memory-window", &o.memory_window_ms, delayq::kMaxDelayMs,
-       "embedded store: delayed jobs due further ahead than this keep at most 24 bytes in "
-       "memory (their records stay in the log) and come into memory this long before they "
-       "are due",
+       "embedded store: delayed jobs due further ahead than this leave memory (their records "
+       "stay in the log; ~12 bytes of memory each, up to ~24 with a client-chosen id) and come "
+       "back this long before they are due",
        /*off=*/true},
       {"--redis-wait-timeout", &o.redis_wait_timeout_ms, 3'600'000,
        "redis store: how long a change waits for --redis-wait-replicas replicas before it is "

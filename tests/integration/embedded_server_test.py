@@ -459,6 +459,35 @@ class RestartTest(DataDirCase):
         self.assertEqual(server.stop(), 0)
 
 
+class RestartWithMemoryWindowTest(RestartTest):
+    """The same with --memory-window 0: every delayed job lives in the log
+    only (a slot in memory), read back to answer for it and brought back
+    when due. Every answer must be the same."""
+
+    def start(self, *extra, data_dir=None, cwd=None):
+        if "--memory-window" not in extra:
+            extra = ("--memory-window", "0") + tuple(extra)
+        return super().start(*extra, data_dir=data_dir, cwd=cwd)
+
+    def test_far_jobs_are_counted_and_read_back(self):
+        server = self.start()
+        r = client(server)
+        c = r.execute_command
+        for i in range(50):
+            c("ADD", "far.t", "far-%d" % i, 30 * 86400000 + i, 60000, b"far body %d" % i)
+        st = stats(r)
+        self.assertEqual(int(st["far_jobs"]), 50)
+        self.assertEqual(int(st["delayed"]), 50)
+        self.assertEqual(get(r, "far-7")["body"], b"far body 7")
+        server, r = self.restart(server, "term")
+        self.assertEqual(int(stats(r)["far_jobs"]), 50)
+        self.assertEqual(get(r, "far-49")["body"], b"far body 49")
+        server, r = self.restart(server, "kill", "--memory-window", "off")
+        self.assertEqual(int(stats(r)["jobs"]), 50)
+        self.assertNotIn("far_jobs", stats(r))
+        self.assertEqual(server.stop(), 0)
+
+
 class DataDirTest(DataDirCase):
     def test_default_data_dir_is_data_in_the_working_directory(self):
         # What `make run` does: no --data-dir, no --store.
