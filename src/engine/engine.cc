@@ -1454,7 +1454,7 @@ bool Engine::RebuildFarIndex() {
     }
     if (!st.ok()) return false;
     far_.Reindex(FarSet::Entry{job.fields.run_at_ms, job.fields.seq, s, TopicIndex(job.topic)});
-    if (far_.seal_due() && !far_.Seal().ok()) ++far_counts_.index_errors;  // kept in memory
+    if (far_.seal_due()) far_.Seal();
   }
   ++far_counts_.rebuilds;
   return true;
@@ -1463,14 +1463,8 @@ bool Engine::RebuildFarIndex() {
 void Engine::PlaceFar(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t seq,
                       uint64_t location, bool hashed, uint32_t id_hash) {
   far_.Place(slot, topic, run_at_ms, seq, location, hashed, id_hash);
-  if (!far_.seal_due() || now_mono_ < seal_retry_mono_) return;
-  if (Status s = far_.Seal(); !s.ok()) {
-    // Kept in memory meanwhile; tried again in a second.
-    ::delayq::Log(LogLevel::kError, "far-future index: sealing a run: %s", s.message().c_str());
-    ++far_counts_.index_errors;
-    seal_retry_mono_ = now_mono_ + 1000;
-    return;
-  }
+  if (!far_.seal_due()) return;
+  far_.Seal();
   ++far_counts_.seals;
 }
 

@@ -519,7 +519,6 @@ class Engine {
   int64_t window_ms_ = kNever;
   int64_t horizon_ms_ = kNever;
   int64_t far_retry_mono_ = 0;   // after a failed read, loading waits until then
-  int64_t seal_retry_mono_ = 0;  // after a failed seal, sealing waits until then
   // Delayed jobs beyond the horizon still in memory: (handle, seq).
   std::vector<std::pair<uint32_t, uint64_t>> settle_;
   StoredJob scratch_;  // FindImage's far job

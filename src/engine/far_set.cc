@@ -147,22 +147,11 @@ void FarSet::PushBack(const Entry& e) { PushMutable(e); }
 
 // --- sealed runs ---------------------------------------------------------------------
 
-Status FarSet::Seal() {
+void FarSet::Seal() {
+  // Dead entries go along (telling them would cost a random read each).
   std::vector<Entry> all;
   all.reserve(mutable_entries_);
-  for (TopicFar& t : topics_) {
-    for (const Entry& e : t.heap) {
-      if (live(e.slot)) all.push_back(e);  // the dead need not be kept
-    }
-  }
-  std::sort(all.begin(), all.end(),
-            [](const Entry& a, const Entry& b) { return EntryLater{}(b, a); });
-  uint64_t file = 0;
-  if (!all.empty()) {
-    auto written = files_->Write(all);
-    if (!written.ok()) return written.status();
-    file = *written;
-  }
+  for (TopicFar& t : topics_) all.insert(all.end(), t.heap.begin(), t.heap.end());
   for (uint32_t topic = 0; topic < topics_.size(); ++topic) {
     TopicFar& t = topics_[topic];
     if (t.heap.empty()) continue;
@@ -171,18 +160,19 @@ Status FarSet::Seal() {
     UpdateTimer(topic);
   }
   mutable_entries_ = 0;
-  if (all.empty()) return Status::Ok();
-  // Its first block is what was just written: kept, not read back.
+  if (all.empty()) return;
+  // The earliest is the sorted run's first entry: it stands for the run
+  // until it is popped, and the rest is read from index 1 on.
+  Entry first = *std::min_element(
+      all.begin(), all.end(), [](const Entry& a, const Entry& b) { return EntryLater{}(b, a); });
   auto run = std::make_unique<Run>();
-  run->file = file;
-  size_t first = std::min(all.size(), kRunBlock);
-  run->buf.assign(all.begin(), all.begin() + static_cast<ptrdiff_t>(first));
-  run->next = first;
   sealed_entries_ += all.size();
+  run->file = files_->Write(std::move(all));
+  run->buf.assign(1, first);
+  run->next = 1;
   runs_.push_back(std::move(run));
   ++live_runs_;
   runs_heap_.Push(static_cast<uint32_t>(runs_.size() - 1));
-  return Status::Ok();
 }
 
 void FarSet::Advanced(uint32_t index, Status* error) {

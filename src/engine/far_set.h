@@ -15,9 +15,10 @@
 //   mutable  the newest entries, a min-heap per topic with a heap of topics
 //            by their earliest; at most max_mutable entries in all
 //   sealed   runs of entries sorted by (run_at, seq) in files
-//            (FarIndexFiles), written when the mutable part fills; only a
-//            block of each run is in memory, and a heap of runs by their
-//            next entry
+//            (FarIndexFiles), handed over when the mutable part fills (the
+//            files sort and write them off the caller's thread); only the
+//            next block of each run is in memory (its first entry until it
+//            is reached), and a heap of runs by their next entry
 // The earliest entry of either part is the next due. Entries are never
 // removed when a job goes (deleted, replaced, brought near): an entry whose
 // slot is free is skipped, one whose slot holds another job (its seq
@@ -62,11 +63,14 @@ struct FarEntry {
 class FarIndexFiles {
  public:
   virtual ~FarIndexFiles() = default;
-  // Writes a run (sorted by run_at, then seq); answers its number.
-  virtual Result<uint64_t> Write(std::span<const FarEntry> entries) = 0;
-  // Reads entries of run `run` from index `from` into `out`: at least one
-  // unless `from` is its end (0 then), at most out.size(). Errors: I/O, and
-  // bytes that do not check out.
+  // Takes a run: its entries sorted by (run_at, seq) are the run, kept from
+  // now on (written out on a thread of its own: the caller does not wait
+  // for the sort or the write). Answers its number.
+  virtual uint64_t Write(std::vector<FarEntry> entries) = 0;
+  // Reads entries of run `run` (sorted) from index `from` into `out`: at
+  // least one unless `from` is its end (0 then), at most out.size(); waits
+  // for the run's write if it is not done. Errors: I/O; kInternal for bytes
+  // that do not check out, and for a run whose write failed.
   virtual Result<size_t> Read(uint64_t run, uint64_t from, std::span<FarEntry> out) = 0;
   // The run is used up.
   virtual void Remove(uint64_t run) = 0;
@@ -140,9 +144,10 @@ class FarSet {
 
   // The mutable part is full: Seal() is due.
   bool seal_due() const { return files_ != nullptr && mutable_entries_ >= max_mutable_; }
-  // Writes the mutable part's entries whose slots are live as a sealed run.
-  // Errors: the files' (the entries stay in memory).
-  Status Seal();
+  // Hands the mutable part's entries to the files as a sealed run; only its
+  // earliest entry stays in memory (the run's first block is read back when
+  // it is reached). O(entries) copies and compares, no sort, no I/O.
+  void Seal();
 
   // Forgets the whole time index (its runs removed), for a rebuild: each
   // live slot is then Reindex'ed.

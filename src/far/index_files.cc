@@ -12,11 +12,6 @@ namespace {
 
 void PutU32(uint32_t v, char* p) { std::memcpy(p, &v, 4); }  // little-endian hosts only
 void PutU64(uint64_t v, char* p) { std::memcpy(p, &v, 8); }
-uint32_t GetU32(const char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 uint64_t GetU64(const char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -41,6 +36,28 @@ Result<std::unique_ptr<IndexFiles>> IndexFiles::Open(const std::string& dir,
   return std::unique_ptr<IndexFiles>(new IndexFiles(dir, std::move(fs)));
 }
 
+IndexFiles::IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs)
+    : dir_(std::move(dir)), fs_(std::move(fs)) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+IndexFiles::~IndexFiles() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  work_cv_.notify_all();
+  writer_.join();
+  for (auto& [run, r] : runs_) {
+    if (r.file != nullptr) {
+      std::string path = r.file->path();
+      r.file.reset();
+      (void)fs_->Remove(path);
+    }
+  }
+}
+
 std::string IndexFiles::RunName(uint64_t run) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "run-%016llx.dq", static_cast<unsigned long long>(run));
@@ -51,75 +68,130 @@ uint64_t IndexFiles::BlockChecksum(const char* data, size_t n, uint64_t run, uin
   return XXH3_64bits_withSeed(data, n, run * 1'000'003 + block);
 }
 
-Result<uint64_t> IndexFiles::Write(std::span<const engine::FarEntry> entries) {
+uint64_t IndexFiles::Write(std::vector<engine::FarEntry> entries) {
   uint64_t run = next_++;
-  std::string path = dir_ + "/" + RunName(run);
-  auto file = fs_->Open(path, /*create=*/true);
-  if (!file.ok()) return file.status();
-  buf_.assign(kRunHeaderBytes, '\0');
-  std::memcpy(buf_.data(), kRunMagic.data(), kRunMagic.size());
-  PutU32(kRunVersion, buf_.data() + 8);
-  PutU64(run, buf_.data() + 16);
-  PutU64(entries.size(), buf_.data() + 24);
-  for (size_t at = 0, block = 0; at < entries.size(); at += kBlockEntries, ++block) {
-    size_t n = std::min(kBlockEntries, entries.size() - at);
-    size_t start = buf_.size();
-    buf_.resize(start + n * kEntryBytes + 8);
-    char* p = buf_.data() + start;
-    for (size_t i = 0; i < n; ++i, p += kEntryBytes) {
-      const engine::FarEntry& e = entries[at + i];
-      PutU64(static_cast<uint64_t>(e.run_at_ms), p);
-      PutU64(e.seq, p + 8);
-      PutU32(e.slot, p + 16);
-      PutU32(e.topic, p + 20);
-    }
-    PutU64(BlockChecksum(buf_.data() + start, n * kEntryBytes, run, block), p);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_[run].entries = entries.size();
+    queue_.emplace_back(run, std::move(entries));
   }
-  Status error;
-  if ((*file)->Append(buf_.data(), buf_.size(), &error) < buf_.size()) {
-    (void)fs_->Remove(path);
-    return error;
-  }
-  buf_.clear();
-  buf_.shrink_to_fit();
-  runs_[run] = RunFile{std::move(file).value(), entries.size()};
+  work_cv_.notify_one();
   return run;
 }
 
+void IndexFiles::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    auto [run, entries] = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    auto file = WriteRun(run, entries);
+    entries = {};  // its memory back before the next
+    lock.lock();
+    RunFile& r = runs_[run];
+    r.written = true;
+    if (file.ok()) {
+      r.file = std::move(file).value();
+    } else {
+      r.error = file.status();
+    }
+    if (r.removed) {
+      if (r.file != nullptr) (void)fs_->Remove(r.file->path());
+      runs_.erase(run);
+    }
+    written_cv_.notify_all();
+  }
+}
+
+Result<std::unique_ptr<store::File>> IndexFiles::WriteRun(uint64_t run,
+                                                          std::vector<engine::FarEntry>& entries) {
+  std::sort(entries.begin(), entries.end(),
+            [](const engine::FarEntry& a, const engine::FarEntry& b) {
+              return a.run_at_ms != b.run_at_ms ? a.run_at_ms < b.run_at_ms : a.seq < b.seq;
+            });
+  std::string path = dir_ + "/" + RunName(run);
+  auto file = fs_->Open(path, /*create=*/true);
+  if (!file.ok()) return file.status();
+  std::string buf(kRunHeaderBytes, '\0');
+  std::memcpy(buf.data(), kRunMagic.data(), kRunMagic.size());
+  PutU32(kRunVersion, buf.data() + 8);
+  PutU64(run, buf.data() + 16);
+  PutU64(entries.size(), buf.data() + 24);
+  // Block by block: the entries' bytes as they are in memory (24 bytes,
+  // little-endian, no padding), then the block's checksum.
+  static_assert(sizeof(engine::FarEntry) == kEntryBytes);
+  Status error;
+  for (size_t at = 0, block = 0; at < entries.size(); at += kBlockEntries, ++block) {
+    size_t n = std::min(kBlockEntries, entries.size() - at);
+    size_t start = buf.size();
+    buf.resize(start + n * kEntryBytes + 8);
+    std::memcpy(buf.data() + start, &entries[at], n * kEntryBytes);
+    PutU64(BlockChecksum(buf.data() + start, n * kEntryBytes, run, block),
+           buf.data() + start + n * kEntryBytes);
+    if (buf.size() >= (4u << 20) || at + n == entries.size()) {
+      if ((*file)->Append(buf.data(), buf.size(), &error) < buf.size()) {
+        (void)fs_->Remove(path);
+        return error;
+      }
+      buf.clear();
+    }
+  }
+  if (entries.empty() && (*file)->Append(buf.data(), buf.size(), &error) < buf.size()) {
+    (void)fs_->Remove(path);
+    return error;
+  }
+  return std::move(file).value();
+}
+
 Result<size_t> IndexFiles::Read(uint64_t run, uint64_t from, std::span<engine::FarEntry> out) {
-  auto it = runs_.find(run);
-  if (it == runs_.end())
-    return Internal("far-future index: run " + std::to_string(run) + " is gone");
-  const RunFile& r = it->second;
-  if (from >= r.entries || out.empty()) return size_t{0};
+  store::File* file = nullptr;
+  uint64_t entries = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = runs_.find(run);
+    if (it == runs_.end()) {
+      return Internal("far-future index: run " + std::to_string(run) + " is gone");
+    }
+    written_cv_.wait(lock, [&] { return it->second.written; });
+    if (!it->second.error.ok()) {
+      return Internal("far-future index: run " + std::to_string(run) +
+                      " could not be written: " + it->second.error.message());
+    }
+    file = it->second.file.get();
+    entries = it->second.entries;
+  }
+  // The file is the owner's from here: only Remove (the owner's) ends it.
+  if (from >= entries || out.empty()) return size_t{0};
   uint64_t block = from / kBlockEntries;
   size_t n =
-      static_cast<size_t>(std::min<uint64_t>(kBlockEntries, r.entries - block * kBlockEntries));
+      static_cast<size_t>(std::min<uint64_t>(kBlockEntries, entries - block * kBlockEntries));
   uint64_t offset = kRunHeaderBytes + block * (kBlockEntries * kEntryBytes + 8);
-  buf_.resize(n * kEntryBytes + 8);
-  auto got = r.file->ReadAt(offset, buf_.data(), buf_.size());
+  read_buf_.resize(n * kEntryBytes + 8);
+  auto got = file->ReadAt(offset, read_buf_.data(), read_buf_.size());
   if (!got.ok()) return got.status();
-  if (*got < buf_.size() || GetU64(buf_.data() + n * kEntryBytes) !=
-                                BlockChecksum(buf_.data(), n * kEntryBytes, run, block)) {
-    return Internal("far-future index: " + r.file->path() + ": block " + std::to_string(block) +
-                    (*got < buf_.size() ? " is cut short" : " does not match its checksum"));
+  if (*got < read_buf_.size() || GetU64(read_buf_.data() + n * kEntryBytes) !=
+                                     BlockChecksum(read_buf_.data(), n * kEntryBytes, run, block)) {
+    return Internal("far-future index: " + file->path() + ": block " + std::to_string(block) +
+                    (*got < read_buf_.size() ? " is cut short" : " does not match its checksum"));
   }
   size_t first = static_cast<size_t>(from - block * kBlockEntries);
   size_t count = std::min(out.size(), n - first);
-  const char* p = buf_.data() + first * kEntryBytes;
-  for (size_t i = 0; i < count; ++i, p += kEntryBytes) {
-    out[i] = engine::FarEntry{static_cast<int64_t>(GetU64(p)), GetU64(p + 8), GetU32(p + 16),
-                              GetU32(p + 20)};
-  }
+  std::memcpy(out.data(), read_buf_.data() + first * kEntryBytes, count * kEntryBytes);
   return count;
 }
 
 void IndexFiles::Remove(uint64_t run) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.find(run);
   if (it == runs_.end()) return;
-  std::string path = it->second.file->path();
+  if (!it->second.written) {
+    it->second.removed = true;  // the writer removes it once written
+    return;
+  }
+  if (it->second.file != nullptr) (void)fs_->Remove(it->second.file->path());
   runs_.erase(it);
-  (void)fs_->Remove(path);
 }
 
 }  // namespace delayq::far

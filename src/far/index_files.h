@@ -7,15 +7,28 @@
 // (replay places every far job again), and no run is fsynced (a crash that
 // loses one loses the process that could read it).
 //
-// Thread-safety: none; one owner (the queue's mutex).
+// Writing: Write takes the entries and returns at once; a thread of its own
+// sorts and writes them (a run of a million: ~30 ms of sorting and ~30 ms
+// of writing a new file, which the engine's owner does not wait for). A
+// Read of a run not yet written waits for it. A write that fails makes the
+// run unreadable (kInternal): the engine then rebuilds its index.
+//
+// Thread-safety: Write, Read and Remove from one owner (the queue's mutex);
+// the writer thread is the object's own.
 #ifndef DELAYQ_FAR_INDEX_FILES_H_
 #define DELAYQ_FAR_INDEX_FILES_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "delayq/status.h"
 #include "engine/far_set.h"
@@ -36,26 +49,41 @@ class IndexFiles final : public engine::FarIndexFiles {
   static Result<std::unique_ptr<IndexFiles>> Open(const std::string& dir,
                                                   std::shared_ptr<store::FileSystem> fs);
 
-  Result<uint64_t> Write(std::span<const engine::FarEntry> entries) override;
+  // Stops the writer (runs not yet written are dropped) and removes the runs.
+  ~IndexFiles() override;
+
+  uint64_t Write(std::vector<engine::FarEntry> entries) override;
   Result<size_t> Read(uint64_t run, uint64_t from, std::span<engine::FarEntry> out) override;
   void Remove(uint64_t run) override;
 
   static std::string RunName(uint64_t run);
 
  private:
-  IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs)
-      : dir_(std::move(dir)), fs_(std::move(fs)) {}
+  IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs);
   static uint64_t BlockChecksum(const char* data, size_t n, uint64_t run, uint64_t block);
+  void WriterLoop();
+  // Sorts and writes one run; the file, or why not.
+  Result<std::unique_ptr<store::File>> WriteRun(uint64_t run, std::vector<engine::FarEntry>& e);
 
   struct RunFile {
-    std::unique_ptr<store::File> file;
+    std::unique_ptr<store::File> file;  // null while being written, or if that failed
     uint64_t entries = 0;
+    bool written = false;
+    Status error;          // the write's failure
+    bool removed = false;  // removed while being written: goes once written
   };
-  std::string dir_;
-  std::shared_ptr<store::FileSystem> fs_;
-  std::map<uint64_t, RunFile> runs_;
+  const std::string dir_;
+  const std::shared_ptr<store::FileSystem> fs_;
   uint64_t next_ = 1;
-  std::string buf_;
+  std::string read_buf_;  // the owner's
+
+  std::mutex mu_;
+  std::condition_variable written_cv_;
+  std::condition_variable work_cv_;
+  std::map<uint64_t, RunFile> runs_;                                      // GUARDED_BY(mu_)
+  std::deque<std::pair<uint64_t, std::vector<engine::FarEntry>>> queue_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                                                     // GUARDED_BY(mu_)
+  std::thread writer_;
 };
 
 }  // namespace delayq::far

@@ -118,23 +118,28 @@ TEST(FarFutureJobs, ADamagedIndexRunIsRebuiltFromTheLog) {
   TempDir tmp;
   auto clock = std::make_shared<ManualClock>();
   QueueOptions o = Windowed(tmp.data(), clock, kMinute);
-  // One run of 5,000: its first block (4,096) stays in memory, the rest is
-  // read back from the file.
+  // One run of 5,000, read back from its file as it comes due.
   o.far_index_memory_entries = 5000;
   auto q = MustOpen(o);
   for (int i = 0; i < 5000; ++i) {
     ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), Body(i), kHour + i)).ok());
   }
   ASSERT_EQ(Figure(*q, "far_index_runs"), 1u);
-  // Flip a byte in the run's second block.
+  // Flip a byte in the run's second block, once it is written whole (on the
+  // index's own thread).
   std::string path;
-  if (DIR* d = opendir((tmp.data() + "/far").c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (std::string_view(e->d_name).starts_with("run-")) path = tmp.data() + "/far/" + e->d_name;
+  const uint64_t size = 32 + (4096 * 24 + 8) + (5000 - 4096) * 24 + 8;
+  ASSERT_TRUE(Eventually([&] {
+    if (DIR* d = opendir((tmp.data() + "/far").c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (std::string_view(e->d_name).starts_with("run-")) {
+          path = tmp.data() + "/far/" + e->d_name;
+        }
+      }
+      closedir(d);
     }
-    closedir(d);
-  }
-  ASSERT_FALSE(path.empty());
+    return !path.empty() && FileSize(path) == size;
+  }));
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     const std::streamoff at = 32 + 4096 * 24 + 8 + 100;
