@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "local/local_queue.h"
 #include "log/log_format.h"
+#include "log/store_testing.h"
 #include "queue/open.h"
 #include "server/held_sync_file_system.h"
 #include "testing/poll.h"
@@ -32,36 +33,12 @@
 namespace delayq {
 namespace {
 
+using store::Segments;
+using store::TempDir;
+
 constexpr auto kDeadline = std::chrono::seconds(10);
 // How long a test waits for an answer that must not come yet.
 constexpr auto kQuiet = std::chrono::milliseconds(20);
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/delayq-schedule-test.XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string data() const { return path_ + "/data"; }
-
- private:
-  std::string path_;
-};
-
-std::vector<std::string> Segments(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n.rfind("log-", 0) == 0) out.push_back(dir + "/" + n);
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

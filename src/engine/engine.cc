@@ -739,16 +739,7 @@ Result<AddResult> Engine::Add(const JobSpec& spec) {
          IdTaken(FormatGeneratedId(Rec(h)->seq, h, buf))) {
     Rec(h)->seq = NextSeq();
   }
-  if (old != 0) {
-    JournalRemoved(old);
-    Detach(old);
-    DestroyRecord(old);
-    ++counters_.replaced;
-  } else if (old_far != FarSet::kNoSlot) {
-    if (journal_ != nullptr) journal_->JobRemoved(old_far_job.Image());
-    DropFar(old_far, old_far_job);
-    ++counters_.replaced;
-  }
+  ReplaceOld(old, old_far, old_far_job);
   if (!id.empty()) ids_.insert(h);
   ++live_jobs_;
   ++counters_.added;
@@ -1411,6 +1402,19 @@ bool Engine::IdTaken(std::string_view id) {
   return !FindFar(id, &slot, &job).ok() || slot != FarSet::kNoSlot;
 }
 
+void Engine::ReplaceOld(uint32_t old, uint32_t old_far, const StoredJob& old_far_job) {
+  if (old != 0) {
+    JournalRemoved(old);
+    Detach(old);
+    DestroyRecord(old);
+    ++counters_.replaced;
+  } else if (old_far != FarSet::kNoSlot) {
+    if (journal_ != nullptr) journal_->JobRemoved(old_far_job.Image());
+    DropFar(old_far, old_far_job);
+    ++counters_.replaced;
+  }
+}
+
 void Engine::DropFar(uint32_t slot, const StoredJob& job) {
   far_.Drop(slot, TopicIndex(job.topic));
   --live_jobs_;
@@ -1552,16 +1556,7 @@ Result<AddResult> Engine::AddFar(const JobSpec& spec, int64_t run_at, uint32_t o
          IdTaken(FormatGeneratedId(seq, kFarTag | slot, buf))) {
     seq = NextSeq();
   }
-  if (old != 0) {
-    JournalRemoved(old);
-    Detach(old);
-    DestroyRecord(old);
-    ++counters_.replaced;
-  } else if (old_far != FarSet::kNoSlot) {
-    journal_->JobRemoved(old_far_job.Image());
-    DropFar(old_far, old_far_job);
-    ++counters_.replaced;
-  }
+  ReplaceOld(old, old_far, old_far_job);
   JobImage job;
   if (id.empty()) {
     job.handle = kFarTag | slot;

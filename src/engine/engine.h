@@ -382,6 +382,9 @@ class Engine {
   uint32_t BringNear(uint32_t slot, const StoredJob& job);
   // The far job in `slot` is gone.
   void DropFar(uint32_t slot, const StoredJob& job);
+  // An add replaces the live job of its id: the one in memory (`old`), or
+  // the far one (`old_far`, read into `old_far_job`), if either.
+  void ReplaceOld(uint32_t old, uint32_t old_far, const StoredJob& old_far_job);
   // Brings near the far jobs the horizon has reached.
   void LoadFar();
   // The time index lost a run (its bytes did not check out): rebuilt from
@@ -518,7 +521,7 @@ class Engine {
   FarStore* far_store_ = nullptr;
   int64_t window_ms_ = kNever;
   int64_t horizon_ms_ = kNever;
-  int64_t far_retry_mono_ = 0;   // after a failed read, loading waits until then
+  int64_t far_retry_mono_ = 0;  // after a failed read, loading waits until then
   // Delayed jobs beyond the horizon still in memory: (handle, seq).
   std::vector<std::pair<uint32_t, uint64_t>> settle_;
   StoredJob scratch_;  // FindImage's far job

@@ -145,13 +145,7 @@ void FarSet::PopMutable(uint32_t topic) {
 
 void FarSet::PushBack(const Entry& e) { PushMutable(e); }
 
-// --- sealed runs ---------------------------------------------------------------------
-
-void FarSet::Seal() {
-  // Dead entries go along (telling them would cost a random read each).
-  std::vector<Entry> all;
-  all.reserve(mutable_entries_);
-  for (TopicFar& t : topics_) all.insert(all.end(), t.heap.begin(), t.heap.end());
+void FarSet::ClearMutable() {
   for (uint32_t topic = 0; topic < topics_.size(); ++topic) {
     TopicFar& t = topics_[topic];
     if (t.heap.empty()) continue;
@@ -160,6 +154,16 @@ void FarSet::Seal() {
     UpdateTimer(topic);
   }
   mutable_entries_ = 0;
+}
+
+// --- sealed runs ---------------------------------------------------------------------
+
+void FarSet::Seal() {
+  // Dead entries go along (telling them would cost a random read each).
+  std::vector<Entry> all;
+  all.reserve(mutable_entries_);
+  for (TopicFar& t : topics_) all.insert(all.end(), t.heap.begin(), t.heap.end());
+  ClearMutable();
   if (all.empty()) return;
   // The earliest is the sorted run's first entry: it stands for the run
   // until it is popped, and the rest is read from index 1 on.
@@ -204,14 +208,7 @@ void FarSet::Advanced(uint32_t index, Status* error) {
 }
 
 void FarSet::ClearIndex() {
-  for (uint32_t topic = 0; topic < topics_.size(); ++topic) {
-    TopicFar& t = topics_[topic];
-    if (t.heap.empty()) continue;
-    t.heap.clear();
-    t.heap.shrink_to_fit();
-    UpdateTimer(topic);
-  }
-  mutable_entries_ = 0;
+  ClearMutable();
   for (auto& r : runs_) {
     if (r == nullptr) continue;
     runs_heap_.Remove(r->heap_pos);

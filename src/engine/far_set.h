@@ -244,6 +244,7 @@ class FarSet {
   TopicFar& TopicOf(uint32_t topic);
   void PushMutable(const Entry& e);
   void PopMutable(uint32_t topic);  // pops the topic's top entry, fixes timers_
+  void ClearMutable();
   void UpdateTimer(uint32_t topic);
   // The run's head moved (or it ended): refills its block when used up,
   // re-places it in runs_heap_ or retires it.

@@ -26,6 +26,7 @@
 #include "local/local_queue.h"
 #include "log/faulty_file_system.h"
 #include "log/log_format.h"
+#include "log/store_testing.h"
 #include "queue/open.h"
 #include "server/held_sync_file_system.h"
 #include "testing/poll.h"
@@ -38,38 +39,6 @@ using conformance::Keys;
 using conformance::MustList;
 using conformance::MustPut;
 using conformance::SameSubscription;
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/delayq-subscription-test.XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string data() const { return path_ + "/data"; }
-
- private:
-  std::string path_;
-};
-
-std::vector<std::string> Segments(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n.rfind("log-", 0) == 0) out.push_back(dir + "/" + n);
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-uint64_t FileSize(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -84,12 +53,6 @@ QueueOptions Embedded(const std::string& dir, FsyncPolicy fsync = FsyncPolicy::k
   o.fsync = fsync;
   o.clock = std::move(clock);
   return o;
-}
-
-std::unique_ptr<ServingQueue> MustOpen(const QueueOptions& o, const OpenOptions& open = {}) {
-  auto q = OpenServingQueue(o, open);
-  EXPECT_TRUE(q.ok()) << q.status().ToString();
-  return q.ok() ? std::move(q).value() : nullptr;
 }
 
 LocalQueue& Local(ServingQueue& q) { return dynamic_cast<LocalQueue&>(q); }
