@@ -101,6 +101,11 @@ struct QueueOptions {
   // in memory before they are written to a file as a sorted run (24 bytes
   // each). Default: 1,048,576.
   size_t far_index_memory_entries = size_t{1} << 20;
+  // kEmbedded with a memory window: a budget for the jobs in memory, in
+  // bytes of their records. Past it, jobs beyond the window's start come
+  // into memory only when due, and adds not due yet go to the log only,
+  // however near. 0: no budget. Default: 0.
+  uint64_t memory_window_bytes = 0;
   // kEmbedded: a log damaged amid its records (docs/log-format.md, "Damage").
   // false (the default): opening fails, naming the file, the offset and what
   // to run. true (`delayq serve --repair`): the damaged bytes are dropped,

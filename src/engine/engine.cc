@@ -125,10 +125,7 @@ void Engine::Advance() {
   now_wall_ = clock_->NowMs();
   // The monotonic clock never goes back; guard anyway so deadlines stay sane.
   now_mono_ = std::max(now_mono_, clock_->MonotonicMs());
-  if (far_store_ != nullptr) {
-    horizon_ms_ = std::max(horizon_ms_, now_wall_ + window_ms_);
-    if (far_.NextDue() <= horizon_ms_ && now_mono_ >= far_retry_mono_) LoadFar();
-  }
+  if (far_store_ != nullptr && now_mono_ >= far_retry_mono_) LoadFar();
   PromoteDue();
   if (!reservations_.empty() && reservations_.Top().until_mono <= now_mono_) ExpireReservations();
   if (!paused_topics_.empty()) EndPauses();
@@ -234,7 +231,9 @@ Engine::Deadlines Engine::NextDeadlines() const {
     } else {
       int64_t due = far_.NextDue();
       // A run whose next block could not be read says the smallest time: now.
-      d.wall_ms = std::min(d.wall_ms, due < now_wall_ ? now_wall_ : due - window_ms_);
+      // Over the byte budget, a far job comes in when due.
+      int64_t lead = OverBudget() ? 0 : window_ms_;
+      d.wall_ms = std::min(d.wall_ms, due < now_wall_ ? now_wall_ : due - lead);
     }
   }
   if (!reservations_.empty()) d.mono_ms = std::min(d.mono_ms, reservations_.Top().until_mono);
@@ -370,6 +369,7 @@ uint32_t Engine::CreateRecord(std::string_view id, std::string_view body, uint64
   size_t size = out_of_line ? sizeof(JobRecord) + id_bytes + sizeof(char*) : inline_size;
   uint32_t h = arena_->Allocate(size);
   if (h == 0) return 0;
+  near_bytes_ += size + (out_of_line ? body.size() : 0);
   JobRecord* r = Rec(h);
   r->run_at_ms = run_at;
   r->seq = seq;
@@ -404,8 +404,10 @@ void Engine::DestroyRecord(uint32_t h) {
   if (r->body_out_of_line()) {
     delete[] r->body_ptr();
     big_bodies_.erase(h);
+    near_bytes_ -= r->body_len;
   }
   size_t bytes = r->record_bytes();
+  near_bytes_ -= bytes;
   r->state = kStateFree;  // a generated id naming this slot no longer matches
   --live_jobs_;
   arena_->Free(h, bytes);
@@ -1021,9 +1023,9 @@ Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
     if (state == JobState::kReady && !ts->ready.empty()) h = ts->ready.Top().handle;
     if (state == JobState::kDelayed && !ts->delayed.empty()) h = ts->delayed.Top().handle;
     if (state == JobState::kBuried && !ts->buried.empty()) h = ts->buried.begin()->second;
-    // Every far job is due after every delayed one in memory (the horizon
-    // lies between them): the topic's earliest far job, if none is here.
-    if (h == 0 && state == JobState::kDelayed && far_.jobs(ts->index) != 0) {
+    // The topic's earliest far job, if it is due before the one here (past
+    // the byte budget, far jobs may be due before the horizon).
+    if (state == JobState::kDelayed && far_.jobs(ts->index) != 0) {
       StoredJob job;
       Status error;
       auto accept = [&](const FarSet::Entry& e) {
@@ -1037,7 +1039,10 @@ Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
       }
       if (!found.ok()) return found.status();
       if (!error.ok()) return error;
-      if (*found) return InfoOf(job);
+      if (*found && (h == 0 || std::pair(job.fields.run_at_ms, job.fields.seq) <
+                                   std::pair(Rec(h)->run_at_ms, Rec(h)->seq))) {
+        return InfoOf(job);
+      }
     }
   }
   if (h == 0) {
@@ -1331,8 +1336,9 @@ std::vector<std::pair<std::string, int64_t>> Engine::PausedTopics() {
 // near first), a delete or a replace, so their records never go stale.
 
 void Engine::SetFarStore(FarStore* store, int64_t window_ms, FarIndexFiles* files,
-                         size_t max_mutable) {
+                         size_t max_mutable, uint64_t window_bytes) {
   far_store_ = store;
+  window_bytes_ = window_bytes;
   far_.SetFiles(files, std::max<size_t>(1, max_mutable));
   if (store == nullptr) {
     window_ms_ = kNever;
@@ -1472,13 +1478,29 @@ void Engine::PlaceFar(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t
   ++far_counts_.seals;
 }
 
+bool Engine::OverBudget() const { return window_bytes_ != 0 && near_bytes_ >= window_bytes_; }
+
 void Engine::LoadFar() {
+  // Over the byte budget, only what is due comes in (and later adds go far
+  // unless due): the horizon stays.
+  const int64_t target = OverBudget() ? now_wall_ : now_wall_ + window_ms_;
   FarSet::Entry e{};
   StoredJob job;
   Status error;
+  int64_t loaded_at = kNever;  // run_at of the last job brought in
   for (;;) {
-    if (!far_.PopDue(horizon_ms_, &e, &error)) {
-      if (error.ok()) return;
+    // The budget is judged between milliseconds: jobs due on one come in
+    // together, so every far job stays due after every one in memory.
+    if (far_.NextDue() > now_wall_ && far_.NextDue() != loaded_at && OverBudget()) {
+      if (loaded_at != kNever) horizon_ms_ = std::max(horizon_ms_, loaded_at);
+      horizon_ms_ = std::max(horizon_ms_, now_wall_);
+      return;
+    }
+    if (!far_.PopDue(target, &e, &error)) {
+      if (error.ok()) {
+        horizon_ms_ = std::max(horizon_ms_, target);
+        return;
+      }
       ::delayq::Log(LogLevel::kError, "%s", error.message().c_str());
       ++far_counts_.index_errors;
       // A run that does not check out is not trusted: the index is made
@@ -1502,6 +1524,7 @@ void Engine::LoadFar() {
       ++far_counts_.lost;
       continue;
     }
+    loaded_at = e.run_at_ms;
     if (!s.ok() || BringNear(e.slot, job) == 0) {
       // Not lost: tried again in a second (the far store's error is counted).
       far_.PushBack(e);

@@ -156,8 +156,11 @@ class Engine {
   // is the same as with every job in memory.
   // `files`: where the far jobs' time index is sealed once kMaxMutableFar
   // entries are in memory (null: all kept in memory).
+  // window_bytes: a budget for the jobs in memory (their records' bytes):
+  // past it, jobs beyond the window's start come in only when due, and
+  // adds not yet due go far (0: none).
   void SetFarStore(FarStore* store, int64_t window_ms, FarIndexFiles* files = nullptr,
-                   size_t max_mutable = kMaxMutableFar);
+                   size_t max_mutable = kMaxMutableFar, uint64_t window_bytes = 0);
   static constexpr size_t kMaxMutableFar = 1 << 20;
   // Delayed jobs beyond the window still in memory because they changed
   // since their record was written (a release with a long delay, a replay):
@@ -376,7 +379,11 @@ class Engine {
   // Whether `id` names a live job, near or far (a read error counts as yes:
   // the caller then picks another id).
   bool IdTaken(std::string_view id);
-  bool IsFar(int64_t run_at_ms) const { return far_store_ != nullptr && run_at_ms > horizon_ms_; }
+  // Beyond the horizon, or past the byte budget and not due yet.
+  bool IsFar(int64_t run_at_ms) const {
+    return far_store_ != nullptr &&
+           (run_at_ms > horizon_ms_ || (run_at_ms > now_wall_ && OverBudget()));
+  }
   // Brings the far job in `slot` (read into `job`) into memory, scheduled;
   // 0 when memory is exhausted (it stays far).
   uint32_t BringNear(uint32_t slot, const StoredJob& job);
@@ -385,8 +392,9 @@ class Engine {
   // An add replaces the live job of its id: the one in memory (`old`), or
   // the far one (`old_far`, read into `old_far_job`), if either.
   void ReplaceOld(uint32_t old, uint32_t old_far, const StoredJob& old_far_job);
-  // Brings near the far jobs the horizon has reached.
+  // Moves the horizon on and brings near the far jobs it reached.
   void LoadFar();
+  bool OverBudget() const;
   // The time index lost a run (its bytes did not check out): rebuilt from
   // the far jobs' records, every one read. False if a read failed (I/O):
   // tried again later.
@@ -520,6 +528,8 @@ class Engine {
   FarSet far_;
   FarStore* far_store_ = nullptr;
   int64_t window_ms_ = kNever;
+  uint64_t window_bytes_ = 0;  // 0: no budget
+  uint64_t near_bytes_ = 0;    // records in the arena (and their out-of-line bodies)
   int64_t horizon_ms_ = kNever;
   int64_t far_retry_mono_ = 0;  // after a failed read, loading waits until then
   // Delayed jobs beyond the horizon still in memory: (handle, seq).

@@ -158,7 +158,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     if (!files.ok()) return files.status();
     *far_files = std::move(files).value();
     engine.SetFarStore(&journal, options.memory_window_ms, far_files->get(),
-                       options.far_index_memory_entries);
+                       options.far_index_memory_entries, options.memory_window_bytes);
   }
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();

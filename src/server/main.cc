@@ -49,6 +49,7 @@ struct ServeOptions {
   std::string fsync = "everysec";
   uint64_t segment_bytes = 64 << 20;
   int64_t memory_window_ms = -1;  // -1: off (every job in memory)
+  uint64_t memory_window_bytes = 0;
   bool repair = false;
   int64_t dedup_window_ms = delayq::kDefaultDedupWindowMs;
   std::string redis_url = "redis://127.0.0.1:6379";
@@ -245,6 +246,7 @@ int Serve(ServeOptions o) {
   qo.fsync = fsync;
   qo.segment_bytes = o.segment_bytes;
   qo.memory_window_ms = o.memory_window_ms;
+  qo.memory_window_bytes = o.memory_window_bytes;
   qo.repair_log = o.repair;
   qo.dedup_window_ms = o.dedup_window_ms;
   qo.redis_url = o.redis_url;
@@ -611,6 +613,10 @@ int main(int argc, char** argv) {
                   "dropped); without it such a log stops the start");
   AddDurationFlag(serve, &durations[0]);  // --dedup-window
   AddDurationFlag(serve, &durations[1]);  // --memory-window
+  AddOption(serve, "--memory-window-bytes", o.memory_window_bytes,
+            "embedded store with --memory-window: a budget for the jobs in memory (bytes of "
+            "their records); past it, jobs come into memory only when due (0: none)",
+            "DELAYQ_MEMORY_WINDOW_BYTES");
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
             "detected; rediss:// for TLS), or "

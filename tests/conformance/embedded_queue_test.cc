@@ -40,14 +40,18 @@ class DataDirs {
 // every delayed job leaves memory and comes back from the log when due).
 // The far jobs' time index keeps 2 entries in memory: the rest is in runs
 // on disk, read back as they come due.
-OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync, int64_t window_ms = -1) {
-  return [dirs, fsync, window_ms] {
+// window_bytes: QueueOptions::memory_window_bytes (1: past the budget as
+// soon as one job is in memory).
+OptionsMaker Embedded(std::shared_ptr<DataDirs> dirs, FsyncPolicy fsync, int64_t window_ms = -1,
+                      uint64_t window_bytes = 0) {
+  return [dirs, fsync, window_ms, window_bytes] {
     QueueOptions o;
     o.store = StoreKind::kEmbedded;
     o.data_dir = dirs->Next();
     o.fsync = fsync;
     o.memory_window_ms = window_ms;
     o.far_index_memory_entries = 2;
+    o.memory_window_bytes = window_bytes;
     return o;
   };
 }
@@ -255,6 +259,15 @@ INSTANTIATE_TEST_SUITE_P(
                         return std::make_unique<ManualClockHarness>(
                             Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec,
                                      3'600'000),
+                            false);
+                      },
+                  .known_bugs = kEmbeddedKnownBugs},
+        QueueImpl{.name = "ManualClockWindow1hByteBudget",
+                  .make =
+                      [] {
+                        return std::make_unique<ManualClockHarness>(
+                            Embedded(std::make_shared<DataDirs>(), FsyncPolicy::kEverySec,
+                                     3'600'000, 1),
                             false);
                       },
                   .known_bugs = kEmbeddedKnownBugs},

@@ -159,6 +159,34 @@ TEST(FarFutureJobs, ADamagedIndexRunIsRebuiltFromTheLog) {
   EXPECT_EQ(Figure(*q, "far_lost"), 0u);
 }
 
+// Past the byte budget, jobs inside the window stay in the log until due,
+// and still come on time.
+TEST(FarFutureJobs, PastTheByteBudgetJobsComeIntoMemoryOnlyWhenDue) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  o.memory_window_bytes = 8 << 10;  // ~50 jobs of these
+  auto q = MustOpen(o);
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), Body(i), 10 * kMinute + i)).ok());
+  }
+  EXPECT_GT(Figure(*q, "far_jobs"), 400u);  // most stay out, though inside the window
+  EXPECT_EQ(q->Stats()->delayed, 500u);
+  clock->Advance(10 * kMinute - 1);
+  EXPECT_TRUE(ReserveAll(*q, "t", 1).empty()) << "never early";
+  size_t got = 0;
+  for (int i = 0; i < 500; ++i) {
+    clock->Advance(1);
+    auto d = ReserveAll(*q, "t", 500);
+    for (const auto& [id, one] : d) {
+      EXPECT_EQ(one.run_at_ms, clock->NowMs()) << id << ": on time, not later";
+      ASSERT_TRUE(q->Finish(id, one.receipt).ok());
+    }
+    got += d.size();
+  }
+  EXPECT_EQ(got, 500u);
+}
+
 // PEEK finds a topic's earliest far job wherever its entry is: in memory or
 // in any run, behind entries of other topics and of jobs gone.
 TEST(FarFutureJobs, PeekFindsTheEarliestOfATopicAcrossRuns) {

@@ -803,8 +803,10 @@ struct Divergence {
   std::string op;
 };
 
-// The memory window of the engines the harnesses make (-1: none).
+// The memory window of the engines the harnesses make (-1: none), and its
+// byte budget (0: none; 1: past it whenever a job is in memory).
 int64_t g_window_ms = -1;
+uint64_t g_window_bytes = 0;
 
 // The embedded store's far-future path for one engine: a real log in a
 // temporary directory, which the engine journals to and reads far jobs
@@ -953,7 +955,7 @@ Harness::Harness() : model_(clock_->NowMs(), clock_->MonotonicMs()) {
     engine_->SetJournal(far_.get());
     // A small mutable part: the time index's runs are sealed and read back
     // all through a run.
-    engine_->SetFarStore(far_.get(), g_window_ms, far_->files(), /*max_mutable=*/2);
+    engine_->SetFarStore(far_.get(), g_window_ms, far_->files(), /*max_mutable=*/2, g_window_bytes);
   }
 }
 
@@ -1611,9 +1613,13 @@ void RunRandom(bool late_ticks, const char* test, std::vector<int64_t> windows =
               << config.steps << " steps" << (late_ticks ? ", late ticks" : "")
               << " (replay: " << replay << ")" << std::endl;
     ::testing::Test::RecordProperty("seed" + std::to_string(run + 1), std::to_string(seed));
-    g_window_ms = windows[(config.seed ? seed : static_cast<uint64_t>(run)) % windows.size()];
-    if (g_window_ms >= 0)
-      std::cout << "[ model    ] memory window " << g_window_ms << " ms" << std::endl;
+    uint64_t pick = config.seed ? seed : static_cast<uint64_t>(run);
+    g_window_ms = windows[pick % windows.size()];
+    g_window_bytes = (pick / windows.size()) % 2;
+    if (g_window_ms >= 0) {
+      std::cout << "[ model    ] memory window " << g_window_ms << " ms"
+                << (g_window_bytes != 0 ? ", byte budget 1" : "") << std::endl;
+    }
     RunResult result = RunSeed(seed, config.steps, late_ticks);
     if (g_window_ms >= 0 && !result.divergence) {
       std::cout << "[ model    ] far path: " << result.far.loads << " brought back, "
