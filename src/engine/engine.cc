@@ -1025,13 +1025,16 @@ Result<JobInfo> Engine::Peek(std::string_view topic, JobState state) {
     if (state == JobState::kBuried && !ts->buried.empty()) h = ts->buried.begin()->second;
     // The topic's earliest far job, if it is due before the one here (past
     // the byte budget, far jobs may be due before the horizon).
+    if (state == JobState::kDelayed && far_rebuild_pending_ && !RebuildFarIndex()) {
+      return Unavailable("the far-future index is being rebuilt; try again");
+    }
     if (state == JobState::kDelayed && far_.jobs(ts->index) != 0) {
       StoredJob job;
       Status error;
       auto accept = [&](const FarSet::Entry& e) {
         error = ReadFar(e.slot, &job);
         // Not when its slot holds another job now.
-        return !error.ok() || job.fields.seq == e.seq;
+        return !error.ok() || (job.fields.seq == e.seq && job.fields.run_at_ms == e.run_at_ms);
       };
       auto found = far_.FindEarliest(ts->index, accept);
       if (!found.ok() && found.status().code() == Code::kInternal && RebuildFarIndex()) {
@@ -1449,6 +1452,9 @@ uint32_t Engine::BringNear(uint32_t slot, const StoredJob& job) {
 bool Engine::RebuildFarIndex() {
   ::delayq::Log(LogLevel::kWarn, "far-future index: rebuilding it from the records of %zu jobs",
                 far_.jobs());
+  // Until it is whole, loading waits for it (a read that fails stops it:
+  // it starts over later).
+  far_rebuild_pending_ = true;
   far_.ClearIndex();
   std::vector<uint32_t> slots;
   far_.ForEachLive([&](uint32_t s) { slots.push_back(s); });
@@ -1466,6 +1472,7 @@ bool Engine::RebuildFarIndex() {
     far_.Reindex(FarSet::Entry{job.fields.run_at_ms, job.fields.seq, s, TopicIndex(job.topic)});
     if (far_.seal_due()) far_.Seal();
   }
+  far_rebuild_pending_ = false;
   ++far_counts_.rebuilds;
   return true;
 }
@@ -1483,6 +1490,10 @@ bool Engine::OverBudget() const { return window_bytes_ != 0 && near_bytes_ >= wi
 void Engine::LoadFar() {
   // Over the byte budget, only what is due comes in (and later adds go far
   // unless due): the horizon stays.
+  if (far_rebuild_pending_ && !RebuildFarIndex()) {
+    far_retry_mono_ = now_mono_ + 1000;
+    return;
+  }
   const int64_t target = OverBudget() ? now_wall_ : now_wall_ + window_ms_;
   FarSet::Entry e{};
   StoredJob job;
@@ -1514,7 +1525,9 @@ void Engine::LoadFar() {
     }
     uint32_t topic = e.topic;
     Status s = ReadFar(e.slot, &job);
-    if (s.ok() && job.fields.seq != e.seq) continue;  // the slot holds another job now
+    // The slot holds another job now, or this one placed again (another
+    // entry is its own).
+    if (s.ok() && (job.fields.seq != e.seq || job.fields.run_at_ms != e.run_at_ms)) continue;
     if (s.code() == Code::kInternal) {
       // The bytes there are not its record (damage the log's checksums
       // caught): the job is lost, and said so, rather than tried forever.
@@ -1545,8 +1558,11 @@ bool Engine::SettleFar(uint64_t max_bytes) {
         !IsFar(r->run_at_ms) || !IsIndexed(h)) {
       continue;
     }
-    uint64_t bytes = sizeof(JobRecord) + r->id_len + kGeneratedIdBytes + r->body_len + 64;
-    if (used != 0 && used + bytes > max_bytes) break;
+    // An upper bound of its PUT record (fixed fields: at most ~130 bytes).
+    uint64_t bytes = 160 + r->id_len + kGeneratedIdBytes + topics_[r->topic]->name.size() +
+                     r->body_len +
+                     ((r->flags & JobRecord::kFlagHasLastError) ? last_errors_.at(h).size() : 0);
+    if (used + bytes > max_bytes) break;
     uint32_t slot = far_.Take();
     if (slot == FarSet::kNoSlot) break;
     uint64_t location = far_store_->StoreJob(ImageOf(h));

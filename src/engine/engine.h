@@ -531,7 +531,8 @@ class Engine {
   uint64_t window_bytes_ = 0;  // 0: no budget
   uint64_t near_bytes_ = 0;    // records in the arena (and their out-of-line bodies)
   int64_t horizon_ms_ = kNever;
-  int64_t far_retry_mono_ = 0;  // after a failed read, loading waits until then
+  int64_t far_retry_mono_ = 0;        // after a failed read, loading waits until then
+  bool far_rebuild_pending_ = false;  // the time index is being made again (RebuildFarIndex)
   // Delayed jobs beyond the horizon still in memory: (handle, seq).
   std::vector<std::pair<uint32_t, uint64_t>> settle_;
   StoredJob scratch_;  // FindImage's far job

@@ -209,6 +209,7 @@ void FarSet::Advanced(uint32_t index, Status* error) {
 
 void FarSet::ClearIndex() {
   ClearMutable();
+  for (TopicFar& t : topics_) t.jobs = 0;
   for (auto& r : runs_) {
     if (r == nullptr) continue;
     runs_heap_.Remove(r->heap_pos);

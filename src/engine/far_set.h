@@ -59,6 +59,15 @@ struct FarEntry {
   uint32_t topic;  // the engine's topic index
 };
 
+// The time index's order: by run_at, then seq, slot and topic (total, so a
+// run's sorted file and its entry kept in memory agree on which is first).
+inline bool EntryBefore(const FarEntry& a, const FarEntry& b) {
+  if (a.run_at_ms != b.run_at_ms) return a.run_at_ms < b.run_at_ms;
+  if (a.seq != b.seq) return a.seq < b.seq;
+  if (a.slot != b.slot) return a.slot < b.slot;
+  return a.topic < b.topic;
+}
+
 // Where sealed runs of the time index are kept (files beside the log).
 class FarIndexFiles {
  public:
@@ -149,10 +158,14 @@ class FarSet {
   // it is reached). O(entries) copies and compares, no sort, no I/O.
   void Seal();
 
-  // Forgets the whole time index (its runs removed), for a rebuild: each
-  // live slot is then Reindex'ed.
+  // Forgets the whole time index (its runs removed) and the topics' counts,
+  // for a rebuild: each live slot is then Reindex'ed.
   void ClearIndex();
-  void Reindex(const Entry& e) { PushMutable(e); }
+  // Counts the entry's job in its topic again (ClearIndex zeroed them).
+  void Reindex(const Entry& e) {
+    ++TopicOf(e.topic).jobs;
+    PushMutable(e);
+  }
   // A slot whose record cannot be read (its topic unknown) is gone.
   void DropUnread(uint32_t slot);
 
@@ -175,11 +188,10 @@ class FarSet {
     uint64_t jobs = 0;        // live slots of the topic
     uint32_t pos = std::numeric_limits<uint32_t>::max();  // in timers_
   };
+  // A total order: entries of one job placed twice (the same seq, another
+  // slot or time) still sort one way, in memory and in the files alike.
   struct EntryLater {
-    bool operator()(const Entry& a, const Entry& b) const {
-      if (a.run_at_ms != b.run_at_ms) return a.run_at_ms > b.run_at_ms;
-      return a.seq > b.seq;
-    }
+    bool operator()(const Entry& a, const Entry& b) const { return EntryBefore(b, a); }
   };
   // A sealed run: its next entries, a block at a time.
   struct Run {

@@ -6,6 +6,9 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <random>
+
+#include "common/log.h"
 
 namespace delayq::far {
 namespace {
@@ -26,18 +29,25 @@ Result<std::unique_ptr<IndexFiles>> IndexFiles::Open(const std::string& dir,
                                                      std::shared_ptr<store::FileSystem> fs) {
   if (!fs) fs = store::PosixFileSystem();
   if (Status s = fs->CreateDir(dir); !s.ok()) return s;
-  auto names = fs->List(dir);
-  if (!names.ok()) return names.status();
-  for (const std::string& n : *names) {
-    if (n.rfind("run-", 0) == 0) {
-      if (Status s = fs->Remove(dir + "/" + n); !s.ok()) return s;
-    }
-  }
   return std::unique_ptr<IndexFiles>(new IndexFiles(dir, std::move(fs)));
 }
 
+Status IndexFiles::RemoveOthers() {
+  auto names = fs_->List(dir_);
+  if (!names.ok()) return names.status();
+  const std::string mine = RunName(0).substr(0, 21);  // "run-<epoch>-"
+  for (const std::string& n : *names) {
+    if (n.rfind("run-", 0) == 0 && n.rfind(mine, 0) != 0) {
+      if (Status s = fs_->Remove(dir_ + "/" + n); !s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
 IndexFiles::IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs)
-    : dir_(std::move(dir)), fs_(std::move(fs)) {
+    : dir_(std::move(dir)),
+      fs_(std::move(fs)),
+      epoch_(std::random_device{}() | uint64_t{std::random_device{}()} << 32) {
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -58,9 +68,10 @@ IndexFiles::~IndexFiles() {
   }
 }
 
-std::string IndexFiles::RunName(uint64_t run) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "run-%016llx.dq", static_cast<unsigned long long>(run));
+std::string IndexFiles::RunName(uint64_t run) const {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "run-%016llx-%016llx.dq", static_cast<unsigned long long>(epoch_),
+                static_cast<unsigned long long>(run));
   return buf;
 }
 
@@ -88,14 +99,19 @@ void IndexFiles::WriterLoop() {
     queue_.pop_front();
     lock.unlock();
     auto file = WriteRun(run, entries);
-    entries = {};  // its memory back before the next
+    if (!file.ok()) {
+      ::delayq::Log(LogLevel::kError,
+                    "far-future index: %s; its run of %zu entries stays in memory",
+                    file.status().message().c_str(), entries.size());
+    }
     lock.lock();
     RunFile& r = runs_[run];
     r.written = true;
     if (file.ok()) {
       r.file = std::move(file).value();
+      entries = {};  // its memory back before the next
     } else {
-      r.error = file.status();
+      r.memory = std::move(entries);
     }
     if (r.removed) {
       if (r.file != nullptr) (void)fs_->Remove(r.file->path());
@@ -107,10 +123,7 @@ void IndexFiles::WriterLoop() {
 
 Result<std::unique_ptr<store::File>> IndexFiles::WriteRun(uint64_t run,
                                                           std::vector<engine::FarEntry>& entries) {
-  std::sort(entries.begin(), entries.end(),
-            [](const engine::FarEntry& a, const engine::FarEntry& b) {
-              return a.run_at_ms != b.run_at_ms ? a.run_at_ms < b.run_at_ms : a.seq < b.seq;
-            });
+  std::sort(entries.begin(), entries.end(), engine::EntryBefore);
   std::string path = dir_ + "/" + RunName(run);
   auto file = fs_->Open(path, /*create=*/true);
   if (!file.ok()) return file.status();
@@ -155,12 +168,15 @@ Result<size_t> IndexFiles::Read(uint64_t run, uint64_t from, std::span<engine::F
       return Internal("far-future index: run " + std::to_string(run) + " is gone");
     }
     written_cv_.wait(lock, [&] { return it->second.written; });
-    if (!it->second.error.ok()) {
-      return Internal("far-future index: run " + std::to_string(run) +
-                      " could not be written: " + it->second.error.message());
-    }
     file = it->second.file.get();
     entries = it->second.entries;
+    if (file == nullptr) {  // kept in memory
+      const std::vector<engine::FarEntry>& m = it->second.memory;
+      if (from >= m.size()) return size_t{0};
+      size_t count = std::min<size_t>(out.size(), m.size() - static_cast<size_t>(from));
+      std::copy_n(m.begin() + static_cast<ptrdiff_t>(from), count, out.begin());
+      return count;
+    }
   }
   // The file is the owner's from here: only Remove (the owner's) ends it.
   if (from >= entries || out.empty()) return size_t{0};

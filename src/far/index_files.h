@@ -1,17 +1,19 @@
 // IndexFiles: the sealed runs of the far jobs' time index (engine::FarSet),
 // one file each in <data_dir>/far/, read back a block at a time as the
-// runs are consumed. Format: docs/log-format.md, "Far-future index runs".
+// runs are consumed. Format: docs/log-format.md, "Far-future jobs".
 //
 // A run describes this process's slots, so a run is only read by the
-// process that wrote it: at open, runs left by an earlier one are removed
-// (replay places every far job again), and no run is fsynced (a crash that
-// loses one loses the process that could read it).
+// process that wrote it: each process names its runs with an epoch of its
+// own, and once it holds the data directory (the log's lock) removes the
+// runs of any other (replay places every far job again); no run is fsynced
+// (a crash that loses one loses the process that could read it).
 //
 // Writing: Write takes the entries and returns at once; a thread of its own
 // sorts and writes them (a run of a million: ~30 ms of sorting and ~30 ms
 // of writing a new file, which the engine's owner does not wait for). A
-// Read of a run not yet written waits for it. A write that fails makes the
-// run unreadable (kInternal): the engine then rebuilds its index.
+// Read of a run not yet written waits for it. A run whose write fails (a
+// full disk) stays in memory and is read from there, and the failure is
+// logged.
 //
 // Thread-safety: Write, Read and Remove from one owner (the queue's mutex);
 // the writer thread is the object's own.
@@ -44,8 +46,8 @@ inline constexpr size_t kBlockEntries = 4096;
 
 class IndexFiles final : public engine::FarIndexFiles {
  public:
-  // Creates `dir` if missing and removes the runs an earlier process left
-  // in it. Errors: kUnavailable (the path and the system's reason).
+  // Creates `dir` if missing. Errors: kUnavailable (the path and the
+  // system's reason).
   static Result<std::unique_ptr<IndexFiles>> Open(const std::string& dir,
                                                   std::shared_ptr<store::FileSystem> fs);
 
@@ -56,7 +58,10 @@ class IndexFiles final : public engine::FarIndexFiles {
   Result<size_t> Read(uint64_t run, uint64_t from, std::span<engine::FarEntry> out) override;
   void Remove(uint64_t run) override;
 
-  static std::string RunName(uint64_t run);
+  // Removes the runs an earlier process left (call once the data directory
+  // is locked). Errors: the file system's.
+  Status RemoveOthers();
+  std::string RunName(uint64_t run) const;
 
  private:
   IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs);
@@ -69,12 +74,15 @@ class IndexFiles final : public engine::FarIndexFiles {
     std::unique_ptr<store::File> file;  // null while being written, or if that failed
     uint64_t entries = 0;
     bool written = false;
-    Status error;          // the write's failure
+    // A run whose write failed (a full disk) is kept here, sorted, and read
+    // from memory: an index is not lost for want of space.
+    std::vector<engine::FarEntry> memory;
     bool removed = false;  // removed while being written: goes once written
   };
   const std::string dir_;
   const std::shared_ptr<store::FileSystem> fs_;
   uint64_t next_ = 1;
+  uint64_t epoch_ = 0;    // in this process's run names
   std::string read_buf_;  // the owner's
 
   std::mutex mu_;

@@ -163,6 +163,11 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();
   journal.SetLog(log->get());
+  // The directory is this process's now (the log locked it): runs an
+  // earlier one left name its slots, not ours.
+  if (*far_files != nullptr) {
+    if (Status s = (*far_files)->RemoveOthers(); !s.ok()) return s;
+  }
   // Far jobs whose records a repair moved: where they are now.
   if (journal.reader().has_dropped()) {
     engine.RelocateFar([&](uint64_t at) { return journal.reader().Relocate(at); });
@@ -181,11 +186,13 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   eo.clock = options.clock ? options.clock : SystemClock();
   eo.limits = options.limits;
   eo.dedup_window_ms = options.dedup_window_ms;
+  // The journal and the index files before the engine: on an early
+  // return the engine, which reads them, goes first.
+  std::unique_ptr<LogJournal> journal;
+  std::unique_ptr<far::IndexFiles> far_files;
   auto engine = engine::Engine::Create(eo);
   if (!engine.ok()) return engine.status();
   std::unique_ptr<store::Log> log;
-  std::unique_ptr<LogJournal> journal;
-  std::unique_ptr<far::IndexFiles> far_files;
   store::RecoveryReport report;
   uint64_t live = 0;
   Subscriptions subscriptions;
@@ -194,6 +201,11 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   if (options.store == StoreKind::kEmbedded) {
     if (options.memory_window_ms < -1) {
       return InvalidArgument("memory_window_ms: at least 0 (or -1: every job in memory)");
+    }
+    if (options.memory_window_ms >= 0 && options.segment_bytes > (uint64_t{1} << 34)) {
+      return InvalidArgument(
+          "segment_bytes: at most 16 GiB with a memory window (a far job's record is found by "
+          "its offset in its segment)");
     }
     journal = std::make_unique<LogJournal>(options.data_dir, fs);
     auto opened = OpenLog(options, std::move(fs), **engine, *journal, &far_files, &report, &live,
@@ -302,9 +314,12 @@ auto LocalQueue::WithEngine(F&& fn) {
   engine::Engine::Deadlines d = engine_->NextDeadlines();
   bool earlier = d.wall_ms < armed_.wall_ms || d.mono_ms < armed_.mono_ms;
   if (earlier) SetArmed(d);  // the runner re-arms from the engine anyway
+  // Jobs that went beyond the memory window in memory: the runner writes
+  // them out (SettleStep) right after this call.
+  bool settle = log_ != nullptr && engine_->settle_pending();
   deferred.swap(deferred_);
   lock.unlock();
-  if (earlier) Wake();
+  if (earlier || settle) Wake();
   RunCallbacks(deferred);
   return result;
 }
@@ -566,11 +581,12 @@ bool LocalQueue::CompactStep() {
 bool LocalQueue::SettleStep() {
   if (!engine_->settle_pending()) return false;
   // Upkeep (the job exists already), so a full disk's kept room serves it.
-  constexpr uint64_t kSettleBytes = 256 << 10;
-  uint64_t bound =
-      kSettleBytes + store::PutBound(kMaxIdBytes, kMaxTopicBytes, 1024, limits_.max_body_bytes);
+  // The room asked for is the budget the step keeps within (at least one
+  // job of the largest kind fits).
+  uint64_t bound = std::max<uint64_t>(
+      256 << 10, store::PutBound(kMaxIdBytes, kMaxTopicBytes, 1024, limits_.max_body_bytes));
   if (!log_->Room(bound, Need::kUpkeep).ok()) return false;  // in memory meanwhile
-  return engine_->SettleFar(kSettleBytes);
+  return engine_->SettleFar(bound);
 }
 
 LocalQueue::StoreStats LocalQueue::store_stats() {

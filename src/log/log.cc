@@ -742,9 +742,10 @@ bool Log::Written(uint64_t location) const {
   std::lock_guard<std::mutex> lock(seg_mu_);
   const Segment& head = segments_.back();
   if (number != head.number) return number < head.number;
-  // Its first byte written: all of it, but after a write that failed
-  // part-way (a reader then finds it cut short, and says so).
-  return engine::LocationOffset(location) < head.bytes;
+  // Its first byte written: all of it, unless it is in a batch whose write
+  // failed part-way (its retry writes the rest).
+  uint64_t offset = engine::LocationOffset(location);
+  return offset < head.bytes && offset < incomplete_from_;
 }
 
 void Log::AppendUpdate(const engine::JobImage& job) {
@@ -929,6 +930,10 @@ Status Log::WriteUnwritten() {
     std::lock_guard<std::mutex> lock(seg_mu_);
     segments_.back().bytes += n;
     disk_bytes_ += n;
+    // Records from where a batch that failed part-way began are not whole
+    // on file until its retry completes (Written).
+    if (n < unwritten_.size() && incomplete_from_ == kNoOffset) incomplete_from_ = at;
+    if (n == unwritten_.size()) incomplete_from_ = kNoOffset;
   }
   last_write_ms_.store(MonoMs(), std::memory_order_relaxed);
   if (n == unwritten_.size()) {

@@ -456,7 +456,11 @@ class Log {
 
   // Segments; the last one is being written.
   mutable std::mutex seg_mu_;
-  std::deque<Segment> segments_;         // GUARDED_BY(seg_mu_)
+  std::deque<Segment> segments_;  // GUARDED_BY(seg_mu_)
+  static constexpr uint64_t kNoOffset = ~uint64_t{0};
+  // In the head: where the batch that failed part-way began (kNoOffset:
+  // none). GUARDED_BY(seg_mu_)
+  uint64_t incomplete_from_ = kNoOffset;
   uint64_t removed_segments_ = 0;        // GUARDED_BY(seg_mu_)
   std::atomic<uint64_t> disk_bytes_{0};  // sum of segments_[*].bytes
 

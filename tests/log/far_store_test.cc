@@ -187,6 +187,58 @@ TEST(FarFutureJobs, PastTheByteBudgetJobsComeIntoMemoryOnlyWhenDue) {
   EXPECT_EQ(got, 500u);
 }
 
+// A far job whose record is in a write that failed part-way is not lost:
+// reading it says the store cannot write, and once writes work again it is
+// read, and comes when due.
+TEST(FarFutureJobs, ARecordInAWriteThatFailedPartWayIsNotTakenForLost) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  auto fs = std::make_shared<FaultyFileSystem>();
+  QueueOptions o = Windowed(tmp.data(), clock, 0, "everysec");
+  auto q = MustOpen(o, OpenOptions{.file_system = fs});
+  ASSERT_TRUE(q->Add(Spec("t", "before", "kept", kMinute)).ok());
+  fs->torn_bytes = 5;  // the failing write gets a few bytes of the record out
+  fs->fail_writes = true;
+  EXPECT_EQ(q->Add(Spec("t", "during", "d", kMinute)).status().code(), Code::kUnavailable);
+  auto read = q->Get("during");
+  EXPECT_EQ(read.status().code(), Code::kUnavailable) << read.status().ToString();
+  clock->Advance(kMinute);  // due while unreadable: tried again, not dropped
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+  fs->fail_writes = false;
+  ASSERT_TRUE(Eventually([&] { return q->Get("during").ok(); }));
+  EXPECT_EQ(q->Get("during")->body, "d");
+  clock->Advance(2000);  // past the second the loading waits after a failed read
+  auto got = ReserveAll(*q, "t", 2);
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(got["during"].body, "d");
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+}
+
+// A start that fails after the replay sealed runs of the index ends cleanly.
+TEST(FarFutureJobs, AStartThatFailsAfterSealingRunsEndsCleanly) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, 0);
+  o.segment_bytes = 4096;
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), Body(i), kDay)).ok());
+    }
+  }
+  std::vector<std::string> segments = Segments(tmp.data());
+  ASSERT_GE(segments.size(), 3u);
+  {
+    // Damage amid the records of an older segment: the start stops there.
+    std::fstream f(segments[segments.size() - 2], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.write("garbage!", 8);
+  }
+  auto q = OpenServingQueue(o);
+  EXPECT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), Code::kInternal) << q.status().ToString();
+}
+
 // PEEK finds a topic's earliest far job wherever its entry is: in memory or
 // in any run, behind entries of other topics and of jobs gone.
 TEST(FarFutureJobs, PeekFindsTheEarliestOfATopicAcrossRuns) {
