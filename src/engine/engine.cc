@@ -1208,11 +1208,21 @@ Status Engine::RestorePut(const JobImage& job, uint64_t location, bool* replaced
   if (!job.generated_id && LooksGenerated(job.id)) client_took_generated_form_ = true;
   uint32_t topic = TopicIndex(job.topic);
   if (location != 0 && job.state == JobState::kDelayed && IsFar(job.run_at_ms)) {
-    // Its record is all it needs: found by its id's text from now on.
-    uint32_t slot = far_.Take();
+    // Its record is all it needs. A generated id that named a far slot
+    // names the same one again if it is free; any other is found by its
+    // text.
+    uint64_t id_seq = 0;
+    uint32_t handle = 0;
+    uint32_t slot = FarSet::kNoSlot;
+    if (job.generated_id && ParseGeneratedId(job.id, &id_seq, &handle) && id_seq == job.seq &&
+        (handle & kFarTag) != 0) {
+      slot = far_.TakeAt(handle & ~kFarTag);
+    }
+    bool hashed = slot == FarSet::kNoSlot;
+    if (hashed) slot = far_.Take();
     if (slot == FarSet::kNoSlot) return Unavailable("far-future job slots exhausted");
-    PlaceFar(slot, topic, job.run_at_ms, job.seq, location, /*hashed=*/true,
-             FarSet::IdHash(job.id));
+    PlaceFar(slot, topic, job.run_at_ms, job.seq, location, hashed,
+             hashed ? FarSet::IdHash(job.id) : 0);
     ++live_jobs_;
     return Status::Ok();
   }
@@ -1342,6 +1352,7 @@ void Engine::SetFarStore(FarStore* store, int64_t window_ms, FarIndexFiles* file
                          size_t max_mutable, uint64_t window_bytes) {
   far_store_ = store;
   window_bytes_ = window_bytes;
+  if (store != nullptr) far_.BeginRestore();  // until EndRestore: replay comes first
   far_.SetFiles(files, std::max<size_t>(1, max_mutable));
   if (store == nullptr) {
     window_ms_ = kNever;

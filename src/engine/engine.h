@@ -212,6 +212,9 @@ class Engine {
   void RestorePause(std::string_view topic, int64_t paused_until_ms);
   // An add with an idempotency key, remembered again (unless it expired).
   void RestoreDedup(const DedupImage& add);
+  // Replay is over (RestorePut no more): far slots freed meanwhile are
+  // handed out again from now on.
+  void EndRestore() { far_.EndRestore(); }
   // Generated ids and seqs continue after `seq`.
   void RestoreSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   uint64_t last_seq() const { return last_seq_; }

@@ -55,8 +55,32 @@ void FarSet::RunPos::operator()(uint32_t run, size_t pos) const {
 
 // --- slots ---------------------------------------------------------------------
 
+uint32_t FarSet::TakeAt(uint32_t slot) {
+  if (!restoring_ || slot >= kFarTag) return kNoSlot;
+  while (size_ <= slot) {  // the slots before it are free (0), unlinked until EndRestore
+    if ((size_ >> kChunkBits) >= chunks_.size()) chunks_.push_back(std::make_unique<Chunk>());
+    uint32_t chunk_end = ((size_ >> kChunkBits) + 1) << kChunkBits;
+    size_ = std::min(chunk_end, slot + 1);
+  }
+  if (Loc(slot) != 0) return kNoSlot;
+  Loc(slot) = kTakenMark;
+  Aux(slot) = 0;
+  return slot;
+}
+
+void FarSet::EndRestore() {
+  restoring_ = false;
+  free_ = kNoSlot;
+  for (uint32_t s = size_; s-- > 0;) {
+    if (Loc(s) == 0) {
+      Aux(s) = free_;
+      free_ = s;
+    }
+  }
+}
+
 uint32_t FarSet::Take() {
-  uint32_t slot = free_;
+  uint32_t slot = restoring_ ? kNoSlot : free_;
   if (slot != kNoSlot) {
     free_ = Aux(slot);
   } else {

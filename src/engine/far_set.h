@@ -109,6 +109,12 @@ class FarSet {
   // --- slots ------------------------------------------------------------------
   // A free slot, taken (not yet findable); kNoSlot when slots ran out.
   uint32_t Take();
+  // Restoring (replay): Take hands out new slots only, and TakeAt takes the
+  // slot a generated id names if it is free (kNoSlot if not), so that ids
+  // keep naming their slots across restarts. EndRestore links the free ones.
+  void BeginRestore() { restoring_ = true; }
+  uint32_t TakeAt(uint32_t slot);
+  void EndRestore();
   // Makes a taken slot a far job of `topic` due at run_at_ms whose record is
   // at `location` (non-zero). hashed: found by the id index under `id_hash`
   // (else by its slot number: named).
@@ -266,6 +272,7 @@ class FarSet {
   std::vector<std::unique_ptr<Chunk>> chunks_;
   uint32_t size_ = 0;  // slots handed out at least once
   uint32_t free_ = kNoSlot;
+  bool restoring_ = false;  // BeginRestore: the free list is not kept
   size_t jobs_ = 0;
   size_t mutable_entries_ = 0;
   size_t sealed_entries_ = 0;  // in runs, not yet popped

@@ -168,6 +168,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   if (*far_files != nullptr) {
     if (Status s = (*far_files)->RemoveOthers(); !s.ok()) return s;
   }
+  engine.EndRestore();
   // Far jobs whose records a repair moved: where they are now.
   if (journal.reader().has_dropped()) {
     engine.RelocateFar([&](uint64_t at) { return journal.reader().Relocate(at); });

@@ -956,6 +956,7 @@ Harness::Harness() : model_(clock_->NowMs(), clock_->MonotonicMs()) {
     // A small mutable part: the time index's runs are sealed and read back
     // all through a run.
     engine_->SetFarStore(far_.get(), g_window_ms, far_->files(), /*max_mutable=*/2, g_window_bytes);
+    engine_->EndRestore();  // nothing to replay
   }
 }
 
