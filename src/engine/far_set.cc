@@ -203,8 +203,8 @@ void FarSet::Seal() {
   runs_heap_.Push(static_cast<uint32_t>(runs_.size() - 1));
 }
 
-void FarSet::Advanced(uint32_t index, Status* error) {
-  Run& r = *runs_[index];
+void FarSet::Advanced(uint32_t run, Status* error) {
+  Run& r = *runs_[run];
   if (r.pos >= r.buf.size()) {
     r.buf.resize(kRunBlock);
     auto n = files_->Read(r.file, r.next, r.buf);
@@ -223,7 +223,7 @@ void FarSet::Advanced(uint32_t index, Status* error) {
     if (*n == 0) {  // used up
       runs_heap_.Remove(r.heap_pos);
       files_->Remove(r.file);
-      runs_[index].reset();
+      runs_[run].reset();
       --live_runs_;
       return;
     }
