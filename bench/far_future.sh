@@ -188,10 +188,15 @@ resp_port = int(cmd[cmd.index("--resp-port") + 1])
 http_port = int(cmd[cmd.index("--http-port") + 1])
 r = {"name": name, "jobs_expected": expected}
 
+# Gone: no such process, or a zombie whose threads have all exited (a
+# zombie leader's other threads may still hold its files, the data dir's
+# lock among them).
 def gone(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                return False
+        return len(os.listdir("/proc/%d/task" % pid)) <= 1
     except OSError:
         return True
 
@@ -273,6 +278,7 @@ restart() {
   [ -s "$OUT/$name.pid" ] || { log "$name: no server started"; exit 1; }
   dq_pid=$(cat "$OUT/$name.pid")
   pids+=("$dq_pid")
+  [ -e "/proc/$dq_pid/status" ] || { log "$name: the server is not running: $OUT/$name.log"; exit 1; }
   stats "$dq_http" >"$OUT/$name.stats"
   $PY - "$OUT/$name.json" "$OUT/$name.stats" "$rss_before" "$(rss "$dq_pid")" <<'EOF' >&2
 import json, sys
