@@ -44,6 +44,10 @@
 #            jobs), beanstalkd (no binlog) and `delayq serve --store memory`,
 #            each fresh, `delayq-bench memory --jobs PEER_JOBS` (1 h delays)
 #
+# Before each step (and each add round) the CPUs' business over one second
+# is logged (OUT/busy.txt, the summary's busy_before_steps), with a compiler
+# running named; QUIET_WAIT=S waits up to S seconds for a quiet second first.
+#
 # Prints each run's JSON on stderr, then a JSON summary line and a markdown
 # table on stdout; everything stays in OUT (the summary in OUT/summary.json).
 # Data dirs live in DATA_ROOT (default OUT/data; must be a disk, not a tmpfs)
@@ -76,6 +80,7 @@ LATE_WINDOW=${LATE_WINDOW:-20}            # s: LATE_JOBS / LATE_WINDOW jobs fall
 LATE_LEAD=${LATE_LEAD:-5}
 LATE_CONSUMERS=${LATE_CONSUMERS:-8}
 PEER_JOBS=${PEER_JOBS:-1000000}
+QUIET_WAIT=${QUIET_WAIT:-0}               # s to wait, before each step, for a quiet machine
 OUT=${OUT:-$(mktemp -d /tmp/delayq-far-bench.XXXXXX)}
 DATA_ROOT=${DATA_ROOT:-$OUT/data}
 KEEP_DATA=${KEEP_DATA:-0}
@@ -106,17 +111,30 @@ now() { date +%s.%N; }
 
 # busy_note STEP: logs how busy the CPUs were over the last second (this
 # script's servers idle then); a compiler running next to the run is noted
-# in OUT/busy.txt and the summary: the figures suffer on two vCPUs.
-busy_note() {
-  local busy cc=""
-  busy=$($PY -c 'import time
+# in OUT/busy.txt and the summary: the figures suffer on two vCPUs. With
+# QUIET_WAIT > 0 it first waits up to that many seconds for a quiet second
+# (CPUs < 15 % busy, no compiler): others' builds come and go.
+busy_pct() {
+  $PY -c 'import time
 def snap():
     v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
     return sum(v), v[3] + v[4]
 t0, i0 = snap(); time.sleep(1); t1, i1 = snap()
-print(round(100 * (1 - (i1 - i0) / max(1, t1 - t0))))')
-  pgrep -x cc1plus >/dev/null && cc=" (a compiler is running)"
-  log "before $1: CPUs $busy % busy$cc, load $(cut -d' ' -f1-3 /proc/loadavg)"
+print(round(100 * (1 - (i1 - i0) / max(1, t1 - t0))))'
+}
+busy_note() {
+  local busy cc="" waited=0 t0=$SECONDS
+  while :; do
+    busy=$(busy_pct)
+    cc=""
+    pgrep -x cc1plus >/dev/null && cc=" (a compiler is running)"
+    if [ "$busy" -lt 15 ] && [ -z "$cc" ]; then break; fi
+    if ((SECONDS - t0 >= QUIET_WAIT)); then break; fi
+    [ "$waited" = 1 ] || log "before $1: CPUs $busy % busy$cc: waiting up to $QUIET_WAIT s for a quiet second"
+    waited=1
+  done
+  log "before $1: CPUs $busy % busy$cc, load $(cut -d' ' -f1-3 /proc/loadavg)" \
+    "$([ "$waited" = 1 ] && echo "(after $((SECONDS - t0)) s of waiting)")"
   echo "$1 $busy${cc:+ compiler}" >>"$OUT/busy.txt"
 }
 
@@ -344,7 +362,6 @@ fi
 
 # --- add: the add rate with N pending vs into an empty server -------------------------------
 if want add; then
-  busy_note add
   full_pid=$dq_pid full_resp=$dq_resp
   for r in $(seq "$ADD_ROUNDS"); do
     run_empty() {
@@ -364,6 +381,7 @@ if want add; then
       bench_cpu "d_full_r$r" "$full_pid" fill --port "$full_resp" --jobs "$ADD_JOBS" \
         --seed "$((SEED + 100 + r))" --id-prefix "order-d$r-" "${fill_args[@]}"
     }
+    busy_note "add_r$r"
     log "add round $r/$ADD_ROUNDS: $ADD_JOBS jobs into an empty server and into the full one"
     if ((r % 2)); then run_empty; run_full; else run_full; run_empty; fi
   done
