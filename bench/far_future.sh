@@ -163,6 +163,7 @@ start_dq() {
 
 stats() { curl -sf -m 10 "http://127.0.0.1:$1/v1/stats" || echo '{}'; }
 rss() { awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$1/status"; }
+minflt() { awk '{ print $10 }' "/proc/$1/stat"; } # minor page faults so far
 du_b() { du -sb "$1" | cut -f1; }         # apparent bytes (file sizes)
 du_alloc() { du -s -B1 "$1" | cut -f1; }  # allocated blocks, in bytes
 jkey() {                                  # jkey FILE KEY: a value of a JSON object, or null
@@ -369,17 +370,24 @@ if want add; then
       new_datadir "empty_r$r"
       dir=$datadir
       start_dq "empty_r$r" "$dir"
-      local rss0
+      local rss0 f0
       rss0=$(rss "$dq_pid")
+      f0=$(minflt "$dq_pid")
       bench_cpu "b_empty_r$r" "$dq_pid" fill --port "$dq_resp" --jobs "$ADD_JOBS" \
         --seed "$((SEED + 100 + r))" --id-prefix "order-b$r-" "${fill_args[@]}"
-      kv "rss_empty_r$r" rss_before_bytes="$rss0" rss_after_bytes="$(rss "$dq_pid")"
+      kv "rss_empty_r$r" rss_before_bytes="$rss0" rss_after_bytes="$(rss "$dq_pid")" \
+        minflt="$(($(minflt "$dq_pid") - f0))"
       stop_pid "$dq_pid"
       rm -rf -- "$dir"
     }
     run_full() {
+      local rss0 f0
+      rss0=$(rss "$full_pid")
+      f0=$(minflt "$full_pid")
       bench_cpu "d_full_r$r" "$full_pid" fill --port "$full_resp" --jobs "$ADD_JOBS" \
         --seed "$((SEED + 100 + r))" --id-prefix "order-d$r-" "${fill_args[@]}"
+      kv "rss_full_r$r" rss_before_bytes="$rss0" rss_after_bytes="$(rss "$full_pid")" \
+        minflt="$(($(minflt "$full_pid") - f0))"
     }
     busy_note "add_r$r"
     log "add round $r/$ADD_ROUNDS: $ADD_JOBS jobs into an empty server and into the full one"
@@ -478,12 +486,18 @@ for r in range(1, 1000):
     if x is None or y is None:
         break
     pairs.append(round(x / y, 3))
-empty_rss_per_job = []
-for r in range(1, 1000):
-    e, f = ld("rss_empty_r%d" % r), ld("b_empty_r%d" % r)
-    if not e:
-        break
-    empty_rss_per_job.append(per(e.get("rss_after_bytes"), e.get("rss_before_bytes"), f.get("jobs")))
+def rounds(side, run):
+    """Per add round: RSS growth per job and minor page faults per 1,000 adds."""
+    rss, faults = [], []
+    for r in range(1, 1000):
+        e, f = ld("rss_%s_r%d" % (side, r)), ld("%s_r%d" % (run, r))
+        if not e:
+            break
+        rss.append(per(e.get("rss_after_bytes"), e.get("rss_before_bytes"), f.get("jobs")))
+        faults.append(per(e.get("minflt"), 0, f.get("jobs") and f["jobs"] / 1000))
+    return rss or None, faults or None
+empty_rss_per_job, empty_faults = rounds("empty", "b_empty")
+full_rss_per_job, full_faults = rounds("full", "d_full")
 busy = [l.split() for l in open(os.path.join(out, "busy.txt")) if l.strip()]
 s = {
     "jobs": n,
@@ -545,7 +559,10 @@ s = {
     if be.get("server_cpu_s") is not None and be.get("jobs") else None,
     "add_full_server_cpu_us_per_add": round(df["server_cpu_s"] / df["jobs"] * 1e6, 2)
     if df.get("server_cpu_s") is not None and df.get("jobs") else None,
-    "empty_rss_bytes_per_job_at_add_jobs": empty_rss_per_job or None,
+    "add_empty_rss_bytes_per_job": empty_rss_per_job,
+    "add_full_rss_bytes_per_job": full_rss_per_job,
+    "add_empty_minflt_per_1000": empty_faults,
+    "add_full_minflt_per_1000": full_faults,
     "late_cycle_per_s": ld("late_cycle").get("cycles_per_s"),
 }
 for name in ("late_full", "late_ref"):
@@ -580,6 +597,10 @@ rows = [
                                             f(s["add_full_server_cpu_us_per_add"]))),
     ("add rate with N pending / into an empty server", s["add_full_over_empty"],
      "per round %s" % f(s["add_full_over_empty_pairs"])),
+    ("add rounds: server minor page faults per 1,000 adds, empty / full",
+     "%s / %s" % (f(s["add_empty_minflt_per_1000"]), f(s["add_full_minflt_per_1000"])),
+     "RSS growth per job: %s / %s" % (f(s["add_empty_rss_bytes_per_job"]),
+                                      f(s["add_full_rss_bytes_per_job"]))),
     ("GET of a random far-future id, p50 / p99 / p999 / max µs",
      "%s / %s / %s / %s" % (f(s["get_p50_us"]), f(s["get_p99_us"]), f(s["get_p999_us"]),
                             f(s["get_max_us"])),
