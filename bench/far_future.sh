@@ -39,7 +39,7 @@
 #            `lateness` (LATE_JOBS due over LATE_WINDOW s, 8 consumers,
 #            half that cycle rate as load) on the full server and on a fresh
 #            reference server started without SERVE_ARGS (today's path,
-#            nothing pending), in turn
+#            nothing pending; the same cycle run first), in turn
 #   peers    bytes per pending job of Redis (hash + zset, as the seeds kept
 #            jobs), beanstalkd (no binlog) and `delayq serve --store memory`,
 #            each fresh, `delayq-bench memory --jobs PEER_JOBS` (1 h delays)
@@ -415,7 +415,9 @@ if want late; then
   new_datadir late_ref
   ref_dir=$datadir
   start_dq late_ref "$ref_dir" -
-  log "late: the same on a fresh server without SERVE_ARGS, nothing pending"
+  log "late: the same on a fresh server without SERVE_ARGS, nothing pending (the same cycle first)"
+  bench_cpu late_ref_cycle "$dq_pid" cycle --proto resp --port "$dq_resp" --connections 50 \
+    --depth 16 --body "$BODY" --seconds "$CYCLE_SECONDS"
   bench_cpu late_ref "$dq_pid" lateness --port "$dq_resp" "${late_args[@]}"
   stop_pid "$dq_pid"
   rm -rf -- "$ref_dir"
@@ -496,6 +498,16 @@ def rounds(side, run):
         rss.append(per(e.get("rss_after_bytes"), e.get("rss_before_bytes"), f.get("jobs")))
         faults.append(per(e.get("minflt"), 0, f.get("jobs") and f["jobs"] / 1000))
     return rss or None, faults or None
+def cpu_rounds(run):
+    """Per add round: the server's CPU µs per add."""
+    v = []
+    for r in range(1, 1000):
+        d = ld("%s_r%d" % (run, r))
+        if not d:
+            break
+        v.append(round(d["server_cpu_s"] / d["jobs"] * 1e6, 2)
+                 if d.get("server_cpu_s") is not None and d.get("jobs") else None)
+    return v or None
 empty_rss_per_job, empty_faults = rounds("empty", "b_empty")
 full_rss_per_job, full_faults = rounds("full", "d_full")
 busy = [l.split() for l in open(os.path.join(out, "busy.txt")) if l.strip()]
@@ -559,11 +571,16 @@ s = {
     if be.get("server_cpu_s") is not None and be.get("jobs") else None,
     "add_full_server_cpu_us_per_add": round(df["server_cpu_s"] / df["jobs"] * 1e6, 2)
     if df.get("server_cpu_s") is not None and df.get("jobs") else None,
+    "add_empty_best_adds_per_s": max(be.get("rounds_adds_per_s") or [0]) or None,
+    "add_full_best_adds_per_s": max(df.get("rounds_adds_per_s") or [0]) or None,
+    "add_empty_cpu_us_per_add_rounds": cpu_rounds("b_empty"),
+    "add_full_cpu_us_per_add_rounds": cpu_rounds("d_full"),
     "add_empty_rss_bytes_per_job": empty_rss_per_job,
     "add_full_rss_bytes_per_job": full_rss_per_job,
     "add_empty_minflt_per_1000": empty_faults,
     "add_full_minflt_per_1000": full_faults,
     "late_cycle_per_s": ld("late_cycle").get("cycles_per_s"),
+    "late_ref_cycle_per_s": ld("late_ref_cycle").get("cycles_per_s"),
 }
 for name in ("late_full", "late_ref"):
     d = ld(name)
@@ -571,6 +588,7 @@ for name in ("late_full", "late_ref"):
                 "load_cycles_per_s"):
         s["%s_%s" % (name, key)] = d.get(key)
 s["late_p99_full_over_ref"] = ratio(s["late_full_p99_ms"], s["late_ref_p99_ms"], 2)
+s["add_best_full_over_empty"] = ratio(s["add_full_best_adds_per_s"], s["add_empty_best_adds_per_s"])
 for peer in ("redis", "beanstalkd", "delayq_memory"):
     s["peer_%s_bytes_per_job" % peer] = ld("g_" + peer).get("bytes_per_job")
 s["busy_before_steps"] = {b[0]: int(b[1]) for b in busy}
@@ -597,6 +615,11 @@ rows = [
                                             f(s["add_full_server_cpu_us_per_add"]))),
     ("add rate with N pending / into an empty server", s["add_full_over_empty"],
      "per round %s" % f(s["add_full_over_empty_pairs"])),
+    ("add rounds: best round, empty / full (ratio); server CPU µs per add per round",
+     "%s / %s (%s)" % (f(s["add_empty_best_adds_per_s"]), f(s["add_full_best_adds_per_s"]),
+                       f(s["add_best_full_over_empty"])),
+     "empty %s; full %s" % (f(s["add_empty_cpu_us_per_add_rounds"]),
+                            f(s["add_full_cpu_us_per_add_rounds"]))),
     ("add rounds: server minor page faults per 1,000 adds, empty / full",
      "%s / %s" % (f(s["add_empty_minflt_per_1000"]), f(s["add_full_minflt_per_1000"])),
      "RSS growth per job: %s / %s" % (f(s["add_empty_rss_bytes_per_job"]),
@@ -625,10 +648,11 @@ rows = [
     ("lateness, N pending vs a fresh server: p50 / p99 / max ms",
      "%s / %s / %s" % (f(s["late_full_p50_ms"]), f(s["late_full_p99_ms"]),
                        f(s["late_full_max_ms"])),
-     "fresh %s / %s / %s; early %s + %s; missing %s + %s; load %s cycles/s" % (
+     "fresh %s / %s / %s; early %s + %s; missing %s + %s; load %s cycles/s (cycle %s / %s)" % (
          f(s["late_ref_p50_ms"]), f(s["late_ref_p99_ms"]), f(s["late_ref_max_ms"]),
          f(s["late_full_early"]), f(s["late_ref_early"]), f(s["late_full_missing"]),
-         f(s["late_ref_missing"]), f(s["late_full_load_cycles_per_s"]))),
+         f(s["late_ref_missing"]), f(s["late_full_load_cycles_per_s"]),
+         f(s["late_cycle_per_s"]), f(s["late_ref_cycle_per_s"]))),
     ("peers, bytes per pending job (1 h delays): Redis hash + zset / beanstalkd / delayq memory",
      "%s / %s / %s" % (f(s["peer_redis_bytes_per_job"]), f(s["peer_beanstalkd_bytes_per_job"]),
                        f(s["peer_delayq_memory_bytes_per_job"])), ""),
