@@ -37,9 +37,10 @@
 #   late     lateness with N far jobs pending: `delayq-bench cycle` for
 #            CYCLE_SECONDS gives the full server's cycle rate; then
 #            `lateness` (LATE_JOBS due over LATE_WINDOW s, 8 consumers,
-#            half that cycle rate as load) on the full server and on a fresh
+#            LATE_LOAD (0.5) of that cycle rate as load) on the full server and on a fresh
 #            reference server started without SERVE_ARGS (today's path,
-#            nothing pending; the same cycle run first), in turn
+#            nothing pending; the same cycle run first), in turn; with
+#            /v1/stats' log_bytes and rewritten_bytes (compaction) over both
 #   peers    bytes per pending job of Redis (hash + zset, as the seeds kept
 #            jobs), beanstalkd (no binlog) and `delayq serve --store memory`,
 #            each fresh, `delayq-bench memory --jobs PEER_JOBS` (1 h delays)
@@ -79,6 +80,7 @@ LATE_JOBS=${LATE_JOBS:-100000}
 LATE_WINDOW=${LATE_WINDOW:-20}            # s: LATE_JOBS / LATE_WINDOW jobs fall due per second
 LATE_LEAD=${LATE_LEAD:-5}
 LATE_CONSUMERS=${LATE_CONSUMERS:-8}
+LATE_LOAD=${LATE_LOAD:-0.5}               # the load during lateness, a fraction of the cycle rate
 PEER_JOBS=${PEER_JOBS:-1000000}
 QUIET_WAIT=${QUIET_WAIT:-0}               # s to wait, before each step, for a quiet machine
 OUT=${OUT:-$(mktemp -d /tmp/delayq-far-bench.XXXXXX)}
@@ -401,24 +403,28 @@ fi
 # --- late: lateness with N far jobs pending ------------------------------------------------------
 if want late; then
   busy_note late
+  stats "$dq_http" >"$OUT/late_full.stats0"
   log "late: cycle rate of the full server ($CYCLE_SECONDS s)"
   bench_cpu late_cycle "$dq_pid" cycle --proto resp --port "$dq_resp" --connections 50 \
     --depth 16 --body "$BODY" --seconds "$CYCLE_SECONDS"
-  half=$($PY -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["cycles_per_s"] / 2))' \
-    "$OUT/late_cycle.json" 2>/dev/null || echo 0)
+  load_rate=$($PY -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["cycles_per_s"] * float(sys.argv[2])))' \
+    "$OUT/late_cycle.json" "$LATE_LOAD" 2>/dev/null || echo 0)
   late_args=(--proto resp --jobs "$LATE_JOBS" --window-seconds "$LATE_WINDOW"
     --lead-seconds "$LATE_LEAD" --consumers "$LATE_CONSUMERS" --body "$BODY")
-  [ "$half" -gt 0 ] && late_args+=(--load-rate "$half")
-  log "late: $LATE_JOBS jobs due over $LATE_WINDOW s, load $half cycles/s: the full server"
+  [ "$load_rate" -gt 0 ] && late_args+=(--load-rate "$load_rate")
+  log "late: $LATE_JOBS jobs due over $LATE_WINDOW s, load $load_rate cycles/s: the full server"
   bench_cpu late_full "$dq_pid" lateness --port "$dq_resp" "${late_args[@]}"
+  stats "$dq_http" >"$OUT/late_full.stats1"
   full_pid=$dq_pid full_resp=$dq_resp full_http=$dq_http
   new_datadir late_ref
   ref_dir=$datadir
   start_dq late_ref "$ref_dir" -
   log "late: the same on a fresh server without SERVE_ARGS, nothing pending (the same cycle first)"
+  stats "$dq_http" >"$OUT/late_ref.stats0"
   bench_cpu late_ref_cycle "$dq_pid" cycle --proto resp --port "$dq_resp" --connections 50 \
     --depth 16 --body "$BODY" --seconds "$CYCLE_SECONDS"
   bench_cpu late_ref "$dq_pid" lateness --port "$dq_resp" "${late_args[@]}"
+  stats "$dq_http" >"$OUT/late_ref.stats1"
   stop_pid "$dq_pid"
   rm -rf -- "$ref_dir"
   dq_pid=$full_pid dq_resp=$full_resp dq_http=$full_http
@@ -587,6 +593,17 @@ for name in ("late_full", "late_ref"):
     for key in ("count", "early", "p50_ms", "p99_ms", "p999_ms", "max_ms", "missing",
                 "load_cycles_per_s"):
         s["%s_%s" % (name, key)] = d.get(key)
+def stats_delta(name, key):
+    try:
+        a = json.load(open(os.path.join(out, name + ".stats0")))
+        b = json.load(open(os.path.join(out, name + ".stats1")))
+        return b[key] - a[key]
+    except (OSError, ValueError, KeyError):
+        return None
+for name in ("late_full", "late_ref"):
+    # what the cycle and lateness runs made the log write, and compaction copy forward
+    s[name + "_log_bytes"] = stats_delta(name, "log_bytes")
+    s[name + "_rewritten_bytes"] = stats_delta(name, "rewritten_bytes")
 s["late_p99_full_over_ref"] = ratio(s["late_full_p99_ms"], s["late_ref_p99_ms"], 2)
 s["add_best_full_over_empty"] = ratio(s["add_full_best_adds_per_s"], s["add_empty_best_adds_per_s"])
 for peer in ("redis", "beanstalkd", "delayq_memory"):
@@ -653,6 +670,9 @@ rows = [
          f(s["late_full_early"]), f(s["late_ref_early"]), f(s["late_full_missing"]),
          f(s["late_ref_missing"]), f(s["late_full_load_cycles_per_s"]),
          f(s["late_cycle_per_s"]), f(s["late_ref_cycle_per_s"]))),
+    ("during the cycle and lateness runs: log bytes written / compaction's rewritten bytes, full vs fresh",
+     "%s / %s" % (f(s["late_full_log_bytes"]), f(s["late_full_rewritten_bytes"])),
+     "fresh %s / %s" % (f(s["late_ref_log_bytes"]), f(s["late_ref_rewritten_bytes"]))),
     ("peers, bytes per pending job (1 h delays): Redis hash + zset / beanstalkd / delayq memory",
      "%s / %s / %s" % (f(s["peer_redis_bytes_per_job"]), f(s["peer_beanstalkd_bytes_per_job"]),
                        f(s["peer_delayq_memory_bytes_per_job"])), ""),
