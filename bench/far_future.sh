@@ -365,7 +365,7 @@ fi
 
 # --- add: the add rate with N pending vs into an empty server -------------------------------
 if want add; then
-  full_pid=$dq_pid full_resp=$dq_resp
+  full_pid=$dq_pid full_resp=$dq_resp full_http=$dq_http
   for r in $(seq "$ADD_ROUNDS"); do
     run_empty() {
       local dir
@@ -395,7 +395,7 @@ if want add; then
     log "add round $r/$ADD_ROUNDS: $ADD_JOBS jobs into an empty server and into the full one"
     if ((r % 2)); then run_empty; run_full; else run_full; run_empty; fi
   done
-  dq_pid=$full_pid dq_resp=$full_resp
+  dq_pid=$full_pid dq_resp=$full_resp dq_http=$full_http
   median b_empty adds_per_s
   median d_full adds_per_s
 fi
