@@ -24,7 +24,9 @@
 #            the same data dir, timed from its exec to the first RESP PING
 #            answered (first_answer_s) and until /v1/stats shows every job
 #            (all_jobs_s); the server's own recovery_ms; VmRSS after. Then
-#            kill -9 of that server and the same start again
+#            kill -9 of that server and the same start again; then SIGTERM,
+#            the data dir's files synced and dropped from the page cache
+#            (fadvise DONTNEED: nothing else is evicted), and a cold start
 #   probe    `delayq-bench probe`: GET of each sampled id, one at a time
 #            over RESP (p50/p99/p999/max us; every one must be found), then
 #            DELETE of DELETES of them (-1: all; each must be found), then a
@@ -202,8 +204,8 @@ fill_args=(--body "$BODY" --id-bytes "$ID_BYTES" --min-delay-ms "$MIN_DELAY_MS"
 # OUT/NAME.pid at once; the figures to OUT/NAME.json.
 cat >"$OUT/restart.py" <<'EOF'
 import http.client, json, os, signal, socket, subprocess, sys, time
-out, name, timeout, expected, stop_pid, sig = sys.argv[1:7]
-cmd = sys.argv[7:]
+out, name, timeout, expected, stop_pid, sig, evict = sys.argv[1:8]
+cmd = sys.argv[8:]
 timeout, expected, stop_pid = float(timeout), int(expected), int(stop_pid)
 resp_port = int(cmd[cmd.index("--resp-port") + 1])
 http_port = int(cmd[cmd.index("--http-port") + 1])
@@ -232,6 +234,28 @@ if stop_pid > 0:
         time.sleep(0.001)
     r["stop_signal"] = sig
     r["stop_s"] = round(time.monotonic() - t0, 3)
+
+# evict DIR: a cold start without touching anything but the data dir: each
+# of its files is synced, then dropped from the page cache (fadvise
+# DONTNEED); what stays cached is counted with fincore where it exists.
+if evict != "-":
+    for f in sorted(os.listdir(evict)):
+        p = os.path.join(evict, f)
+        if not os.path.isfile(p):
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    try:
+        files = [os.path.join(evict, f) for f in os.listdir(evict)]
+        res = subprocess.run(["fincore", "-b", "-n", "-o", "RES"] + files,
+                             capture_output=True, text=True, timeout=60)
+        r["cached_bytes_after_evict"] = sum(int(x) for x in res.stdout.split())
+    except (OSError, ValueError, subprocess.SubprocessError):
+        r["cached_bytes_after_evict"] = None
 
 def ping():
     try:
@@ -277,18 +301,20 @@ json.dump(r, open(os.path.join(out, name + ".json"), "w"))
 sys.exit(0 if r.get("jobs_match") else 1)
 EOF
 
-# restart NAME SIGNAL: stops the full server (dq_pid) with SIGNAL and starts
-# it again on its data dir, on new free ports (restart.py); dq_pid, dq_resp,
-# dq_http become the new server's. OUT/NAME.json gets the server's
+# restart NAME SIGNAL [cold]: stops the full server (dq_pid) with SIGNAL and
+# starts it again on its data dir, on new free ports (restart.py); with
+# `cold`, the data dir's files are dropped from the page cache in between.
+# dq_pid, dq_resp, dq_http become the new server's. OUT/NAME.json gets the server's
 # recovery_ms and recovered_records and the VmRSS after.
 restart() {
-  local name=$1 sig=$2 expected old=$dq_pid rss_before
+  local name=$1 sig=$2 evict=- expected old=$dq_pid rss_before
+  [ "${3:-}" != cold ] || evict=$full_dir
   rss_before=$(rss "$dq_pid")
   expected=$(stats "$dq_http" | $PY -c 'import json,sys; print(json.load(sys.stdin).get("jobs", -1))')
   dq_resp=$(free_port)
   dq_http=$(free_port)
   log "$name: $sig to pid $old with $expected jobs, then a start on $full_dir"
-  $PY "$OUT/restart.py" "$OUT" "$name" "$RESTART_TIMEOUT" "$expected" "$old" "$sig" \
+  $PY "$OUT/restart.py" "$OUT" "$name" "$RESTART_TIMEOUT" "$expected" "$old" "$sig" "$evict" \
     "$bin/delayq" serve --store embedded --data-dir "$full_dir" --fsync "$FSYNC" \
     --resp-port "$dq_resp" --http-port "$dq_http" ${serve_extra[@]+"${serve_extra[@]}"} \
     || log "$name: FAILED ($(cat "$OUT/$name.json" 2>/dev/null))"
@@ -353,6 +379,7 @@ if want restart; then
   busy_note restart
   restart f_graceful SIGTERM
   restart f_kill9 SIGKILL
+  restart f_cold SIGTERM cold
 fi
 
 # --- probe -------------------------------------------------------------------------------
@@ -552,6 +579,11 @@ s = {
     "kill9_recovery_ms": k9.get("recovery_ms"),
     "kill9_jobs_match": k9.get("jobs_match"),
     "kill9_jobs_after": k9.get("jobs_after"),
+    "cold_first_answer_s": ld("f_cold").get("first_answer_s"),
+    "cold_all_jobs_s": ld("f_cold").get("all_jobs_s"),
+    "cold_recovery_ms": ld("f_cold").get("recovery_ms"),
+    "cold_jobs_match": ld("f_cold").get("jobs_match"),
+    "cold_cached_bytes_after_evict": ld("f_cold").get("cached_bytes_after_evict"),
     "restart_s_per_million": round(g["first_answer_s"] / (n / 1e6), 3)
     if g.get("first_answer_s") is not None and n else None,
     "probe_ids": probe.get("ids"),
@@ -662,6 +694,10 @@ rows = [
     ("kill -9 restart: exec to first answer / every job, s",
      "%s / %s" % (f(s["kill9_first_answer_s"]), f(s["kill9_all_jobs_s"])),
      "recovery_ms %s; jobs match: %s" % (f(s["kill9_recovery_ms"]), f(s["kill9_jobs_match"]))),
+    ("cold restart (SIGTERM, the data dir dropped from the page cache): exec to first answer / every job, s",
+     "%s / %s" % (f(s["cold_first_answer_s"]), f(s["cold_all_jobs_s"])),
+     "recovery_ms %s; jobs match: %s; %s bytes still cached" % (
+         f(s["cold_recovery_ms"]), f(s["cold_jobs_match"]), f(s["cold_cached_bytes_after_evict"]))),
     ("lateness, N pending vs a fresh server: p50 / p99 / max ms",
      "%s / %s / %s" % (f(s["late_full_p50_ms"]), f(s["late_full_p99_ms"]),
                        f(s["late_full_max_ms"])),
