@@ -10,6 +10,11 @@
 //   delayq-bench cycle|put|reservelat|lateness|memory --proto resp|http|beanstalk ...
 //                                             a running server over the
 //                                             network (net_bench.h)
+//   delayq-bench fill --jobs N --sample-file F
+//                                             N jobs due in 1-30 days, a
+//                                             sample of their ids to F
+//   delayq-bench probe --sample-file F        GET and DELETE of those ids,
+//                                             one at a time: latency
 //   delayq-bench receive --port P --jobs N    the receiving end of push
 //                                             delivery (push_receiver.h)
 //   delayq-bench schedules --servers H:P --pids PID
@@ -226,6 +231,58 @@ CLI::App* AddMemory(CLI::App* app, delayq::bench::MemoryOptions* o) {
   return mem;
 }
 
+CLI::App* AddFill(CLI::App* app, delayq::bench::FillOptions* o) {
+  CLI::App* fill = app->add_subcommand(
+      "fill",
+      "exactly N jobs due far ahead (uniform over [now + min, now + max]), pipelined; a "
+      "sample of their ids to a file");
+  AddTarget(fill, &o->target, nullptr);
+  fill->add_option("--jobs", o->jobs, "jobs added")->capture_default_str();
+  fill->add_option("--body", o->body_bytes, "body bytes")->capture_default_str();
+  fill->add_option("--connections", o->connections, "connections")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  fill->add_option("--depth", o->depth, "adds in flight per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  fill->add_option("--min-delay-ms", o->min_delay_ms, "earliest due time, ms from the add")
+      ->capture_default_str();
+  fill->add_option("--max-delay-ms", o->max_delay_ms, "latest due time, ms from the add")
+      ->capture_default_str();
+  fill->add_option("--seed", o->seed, "random seed of the due times and the sample")
+      ->capture_default_str();
+  fill->add_option("--id-bytes", o->id_bytes,
+                   "client-chosen ids of exactly this length: --id-prefix, then the job's "
+                   "number zero-padded (0: the server's ids)")
+      ->capture_default_str();
+  fill->add_option("--id-prefix", o->id_prefix,
+                   "client ids' prefix (default f<pid>-); give each fill on a server its own");
+  fill->add_option("--topic", o->topic, "the topic (default b<pid>-far)");
+  fill->add_option("--topics", o->topics, "spread over this many topics, <topic>-<k>")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  fill->add_option("--sample", o->sample, "ids kept, a uniform sample (reservoir)")
+      ->capture_default_str();
+  fill->add_option("--sample-file", o->sample_file, "where the sampled ids go, one per line");
+  return fill;
+}
+
+CLI::App* AddProbe(CLI::App* app, delayq::bench::ProbeOptions* o) {
+  CLI::App* probe = app->add_subcommand(
+      "probe",
+      "GET each id of a sample file, then DELETE them (and GET them again: gone), one request "
+      "at a time over RESP: latency of each kind");
+  AddTarget(probe, &o->target, nullptr);
+  probe->add_option("--sample-file", o->sample_file, "ids, one per line (fill --sample-file)")
+      ->required();
+  probe->add_option("--deletes", o->deletes, "ids deleted after the GETs (-1: all)")
+      ->capture_default_str();
+  probe->add_option("--warmup", o->warmup, "untimed GETs of a missing id first")
+      ->capture_default_str();
+  probe->add_option("--seed", o->seed, "shuffles the ids")->capture_default_str();
+  return probe;
+}
+
 CLI::App* AddSchedules(CLI::App* app, delayq::bench::ScheduleBenchOptions* o) {
   CLI::App* sc = app->add_subcommand(
       "schedules",
@@ -293,6 +350,10 @@ int main(int argc, char** argv) {
   CLI::App* rl = AddReserveLatency(&app, &rl_opts);
   CLI::App* late = AddLateness(&app, &late_opts);
   CLI::App* mem = AddMemory(&app, &mem_opts);
+  delayq::bench::FillOptions fill_opts;
+  CLI::App* fill = AddFill(&app, &fill_opts);
+  delayq::bench::ProbeOptions probe_opts;
+  CLI::App* probe = AddProbe(&app, &probe_opts);
   delayq::bench::ReceiveOptions receive_opts;
   CLI::App* receive = app.add_subcommand(
       "receive", "an HTTP receiver for push delivery: requests/s and lateness of what arrives");
@@ -314,6 +375,8 @@ int main(int argc, char** argv) {
   if (rl->parsed()) return delayq::bench::RunReserveLatencyBench(rl_opts);
   if (late->parsed()) return delayq::bench::RunLatenessBench(late_opts);
   if (mem->parsed()) return delayq::bench::RunMemoryBench(mem_opts);
+  if (fill->parsed()) return delayq::bench::RunFillBench(fill_opts);
+  if (probe->parsed()) return delayq::bench::RunProbeBench(probe_opts);
   if (receive->parsed()) return delayq::bench::RunReceive(receive_opts);
   if (sched->parsed()) return delayq::bench::RunScheduleBench(sched_opts);
   return 2;

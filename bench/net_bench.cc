@@ -1123,4 +1123,321 @@ int RunMemoryBench(const MemoryOptions& o) {
   return counts.errors == 0 ? 0 : 1;
 }
 
+// --- fill / probe ---------------------------------------------------------------
+
+namespace {
+
+int Digits(uint64_t v) {
+  int n = 1;
+  for (; v >= 10; v /= 10) ++n;
+  return n;
+}
+
+}  // namespace
+
+int RunFillBench(const FillOptions& o) {
+  if (o.target.proto != "resp" && o.target.proto != "http") {
+    std::fprintf(stderr, "delayq-bench: fill speaks --proto resp or http\n");
+    return 2;
+  }
+  if (o.jobs == 0 || o.jobs > UINT32_MAX) {
+    std::fprintf(stderr, "delayq-bench: --jobs must be 1..4294967295\n");
+    return 2;
+  }
+  if (o.min_delay_ms < 0 || o.max_delay_ms < o.min_delay_ms) {
+    std::fprintf(stderr, "delayq-bench: want 0 <= --min-delay-ms <= --max-delay-ms\n");
+    return 2;
+  }
+  if (o.connections < 1 || o.depth < 1 || o.topics < 1) {
+    std::fprintf(stderr, "delayq-bench: --connections, --depth and --topics must be >= 1\n");
+    return 2;
+  }
+  if (o.sample > 0 && o.sample_file.empty()) {
+    std::fprintf(stderr, "delayq-bench: --sample needs --sample-file\n");
+    return 2;
+  }
+  std::string id_prefix = o.id_prefix;
+  if (id_prefix.empty()) {
+    id_prefix = std::to_string(getpid());
+    id_prefix.insert(0, 1, 'f');
+    id_prefix.push_back('-');
+  }
+  if (o.id_bytes != 0 && o.id_bytes < id_prefix.size() + static_cast<size_t>(Digits(o.jobs - 1))) {
+    std::fprintf(stderr,
+                 "delayq-bench: --id-bytes %zu is too short for the prefix '%s' and %d digits\n",
+                 o.id_bytes, id_prefix.c_str(), Digits(o.jobs - 1));
+    return 2;
+  }
+  Setup s;
+  if (int rc = Open(o.target, o.connections, &s); rc != 0) return rc;
+  NetLoop* loop = s.loop.get();
+  std::string base = o.topic.empty() ? TopicPrefix() + "-far" : o.topic;
+  std::vector<std::string> topics;
+  for (int k = 0; k < o.topics; ++k) {
+    topics.push_back(o.topics == 1 ? base : base + "-" + std::to_string(k));
+  }
+  std::string body(o.body_bytes, 'x');
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<int64_t> delay(o.min_delay_ms, o.max_delay_ms);
+  std::string id;
+  auto make = [&](uint32_t seq, AddArgs* a) {
+    a->topic = topics[seq % topics.size()];
+    a->ttr_ms = 60'000;
+    // As of the last read: the loop's clock, fresh within a turn.
+    int64_t now_us = loop->now_wall_us() != 0 ? loop->now_wall_us() : WallUs();
+    a->run_at_ms = now_us / 1000 + delay(rng);
+    a->body = body;
+    if (o.id_bytes != 0) {
+      id.assign(id_prefix);
+      id.append(o.id_bytes - id_prefix.size() - static_cast<size_t>(Digits(seq)), '0');
+      AppendInt(&id, seq);
+      a->id = id;
+    }
+  };
+  Counts counts;
+  uint64_t acked = 0, no_id = 0;
+  std::vector<std::string> sample;
+  sample.reserve(o.sample);
+  std::mt19937_64 pick(o.seed + 1);
+  auto done = [&](uint32_t, const Reply& r) {
+    if (r.kind == Reply::Kind::kError) {
+      counts.Error("add", r.error);
+      return;
+    }
+    ++acked;
+    if (o.sample == 0) return;
+    if (r.id.empty()) {
+      ++no_id;
+      return;
+    }
+    if (sample.size() < o.sample) {
+      sample.emplace_back(r.id);
+    } else {
+      uint64_t j = std::uniform_int_distribution<uint64_t>(0, acked - 1)(pick);
+      if (j < o.sample) sample[j].assign(r.id);
+    }
+  };
+  PreloadRole adds(loop, 0, o.connections, o.depth, o.jobs, make, done);
+  PreloadRun run(&adds);
+  int64_t start = MonoNs();
+  double cpu0 = CpuSeconds();
+  adds.Start(topics.front());
+  if (Status e = loop->Run(run, 10'000'000); !e.ok()) return Fail(e);
+  double secs = static_cast<double>(MonoNs() - start) / 1e9;
+  double cpu = CpuSeconds() - cpu0;
+  if (adds.counts().errors != 0) {
+    if (counts.errors == 0) counts.first_error = adds.counts().first_error;
+    counts.errors += adds.counts().errors;
+  }
+  if (o.sample > 0) {
+    std::ofstream f(o.sample_file, std::ios::trunc);
+    for (const std::string& x : sample) f << x << '\n';
+    f.close();
+    if (!f) {
+      std::fprintf(stderr, "delayq-bench: cannot write --sample-file %s\n", o.sample_file.c_str());
+      return 1;
+    }
+  }
+  std::printf("{\"bench\":\"fill\",\"proto\":\"%s\",\"port\":%d,\"jobs\":%" PRIu64
+              ",\"added\":%" PRIu64 ",\"body_bytes\":%zu,\"id_bytes\":%zu,\"min_delay_ms\":%" PRId64
+              ",\"max_delay_ms\":%" PRId64 ",\"topics\":%d,\"connections\":%d,\"depth\":%d",
+              o.target.proto.c_str(), s.port, o.jobs, acked, o.body_bytes, o.id_bytes,
+              o.min_delay_ms, o.max_delay_ms, o.topics, o.connections, o.depth);
+  std::printf(",\"seconds\":%.3f,\"adds_per_s\":%.0f,\"client_cpu_s\":%.2f,\"sample\":%zu", secs,
+              static_cast<double>(acked) / secs, cpu, sample.size());
+  if (no_id != 0) std::printf(",\"replies_without_id\":%" PRIu64, no_id);
+  PrintLatency("latency", adds.rtt());
+  PrintErrors(counts);
+  std::printf("}\n");
+  return counts.errors == 0 && acked == o.jobs ? 0 : 1;
+}
+
+namespace {
+
+// GET each id, DELETE the first `deletes`, GET those again: one request in
+// flight, each written when the previous reply is in.
+class ProbeRun : public NetLoop::Handler {
+ public:
+  ProbeRun(NetLoop* loop, const std::vector<std::string>& ids, size_t deletes, uint64_t warmup)
+      : loop_(loop), ids_(ids), deletes_(deletes), warmup_(warmup) {}
+
+  void OnReply(Conn& c, const Pending& p, const Reply& r) override {
+    int64_t rtt = loop_->now_ns() - p.sent_ns;
+    bool null = IsNull(r.raw);
+    switch (phase_) {
+      case kWarmup:
+        if (r.kind == Reply::Kind::kError) counts_.Error("get (warm-up)", r.error);
+        break;
+      case kGet:
+        if (r.kind == Reply::Kind::kError) {
+          counts_.Error("get", r.error);
+        } else if (null) {
+          ++get_not_found_;
+        } else {
+          get_.Record(rtt);
+        }
+        break;
+      case kDelete:
+        if (r.kind != Reply::Kind::kError) {
+          del_.Record(rtt);
+        } else if (r.error.substr(0, 8) == "NOTFOUND") {
+          ++delete_not_found_;
+        } else {
+          counts_.Error("delete", r.error);
+        }
+        break;
+      case kRecheck:
+        if (r.kind == Reply::Kind::kError) {
+          counts_.Error("get (after delete)", r.error);
+        } else if (!null) {
+          ++found_after_delete_;
+        }
+        break;
+      case kDone:
+        break;
+    }
+    ++i_;
+    Next(c);
+  }
+
+  bool OnTick() override {
+    if (!started_) {
+      started_ = true;
+      cpu_start_ = CpuSeconds();
+      Next(loop_->conn(0));
+    }
+    return phase_ != kDone;
+  }
+
+  const Counts& counts() const { return counts_; }
+  const Histogram& gets() const { return get_; }
+  const Histogram& deletes() const { return del_; }
+  uint64_t get_not_found() const { return get_not_found_; }
+  uint64_t delete_not_found() const { return delete_not_found_; }
+  uint64_t found_after_delete() const { return found_after_delete_; }
+  double get_seconds() const { return static_cast<double>(get_ns_) / 1e9; }
+  double delete_seconds() const { return static_cast<double>(del_ns_) / 1e9; }
+  double client_cpu_seconds() const { return cpu_; }
+
+ private:
+  enum Phase { kWarmup, kGet, kDelete, kRecheck, kDone };
+
+  // A null array (RESP2 *-1, RESP3 _) or an empty one: GET found nothing.
+  static bool IsNull(std::string_view raw) {
+    return raw.substr(0, 3) == "*-1" || raw.substr(0, 1) == "_" || raw.substr(0, 3) == "*0\r";
+  }
+
+  size_t PhaseSize() const {
+    switch (phase_) {
+      case kWarmup:
+        return warmup_;
+      case kGet:
+        return ids_.size();
+      case kDelete:
+      case kRecheck:
+        return deletes_;
+      case kDone:
+        break;
+    }
+    return 0;
+  }
+
+  // Writes the next request, moving through the phases as each runs out.
+  void Next(Conn& c) {
+    while (phase_ != kDone && i_ >= PhaseSize()) {
+      int64_t now = loop_->now_ns();
+      if (phase_ == kGet) get_ns_ = now - phase_start_ns_;
+      if (phase_ == kDelete) del_ns_ = now - phase_start_ns_;
+      phase_ = static_cast<Phase>(phase_ + 1);
+      i_ = 0;
+      phase_start_ns_ = now;
+    }
+    if (phase_ == kDone || counts_.errors > 100) {
+      phase_ = kDone;
+      cpu_ = CpuSeconds() - cpu_start_;
+      loop_->Stop();
+      return;
+    }
+    cmd_.clear();
+    switch (phase_) {
+      case kWarmup:
+        AppendRespCommand(&cmd_, {"GET", "delayq-bench-probe-no-such-id"});
+        break;
+      case kGet:
+      case kRecheck:
+        AppendRespCommand(&cmd_, {"GET", ids_[i_]});
+        break;
+      case kDelete:
+        AppendRespCommand(&cmd_, {"DELETE", ids_[i_]});
+        break;
+      case kDone:
+        return;
+    }
+    c.Command(cmd_);
+  }
+
+  NetLoop* loop_;
+  const std::vector<std::string>& ids_;
+  size_t deletes_;
+  uint64_t warmup_;
+  Phase phase_ = kWarmup;
+  size_t i_ = 0;
+  bool started_ = false;
+  std::string cmd_;
+  int64_t phase_start_ns_ = 0, get_ns_ = 0, del_ns_ = 0;
+  double cpu_start_ = 0, cpu_ = 0;
+  Counts counts_;
+  Histogram get_, del_;
+  uint64_t get_not_found_ = 0, delete_not_found_ = 0, found_after_delete_ = 0;
+};
+
+}  // namespace
+
+int RunProbeBench(const ProbeOptions& o) {
+  if (o.target.proto != "resp") {
+    std::fprintf(stderr, "delayq-bench: probe speaks --proto resp only\n");
+    return 2;
+  }
+  std::vector<std::string> ids;
+  {
+    std::ifstream f(o.sample_file);
+    if (!f) {
+      std::fprintf(stderr, "delayq-bench: cannot read --sample-file %s\n", o.sample_file.c_str());
+      return 2;
+    }
+    std::string line;
+    while (std::getline(f, line)) {
+      if (!line.empty()) ids.push_back(line);
+    }
+  }
+  if (ids.empty()) {
+    std::fprintf(stderr, "delayq-bench: no ids in %s\n", o.sample_file.c_str());
+    return 2;
+  }
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(o.seed));
+  size_t deletes =
+      o.deletes < 0 ? ids.size() : std::min(ids.size(), static_cast<size_t>(o.deletes));
+  Setup s;
+  if (int rc = Open(o.target, 1, &s); rc != 0) return rc;
+  ProbeRun run(s.loop.get(), ids, deletes, o.warmup);
+  if (Status st = s.loop->Run(run, 10'000'000); !st.ok()) return Fail(st);
+  std::printf("{\"bench\":\"probe\",\"proto\":\"%s\",\"port\":%d,\"ids\":%zu,\"warmup\":%" PRIu64
+              ",\"gets\":%" PRIu64 ",\"gets_per_s\":%.0f",
+              o.target.proto.c_str(), s.port, ids.size(), o.warmup, run.gets().count(),
+              run.get_seconds() > 0 ? static_cast<double>(ids.size()) / run.get_seconds() : 0.0);
+  PrintUs("get", run.gets());
+  std::printf(",\"get_not_found\":%" PRIu64 ",\"deletes\":%" PRIu64, run.get_not_found(),
+              run.deletes().count());
+  PrintUs("delete", run.deletes());
+  std::printf(",\"delete_not_found\":%" PRIu64 ",\"found_after_delete\":%" PRIu64
+              ",\"client_cpu_s\":%.2f",
+              run.delete_not_found(), run.found_after_delete(), run.client_cpu_seconds());
+  PrintErrors(run.counts());
+  std::printf("}\n");
+  bool ok = run.counts().errors == 0 && run.get_not_found() == 0 && run.delete_not_found() == 0 &&
+            run.found_after_delete() == 0 && run.gets().count() == ids.size() &&
+            run.deletes().count() == deletes;
+  return ok ? 0 : 1;
+}
+
 }  // namespace delayq::bench

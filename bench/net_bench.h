@@ -9,6 +9,9 @@
 //             finish; the round trip of each reserve
 //   lateness  delivery time - due time of 1M timed jobs, optionally under load
 //   memory    RSS growth of the server per pending job
+//   fill      exactly N jobs due far ahead (1-30 days), pipelined; a sample
+//             of their ids to a file
+//   probe     GET, then DELETE, of the sampled ids one at a time: latency
 //
 // Every run ends by itself: after its seconds or its jobs, or with exit code
 // 1 and a message on stderr when the server stops answering (stall limit).
@@ -143,6 +146,48 @@ struct MemoryOptions {
   double settle_seconds = 0.5;  // pause before reading RSS after the last reply
 };
 
+// Adds exactly `jobs` jobs over `connections` connections, `depth` adds in
+// flight on each (refilled once half came back), each due at a time drawn
+// uniformly from [now + min_delay_ms, now + max_delay_ms] (an absolute
+// AT / run_at_ms, "now" being the wall clock when the add is written), TTR
+// 60 s. Ids: the server's (id_bytes 0) or the client's, id_prefix then the
+// job's number zero-padded to exactly id_bytes bytes (unique within a run;
+// give each run on a server its own prefix). A uniform sample of `sample`
+// acknowledged ids (reservoir, over the replies) goes to sample_file, one
+// per line. Job k goes to topic "<topic>" (topics 1) or "<topic>-<k %
+// topics>".
+struct FillOptions {
+  NetTarget target;
+  uint64_t jobs = 1'000'000;
+  size_t body_bytes = 100;
+  int connections = 4;
+  int depth = 256;
+  int64_t min_delay_ms = 86'400'000;     // 1 day
+  int64_t max_delay_ms = 2'592'000'000;  // 30 days
+  uint64_t seed = 1;
+  size_t id_bytes = 0;    // 0: ids chosen by the server
+  std::string id_prefix;  // client ids: empty means "f<pid>-"
+  std::string topic;      // empty: a per-run one ("b<pid>-far")
+  int topics = 1;
+  uint64_t sample = 0;
+  std::string sample_file;
+};
+
+// Reads ids (one per line) from sample_file and, on one connection, one
+// request at a time (RESP), GETs each of them in an order shuffled by
+// `seed`, then DELETEs the first `deletes` of that order (-1: all), then
+// GETs those again (untimed: each must be gone). Each request is timed
+// from its write to its reply. `warmup` GETs of an id that does not exist
+// come first, untimed. Every sampled id must be found by the GET and by
+// the DELETE: exit code 1 otherwise.
+struct ProbeOptions {
+  NetTarget target;
+  std::string sample_file;
+  int64_t deletes = -1;
+  uint64_t warmup = 100;
+  uint64_t seed = 1;
+};
+
 // Each returns the process exit code: 0, 1 (the server failed or stopped
 // answering), 2 (bad options).
 int RunCycleBench(const CycleOptions& o);
@@ -150,6 +195,8 @@ int RunPutBench(const PutOptions& o);
 int RunReserveLatencyBench(const ReserveLatencyOptions& o);
 int RunLatenessBench(const LatenessOptions& o);
 int RunMemoryBench(const MemoryOptions& o);
+int RunFillBench(const FillOptions& o);
+int RunProbeBench(const ProbeOptions& o);
 
 }  // namespace delayq::bench
 
