@@ -152,8 +152,9 @@ class Engine {
   // leaves memory: only a FarSet slot stays (what finding it by id needs);
   // its record is in `store`, read back to answer for it (GET, DELETE,
   // PEEK, KICK) and to bring it back `window_ms` before it is due. Call
-  // before replay, with the object that is also the journal. Every answer
-  // is the same as with every job in memory.
+  // before replay, with the object that is also the journal, and
+  // EndRestore once replay is over (or at once, with nothing to replay).
+  // Every answer is the same as with every job in memory.
   // `files`: where the far jobs' time index is sealed once kMaxMutableFar
   // entries are in memory (null: all kept in memory).
   // window_bytes: a budget for the jobs in memory (their records' bytes):

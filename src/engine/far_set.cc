@@ -199,7 +199,6 @@ void FarSet::Seal() {
   run->buf.assign(1, first);
   run->next = 1;
   runs_.push_back(std::move(run));
-  ++live_runs_;
   runs_heap_.Push(static_cast<uint32_t>(runs_.size() - 1));
 }
 
@@ -224,7 +223,6 @@ void FarSet::Advanced(uint32_t run, Status* error) {
       runs_heap_.Remove(r.heap_pos);
       files_->Remove(r.file);
       runs_[run].reset();
-      --live_runs_;
       return;
     }
   }
@@ -241,7 +239,6 @@ void FarSet::ClearIndex() {
     r.reset();
   }
   runs_.clear();
-  live_runs_ = 0;
   sealed_entries_ = 0;
 }
 

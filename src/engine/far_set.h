@@ -178,7 +178,7 @@ class FarSet {
   // Entries kept (live or not), and those in memory: what the index costs.
   size_t entries() const { return mutable_entries_ + sealed_entries_; }
   size_t mutable_entries() const { return mutable_entries_; }
-  size_t sealed_runs() const { return live_runs_; }
+  size_t sealed_runs() const { return runs_heap_.size(); }
 
  private:
   static constexpr uint32_t kChunkBits = 16;
@@ -281,7 +281,6 @@ class FarSet {
   FarIndexFiles* files_ = nullptr;
   size_t max_mutable_ = std::numeric_limits<size_t>::max();
   std::vector<std::unique_ptr<Run>> runs_;  // by index; null once retired
-  size_t live_runs_ = 0;
   IndexedHeap<uint32_t, RunLess, RunPos> runs_heap_;
   // The hashed slots, by id hash. A Probe's comparison is the caller's
   // check (it reads the record), so a lookup walks the candidates.

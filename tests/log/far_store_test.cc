@@ -464,23 +464,8 @@ bool FarCrashAt(uint64_t crash_at, size_t torn, int64_t reopen_window) {
   auto q = OpenQueue(Windowed(tmp.data(), clock, reopen_window, "always"));
   EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
   if (!q.ok()) return false;
-  for (const auto& [id, body] : acked) {
-    auto got = (*q)->Get(id);
-    if (gone.count(id) != 0) {
-      EXPECT_EQ(got.status().code(), Code::kNotFound) << "crash at " << crash_at << ": " << id;
-    } else if (tried.count(id) != 0) {
-      if (got.ok()) {
-        // An add with replace not acknowledged may have been made all the same.
-        EXPECT_TRUE(got->body == body || got->body == body + "+")
-            << "crash at " << crash_at << ": " << id << " is " << got->body << ", acked " << body;
-      }
-    } else {
-      EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
-      if (got.ok()) {
-        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
-      }
-    }
-  }
+  // An add with replace ("+") not acknowledged may have been made all the same.
+  ExpectAcknowledgedKept(**q, crash_at, acked, gone, tried, "+");
   return reached;
 }
 

@@ -647,21 +647,7 @@ bool CrashAt(uint64_t crash_at, size_t torn) {
   auto q = OpenQueue(Embedded(tmp.data(), "always"));
   EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
   if (!q.ok()) return false;
-  for (const auto& [id, body] : acked) {
-    auto got = (*q)->Get(id);
-    if (gone.count(id) != 0) {
-      EXPECT_EQ(got.status().code(), Code::kNotFound) << "crash at " << crash_at << ": " << id;
-    } else if (tried.count(id) != 0) {
-      if (got.ok()) {
-        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
-      }
-    } else {
-      EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
-      if (got.ok()) {
-        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
-      }
-    }
-  }
+  ExpectAcknowledgedKept(**q, crash_at, acked, gone, tried);
   return reached;
 }
 

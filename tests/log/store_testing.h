@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,6 +99,36 @@ bool Eventually(P pred) {
 
 inline uint64_t DiskBytes(Queue& q) {
   return dynamic_cast<LocalQueue&>(q).store_stats().log.disk_bytes;
+}
+
+// After a crash at point `crash_at` and a reopen: every acknowledged job
+// (acked: id -> body) is there with its body; one whose removal was
+// acknowledged (gone) is not; one whose removal or replacement was tried
+// may be either, and if there has its body, or its body + `unacked_suffix`
+// (a change not acknowledged may have been made all the same).
+inline void ExpectAcknowledgedKept(Queue& q, uint64_t crash_at,
+                                   const std::map<std::string, std::string>& acked,
+                                   const std::set<std::string>& gone,
+                                   const std::set<std::string>& tried,
+                                   std::string_view unacked_suffix = "") {
+  for (const auto& [id, body] : acked) {
+    auto got = q.Get(id);
+    if (gone.count(id) != 0) {
+      EXPECT_EQ(got.status().code(), Code::kNotFound) << "crash at " << crash_at << ": " << id;
+    } else if (tried.count(id) != 0) {
+      if (got.ok() && !unacked_suffix.empty()) {
+        EXPECT_TRUE(got->body == body || got->body == body + std::string(unacked_suffix))
+            << "crash at " << crash_at << ": " << id << " is " << got->body << ", acked " << body;
+      } else if (got.ok()) {
+        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      }
+    } else {
+      EXPECT_TRUE(got.ok()) << "crash at " << crash_at << ": acknowledged " << id << " lost";
+      if (got.ok()) {
+        EXPECT_EQ(got->body, body) << "crash at " << crash_at;
+      }
+    }
+  }
 }
 
 }  // namespace delayq::store
