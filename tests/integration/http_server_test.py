@@ -474,6 +474,17 @@ class AdversarialTest(unittest.TestCase):
         finally:
             for s in socks:
                 s.close()
+        # The server sees the closes when it next reads them: until then it
+        # is still at its limit and answers a new connection 503, as it must.
+        # Wait (bounded) until it takes connections again.
+        def served():
+            c = Client(self.server.http_port)
+            try:
+                return c.call("GET", "/healthz")[0] == 200
+            finally:
+                c.close()
+        wait_until(served, timeout=10, what="the server serving again after the flood",
+                   ignore=(OSError, http.client.HTTPException))
 
     def test_unknown_method_and_absurd_target(self):
         data = self.raw(b"BREW /pot HTTP/1.1\r\nConnection: close\r\n\r\n")
