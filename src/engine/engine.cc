@@ -1338,6 +1338,64 @@ std::vector<std::pair<std::string, int64_t>> Engine::PausedTopics() {
   return out;
 }
 
+// --- a checkpoint ----------------------------------------------------------------------
+
+bool Engine::SealFar(FarImage* out) {
+  if (far_store_ == nullptr || far_rebuild_pending_) return false;
+  if (far_.mutable_entries() != 0) {
+    far_.Seal();
+    ++far_counts_.seals;
+  }
+  if (!far_.Describable()) return false;
+  out->horizon_ms = horizon_ms_;
+  out->last_seq = last_seq_;
+  out->client_took_generated_form = client_took_generated_form_;
+  out->topics.clear();
+  for (const auto& t : topics_) out->topics.push_back(t->name);
+  out->far = far_.Describe();
+  return true;
+}
+
+Status Engine::RestoreFar(const FarImage& image, const FarSet::SlotLoader& load) {
+  assert(far_store_ != nullptr && topics_.empty() && far_.jobs() == 0);
+  if (image.far.topic_jobs.size() > image.topics.size()) {
+    return Internal("far-future checkpoint: counts for " +
+                    std::to_string(image.far.topic_jobs.size()) + " topics, names for " +
+                    std::to_string(image.topics.size()));
+  }
+  if (Status s = far_.Restore(image.far, load); !s.ok()) return s;
+  for (const std::string& name : image.topics) TopicIndex(name);
+  horizon_ms_ = std::max(horizon_ms_, image.horizon_ms);
+  RestoreSeq(image.last_seq);
+  client_took_generated_form_ = client_took_generated_form_ || image.client_took_generated_form;
+  live_jobs_ += far_.jobs();
+  return Status::Ok();
+}
+
+void Engine::ForEachJob(const std::function<void(const JobImage&)>& fn) const {
+  for (const auto& t : topics_) {
+    for (size_t i = 0; i < t->delayed.size(); ++i) fn(ImageOf(t->delayed.At(i).handle));
+    for (size_t i = 0; i < t->ready.size(); ++i) fn(ImageOf(t->ready.At(i).handle));
+    for (const auto& [seq, h] : t->buried) fn(ImageOf(h));
+  }
+  for (size_t i = 0; i < reservations_.size(); ++i) fn(ImageOf(reservations_.At(i).handle));
+}
+
+void Engine::ForEachRemembered(const std::function<void(const DedupImage&)>& fn) const {
+  for (const Remembered& r : remembered_) {
+    if (r.expires_ms <= now_wall_) continue;
+    size_t cut = r.key.find('\0');
+    DedupImage add;
+    add.add_id = std::string_view(r.key).substr(0, cut);
+    add.key = cut == std::string::npos ? std::string_view() : std::string_view(r.key).substr(cut + 1);
+    add.id = r.result.id;
+    add.state = r.result.state;
+    add.run_at_ms = r.result.run_at_ms;
+    add.expires_ms = r.expires_ms;
+    fn(add);
+  }
+}
+
 // --- the memory window ---------------------------------------------------------------
 //
 // A far job has no record here, only a FarSet slot: its record in the far

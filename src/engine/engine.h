@@ -231,6 +231,36 @@ class Engine {
   // Topics paused now, with the wall-clock end of the pause (-1: until resumed).
   std::vector<std::pair<std::string, int64_t>> PausedTopics();
 
+  // --- a checkpoint at a clean stop (far/checkpoint.h) ------------------------
+  // The owner writes everything in memory again (ForEachJob, PausedTopics,
+  // ForEachRemembered) at the head of a new segment, and keeps what the far
+  // jobs need besides their records: this image and the slots
+  // (far_set().ForEachChunk). The next start restores both before it
+  // replays that segment alone.
+  struct FarImage {
+    int64_t horizon_ms = 0;
+    uint64_t last_seq = 0;
+    bool client_took_generated_form = false;
+    std::vector<std::string> topics;  // every topic's name, by index
+    FarSet::Image far;
+  };
+  // Seals the time index's mutable part (a run for the files) and describes
+  // the far jobs; false (nothing to keep) while the index is being made
+  // again or a run could not be read.
+  bool SealFar(FarImage* out);
+  const FarSet& far_set() const { return far_; }
+  // The runs outlive the engine (SealFar's checkpoint names them).
+  void KeepFarRuns() { far_.KeepRuns(); }
+  // Takes the far jobs a checkpoint kept, their slots from `load`: right
+  // after SetFarStore, before replay, on an engine with no topic yet.
+  // Errors: FarSet::Restore's; the engine is as it was then.
+  Status RestoreFar(const FarImage& image, const FarSet::SlotLoader& load);
+  // Calls fn(image) for every job in memory, in any state (the image's
+  // views last for the call).
+  void ForEachJob(const std::function<void(const JobImage&)>& fn) const;
+  // Calls fn(add) for every add remembered now, oldest first.
+  void ForEachRemembered(const std::function<void(const DedupImage&)>& fn) const;
+
   size_t job_count() const { return live_jobs_; }
   const Clock& clock() const { return *clock_; }
 

@@ -18,7 +18,7 @@ FarSet::FarSet()
       by_id_(0, SlotHash{this}, SlotEq{this}) {}
 
 FarSet::~FarSet() {
-  if (files_ == nullptr) return;
+  if (files_ == nullptr || keep_runs_) return;
   for (const auto& r : runs_) {
     if (r != nullptr) files_->Remove(r->file);
   }
@@ -291,6 +291,98 @@ bool FarSet::PopDue(int64_t horizon_ms, Entry* out, Status* error) {
     *out = got;
     return true;
   }
+}
+
+}  // namespace delayq::engine
+
+namespace delayq::engine {
+
+// --- a checkpoint ------------------------------------------------------------------------
+
+bool FarSet::Describable() const {
+  if (mutable_entries_ != 0) return false;
+  for (const auto& r : runs_) {
+    if (r != nullptr && r->stuck) return false;
+  }
+  return true;
+}
+
+FarSet::Image FarSet::Describe() const {
+  assert(Describable());
+  Image image;
+  image.slots = size_;
+  image.jobs = jobs_;
+  image.sealed_entries = sealed_entries_;
+  for (const TopicFar& t : topics_) image.topic_jobs.push_back(t.jobs);
+  for (const auto& r : runs_) {
+    if (r == nullptr) continue;
+    image.runs.push_back(RunCursor{r->file, r->next - (r->buf.size() - r->pos)});
+  }
+  return image;
+}
+
+Status FarSet::Restore(const Image& image, const SlotLoader& load) {
+  assert(restoring_ && size_ == 0 && runs_.empty() && jobs_ == 0);
+  auto fail = [&](Status s) {
+    for (auto& r : runs_) {
+      if (r != nullptr && r->heap_pos != std::numeric_limits<uint32_t>::max()) {
+        runs_heap_.Remove(r->heap_pos);
+      }
+    }
+    runs_.clear();
+    by_id_.clear();
+    chunks_.clear();
+    topics_.clear();
+    size_ = 0;
+    jobs_ = 0;
+    sealed_entries_ = 0;
+    return s;
+  };
+  if (image.slots >= kFarTag) return fail(Internal("far-future checkpoint: too many slots"));
+  size_t hashed = 0;
+  for (uint32_t at = 0; at < image.slots; at += kChunkSlots) {
+    chunks_.push_back(std::make_unique<Chunk>());
+    Chunk& c = *chunks_.back();
+    size_t n = std::min(kChunkSlots, image.slots - at);
+    if (Status s = load(c.loc, c.aux, n); !s.ok()) return fail(s);
+    for (size_t i = 0; i < n; ++i) {
+      if (c.loc[i] == kTakenMark) c.loc[i] = 0;  // taken, never placed: free
+      if (c.loc[i] != 0) ++jobs_;
+      if (c.loc[i] >> 63) ++hashed;
+    }
+    size_ = at + static_cast<uint32_t>(n);
+  }
+  uint64_t by_topic = 0;
+  for (uint64_t j : image.topic_jobs) by_topic += j;
+  if (jobs_ != image.jobs || by_topic != image.jobs) {
+    return fail(Internal("far-future checkpoint: its slots hold " + std::to_string(jobs_) +
+                         " jobs, its counts say " + std::to_string(image.jobs) + " (and " +
+                         std::to_string(by_topic) + " by topic)"));
+  }
+  by_id_.reserve(hashed);
+  for (uint32_t s = 0; s < size_; ++s) {
+    if (Loc(s) >> 63) by_id_.insert(s);
+  }
+  topics_.resize(image.topic_jobs.size());
+  for (size_t t = 0; t < topics_.size(); ++t) topics_[t].jobs = image.topic_jobs[t];
+  for (const RunCursor& c : image.runs) {
+    auto run = std::make_unique<Run>();
+    run->file = c.file;
+    run->buf.resize(kRunBlock);
+    auto n = files_ == nullptr ? Result<size_t>(Internal("far-future checkpoint: runs, no files"))
+                               : files_->Read(c.file, c.next, run->buf);
+    if (!n.ok()) return fail(n.status());
+    if (*n == 0) {  // used up
+      files_->Remove(c.file);
+      continue;
+    }
+    run->buf.resize(*n);
+    run->next = c.next + *n;
+    runs_.push_back(std::move(run));
+    runs_heap_.Push(static_cast<uint32_t>(runs_.size() - 1));
+  }
+  sealed_entries_ = image.sealed_entries;
+  return Status::Ok();
 }
 
 }  // namespace delayq::engine

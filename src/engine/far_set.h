@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -175,6 +176,39 @@ class FarSet {
   // A slot whose record cannot be read (its topic unknown) is gone.
   void DropUnread(uint32_t slot);
 
+  // --- a checkpoint (a clean stop, and the start after it) -----------------------
+  // A sealed run and the index of its next entry not yet popped.
+  struct RunCursor {
+    uint64_t file = 0;
+    uint64_t next = 0;
+  };
+  // What a checkpoint keeps of the set besides the slots themselves.
+  struct Image {
+    uint32_t slots = 0;  // handed out at least once (the slots' table is this long)
+    uint64_t jobs = 0;
+    uint64_t sealed_entries = 0;
+    std::vector<uint64_t> topic_jobs;  // by topic index
+    std::vector<RunCursor> runs;
+  };
+  // REQUIRES: the mutable part empty (Seal first) and no run stuck
+  // (Describable).
+  Image Describe() const;
+  bool Describable() const;
+  // Calls fn(loc, aux, n) for the slots' table, a chunk at a time, in order:
+  // a checkpoint writes them as they are.
+  template <typename Fn>
+  void ForEachChunk(Fn&& fn) const;
+  // Fills n slots' loc and aux (a chunk at a time, in order).
+  using SlotLoader = std::function<Status(uint64_t* loc, uint32_t* aux, size_t n)>;
+  // Takes the state a checkpoint describes: the slots from `load`, the runs
+  // from the files (their next blocks read). REQUIRES: an empty set,
+  // restoring (BeginRestore). Errors: load's, the files', kInternal if the
+  // slots do not add up to the image; the set is left empty then.
+  Status Restore(const Image& image, const SlotLoader& load);
+  // The runs outlive the set (a checkpoint names them): they are not
+  // removed when it goes.
+  void KeepRuns() { keep_runs_ = true; }
+
   // Entries kept (live or not), and those in memory: what the index costs.
   size_t entries() const { return mutable_entries_ + sealed_entries_; }
   size_t mutable_entries() const { return mutable_entries_; }
@@ -273,6 +307,7 @@ class FarSet {
   uint32_t size_ = 0;  // slots handed out at least once
   uint32_t free_ = kNoSlot;
   bool restoring_ = false;  // BeginRestore: the free list is not kept
+  bool keep_runs_ = false;  // KeepRuns
   size_t jobs_ = 0;
   size_t mutable_entries_ = 0;
   size_t sealed_entries_ = 0;  // in runs, not yet popped
@@ -301,6 +336,14 @@ template <typename Fn>
 void FarSet::ForEachLive(Fn&& fn) const {
   for (uint32_t s = 0; s < size_; ++s) {
     if (live(s)) fn(s);
+  }
+}
+
+template <typename Fn>
+void FarSet::ForEachChunk(Fn&& fn) const {
+  for (uint32_t at = 0; at < size_; at += kChunkSlots) {
+    const Chunk& c = *chunks_[at >> kChunkBits];
+    fn(c.loc, c.aux, static_cast<size_t>(std::min(kChunkSlots, size_ - at)));
   }
 }
 

@@ -15,6 +15,11 @@ namespace {
 
 void PutU32(uint32_t v, char* p) { std::memcpy(p, &v, 4); }  // little-endian hosts only
 void PutU64(uint64_t v, char* p) { std::memcpy(p, &v, 8); }
+uint32_t GetU32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 uint64_t GetU64(const char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -35,13 +40,91 @@ Result<std::unique_ptr<IndexFiles>> IndexFiles::Open(const std::string& dir,
 Status IndexFiles::RemoveOthers() {
   auto names = fs_->List(dir_);
   if (!names.ok()) return names.status();
-  const std::string mine = RunName(0).substr(0, 21);  // "run-<epoch>-"
+  std::set<std::string> mine;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [run, r] : runs_) mine.insert(RunName(run));
+  }
   for (const std::string& n : *names) {
-    if (n.rfind("run-", 0) == 0 && n.rfind(mine, 0) != 0) {
+    if (n.rfind("run-", 0) == 0 && mine.count(n) == 0) {
       if (Status s = fs_->Remove(dir_ + "/" + n); !s.ok()) return s;
     }
   }
   return Status::Ok();
+}
+
+Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::Keep() {
+  std::vector<RunFileInfo> out;
+  std::unique_lock<std::mutex> lock(mu_);
+  written_cv_.wait(lock, [&] {
+    if (!queue_.empty()) return false;
+    for (const auto& [run, r] : runs_) {
+      if (!r.written) return false;
+    }
+    return true;
+  });
+  for (const auto& [run, r] : runs_) {
+    if (r.file == nullptr) {
+      return Unavailable("far-future index: run " + std::to_string(run) +
+                         " is kept in memory (its write failed)");
+    }
+    if (Status s = r.file->Sync(); !s.ok()) return s;
+    out.push_back(RunFileInfo{run, r.entries});
+  }
+  if (Status s = fs_->SyncDir(dir_); !s.ok()) return s;
+  keep_ = true;
+  return out;
+}
+
+Status IndexFiles::Adopt(uint64_t epoch, uint64_t next_run, const std::vector<RunFileInfo>& runs) {
+  std::map<uint64_t, RunFile> adopted;
+  uint64_t saved = epoch_;
+  epoch_ = epoch;  // for RunName and the checks below; put back on failure
+  auto fail = [&](Status s) {
+    epoch_ = saved;
+    return s;
+  };
+  for (const RunFileInfo& info : runs) {
+    if (info.run == 0 || info.run >= next_run) {
+      return fail(Internal("far-future checkpoint: run " + std::to_string(info.run) +
+                           " is out of range"));
+    }
+    std::string path = dir_ + "/" + RunName(info.run);
+    auto file = fs_->Open(path, /*create=*/false);
+    if (!file.ok()) return fail(file.status());
+    uint64_t blocks = (info.entries + kBlockEntries - 1) / kBlockEntries;
+    uint64_t want = kRunHeaderBytes + info.entries * kEntryBytes + blocks * 8;
+    auto size = (*file)->Size();
+    if (!size.ok()) return fail(size.status());
+    std::string header(kRunHeaderBytes, '\0');
+    auto got = (*file)->ReadAt(0, header.data(), header.size());
+    if (!got.ok()) return fail(got.status());
+    std::string what;
+    if (*size != want) {
+      what = "holds " + std::to_string(*size) + " bytes, not " + std::to_string(want);
+    } else if (*got < kRunHeaderBytes || header.compare(0, kRunMagic.size(), kRunMagic) != 0) {
+      what = "is not a run of the far-future index";
+    } else if (GetU32(header.data() + 8) != kRunVersion) {
+      what = "has version " + std::to_string(GetU32(header.data() + 8));
+    } else if (GetU64(header.data() + 16) != info.run || GetU64(header.data() + 24) != info.entries ||
+               GetU64(header.data() + 32) != epoch) {
+      what = "is another run (its header names another)";
+    }
+    if (!what.empty()) return fail(Internal("far-future index: " + path + " " + what));
+    RunFile& r = adopted[info.run];
+    r.file = std::move(file).value();
+    r.entries = info.entries;
+    r.written = true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  runs_ = std::move(adopted);
+  next_ = std::max(next_, next_run);
+  return Status::Ok();
+}
+
+void IndexFiles::Forget() {
+  std::lock_guard<std::mutex> lock(mu_);
+  runs_.clear();
 }
 
 IndexFiles::IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs)
@@ -59,6 +142,7 @@ IndexFiles::~IndexFiles() {
   }
   work_cv_.notify_all();
   writer_.join();
+  if (keep_) return;  // a checkpoint names them
   for (auto& [run, r] : runs_) {
     if (r.file != nullptr) {
       std::string path = r.file->path();
@@ -75,8 +159,11 @@ std::string IndexFiles::RunName(uint64_t run) const {
   return buf;
 }
 
-uint64_t IndexFiles::BlockChecksum(const char* data, size_t n, uint64_t run, uint64_t block) {
-  return XXH3_64bits_withSeed(data, n, run * 1'000'003 + block);
+uint64_t IndexFiles::BlockChecksum(const char* data, size_t n, uint64_t run,
+                                   uint64_t block) const {
+  // Seeded by where the block belongs: a block of another run, or of a run
+  // of another process (epoch), does not check out.
+  return XXH3_64bits_withSeed(data, n, epoch_ * 0x9E3779B97F4A7C15ull + run * 1'000'003 + block);
 }
 
 uint64_t IndexFiles::Write(std::vector<engine::FarEntry> entries) {
@@ -132,6 +219,7 @@ Result<std::unique_ptr<store::File>> IndexFiles::WriteRun(uint64_t run,
   PutU32(kRunVersion, buf.data() + 8);
   PutU64(run, buf.data() + 16);
   PutU64(entries.size(), buf.data() + 24);
+  PutU64(epoch_, buf.data() + 32);
   // Block by block: the entries' bytes as they are in memory (24 bytes,
   // little-endian, no padding), then the block's checksum.
   static_assert(sizeof(engine::FarEntry) == kEntryBytes);

@@ -3,10 +3,13 @@
 // runs are consumed. Format: docs/log-format.md, "Far-future jobs".
 //
 // A run describes this process's slots, so a run is only read by the
-// process that wrote it: each process names its runs with an epoch of its
-// own, and once it holds the data directory (the log's lock) removes the
-// runs of any other (replay places every far job again); no run is fsynced
-// (a crash that loses one loses the process that could read it).
+// process that wrote it, or by the next one when a checkpoint at a clean
+// stop (far/checkpoint.h) names it (Keep, Adopt): each process names its
+// runs with an epoch of its own (in the header and every block's checksum),
+// and once it holds the data directory (the log's lock) removes every run
+// it did not write or adopt (replay places every far job again). Runs are
+// fsynced only for a checkpoint (a crash that loses one loses the process
+// that could read it).
 //
 // Writing: Write takes the entries and returns at once; a thread of its own
 // sorts and writes them (a run of a million: ~30 ms of sorting and ~30 ms
@@ -39,8 +42,8 @@
 namespace delayq::far {
 
 inline constexpr std::string_view kRunMagic = "DQFARIDX";
-inline constexpr uint32_t kRunVersion = 1;
-inline constexpr size_t kRunHeaderBytes = 32;
+inline constexpr uint32_t kRunVersion = 2;
+inline constexpr size_t kRunHeaderBytes = 40;
 inline constexpr size_t kEntryBytes = 24;
 inline constexpr size_t kBlockEntries = 4096;
 
@@ -58,14 +61,33 @@ class IndexFiles final : public engine::FarIndexFiles {
   Result<size_t> Read(uint64_t run, uint64_t from, std::span<engine::FarEntry> out) override;
   void Remove(uint64_t run) override;
 
-  // Removes the runs an earlier process left (call once the data directory
-  // is locked). Errors: the file system's.
+  // Removes the runs an earlier process left, but those adopted (call once
+  // the data directory is locked). Errors: the file system's.
   Status RemoveOthers();
   std::string RunName(uint64_t run) const;
 
+  // A run as a checkpoint names it.
+  struct RunFileInfo {
+    uint64_t run = 0;
+    uint64_t entries = 0;
+  };
+  // For a checkpoint: waits until every run is written, fsyncs each file
+  // and the directory, and keeps them when this object goes. Errors: a run
+  // kept in memory (its write failed), the file system's.
+  Result<std::vector<RunFileInfo>> Keep();
+  uint64_t epoch() const { return epoch_; }
+  uint64_t next_run() const { return next_; }
+  // Takes over the runs a checkpoint names (an earlier process's `epoch`):
+  // each must be there, whole, with its header. Errors (nothing taken):
+  // kInternal naming the file and what is wrong; the file system's. Call
+  // before any Write.
+  Status Adopt(uint64_t epoch, uint64_t next_run, const std::vector<RunFileInfo>& runs);
+  // Lets go of the runs adopted (not used after all): RemoveOthers removes them.
+  void Forget();
+
  private:
   IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs);
-  static uint64_t BlockChecksum(const char* data, size_t n, uint64_t run, uint64_t block);
+  uint64_t BlockChecksum(const char* data, size_t n, uint64_t run, uint64_t block) const;
   void WriterLoop();
   // Sorts and writes one run; the file, or why not.
   Result<std::unique_ptr<store::File>> WriteRun(uint64_t run, std::vector<engine::FarEntry>& e);
@@ -91,6 +113,7 @@ class IndexFiles final : public engine::FarIndexFiles {
   std::map<uint64_t, RunFile> runs_;                                      // GUARDED_BY(mu_)
   std::deque<std::pair<uint64_t, std::vector<engine::FarEntry>>> queue_;  // GUARDED_BY(mu_)
   bool stop_ = false;                                                     // GUARDED_BY(mu_)
+  bool keep_ = false;                                                     // GUARDED_BY(mu_): Keep
   std::thread writer_;
 };
 

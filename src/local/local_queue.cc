@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "far/checkpoint.h"
 
 namespace delayq {
 namespace {
@@ -99,7 +100,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   lo.repaired = [&journal](uint64_t segment, uint64_t begin, uint64_t end) {
     journal.reader().NoteDropped(segment, begin, end);
   };
-  lo.fs = std::move(fs);
+  lo.fs = fs ? std::move(fs) : store::PosixFileSystem();
   uint64_t live = 0;
   auto replay = [&](const store::Record& rec) -> Status {
     engine::JobImage old;
@@ -153,13 +154,36 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   if (options.memory_window_ms < 0) engine.ReserveIds(store::Log::SizeOnDisk(lo) / 300);
   // Far jobs are read back (replay's checks) through the journal, from the
   // segments being replayed.
+  const std::string far_dir = options.data_dir + "/far";
   if (options.memory_window_ms >= 0) {
-    auto files = far::IndexFiles::Open(options.data_dir + "/far", lo.fs);
+    auto files = far::IndexFiles::Open(far_dir, lo.fs);
     if (!files.ok()) return files.status();
     *far_files = std::move(files).value();
     engine.SetFarStore(&journal, options.memory_window_ms, far_files->get(),
                        options.far_index_memory_entries, options.memory_window_bytes);
   }
+  // A checkpoint a clean stop left (far/checkpoint.h): used if it checks out
+  // whole, and removed either way before anything is replayed.
+  std::unique_ptr<far::CheckpointReader> checkpoint;
+  lo.resume_from = [&]() -> const store::LogResume* {
+    const store::LogResume* from = nullptr;
+    if (*far_files != nullptr && !options.repair_log) {
+      Status s = ResumeFromCheckpoint(lo, far_dir, engine, **far_files, &checkpoint);
+      if (s.ok()) {
+        from = &checkpoint->checkpoint().log;
+        live += checkpoint->checkpoint().far_live_bytes;
+      } else if (s.code() != Code::kNotFound || checkpoint != nullptr) {
+        ::delayq::Log(LogLevel::kWarn, "far-future checkpoint not used (%s): replaying the whole log",
+                      s.message().c_str());
+        checkpoint.reset();
+      }
+    }
+    if (Status s = far::RemoveCheckpoint(*lo.fs, far_dir); !s.ok()) {
+      ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: cannot remove it: %s",
+                    s.message().c_str());
+    }
+    return from;
+  };
   auto log = store::Log::Open(lo, replay, report);
   if (!log.ok()) return log.status();
   journal.SetLog(log->get());
@@ -179,6 +203,89 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   engine.ResetCounters();
   *live_bytes = live;
   return log;
+}
+
+Status LocalQueue::ResumeFromCheckpoint(const store::LogOptions& lo, const std::string& far_dir,
+                                        engine::Engine& engine, far::IndexFiles& files,
+                                        std::unique_ptr<far::CheckpointReader>* reader) {
+  auto opened = far::CheckpointReader::Open(*lo.fs, far_dir);
+  if (!opened.ok()) return opened.status();
+  *reader = std::move(opened).value();
+  const far::Checkpoint& c = (*reader)->checkpoint();
+  if (Status s = store::Log::CheckResume(lo, c.log); !s.ok()) return s;
+  if (Status s = files.Adopt(c.epoch, c.next_run, c.run_files); !s.ok()) return s;
+  Status s = engine.RestoreFar(c.far, [r = reader->get()](uint64_t* loc, uint32_t* aux, size_t n) {
+    return r->LoadSlots(loc, aux, n);
+  });
+  // Runs adopted but not used are removed with the others (RemoveOthers).
+  if (!s.ok()) files.Forget();
+  return s;
+}
+
+void LocalQueue::WriteCheckpoint() {
+  // Any step that fails leaves no checkpoint: the next start replays the
+  // whole log, which holds everything (what was written again included).
+  auto started = std::chrono::steady_clock::now();
+  far::Checkpoint c;
+  if (!engine_->SealFar(&c.far)) {
+    ::delayq::Log(LogLevel::kInfo, "far-future checkpoint: none (the time index is not whole)");
+    return;
+  }
+  auto runs = far_files_->Keep();
+  if (!runs.ok()) {
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s",
+                  runs.status().message().c_str());
+    return;
+  }
+  c.run_files = std::move(runs).value();
+  c.epoch = far_files_->epoch();
+  c.next_run = far_files_->next_run();
+  engine_->KeepFarRuns();
+  auto fail = [&](const Status& s) {
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
+  };
+  auto segment = log_->Roll();
+  if (!segment.ok()) return fail(segment.status());
+  c.log = log_->ResumePoint();
+  // Everything else a replay needs, again, from the new segment on.
+  uint64_t again = live_bytes_.load(std::memory_order_relaxed);
+  uint64_t near_jobs = 0;
+  uint64_t batch = log_->end();
+  Status error;
+  engine_->ForEachJob([&](const engine::JobImage& j) {
+    log_->AppendRewrite(j);
+    again -= std::min(again, store::PutBytes(j));
+    ++near_jobs;
+    if (log_->end() - batch >= (8u << 20)) {  // not the whole set in one buffer
+      if (Status s = log_->WriteOut(); !s.ok() && error.ok()) error = s;
+      batch = log_->end();
+    }
+  });
+  for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
+  engine_->ForEachRemembered([&](const engine::DedupImage& add) { log_->AppendDedup(add); });
+  for (auto& [key, e] : subscriptions_) {
+    again -= std::min(again, store::SubscriptionBytes(e.s));
+    CountSubscription(e, -1);
+    LogSubscription(e, /*rewrite=*/true);
+  }
+  for (auto& [name, e] : schedules_) {
+    again -= std::min(again, store::ScheduleBytes(e.s));
+    CountSchedule(e, -1);
+    LogSchedule(e, /*rewrite=*/true);
+  }
+  if (error.ok()) error = log_->Seal(&c.log);
+  if (!error.ok()) return fail(error);
+  c.far_live_bytes = again;
+  if (Status s = far::WriteCheckpoint(*fs_, far_dir_, c, engine_->far_set()); !s.ok()) {
+    return fail(s);
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ::delayq::Log(LogLevel::kInfo,
+                "far-future checkpoint: %llu far jobs kept, %llu in memory written again, in "
+                "%.2f s",
+                static_cast<unsigned long long>(c.far.far.jobs),
+                static_cast<unsigned long long>(near_jobs), seconds);
 }
 
 Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options, bool caller_loop,
@@ -208,8 +315,9 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
           "segment_bytes: at most 16 GiB with a memory window (a far job's record is found by "
           "its offset in its segment)");
     }
+    if (!fs) fs = store::PosixFileSystem();
     journal = std::make_unique<LogJournal>(options.data_dir, fs);
-    auto opened = OpenLog(options, std::move(fs), **engine, *journal, &far_files, &report, &live,
+    auto opened = OpenLog(options, fs, **engine, *journal, &far_files, &report, &live,
                           &subscriptions, &schedules);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
@@ -233,6 +341,8 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   q->live_bytes_.store(live);
   q->log_segment_bytes_ = options.segment_bytes;
   q->memory_window_ms_ = options.store == StoreKind::kEmbedded ? options.memory_window_ms : -1;
+  q->fs_ = std::move(fs);
+  q->far_dir_ = options.data_dir + "/far";
   q->limits_ = options.limits;
   {
     std::lock_guard<std::mutex> lock(q->mu_);
@@ -290,6 +400,7 @@ LocalQueue::~LocalQueue() {
   RunCallbacks(deferred);
   if (log_) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (far_files_ != nullptr && log_->health().ok()) WriteCheckpoint();
     engine_->SetJournal(nullptr);
   }
   close(wake_fd_);

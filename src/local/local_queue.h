@@ -43,6 +43,7 @@
 
 #include "delayq/queue.h"
 #include "engine/engine.h"
+#include "far/checkpoint.h"
 #include "far/index_files.h"
 #include "log/log.h"
 #include "log/record_reader.h"
@@ -175,6 +176,16 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   // bytes: an upper bound of the change's records (Log::Room).
   template <typename F>
   auto Change(uint64_t bytes, store::Log::Need need, F&& fn);
+  // Embedded with a memory window, at a clean stop (REQUIRES: mu_): the
+  // checkpoint that spares the next start the far jobs' replay
+  // (far/checkpoint.h); none if a step fails (logged).
+  void WriteCheckpoint();
+  // At open, before replay: takes the far jobs a checkpoint kept into the
+  // engine (reader: the checkpoint, read) if all of it checks out. Errors:
+  // kNotFound without one; why it is not used (nothing taken then).
+  static Status ResumeFromCheckpoint(const store::LogOptions& lo, const std::string& far_dir,
+                                     engine::Engine& engine, far::IndexFiles& files,
+                                     std::unique_ptr<far::CheckpointReader>* reader);
   // One step of compaction (REQUIRES: mu_); true if there is more to do now.
   bool CompactStep();
   // Writes in full, and lets go of, delayed jobs that went beyond the
@@ -246,6 +257,8 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   Limits limits_;  // a firing's jobs are checked against them before any is added
   uint64_t log_segment_bytes_ = 0;
   int64_t memory_window_ms_ = -1;  // embedded: QueueOptions::memory_window_ms
+  std::shared_ptr<store::FileSystem> fs_;  // embedded: where the files are
+  std::string far_dir_;                    // embedded: <data_dir>/far
   std::atomic<bool> compaction_idle_{true};
   struct Compaction {
     uint64_t segment = 0;  // being compacted; 0: none

@@ -96,7 +96,9 @@ Result<std::unique_ptr<Log>> Log::Open(const LogOptions& options, const Replay& 
   log->notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (log->notify_fd_ < 0) return Internal("log: cannot create an eventfd");
   *report = RecoveryReport{};
+  if (options.resume_from) log->resume_ = options.resume_from();
   if (Status s = log->Recover(replay, report); !s.ok()) return s;
+  log->resume_ = nullptr;
   auto names = log->fs_->List(options.dir);
   if (names.ok()) {
     for (const std::string& name : *names) {
@@ -202,17 +204,123 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
                       "guess; see docs/log-format.md, \"Damage\"");
     }
   }
+  const LogResume* resume = resume_;
+  if (resume != nullptr) {
+    if (Status s = CheckResume(options_, *resume); !s.ok()) return Internal(s.message());
+    for (const auto& [seq, number] : resume->moved) moved_[seq] = number;
+    last_seq_ = std::max(last_seq_, resume->last_seq);
+  }
   for (size_t i = 0; i < numbers.size(); ++i) {
     Segment seg;
     seg.number = numbers[i];
     seg.path = options_.dir + "/" + SegmentName(seg.number);
     bool newest = i + 1 == numbers.size();
+    if (resume != nullptr && seg.number < resume->segment) {
+      if (Status s = SkipSegment(seg, resume->before[i].live_puts); !s.ok()) return s;
+      ++report->segments;
+      disk_bytes_ += seg.bytes;
+      segments_.push_back(std::move(seg));
+      continue;
+    }
     if (Status s = ReplaySegment(seg, newest, replay, report); !s.ok()) return s;
     if (seg.bytes == 0) continue;  // a newest segment torn before its header: removed
     ++report->segments;
     disk_bytes_ += seg.bytes;
     segments_.push_back(std::move(seg));
   }
+  return Status::Ok();
+}
+
+Status Log::CheckResume(const LogOptions& options, const LogResume& resume) {
+  std::shared_ptr<FileSystem> fs = options.fs ? options.fs : PosixFileSystem();
+  auto names = fs->List(options.dir);
+  if (!names.ok()) return names.status();
+  std::vector<uint64_t> numbers;
+  for (const std::string& name : *names) {
+    if (uint64_t n = ParseSegmentName(name); n != 0) numbers.push_back(n);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  std::vector<uint64_t> want;
+  for (const LogResume::Before& b : resume.before) want.push_back(b.number);
+  for (uint64_t n = resume.segment; n != 0 && n <= resume.newest; ++n) want.push_back(n);
+  if (resume.segment == 0 || numbers != want) {
+    return NotFound("the log's segments are not those the checkpoint names");
+  }
+  auto file = fs->Open(options.dir + "/" + SegmentName(resume.newest), /*create=*/false);
+  if (!file.ok()) return file.status();
+  auto size = (*file)->Size();
+  if (!size.ok()) return size.status();
+  if (*size != resume.newest_bytes) {
+    return NotFound("log segment " + SegmentName(resume.newest) + " holds " +
+                    std::to_string(*size) + " bytes, the checkpoint says " +
+                    std::to_string(resume.newest_bytes));
+  }
+  return Status::Ok();
+}
+
+Status Log::SkipSegment(Segment& seg, int64_t live_puts) {
+  auto opened = fs_->Open(seg.path, /*create=*/false);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<File> file = std::move(opened).value();
+  auto size = file->Size();
+  if (!size.ok()) return size.status();
+  std::string header(kSegmentHeaderBytes, '\0');
+  auto got = file->ReadAt(0, header.data(), header.size());
+  if (!got.ok()) return got.status();
+  SegmentHeader h;
+  Status s = *got < kSegmentHeaderBytes ? Internal("segment header cut short")
+                                        : DecodeSegmentHeader(header, &h);
+  if (s.ok() && h.number != seg.number) {
+    s = Internal("header names segment " + std::to_string(h.number));
+  }
+  if (!s.ok()) {
+    return Internal("log segment " + seg.path + " is damaged at byte 0: " + s.message() +
+                    "; see docs/log-format.md, \"Damage\"");
+  }
+  seg.version = h.version;
+  seg.bytes = *size;
+  last_seq_ = std::max(last_seq_, h.last_seq);
+  Account a{seg.number, h.last_seq + 1};
+  a.live_puts = live_puts;
+  accounts_.push_back(a);
+  return Status::Ok();
+}
+
+Result<uint64_t> Log::Roll() {
+  if (Status s = WriteOut(); !s.ok()) return s;
+  std::lock_guard<std::mutex> io(io_mu_);
+  if (rotate_pending_) {  // WriteOut could not close a full one
+    if (Status s = Rotate(); !s.ok()) return s;
+  }
+  {
+    std::lock_guard<SpinLock> lock(buf_mu_);
+    accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+    append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(kSegmentHeaderBytes);
+    rotate_pending_ = true;
+  }
+  if (Status s = Rotate(); !s.ok()) return s;
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  return accounts_.back().number;
+}
+
+LogResume Log::ResumePoint() const {
+  LogResume r;
+  r.segment = accounts_.back().number;
+  r.last_seq = last_seq_;
+  for (size_t i = 0; i + 1 < accounts_.size(); ++i) {
+    r.before.push_back(LogResume::Before{accounts_[i].number, accounts_[i].live_puts});
+  }
+  r.moved.assign(moved_.begin(), moved_.end());
+  return r;
+}
+
+Status Log::Seal(LogResume* resume) {
+  if (Status s = WriteOut(); !s.ok()) return s;
+  SyncNewest();
+  if (Status s = health(); !s.ok()) return s;
+  HeadView head = Head();
+  resume->newest = head.number;
+  resume->newest_bytes = head.bytes;
   return Status::Ok();
 }
 

@@ -110,6 +110,25 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
+// Where a replay may begin instead of at the oldest segment. A checkpoint
+// at a clean stop (far/checkpoint.h) rolls the log (Roll), writes everything
+// a replay needs but the far-future jobs' records again from the new
+// segment on, and keeps this (ResumePoint, then Seal): the segments before
+// it are opened but not replayed, their accounts taken from here.
+struct LogResume {
+  uint64_t segment = 0;       // replay starts here
+  uint64_t newest = 0;        // the newest segment at the checkpoint, and
+  uint64_t newest_bytes = 0;  // its size: both must still be so
+  uint64_t last_seq = 0;
+  struct Before {
+    uint64_t number = 0;
+    int64_t live_puts = 0;
+  };
+  std::vector<Before> before;  // every segment before `segment`, oldest first
+  // Jobs whose latest PUT lies outside the segment their seq falls in.
+  std::vector<std::pair<uint64_t, uint64_t>> moved;  // seq, segment
+};
+
 struct LogOptions {
   std::string dir;                             // created if missing
   FsyncPolicy fsync = FsyncPolicy::kEverySec;  // delayq/options.h
@@ -124,6 +143,10 @@ struct LogOptions {
   // Called for each span a repair dropped, once its segment is rewritten:
   // the records after it in that segment moved back by its length.
   std::function<void(uint64_t segment, uint64_t begin, uint64_t end)> repaired;
+  // Called once the directory is locked, before replay: where to replay
+  // from (a checkpoint's resume point, which CheckResume has passed; it must
+  // outlive Open), or null for everything. Unset: everything.
+  std::function<const LogResume*()> resume_from;
 };
 
 struct LogStats {
@@ -168,6 +191,11 @@ class Log {
                                            RecoveryReport* report);
   // Bytes of the segment files in options.dir (0 if there are none).
   static uint64_t SizeOnDisk(const LogOptions& options);
+  // Ok if options.dir holds exactly the segments `resume` names (those
+  // before its segment, then its segment up to its newest, which has the
+  // size it had): a replay from there is the whole story. Else kNotFound
+  // (or the file system's error) saying what differs.
+  static Status CheckResume(const LogOptions& options, const LogResume& resume);
   // The file name of segment `number` in the data directory.
   static std::string SegmentName(uint64_t number);
   // Writes what is buffered, fdatasyncs, stops the sync thread.
@@ -207,6 +235,17 @@ class Log {
   void NoteSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   // The highest job seq the log has seen (replay included).
   uint64_t last_seq() const { return last_seq_; }
+
+  // --- a checkpoint (owner, at a clean stop) --------------------------------
+  // Writes what is buffered and closes the segment being written, full or
+  // not; appends go to a new one from now on. Answers its number.
+  Result<uint64_t> Roll();
+  // Right after Roll, before anything is appended: the accounts of the
+  // segments before the new one, for LogResume.
+  LogResume ResumePoint() const;
+  // Writes and fdatasyncs what was appended since, and completes `resume`
+  // with the newest segment as it is now (nothing may be appended after).
+  Status Seal(LogResume* resume);
 
   // --- room (owner) ---------------------------------------------------------
   // What a change does to the queue's size, for Room() while short of space.
@@ -322,6 +361,9 @@ class Log {
   explicit Log(const LogOptions& options);
   Status Recover(const Replay& replay, RecoveryReport* report);
   Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
+  // A segment before a resume's: its header checked, not replayed.
+  Status SkipSegment(Segment& seg, int64_t live_puts);
+  const LogResume* resume_ = nullptr;  // during Open: LogOptions::resume_from's
   // Records read and checked from one chunk of a segment, by ReadChunk.
   struct Chunk {
     Status status;

@@ -3,7 +3,9 @@
 // record in the log. Real files, the real log, a ManualClock; what is
 // checked is what a client sees (Queue) plus the store's far_* figures.
 #include <dirent.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -13,6 +15,7 @@
 #include "delayq/clock.h"
 #include "delayq/queue.h"
 #include "gtest/gtest.h"
+#include "far/index_files.h"
 #include "local/local_queue.h"
 #include "log/faulty_file_system.h"
 #include "log/store_testing.h"
@@ -128,7 +131,7 @@ TEST(FarFutureJobs, ADamagedIndexRunIsRebuiltFromTheLog) {
   // Flip a byte in the run's second block, once it is written whole (on the
   // index's own thread).
   std::string path;
-  const uint64_t size = 32 + (4096 * 24 + 8) + (5000 - 4096) * 24 + 8;
+  const uint64_t size = far::kRunHeaderBytes + (4096 * 24 + 8) + (5000 - 4096) * 24 + 8;
   ASSERT_TRUE(Eventually([&] {
     if (DIR* d = opendir((tmp.data() + "/far").c_str())) {
       while (dirent* e = readdir(d)) {
@@ -142,7 +145,7 @@ TEST(FarFutureJobs, ADamagedIndexRunIsRebuiltFromTheLog) {
   }));
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    const std::streamoff at = 32 + 4096 * 24 + 8 + 100;
+    const std::streamoff at = far::kRunHeaderBytes + 4096 * 24 + 8 + 100;
     f.seekg(at);
     char c = 0;
     f.read(&c, 1);
@@ -226,6 +229,9 @@ TEST(FarFutureJobs, AStartThatFailsAfterSealingRunsEndsCleanly) {
       ASSERT_TRUE(q->Add(Spec("t", "j" + std::to_string(i), Body(i), kDay)).ok());
     }
   }
+  // As after a crash: no checkpoint, so the whole log is replayed (a
+  // checkpoint's start would not read the far records until they are due).
+  ASSERT_EQ(unlink((tmp.data() + "/far/checkpoint.dq").c_str()), 0);
   std::vector<std::string> segments = Segments(tmp.data());
   ASSERT_GE(segments.size(), 3u);
   {
@@ -477,6 +483,285 @@ TEST(FarFutureJobs, CrashAtEveryWriteAndSyncPointLosesNothingAcknowledged) {
       EXPECT_GT(point, 50u) << "the workload should pass many points";
     }
   }
+}
+
+// --- the checkpoint at a clean stop (far/checkpoint.h) ----------------------------
+
+uint64_t ReplayedRecords(Queue& q) {
+  return dynamic_cast<LocalQueue&>(q).store_stats().recovery.records;
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// What a client can see of a queue: every job by id, and the counts.
+struct Seen {
+  std::map<std::string, std::string> jobs;  // id -> state, run_at, attempts, body
+  std::string counts;
+  bool operator==(const Seen&) const = default;
+};
+
+Seen Look(Queue& q, const std::vector<std::string>& ids) {
+  Seen seen;
+  for (const std::string& id : ids) {
+    auto j = q.Get(id);
+    seen.jobs[id] = j.ok() ? std::string(StateName(j->state)) + " " +
+                                 std::to_string(j->run_at_ms) + " " +
+                                 std::to_string(j->attempts) + " " + j->body + " " + j->last_error
+                           : j.status().ToString();
+  }
+  auto st = q.Stats();
+  seen.counts = "jobs " + std::to_string(st->jobs) + " delayed " + std::to_string(st->delayed) +
+                " ready " + std::to_string(st->ready) + " reserved " +
+                std::to_string(st->reserved) + " buried " + std::to_string(st->buried);
+  auto topics = q.Topics();
+  for (const TopicInfo& t : *topics) {
+    seen.counts += " | " + t.name + " " + std::to_string(t.delayed) + "/" +
+                   std::to_string(t.ready) + "/" + std::to_string(t.reserved) + "/" +
+                   std::to_string(t.buried) + (t.paused ? " paused" : "");
+  }
+  return seen;
+}
+
+// A queue with far jobs (generated and client ids, some deleted, one sent far
+// by a release) and near ones in every state, a paused topic and an add
+// remembered by its idempotency key. Returns every id it made.
+std::vector<std::string> Fill(Queue& q) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 300; ++i) {
+    auto added =
+        q.Add(Spec(i % 3 == 0 ? "other" : "t", i % 2 ? "" : "c" + std::to_string(i), Body(i),
+                   kDay + i * kMinute));
+    EXPECT_TRUE(added.ok());
+    ids.push_back(added->id);
+  }
+  for (int i = 0; i < 300; i += 7) EXPECT_TRUE(q.Delete(ids[i]).ok());
+  for (int i = 0; i < 20; ++i) {
+    auto added = q.Add(Spec("near", "n" + std::to_string(i), Body(i), i < 10 ? 0 : kMinute));
+    EXPECT_TRUE(added.ok());
+    ids.push_back(added->id);
+  }
+  Delivery a = ReserveOne(q, "near");
+  Delivery b = ReserveOne(q, "near");
+  Delivery c = ReserveOne(q, "near");
+  EXPECT_TRUE(q.Bury(b.id, b.receipt, "why not").ok());
+  EXPECT_TRUE(q.Release(c.id, c.receipt, 2 * kDay, "far now").ok());
+  (void)a;  // stays reserved
+  JobSpec keyed = Spec("near", "", "keyed", kDay);
+  keyed.idempotency_key = "k1";
+  auto added = q.Add(keyed);
+  EXPECT_TRUE(added.ok());
+  ids.push_back(added->id);
+  EXPECT_TRUE(q.Pause("other", 3 * kDay).ok());
+  return ids;
+}
+
+TEST(FarCheckpoint, ACleanStopSparesTheNextStartTheFarJobsReplay) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  std::vector<std::string> ids;
+  Seen before;
+  uint64_t full_replay = 0;
+  uint64_t far_jobs = 0;
+  {
+    auto q = MustOpen(o);
+    ids = Fill(*q);
+    // 257 far adds left, the keyed one and the job released far (once settled).
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_jobs") == 259u; }));
+    far_jobs = Figure(*q, "far_jobs");
+    before = Look(*q, ids);
+  }
+  const std::string checkpoint = tmp.data() + "/far/checkpoint.dq";
+  ASSERT_TRUE(Exists(checkpoint));
+  {
+    auto q = MustOpen(o);
+    EXPECT_FALSE(Exists(checkpoint)) << "removed before serving";
+    // Replayed: what was in memory, written again at the stop (not the 300
+    // far adds and their deletes).
+    EXPECT_LT(ReplayedRecords(*q), 40u);
+    EXPECT_EQ(Figure(*q, "far_jobs"), far_jobs);
+    EXPECT_EQ(Look(*q, ids), before);
+    // The repeat of the keyed add is answered as the first was.
+    JobSpec keyed = Spec("near", "", "keyed", kDay);
+    keyed.idempotency_key = "k1";
+    EXPECT_EQ(q->Add(keyed)->id, ids.back());
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  // Without a window the checkpoint is not used (and removed): the same answers.
+  {
+    auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+    full_replay = ReplayedRecords(*q);
+    EXPECT_GT(full_replay, 300u);
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  EXPECT_FALSE(Exists(checkpoint));
+  auto q = MustOpen(o);
+  EXPECT_EQ(ReplayedRecords(*q), full_replay);
+  EXPECT_EQ(Look(*q, ids), before);
+  EXPECT_TRUE(q->Resume("other").ok());
+  clock->Advance(3 * kDay);
+  auto got = ReserveAll(*q, "t", 300);
+  auto other = ReserveAll(*q, "other", 300);
+  EXPECT_EQ(got.size() + other.size(), 257u);  // the far adds left
+  for (int i = 0; i < 300; ++i) {
+    if (i % 7 == 0) continue;
+    const auto& from = i % 3 == 0 ? other : got;
+    EXPECT_EQ(from.count(ids[i]), 1u) << ids[i];
+  }
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+}
+
+void FlipByte(const std::string& path, std::streamoff at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at, at < 0 ? std::ios::end : std::ios::beg);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(at, at < 0 ? std::ios::end : std::ios::beg);
+  f.write(&c, 1);
+}
+
+std::vector<std::string> Files(const std::string& dir, std::string_view prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (std::string_view(e->d_name).starts_with(prefix)) out.push_back(dir + "/" + e->d_name);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Whatever does not check out is not trusted: the start replays the whole
+// log instead, and every answer is the same.
+TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
+  const std::vector<std::string> damages = {
+      "meta byte",      "slot byte",     "cut short",     "missing run",   "run header",
+      "run block",      "foreign run",   "log grew",      "foreign checkpoint",
+  };
+  for (const std::string& damage : damages) {
+    SCOPED_TRACE(damage);
+    TempDir tmp;
+    auto clock = std::make_shared<ManualClock>();
+    QueueOptions o = Windowed(tmp.data(), clock, kHour);
+    o.segment_bytes = 16 << 10;
+    std::vector<std::string> ids;
+    Seen before;
+    {
+      auto q = MustOpen(o);
+      ids = Fill(*q);
+      before = Look(*q, ids);
+    }
+    const std::string far = tmp.data() + "/far";
+    const std::string checkpoint = far + "/checkpoint.dq";
+    ASSERT_TRUE(Exists(checkpoint));
+    std::vector<std::string> runs = Files(far, "run-");
+    ASSERT_GE(runs.size(), 2u);
+    if (damage == "meta byte") FlipByte(checkpoint, 40);
+    if (damage == "slot byte") FlipByte(checkpoint, -20);
+    if (damage == "cut short") {
+      ASSERT_EQ(truncate(checkpoint.c_str(), FileSize(checkpoint) - 1), 0);
+    }
+    if (damage == "missing run") {
+      ASSERT_EQ(unlink(runs[1].c_str()), 0);
+    }
+    if (damage == "run header") FlipByte(runs[0], 33);
+    if (damage == "run block") FlipByte(runs[0], 40 + 5);
+    if (damage == "foreign run" || damage == "foreign checkpoint") {
+      // The same files from another data directory, where other jobs were added.
+      TempDir other;
+      {
+        auto q = MustOpen(Windowed(other.data(), clock, kHour));
+        for (int i = 0; i < 300; ++i) ASSERT_TRUE(q->Add(Spec("t", "", Body(i), kDay)).ok());
+      }
+      std::vector<std::string> theirs = Files(other.data() + "/far", "run-");
+      ASSERT_FALSE(theirs.empty());
+      if (damage == "foreign run") {
+        ASSERT_EQ(rename(theirs[0].c_str(), runs[0].c_str()), 0);
+      } else {
+        ASSERT_EQ(rename((other.data() + "/far/checkpoint.dq").c_str(), checkpoint.c_str()), 0);
+      }
+    }
+    if (damage == "log grew") {
+      // A start without the window compacts and writes: the files the
+      // checkpoint names are not the log's any more (and it removes the
+      // checkpoint, which is put back here as a stale copy).
+      std::string saved = tmp.data() + "/saved-checkpoint";
+      ASSERT_EQ(link(checkpoint.c_str(), saved.c_str()), 0);
+      {
+        auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+        if (damage == "log grew") {
+          ASSERT_TRUE(q->Add(Spec("near", "late", "late")).ok());
+          ids.push_back("late");
+        }
+        before = Look(*q, ids);
+      }
+      ASSERT_EQ(rename(saved.c_str(), checkpoint.c_str()), 0);
+    }
+    auto q = MustOpen(o);
+    EXPECT_FALSE(Exists(checkpoint));
+    EXPECT_GT(ReplayedRecords(*q), 300u) << "the whole log replayed";
+    EXPECT_EQ(Look(*q, ids), before);
+    clock->Advance(3 * kDay);
+    EXPECT_TRUE(q->Resume("other").ok());
+    size_t due = ReserveAll(*q, "t", 400).size() + ReserveAll(*q, "other", 400).size();
+    EXPECT_EQ(due, 257u);
+    EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+  }
+}
+
+// After a start from a checkpoint, changes go to the log as ever; a crash
+// then (no clean stop, no checkpoint) replays the whole log, changes
+// included, and compaction of the segments the checkpoint skipped keeps
+// every far record they hold.
+TEST(FarCheckpoint, AfterAResumeCompactionAndACrashLoseNothing) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
+  o.segment_bytes = 16 << 10;
+  // A remembered add keeps its segment (and so every later one) for the
+  // dedup window: a short one lets compaction go past it here.
+  o.dedup_window_ms = kMinute;
+  std::vector<std::string> ids;
+  {
+    auto q = MustOpen(o);
+    ids = Fill(*q);
+  }
+  auto fs = std::make_shared<FaultyFileSystem>();
+  Seen before;
+  {
+    auto q = MustOpen(o, OpenOptions{.file_system = fs});
+    ASSERT_LT(ReplayedRecords(*q), 40u);
+    clock->Advance(kMinute);
+    // Far jobs deleted and added after the resume, and enough churn that
+    // compaction copies the far records out of the oldest segments.
+    for (int i = 1; i < 300; i += 5) (void)q->Delete(ids[i]);
+    for (int i = 0; i < 50; ++i) {
+      auto added = q->Add(Spec("t", i % 2 ? "" : "late" + std::to_string(i), Body(i), kDay));
+      ASSERT_TRUE(added.ok());
+      ids.push_back(added->id);
+    }
+    for (int i = 0; i < 3000; ++i) {
+      ASSERT_TRUE(q->Add(Spec("churn", "", std::string(100, 'x'))).ok());
+      Delivery d = ReserveOne(*q, "churn");
+      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    }
+    auto& local = dynamic_cast<LocalQueue&>(*q);
+    EXPECT_TRUE(Eventually([&] { return local.store_stats().log.removed_segments > 10; }))
+        << "live " << local.store_stats().live_bytes << " disk " << DiskBytes(*q) << " segments "
+        << local.store_stats().log.segments;
+    EXPECT_TRUE(Eventually([&] { return DiskBytes(*q) < 8 * o.segment_bytes + 60'000; }))
+        << DiskBytes(*q);
+    before = Look(*q, ids);
+    EXPECT_EQ(Figure(*q, "far_read_errors"), 0u);
+    fs->crashed = true;  // the process dies: nothing more reaches the files
+  }
+  EXPECT_FALSE(Exists(tmp.data() + "/far/checkpoint.dq"));
+  auto q = MustOpen(o);
+  EXPECT_EQ(Look(*q, ids), before);
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
 }
 
 }  // namespace
