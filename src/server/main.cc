@@ -50,6 +50,7 @@ struct ServeOptions {
   uint64_t segment_bytes = 64 << 20;
   int64_t memory_window_ms = -1;  // -1: off (every job in memory)
   uint64_t memory_window_bytes = 0;
+  uint64_t far_index_memory_entries = uint64_t{1} << 20;
   bool repair = false;
   int64_t dedup_window_ms = delayq::kDefaultDedupWindowMs;
   std::string redis_url = "redis://127.0.0.1:6379";
@@ -247,6 +248,7 @@ int Serve(ServeOptions o) {
   qo.segment_bytes = o.segment_bytes;
   qo.memory_window_ms = o.memory_window_ms;
   qo.memory_window_bytes = o.memory_window_bytes;
+  qo.far_index_memory_entries = static_cast<size_t>(o.far_index_memory_entries);
   qo.repair_log = o.repair;
   qo.dedup_window_ms = o.dedup_window_ms;
   qo.redis_url = o.redis_url;
@@ -617,6 +619,11 @@ int main(int argc, char** argv) {
             "embedded store with --memory-window: a budget for the jobs in memory (bytes of "
             "their records); past it, jobs come into memory only when due (0: none)",
             "DELAYQ_MEMORY_WINDOW_BYTES");
+  AddOption(serve, "--far-index-memory-entries", o.far_index_memory_entries,
+            "embedded store with --memory-window: entries of the far jobs' time index kept in "
+            "memory (24 bytes each) before they are sealed as a sorted run on disk",
+            "DELAYQ_FAR_INDEX_MEMORY_ENTRIES")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
             "detected; rediss:// for TLS), or "

@@ -51,8 +51,12 @@ class Worker:
     """One client thread's jobs, on its own topic, and what it knows of
     them. Only its own thread changes it while a round runs."""
 
-    def __init__(self, index):
+    def __init__(self, index, near_delays=False):
         self.index = index
+        # With a memory window: some delayed adds fall due seconds later, so
+        # they are added far, brought back near and handed out across kills.
+        self.near_delays = near_delays
+        self.due = {}            # id -> client clock ms at or after which it may be handed out
         self.topic = "crash.t%d" % index
         self.live = {}           # id -> body: add acknowledged, no acknowledged finish
         self.delayed = set()     # ids in live added with a long delay
@@ -105,15 +109,21 @@ class Worker:
                 if topic.decode() != self.topic or self.live.get(job_id) != body:
                     raise AssertionError(f"RESERVE handed out {job_id} {topic!r} with a body "
                                          f"that was not added: {body[:60]!r}")
-                if job_id in self.reserved or job_id in self.delayed:
+                if job_id in self.reserved or (job_id in self.delayed
+                                               and not self.may_be_due(job_id)):
                     raise AssertionError(f"RESERVE handed out {job_id}, which is reserved "
-                                         "or delayed")
+                                         "or delayed (never early)")
+                self.delayed.discard(job_id)
                 self.reserved[job_id] = receipt
         else:
             self.serial += 1
             job_id = "r%d.t%d.%d" % (rnd, self.index, self.serial)
             body = job_id.encode() + b"|" + rng.randbytes(rng.choice(BODY_SIZES))
             delay = HOUR if rng.random() < 0.1 else 0
+            if delay and self.near_delays and rng.random() < 0.5:
+                delay = rng.randint(1500, 4000)
+            if delay:
+                self.due[job_id] = time.time() * 1000 + delay
             self.maybe_added[job_id] = body
             reply = r.execute_command("ADD", self.topic, job_id, delay, TTR, body)
             if reply != job_id.encode():
@@ -123,6 +133,9 @@ class Worker:
             if delay:
                 self.delayed.add(job_id)
         self.acked += 1
+
+    def may_be_due(self, job_id):
+        return time.time() * 1000 >= self.due.get(job_id, 0)
 
 
 class CrashTest(unittest.TestCase):
@@ -138,19 +151,36 @@ class CrashTest(unittest.TestCase):
         # The same workload ended by SIGTERM instead: a drain, not a crash.
         self.crash_rounds("everysec", max(1, ROUNDS // 8), how="term")
 
-    def crash_rounds(self, fsync, rounds, how="kill"):
+    # With a memory window of a second and a time index of 64 entries in
+    # memory: delayed jobs live in the log only, runs are sealed every few
+    # adds and far jobs are brought back near all along, so kills land
+    # amid seals and loads; a SIGTERM leaves a checkpoint the next start
+    # resumes from.
+    WINDOW = ("--memory-window", "1s", "--far-index-memory-entries", "64")
+
+    def test_sigkill_amid_far_jobs_sealed_and_loaded_loses_nothing(self):
+        self.crash_rounds("always", max(1, ROUNDS // 2), window=True)
+
+    def test_sigterm_amid_far_jobs_resumes_from_the_checkpoint_losing_nothing(self):
+        self.crash_rounds("everysec", max(1, ROUNDS // 4), how="term", window=True)
+
+    def crash_rounds(self, fsync, rounds, how="kill", window=False):
         seed = SEED
-        print(f"\ncrash_test: --fsync {fsync}, {how}, seed {seed}, {rounds} rounds "
-              f"(replay with DELAYQ_CRASH_SEED={seed})", file=sys.stderr, flush=True)
+        print(f"\ncrash_test: --fsync {fsync}, {how}, seed {seed}, {rounds} rounds"
+              f"{', memory window' if window else ''} (replay with DELAYQ_CRASH_SEED={seed})",
+              file=sys.stderr, flush=True)
         rng = random.Random(seed)
         tmp = tempfile.mkdtemp(prefix="delayq-crash-")
         self.addCleanup(shutil.rmtree, tmp, True)
         data_dir = os.path.join(tmp, "data")
-        flags = ("--fsync", fsync, "--segment-bytes", SEGMENT_BYTES)
-        workers = [Worker(i) for i in range(THREADS)]
+        flags = ("--fsync", fsync, "--segment-bytes", SEGMENT_BYTES) + (self.WINDOW if window
+                                                                         else ())
+        workers = [Worker(i, near_delays=window) for i in range(THREADS)]
         started = time.monotonic()
         killed_with = []
         totals = {"log_bytes": 0, "log_syncs": 0, "removed_segments": 0, "rewritten_bytes": 0}
+        if window:
+            totals.update({"far_index_seals": 0, "far_loads": 0})
 
         server = Server(*flags, data_dir=data_dir)
         self.addCleanup(lambda s=server: s.proc.poll() is not None or s.kill())
@@ -184,6 +214,8 @@ class CrashTest(unittest.TestCase):
                     self.assertEqual(server.kill(keep_data=True), -signal.SIGKILL)
                 else:
                     self.assertEqual(server.stop(keep_data=True), 0, server.text)
+                    if window:
+                        self.assertIn("far-future checkpoint: ", server.text)
                 for t in threads:
                     t.join(timeout=30)
             self.assertFalse(any(t.is_alive() for t in threads))
@@ -195,6 +227,7 @@ class CrashTest(unittest.TestCase):
             server = Server(*flags, data_dir=data_dir)
             self.addCleanup(lambda s=server: s.proc.poll() is not None or s.kill())
             self.check(server, workers, f"after kill {rnd + 1} (seed {seed})")
+            self.assertNotIn("checkpoint not used", server.text)
 
         st = server.stats()
         self.assertEqual(server.stop(), 0, server.text)
@@ -211,6 +244,11 @@ class CrashTest(unittest.TestCase):
               f"{totals['removed_segments']} segments; at the end {st['log_segments']} "
               f"segments, {st['disk_bytes']} bytes on disk; "
               f"{time.monotonic() - started:.1f} s", file=sys.stderr)
+        if window:
+            print(f"crash_test: far jobs: {totals['far_index_seals']} runs sealed, "
+                  f"{totals['far_loads']} brought back near", file=sys.stderr)
+            self.assertGreater(totals["far_index_seals"], 0)
+            self.assertGreater(totals["far_loads"], 0)
 
     def check(self, server, workers, when):
         """Compares the restarted store with what the workers know, settles
@@ -258,10 +296,13 @@ class CrashTest(unittest.TestCase):
                     self.assertEqual((info["state"], info["receipt"]),
                                      (b"reserved", w.reserved[job_id]),
                                      f"{when}: acknowledged reservation of {job_id}")
-                elif job_id in w.delayed:
+                elif job_id in w.delayed and not w.may_be_due(job_id):
                     self.assertEqual(info["state"], b"delayed", f"{when}: {job_id}")
                 elif info["state"] == b"reserved" and w.maybe_reserving:
                     w.reserved[job_id] = info["receipt"]  # the reserve in flight took it
+                    w.delayed.discard(job_id)
+                elif job_id in w.delayed:  # due by now, or about to be
+                    self.assertIn(info["state"], (b"delayed", b"ready"), f"{when}: {job_id}")
                 else:
                     self.assertEqual(info["state"], b"ready", f"{when}: {job_id}")
             w.maybe_reserving = False
