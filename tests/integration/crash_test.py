@@ -247,8 +247,13 @@ class CrashTest(unittest.TestCase):
         if window:
             print(f"crash_test: far jobs: {totals['far_index_seals']} runs sealed, "
                   f"{totals['far_loads']} brought back near", file=sys.stderr)
-            self.assertGreater(totals["far_index_seals"], 0)
-            self.assertGreater(totals["far_loads"], 0)
+            # What the workload must have reached when it ran long enough:
+            # ~4 % of the operations are far adds (64 of them seal a run),
+            # and the nearest fall due 1.5 s after their add.
+            if sum(killed_with) >= 5000:
+                self.assertGreater(totals["far_index_seals"], 0)
+            if time.monotonic() - started >= 10:
+                self.assertGreater(totals["far_loads"], 0)
 
     def check(self, server, workers, when):
         """Compares the restarted store with what the workers know, settles
