@@ -231,6 +231,18 @@ void LocalQueue::WriteCheckpoint() {
     ::delayq::Log(LogLevel::kInfo, "far-future checkpoint: none (the time index is not whole)");
     return;
   }
+  // It writes the jobs in memory again to spare the next start the far
+  // ones' records: worth it only when those are at least as many.
+  const uint64_t far_jobs = c.far.far.jobs;
+  const uint64_t near_jobs = engine_->job_count() - far_jobs;
+  if (far_jobs == 0 || far_jobs < near_jobs) {
+    ::delayq::Log(LogLevel::kInfo,
+                  "far-future checkpoint: none (%llu far jobs, %llu in memory: the whole log is "
+                  "replayed at the next start)",
+                  static_cast<unsigned long long>(far_jobs),
+                  static_cast<unsigned long long>(near_jobs));
+    return;
+  }
   auto runs = far_files_->Keep();
   if (!runs.ok()) {
     ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s",
@@ -249,13 +261,11 @@ void LocalQueue::WriteCheckpoint() {
   c.log = log_->ResumePoint();
   // Everything else a replay needs, again, from the new segment on.
   uint64_t again = live_bytes_.load(std::memory_order_relaxed);
-  uint64_t near_jobs = 0;
   uint64_t batch = log_->end();
   Status error;
   engine_->ForEachJob([&](const engine::JobImage& j) {
     log_->AppendRewrite(j);
     again -= std::min(again, store::PutBytes(j));
-    ++near_jobs;
     if (log_->end() - batch >= (8u << 20)) {  // not the whole set in one buffer
       if (Status s = log_->WriteOut(); !s.ok() && error.ok()) error = s;
       batch = log_->end();
