@@ -288,6 +288,15 @@ TlsIo TlsSession::Handshake() {
   const int ret = SSL_do_handshake(ssl_);
   if (ret == 1) {
     done_ = true;
+    // From now on the peer's FIN without a close_notify ends its input, as
+    // on plaintext (kClosed), rather than failing the session: OpenSSL 3
+    // would take it for a truncated record, send a decode_error alert and
+    // drop what came before it. What delayq reads is framed (RESP, HTTP),
+    // so a cut cannot pass for a whole request; and a client leaves a
+    // waiting reserve by its FIN alone (client/waiting_reserves.h), then
+    // reads the reply the server may have sent meanwhile. Before the
+    // handshake ends, such a FIN is still a failure (kGoneEarly).
+    SSL_set_options(ssl_, SSL_OP_IGNORE_UNEXPECTED_EOF);
     return TlsIo::kDone;
   }
   return Outcome(ret);

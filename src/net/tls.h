@@ -101,7 +101,8 @@ enum class TlsIo {
   kDone,       // done (Read/Write: n bytes moved, possibly 0 for Write of nothing)
   kWantRead,   // call again when the socket is readable
   kWantWrite,  // call again when the socket is writable
-  kClosed,     // the peer closed the TLS session (close_notify) or the socket
+  kClosed,     // the peer closed the TLS session (close_notify) or, once the
+               // handshake is done, the socket (a FIN without one)
   kError,      // failed for good: error() says why; close the connection
 };
 

@@ -253,6 +253,8 @@ void Connection::Drop() {
   tls_.reset();
   if (tls_out_.capacity() > kKeptFormatBytes) std::string().swap(tls_out_);
   tls_out_.clear();
+  tls_end_ = Failure::kNone;
+  tls_end_error_.clear();
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
   pending_ = 0;
@@ -297,8 +299,9 @@ bool Connection::ClosedWhileIdle() const {
   pollfd p{context_->fd, POLLIN, 0};
   // Nothing is owed to us, so anything readable (EOF, RST, stray bytes)
   // means the connection cannot be trusted.
+  if (!tls_) return poll(&p, 1, 0) != 0;
+  if (tls_end_ != Failure::kNone) return true;  // the server closed it after its last reply
   if (poll(&p, 1, 0) == 0) return false;
-  if (!tls_) return true;
   // A TLS 1.3 server sends its session tickets after the handshake, on its
   // own: a read that consumes only those (and wants more) leaves the
   // connection as good as it was.
@@ -498,7 +501,13 @@ Status Connection::TlsFlush() {
 // least something came: the socket is polled (up to the command timeout)
 // while the session wants it. Without, it returns when the session wants the
 // socket, maybe having fed nothing (what arrived was TLS's own, a ticket).
+// A server that answers and closes at once (it saw the client's FIN, or
+// shuts down) gets its last reply and its close_notify or alert read here
+// in one go: the end is kept in tls_end_ and reported by the next call, once
+// the caller has taken the replies fed before it. As on a plaintext
+// connection, whose close shows only on the read after the last reply.
 Status Connection::TlsRead(bool wait) {
+  if (tls_end_ != Failure::kNone) return TlsEnded();
   bool got_any = false;
   char buf[kTlsReadBytes];
   for (;;) {
@@ -521,11 +530,19 @@ Status Connection::TlsRead(bool wait) {
         }
         break;
       case net::TlsIo::kClosed:
-        return TlsBroken(Failure::kClosed, TlsClosedReason());
       case net::TlsIo::kError:
-        return TlsBroken(Failure::kLost, tls_->error());
+        tls_end_ = io == net::TlsIo::kClosed ? Failure::kClosed : Failure::kLost;
+        if (io == net::TlsIo::kError) tls_end_error_ = tls_->error();
+        if (got_any) return Status::Ok();
+        return TlsEnded();
     }
   }
+}
+
+Status Connection::TlsEnded() {
+  const Failure failure = tls_end_;
+  std::string why = failure == Failure::kClosed ? TlsClosedReason() : tls_end_error_;
+  return TlsBroken(failure, std::move(why));
 }
 
 Status Connection::Receive(size_t n, std::vector<Reply>* out) {
@@ -625,7 +642,12 @@ Status Connection::ReadSome(std::vector<Reply>* out) {
     // Everything the session has, so that no decrypted byte waits inside it
     // while the caller polls the socket.
     if (Status s = TlsRead(/*wait=*/false); !s.ok()) return s;
-    return TakeBuffered(out);
+    const size_t before = out->size();
+    if (Status s = TakeBuffered(out); !s.ok()) return s;
+    // Ended after bytes that made no whole reply: nothing more will come,
+    // and the socket need not stay readable to say so.
+    if (out->size() == before && tls_end_ != Failure::kNone) return TlsEnded();
+    return Status::Ok();
   }
   if (redisBufferRead(context_) != REDIS_OK) return Broken(errno);
   return TakeBuffered(out);

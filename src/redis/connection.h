@@ -32,6 +32,8 @@
 // through its TlsSession: hiredis still parses the replies (its reader, fed
 // the decrypted bytes) but no longer touches the socket, which is
 // non-blocking; each wait for it is a poll(2) bounded by command_timeout_ms.
+// A reply the server sent right before it closed (close_notify, a bare FIN
+// or an alert) is handed out before the close is reported, as on plaintext.
 // A refused handshake is kUnavailable in words ("redis 127.0.0.1:6390: TLS
 // handshake failed: certificate verify failed: unable to get local issuer
 // certificate"). Plaintext connections keep hiredis's own blocking I/O.
@@ -234,9 +236,13 @@ class Connection {
   std::string TlsClosedReason() const;
   // TLS path: writes tls_out_; feeds the reader what the session has,
   // waiting (up to the command timeout) for something when `wait` (Receive),
-  // or not at all (ReadSome).
+  // or not at all (ReadSome). A session that ends (the server's close, or
+  // an alert) after bytes it fed in this call is not reported yet: the
+  // replies in those bytes are read first (TlsEnded then says so).
   Status TlsFlush();
   Status TlsRead(bool wait);
+  // The end TlsRead kept back, as TlsBroken reports it.
+  Status TlsEnded();
   // Waits up to `ms` for `events` on the socket: true when ready.
   bool WaitFor(short events, int ms) const;
   void Drop();
@@ -253,6 +259,13 @@ class Connection {
   // but not yet written (hiredis's output buffer is unused then).
   std::unique_ptr<net::TlsSession> tls_;
   std::string tls_out_;
+  // TLS only: how the session ended when the end came right behind bytes
+  // still in the reader (a server that answers and then closes, as one
+  // does after a client's FIN: the answer must not be lost with the
+  // close); kNone while it has not. tls_end_error_: the session's error for
+  // kLost.
+  Failure tls_end_ = Failure::kNone;
+  std::string tls_end_error_;
   // A reply came on this connection: a close before any hints at a TLS
   // server on a plaintext URL.
   bool answered_ = false;

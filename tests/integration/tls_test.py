@@ -10,7 +10,8 @@ another CA, expired), each with a log line that says which; a handshake
 that stalls is closed after --tls-handshake-timeout without holding up
 other clients; SIGHUP reloads the certificate for new connections while an
 open one keeps working, and a bad file keeps the old one serving; large
-bodies, pipelines and a waiting reserve work over TLS as without it."""
+bodies, pipelines, a waiting reserve and requests sent right before a FIN
+work over TLS as without it."""
 import http.client
 import json
 import os
@@ -254,6 +255,31 @@ class TlsServingTest(unittest.TestCase):
                         break
                     got += chunk
                 self.assertEqual(got, want)
+
+    def test_requests_before_a_fin_without_close_notify_are_answered(self):
+        # A client that sends its FIN right behind its requests, with no
+        # close_notify (`nc -q0` through a TLS tunnel, or delayq's own client
+        # leaving a waiting reserve), is answered as without TLS: its input
+        # ended, it did not fail (OpenSSL 3 alone would call it a truncated
+        # record and answer with a decode_error alert instead of the replies).
+        ctx = ssl.create_default_context(cafile=CERTS.path("ca.pem"))
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(b"*6\r\n$3\r\nADD\r\n$7\r\ntls.fin\r\n$5\r\nfin-1\r\n"
+                          b"$1\r\n0\r\n$5\r\n60000\r\n$1\r\nx\r\n*1\r\n$4\r\nPING\r\n")
+                # The socket's sending side only: the session stays, unclosed.
+                with socket.socket(fileno=os.dup(s.fileno())) as same:
+                    same.shutdown(socket.SHUT_WR)
+                got = b""
+                while True:
+                    chunk = s.recv(1 << 16)
+                    if not chunk:
+                        break
+                    got += chunk
+                self.assertEqual(got, b"$5\r\nfin-1\r\n+PONG\r\n")
+        r = resp(self.server)
+        self.assertIsNotNone(r.execute_command("GET", "fin-1"))
+        r.close()
 
     def test_a_waiting_reserve_is_answered_over_tls(self):
         r = resp(self.server)

@@ -2,9 +2,10 @@
 // `openssl` in the test (tests/testing/test_certs.h): both ends of a
 // non-blocking socket pair in one thread, each step driven until both sides
 // are done or one fails, so nothing waits on time. Checks what a listener and
-// a connecting client rely on: a handshake and data both ways, the server's
-// name and CA checked, mutual TLS required, optional and refused, plaintext
-// on a TLS port named as such, protocols narrowed, and files that are wrong.
+// a connecting client rely on: a handshake and data both ways, a FIN without
+// a close_notify taken for the end of input, the server's name and CA
+// checked, mutual TLS required, optional and refused, plaintext on a TLS port
+// named as such, protocols narrowed, and files that are wrong.
 #include "net/tls.h"
 
 #include <fcntl.h>
@@ -135,6 +136,36 @@ TEST_F(TlsTest, AHandshakeThenDataBothWays) {
 
   server->Shutdown();
   EXPECT_EQ(client->Read(buf, sizeof buf, &n), TlsIo::kClosed);
+}
+
+// A FIN without a close_notify once the handshake is done (a client leaving
+// a waiting reserve, `nc -q0`) ends the peer's input after what it sent, as
+// on plaintext: the request before it is read, the end is kClosed (OpenSSL
+// 3 alone would fail the session and send a decode_error alert), and the
+// reply still goes out. The other way round too: a server that answers and
+// closes without a close_notify has closed, it has not failed.
+TEST_F(TlsTest, AFinWithoutCloseNotifyEndsTheInputAfterWhatCameBefore) {
+  auto server_ctx = Context(TlsContext::Role::kServer, ServerOptions());
+  auto client_ctx = Context(TlsContext::Role::kClient, ClientOptions());
+  ASSERT_TRUE(server_ctx && client_ctx);
+  auto [sockets, server, client] = Sessions(*server_ctx, *client_ctx);
+  Outcome o = Shake(*server, *client);
+  ASSERT_EQ(o.server, TlsIo::kDone) << server->error();
+  ASSERT_EQ(o.client, TlsIo::kDone) << client->error();
+
+  size_t n = 0;
+  ASSERT_EQ(client->Write("PING\r\n", &n), TlsIo::kDone);
+  ASSERT_EQ(shutdown(sockets.client, SHUT_WR), 0);
+  char buf[1 << 16];
+  ASSERT_EQ(server->Read(buf, sizeof buf, &n), TlsIo::kDone) << server->error();
+  EXPECT_EQ(std::string_view(buf, n), "PING\r\n");
+  EXPECT_EQ(server->Read(buf, sizeof buf, &n), TlsIo::kClosed) << server->error();
+  EXPECT_EQ(server->Read(buf, sizeof buf, &n), TlsIo::kClosed) << server->error();
+  ASSERT_EQ(server->Write("+PONG\r\n", &n), TlsIo::kDone) << server->error();
+  ASSERT_EQ(shutdown(sockets.server, SHUT_WR), 0);  // and leaves without a close_notify
+  ASSERT_EQ(client->Read(buf, sizeof buf, &n), TlsIo::kDone) << client->error();
+  EXPECT_EQ(std::string_view(buf, n), "+PONG\r\n");
+  EXPECT_EQ(client->Read(buf, sizeof buf, &n), TlsIo::kClosed) << client->error();
 }
 
 TEST_F(TlsTest, AnAddressIsCheckedAgainstTheCertificatesIpNames) {

@@ -6,7 +6,8 @@
 // nodes — and what only TLS can get wrong must fail in words and in bounded
 // time: a CA that did not sign the server, a name the certificate does not
 // carry, a missing client certificate, a server that never answers the
-// handshake, plaintext on either side.
+// handshake, plaintext on either side; and a server's last reply is read
+// when its close comes right behind it.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis/client.h"
@@ -270,6 +272,104 @@ TEST(RedisTls, PlaintextOnEitherSideFailsClearlyAndPromptly) {
   EXPECT_EQ(plain_to_tls.status().code(), Code::kUnavailable);
   const std::string& m2 = plain_to_tls.status().message();
   EXPECT_NE(m2.find("its URL would be rediss://"), std::string::npos) << m2;
+}
+
+// A TLS server of one connection on a loopback port: it answers the first
+// command "+PONG" and closes at once — with a close_notify, or with a bare
+// FIN — as delayq's server does after a client's FIN (a cancelled waiting
+// reserve) or on shutdown. Blocking, each step bounded by SO_RCVTIMEO.
+class AnswerThenCloseServer {
+ public:
+  explicit AnswerThenCloseServer(bool close_notify) : close_notify_(close_notify) {
+    net::TlsOptions o;
+    o.cert_file = Cert("server.pem");
+    o.key_file = Cert("server.key");
+    auto ctx = net::TlsContext::Create(net::TlsContext::Role::kServer, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+    if (ctx.ok()) ctx_ = std::move(ctx).value();
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(listen_fd_, 8), 0);
+    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~AnswerThenCloseServer() {
+    Join();
+    close(listen_fd_);
+  }
+  int port() const { return port_; }
+  // Returns once the reply and the close are on their way.
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Serve() {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0 || ctx_ == nullptr) return;
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    auto session = net::TlsSession::Accept(*ctx_, fd);
+    if (session.ok() && (*session)->Handshake() == net::TlsIo::kDone) {
+      std::string in;
+      char buf[4096];
+      size_t n = 0;
+      while (!in.ends_with("PING\r\n") &&
+             (*session)->Read(buf, sizeof buf, &n) == net::TlsIo::kDone) {
+        in.append(buf, n);
+      }
+      (*session)->Write("+PONG\r\n", &n);
+      if (close_notify_) (*session)->Shutdown();
+    }
+    close(fd);
+  }
+
+  const bool close_notify_;
+  std::shared_ptr<net::TlsContext> ctx_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// The last reply and the close arrive together, and the client reads them
+// in one go: the reply is handed out, and the close shows on the next read
+// (as on plaintext). A client that lost the reply to the close would not
+// know that a waiting reserve it withdrew had been answered with jobs,
+// which would then stay reserved for nobody until their TTR.
+TEST(RedisTls, AReplyTheServerSendsRightBeforeClosingIsRead) {
+  net::TlsOptions tls;
+  tls.ca_file = Cert("ca.pem");
+  for (bool close_notify : {true, false}) {
+    for (bool read_some : {false, true}) {
+      SCOPED_TRACE(std::string(close_notify ? "close_notify" : "a bare FIN") +
+                   (read_some ? ", ReadSome" : ", Receive"));
+      AnswerThenCloseServer server(close_notify);
+      auto conn = Connection::Open(Endpoint{"127.0.0.1", server.port()}, TlsConnectionOptions(tls));
+      ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+      ASSERT_TRUE((*conn)->Append({"PING"}).ok());
+      ASSERT_TRUE((*conn)->Flush().ok());
+      server.Join();  // the reply and the close are in the socket, unread
+      std::vector<Reply> got;
+      Status st = read_some ? (*conn)->ReadSome(&got) : (*conn)->Receive(1, &got);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].str(), "PONG");
+      EXPECT_EQ((*conn)->pending(), 0u);
+      // Then the close, from the next read on.
+      st = (*conn)->ReadSome(&got);
+      EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+      EXPECT_NE(st.message().find("Server closed the connection"), std::string::npos)
+          << st.ToString();
+      EXPECT_EQ((*conn)->last_failure(), Connection::Failure::kClosed);
+      EXPECT_FALSE((*conn)->connected());
+      EXPECT_EQ(got.size(), 1u);
+    }
+  }
 }
 
 TEST(RedisTls, ATlsContextWithAPlaintextUrlOrABadCaFileIsAnInvalidArgument) {
