@@ -1387,7 +1387,8 @@ void Engine::ForEachRemembered(const std::function<void(const DedupImage&)>& fn)
     size_t cut = r.key.find('\0');
     DedupImage add;
     add.add_id = std::string_view(r.key).substr(0, cut);
-    add.key = cut == std::string::npos ? std::string_view() : std::string_view(r.key).substr(cut + 1);
+    add.key =
+        cut == std::string::npos ? std::string_view() : std::string_view(r.key).substr(cut + 1);
     add.id = r.result.id;
     add.state = r.result.state;
     add.run_at_ms = r.result.run_at_ms;

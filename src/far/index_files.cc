@@ -86,8 +86,8 @@ Status IndexFiles::Adopt(uint64_t epoch, uint64_t next_run, const std::vector<Ru
   };
   for (const RunFileInfo& info : runs) {
     if (info.run == 0 || info.run >= next_run) {
-      return fail(Internal("far-future checkpoint: run " + std::to_string(info.run) +
-                           " is out of range"));
+      return fail(
+          Internal("far-future checkpoint: run " + std::to_string(info.run) + " is out of range"));
     }
     std::string path = dir_ + "/" + RunName(info.run);
     auto file = fs_->Open(path, /*create=*/false);
@@ -106,8 +106,8 @@ Status IndexFiles::Adopt(uint64_t epoch, uint64_t next_run, const std::vector<Ru
       what = "is not a run of the far-future index";
     } else if (GetU32(header.data() + 8) != kRunVersion) {
       what = "has version " + std::to_string(GetU32(header.data() + 8));
-    } else if (GetU64(header.data() + 16) != info.run || GetU64(header.data() + 24) != info.entries ||
-               GetU64(header.data() + 32) != epoch) {
+    } else if (GetU64(header.data() + 16) != info.run ||
+               GetU64(header.data() + 24) != info.entries || GetU64(header.data() + 32) != epoch) {
       what = "is another run (its header names another)";
     }
     if (!what.empty()) return fail(Internal("far-future index: " + path + " " + what));
@@ -159,8 +159,7 @@ std::string IndexFiles::RunName(uint64_t run) const {
   return buf;
 }
 
-uint64_t IndexFiles::BlockChecksum(const char* data, size_t n, uint64_t run,
-                                   uint64_t block) const {
+uint64_t IndexFiles::BlockChecksum(const char* data, size_t n, uint64_t run, uint64_t block) const {
   // Seeded by where the block belongs: a block of another run, or of a run
   // of another process (epoch), does not check out.
   return XXH3_64bits_withSeed(data, n, epoch_ * 0x9E3779B97F4A7C15ull + run * 1'000'003 + block);

@@ -173,7 +173,8 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
         from = &checkpoint->checkpoint().log;
         live += checkpoint->checkpoint().far_live_bytes;
       } else if (s.code() != Code::kNotFound || checkpoint != nullptr) {
-        ::delayq::Log(LogLevel::kWarn, "far-future checkpoint not used (%s): replaying the whole log",
+        ::delayq::Log(LogLevel::kWarn,
+                      "far-future checkpoint not used (%s): replaying the whole log",
                       s.message().c_str());
         checkpoint.reset();
       }

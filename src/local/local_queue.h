@@ -256,7 +256,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   const bool caller_loop_;
   Limits limits_;  // a firing's jobs are checked against them before any is added
   uint64_t log_segment_bytes_ = 0;
-  int64_t memory_window_ms_ = -1;  // embedded: QueueOptions::memory_window_ms
+  int64_t memory_window_ms_ = -1;          // embedded: QueueOptions::memory_window_ms
   std::shared_ptr<store::FileSystem> fs_;  // embedded: where the files are
   std::string far_dir_;                    // embedded: <data_dir>/far
   std::atomic<bool> compaction_idle_{true};

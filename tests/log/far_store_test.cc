@@ -14,8 +14,8 @@
 
 #include "delayq/clock.h"
 #include "delayq/queue.h"
-#include "gtest/gtest.h"
 #include "far/index_files.h"
+#include "gtest/gtest.h"
 #include "local/local_queue.h"
 #include "log/faulty_file_system.h"
 #include "log/store_testing.h"
@@ -504,9 +504,9 @@ Seen Look(Queue& q, const std::vector<std::string>& ids) {
   Seen seen;
   for (const std::string& id : ids) {
     auto j = q.Get(id);
-    seen.jobs[id] = j.ok() ? std::string(StateName(j->state)) + " " +
-                                 std::to_string(j->run_at_ms) + " " +
-                                 std::to_string(j->attempts) + " " + j->body + " " + j->last_error
+    seen.jobs[id] = j.ok() ? std::string(StateName(j->state)) + " " + std::to_string(j->run_at_ms) +
+                                 " " + std::to_string(j->attempts) + " " + j->body + " " +
+                                 j->last_error
                            : j.status().ToString();
   }
   auto st = q.Stats();
@@ -528,9 +528,8 @@ Seen Look(Queue& q, const std::vector<std::string>& ids) {
 std::vector<std::string> Fill(Queue& q) {
   std::vector<std::string> ids;
   for (int i = 0; i < 300; ++i) {
-    auto added =
-        q.Add(Spec(i % 3 == 0 ? "other" : "t", i % 2 ? "" : "c" + std::to_string(i), Body(i),
-                   kDay + i * kMinute));
+    auto added = q.Add(Spec(i % 3 == 0 ? "other" : "t", i % 2 ? "" : "c" + std::to_string(i),
+                            Body(i), kDay + i * kMinute));
     EXPECT_TRUE(added.ok());
     ids.push_back(added->id);
   }
@@ -638,8 +637,8 @@ std::vector<std::string> Files(const std::string& dir, std::string_view prefix) 
 // log instead, and every answer is the same.
 TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
   const std::vector<std::string> damages = {
-      "meta byte",      "slot byte",     "cut short",     "missing run",   "run header",
-      "run block",      "foreign run",   "log grew",      "foreign checkpoint",
+      "meta byte", "slot byte",   "cut short", "missing run",        "run header",
+      "run block", "foreign run", "log grew",  "foreign checkpoint",
   };
   for (const std::string& damage : damages) {
     SCOPED_TRACE(damage);
