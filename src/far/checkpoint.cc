@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 namespace delayq::far {
 namespace {
@@ -68,21 +69,22 @@ class Reader {
 
 std::string EncodeMeta(const Checkpoint& c) {
   Writer w;
+  // A list of pairs: its count, then each pair's two numbers.
+  auto pairs = [&w](const auto& list, auto pair) {
+    w.U64(list.size());
+    for (const auto& item : list) {
+      auto [a, b] = pair(item);
+      w.U64(static_cast<uint64_t>(a));
+      w.U64(static_cast<uint64_t>(b));
+    }
+  };
   const store::LogResume& l = c.log;
   w.U64(l.segment);
   w.U64(l.newest);
   w.U64(l.newest_bytes);
   w.U64(l.last_seq);
-  w.U64(l.before.size());
-  for (const auto& b : l.before) {
-    w.U64(b.number);
-    w.I64(b.live_puts);
-  }
-  w.U64(l.moved.size());
-  for (const auto& [seq, segment] : l.moved) {
-    w.U64(seq);
-    w.U64(segment);
-  }
+  pairs(l.before, [](const auto& b) { return std::pair(b.number, b.live_puts); });
+  pairs(l.moved, [](const auto& m) { return m; });
   const engine::Engine::FarImage& f = c.far;
   w.I64(f.horizon_ms);
   w.U64(f.last_seq);
@@ -94,18 +96,10 @@ std::string EncodeMeta(const Checkpoint& c) {
   w.U64(f.far.sealed_entries);
   w.U64(f.far.topic_jobs.size());
   for (uint64_t j : f.far.topic_jobs) w.U64(j);
-  w.U64(f.far.runs.size());
-  for (const auto& r : f.far.runs) {
-    w.U64(r.file);
-    w.U64(r.next);
-  }
+  pairs(f.far.runs, [](const auto& r) { return std::pair(r.file, r.next); });
   w.U64(c.epoch);
   w.U64(c.next_run);
-  w.U64(c.run_files.size());
-  for (const auto& r : c.run_files) {
-    w.U64(r.run);
-    w.U64(r.entries);
-  }
+  pairs(c.run_files, [](const auto& r) { return std::pair(r.run, r.entries); });
   w.U64(c.far_live_bytes);
   return std::move(w.out());
 }

@@ -110,7 +110,12 @@ Status IndexFiles::Adopt(uint64_t epoch, uint64_t next_run, const std::vector<Ru
                GetU64(header.data() + 24) != info.entries || GetU64(header.data() + 32) != epoch) {
       what = "is another run (its header names another)";
     }
-    if (!what.empty()) return fail(Internal("far-future index: " + path + " " + what));
+    if (!what.empty()) {
+      std::string message = "far-future index: " + path;
+      message += ' ';
+      message += what;
+      return fail(Internal(message));
+    }
     RunFile& r = adopted[info.run];
     r.file = std::move(file).value();
     r.entries = info.entries;

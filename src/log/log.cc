@@ -186,14 +186,21 @@ Status Log::OpenHead() {
 
 // --- recovery ------------------------------------------------------------------
 
-Status Log::Recover(const Replay& replay, RecoveryReport* report) {
-  auto names = fs_->List(options_.dir);
+Result<std::vector<uint64_t>> Log::SegmentNumbers(FileSystem& fs, const std::string& dir) {
+  auto names = fs.List(dir);
   if (!names.ok()) return names.status();
   std::vector<uint64_t> numbers;
   for (const std::string& name : *names) {
     if (uint64_t n = ParseSegmentName(name); n != 0) numbers.push_back(n);
   }
   std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+Status Log::Recover(const Replay& replay, RecoveryReport* report) {
+  auto listed = SegmentNumbers(*fs_, options_.dir);
+  if (!listed.ok()) return listed.status();
+  const std::vector<uint64_t>& numbers = *listed;
   for (size_t i = 1; i < numbers.size(); ++i) {
     // Compaction deletes the oldest segment only: a gap is a lost file.
     if (numbers[i] != numbers[i - 1] + 1) {
@@ -233,17 +240,12 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
 
 Status Log::CheckResume(const LogOptions& options, const LogResume& resume) {
   std::shared_ptr<FileSystem> fs = options.fs ? options.fs : PosixFileSystem();
-  auto names = fs->List(options.dir);
-  if (!names.ok()) return names.status();
-  std::vector<uint64_t> numbers;
-  for (const std::string& name : *names) {
-    if (uint64_t n = ParseSegmentName(name); n != 0) numbers.push_back(n);
-  }
-  std::sort(numbers.begin(), numbers.end());
+  auto numbers = SegmentNumbers(*fs, options.dir);
+  if (!numbers.ok()) return numbers.status();
   std::vector<uint64_t> want;
   for (const LogResume::Before& b : resume.before) want.push_back(b.number);
   for (uint64_t n = resume.segment; n != 0 && n <= resume.newest; ++n) want.push_back(n);
-  if (resume.segment == 0 || numbers != want) {
+  if (resume.segment == 0 || *numbers != want) {
     return NotFound("the log's segments are not those the checkpoint names");
   }
   auto file = fs->Open(options.dir + "/" + SegmentName(resume.newest), /*create=*/false);

@@ -359,6 +359,8 @@ class Log {
   };
 
   explicit Log(const LogOptions& options);
+  // The numbers of the segment files in `dir`, in order.
+  static Result<std::vector<uint64_t>> SegmentNumbers(FileSystem& fs, const std::string& dir);
   Status Recover(const Replay& replay, RecoveryReport* report);
   Status ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report);
   // A segment before a resume's: its header checked, not replayed.
