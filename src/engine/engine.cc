@@ -1189,7 +1189,7 @@ Status Engine::RestorePut(const JobImage& job, uint64_t location, bool* replaced
   // A seq above every one seen is a new job (a replacing add logs the
   // removal first); only a job written again by compaction needs the lookup.
   *replaced = false;
-  if (job.seq <= last_seq_) {
+  if (job.seq <= last_seq_ && job.seq > resumed_seq_) {
     if (uint32_t old = FindJob(job.id); old != 0) {
       Detach(old);
       DestroyRecord(old);
@@ -1369,6 +1369,7 @@ Status Engine::RestoreFar(const FarImage& image, const FarSet::SlotLoader& load)
   RestoreSeq(image.last_seq);
   client_took_generated_form_ = client_took_generated_form_ || image.client_took_generated_form;
   live_jobs_ += far_.jobs();
+  resumed_seq_ = image.last_seq;
   return Status::Ok();
 }
 

@@ -215,7 +215,10 @@ class Engine {
   void RestoreDedup(const DedupImage& add);
   // Replay is over (RestorePut no more): far slots freed meanwhile are
   // handed out again from now on.
-  void EndRestore() { far_.EndRestore(); }
+  void EndRestore() {
+    far_.EndRestore();
+    resumed_seq_ = 0;
+  }
   // Generated ids and seqs continue after `seq`.
   void RestoreSeq(uint64_t seq) { last_seq_ = std::max(last_seq_, seq); }
   uint64_t last_seq() const { return last_seq_; }
@@ -567,6 +570,10 @@ class Engine {
   int64_t horizon_ms_ = kNever;
   int64_t far_retry_mono_ = 0;        // after a failed read, loading waits until then
   bool far_rebuild_pending_ = false;  // the time index is being made again (RebuildFarIndex)
+  // RestoreFar until EndRestore: the records replayed with a seq up to this
+  // are the checkpoint's copies of the jobs that were in memory, each once
+  // and none far, so RestorePut looks for no job they would replace.
+  uint64_t resumed_seq_ = 0;
   // Delayed jobs beyond the horizon still in memory: (handle, seq).
   std::vector<std::pair<uint32_t, uint64_t>> settle_;
   StoredJob scratch_;  // FindImage's far job

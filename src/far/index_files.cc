@@ -53,7 +53,17 @@ Status IndexFiles::RemoveOthers() {
   return Status::Ok();
 }
 
-Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::Keep() {
+Status IndexFiles::RemoveAll(store::FileSystem& fs, const std::string& dir) {
+  auto names = fs.List(dir);
+  if (!names.ok()) return Status::Ok();  // no directory: no runs
+  for (const std::string& n : *names) {
+    if (n.rfind("run-", 0) != 0) continue;
+    if (Status s = fs.Remove(dir + "/" + n); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::Sync() {
   std::vector<RunFileInfo> out;
   std::unique_lock<std::mutex> lock(mu_);
   written_cv_.wait(lock, [&] {
@@ -72,7 +82,6 @@ Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::Keep() {
     out.push_back(RunFileInfo{run, r.entries});
   }
   if (Status s = fs_->SyncDir(dir_); !s.ok()) return s;
-  keep_ = true;
   return out;
 }
 

@@ -72,9 +72,16 @@ class IndexFiles final : public engine::FarIndexFiles {
     uint64_t entries = 0;
   };
   // For a checkpoint: waits until every run is written, fsyncs each file
-  // and the directory, and keeps them when this object goes. Errors: a run
-  // kept in memory (its write failed), the file system's.
-  Result<std::vector<RunFileInfo>> Keep();
+  // and the directory. Errors: a run kept in memory (its write failed), the
+  // file system's.
+  Result<std::vector<RunFileInfo>> Sync();
+  // The runs outlive this object (a checkpoint names them).
+  void Keep() {
+    std::lock_guard<std::mutex> lock(mu_);
+    keep_ = true;
+  }
+  // Removes every run in `dir` (a start that does not use a window).
+  static Status RemoveAll(store::FileSystem& fs, const std::string& dir);
   uint64_t epoch() const { return epoch_; }
   uint64_t next_run() const { return next_; }
   // Takes over the runs a checkpoint names (an earlier process's `epoch`):

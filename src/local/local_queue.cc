@@ -170,8 +170,14 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     if (*far_files != nullptr && !options.repair_log) {
       Status s = ResumeFromCheckpoint(lo, far_dir, engine, **far_files, &checkpoint);
       if (s.ok()) {
-        from = &checkpoint->checkpoint().log;
-        live += checkpoint->checkpoint().far_live_bytes;
+        const far::Checkpoint& c = checkpoint->checkpoint();
+        from = &c.log;
+        live += c.far_live_bytes;
+        ::delayq::Log(LogLevel::kInfo,
+                      "far-future checkpoint: %llu far jobs restored; replaying from log segment "
+                      "%llu",
+                      static_cast<unsigned long long>(c.far.far.jobs),
+                      static_cast<unsigned long long>(c.log.segment));
       } else if (s.code() != Code::kNotFound || checkpoint != nullptr) {
         ::delayq::Log(LogLevel::kWarn,
                       "far-future checkpoint not used (%s): replaying the whole log",
@@ -179,7 +185,11 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
         checkpoint.reset();
       }
     }
-    if (Status s = far::RemoveCheckpoint(*lo.fs, far_dir); !s.ok()) {
+    // Not used (none, no window, a repair, or it did not check out): gone,
+    // with the runs it named when no window will remove them.
+    Status s = far::RemoveCheckpoint(*lo.fs, far_dir);
+    if (s.ok() && *far_files == nullptr) s = far::IndexFiles::RemoveAll(*lo.fs, far_dir);
+    if (!s.ok()) {
       ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: cannot remove it: %s",
                     s.message().c_str());
     }
@@ -212,6 +222,10 @@ Status LocalQueue::ResumeFromCheckpoint(const store::LogOptions& lo, const std::
   auto opened = far::CheckpointReader::Open(*lo.fs, far_dir);
   if (!opened.ok()) return opened.status();
   *reader = std::move(opened).value();
+  // Gone from the directory before anything is taken from it (the reader
+  // keeps the file open): whatever happens from here on, the next start
+  // does not find it, so a checkpoint is never used twice.
+  if (Status s = far::RemoveCheckpoint(*lo.fs, far_dir); !s.ok()) return s;
   const far::Checkpoint& c = (*reader)->checkpoint();
   if (Status s = store::Log::CheckResume(lo, c.log); !s.ok()) return s;
   if (Status s = files.Adopt(c.epoch, c.next_run, c.run_files); !s.ok()) return s;
@@ -244,7 +258,7 @@ void LocalQueue::WriteCheckpoint() {
                   static_cast<unsigned long long>(near_jobs));
     return;
   }
-  auto runs = far_files_->Keep();
+  auto runs = far_files_->Sync();
   if (!runs.ok()) {
     ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s",
                   runs.status().message().c_str());
@@ -253,7 +267,6 @@ void LocalQueue::WriteCheckpoint() {
   c.run_files = std::move(runs).value();
   c.epoch = far_files_->epoch();
   c.next_run = far_files_->next_run();
-  engine_->KeepFarRuns();
   auto fail = [&](const Status& s) {
     ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
   };
@@ -290,6 +303,10 @@ void LocalQueue::WriteCheckpoint() {
   if (Status s = far::WriteCheckpoint(*fs_, far_dir_, c, engine_->far_set()); !s.ok()) {
     return fail(s);
   }
+  // Named by the checkpoint now: the runs stay when the engine and the
+  // files go (without one, they are removed as ever).
+  engine_->KeepFarRuns();
+  far_files_->Keep();
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ::delayq::Log(LogLevel::kInfo,

@@ -305,7 +305,8 @@ Result<uint64_t> Log::Roll() {
   return accounts_.back().number;
 }
 
-LogResume Log::ResumePoint() const {
+LogResume Log::ResumePoint() {
+  std::lock_guard<SpinLock> lock(buf_mu_);
   LogResume r;
   r.segment = accounts_.back().number;
   r.last_seq = last_seq_;

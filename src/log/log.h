@@ -242,7 +242,7 @@ class Log {
   Result<uint64_t> Roll();
   // Right after Roll, before anything is appended: the accounts of the
   // segments before the new one, for LogResume.
-  LogResume ResumePoint() const;
+  LogResume ResumePoint();
   // Writes and fdatasyncs what was appended since, and completes `resume`
   // with the newest segment as it is now (nothing may be appended after).
   Status Seal(LogResume* resume);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -638,7 +639,7 @@ std::vector<std::string> Files(const std::string& dir, std::string_view prefix) 
 TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
   const std::vector<std::string> damages = {
       "meta byte", "slot byte",   "cut short", "missing run",        "run header",
-      "run block", "foreign run", "log grew",  "foreign checkpoint",
+      "run block", "foreign run", "log grew",  "foreign checkpoint", "run cut short",
   };
   for (const std::string& damage : damages) {
     SCOPED_TRACE(damage);
@@ -662,6 +663,9 @@ TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
     if (damage == "slot byte") FlipByte(checkpoint, -20);
     if (damage == "cut short") {
       ASSERT_EQ(truncate(checkpoint.c_str(), FileSize(checkpoint) - 1), 0);
+    }
+    if (damage == "run cut short") {
+      ASSERT_EQ(truncate(runs[0].c_str(), FileSize(runs[0]) - 1), 0);
     }
     if (damage == "missing run") {
       ASSERT_EQ(unlink(runs[1].c_str()), 0);
@@ -761,6 +765,227 @@ TEST(FarCheckpoint, AfterAResumeCompactionAndACrashLoseNothing) {
   auto q = MustOpen(o);
   EXPECT_EQ(Look(*q, ids), before);
   EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+}
+
+TEST(FarCheckpoint, AStartWithoutAWindowRemovesTheRunsTheCheckpointKept) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  {
+    auto q = MustOpen(o);
+    Fill(*q);
+  }
+  const std::string far = tmp.data() + "/far";
+  ASSERT_TRUE(Exists(far + "/checkpoint.dq"));
+  size_t runs = RunFiles(far);
+  ASSERT_GT(runs, 0u);
+  for (int i = 0; i < 2; ++i) {
+    auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+  }
+  EXPECT_FALSE(Exists(far + "/checkpoint.dq"));
+  EXPECT_EQ(RunFiles(far), 0u) << "run files left behind by the checkpoint, of " << runs;
+}
+
+// Stop -> resume -> (some far jobs come near, runs partly used, new far
+// jobs and runs under the adopted epoch, deletes) -> stop -> resume again.
+TEST(FarCheckpoint, ResumesInARowEachFromTheLastStop) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  std::vector<std::string> ids;
+  {
+    auto q = MustOpen(o);
+    ids = Fill(*q);
+  }
+  Seen before;
+  {
+    auto q = MustOpen(o);
+    ASSERT_LT(ReplayedRecords(*q), 40u);
+    clock->Advance(kDay - kHour + 10 * kMinute);
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_loads") > 0; }));
+    for (int i = 0; i < 100; ++i) {
+      auto added = q->Add(Spec(i % 2 ? "t" : "late", i % 3 ? "" : "x" + std::to_string(i),
+                               Body(1000 + i), 2 * kDay + i * kMinute));
+      ASSERT_TRUE(added.ok());
+      ids.push_back(added->id);
+    }
+    for (size_t i = 300; i < ids.size(); i += 11) (void)q->Delete(ids[i]);
+    before = Look(*q, ids);
+  }
+  ASSERT_TRUE(Exists(tmp.data() + "/far/checkpoint.dq"));
+  {
+    auto q = MustOpen(o);
+    EXPECT_LT(ReplayedRecords(*q), 80u);
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  {
+    auto q = MustOpen(o);  // third resume
+    EXPECT_LT(ReplayedRecords(*q), 80u);
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  {
+    auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  auto q = MustOpen(o);
+  clock->Advance(4 * kDay);
+  EXPECT_TRUE(q->Resume("other").ok());
+  size_t n = 0;
+  for (std::string t : {"t", "other", "late", "near"}) n += ReserveAll(*q, t, 1000).size();
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+}
+
+TEST(FarCheckpoint, CompactionAfterAResumeThenACleanStopResumesAgain) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
+  o.segment_bytes = 16 << 10;
+  o.dedup_window_ms = kMinute;
+  std::vector<std::string> ids;
+  {
+    auto q = MustOpen(o);
+    ids = Fill(*q);
+  }
+  Seen before;
+  {
+    auto q = MustOpen(o);
+    ASSERT_LT(ReplayedRecords(*q), 40u);
+    clock->Advance(kMinute);
+    for (int i = 1; i < 300; i += 5) (void)q->Delete(ids[i]);
+    for (int i = 0; i < 3000; ++i) {
+      ASSERT_TRUE(q->Add(Spec("churn", "", std::string(100, 'x'))).ok());
+      Delivery d = ReserveOne(*q, "churn");
+      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    }
+    auto& local = dynamic_cast<LocalQueue&>(*q);
+    EXPECT_TRUE(Eventually([&] { return local.store_stats().log.removed_segments > 10; }));
+    before = Look(*q, ids);
+  }
+  {
+    auto q = MustOpen(o);
+    EXPECT_LT(ReplayedRecords(*q), 80u) << "checkpoint used";
+    EXPECT_EQ(Look(*q, ids), before);
+    // more churn: compaction of the segments the resume skipped
+    for (int i = 0; i < 3000; ++i) {
+      ASSERT_TRUE(q->Add(Spec("churn", "", std::string(100, 'x'))).ok());
+      Delivery d = ReserveOne(*q, "churn");
+      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
+    }
+    EXPECT_EQ(Look(*q, ids), before);
+    EXPECT_EQ(Figure(*q, "far_read_errors"), 0u);
+  }
+  {
+    auto q = MustOpen(o);
+    EXPECT_LT(ReplayedRecords(*q), 80u) << "checkpoint used";
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  {
+    auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+}
+
+// The jobs a stop wrote again are replayed without looking for a far job
+// they would replace: even those brought near, whose generated ids name far
+// slots taken again since, cost no read of a far record.
+TEST(FarCheckpoint, AResumeReadsNoFarRecord) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "", Body(i), 2 * kHour + i * kMinute)).ok());
+    }
+    clock->Advance(kHour + 100 * kMinute);  // about 100 come near
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_jobs") <= 100u; }));
+    for (int i = 0; i < 150; ++i) ASSERT_TRUE(q->Add(Spec("t", "", Body(i), 3 * kDay)).ok());
+  }
+  ASSERT_TRUE(Exists(tmp.data() + "/far/checkpoint.dq"));
+  auto q = MustOpen(o);
+  EXPECT_GT(ReplayedRecords(*q), 90u);
+  EXPECT_EQ(Figure(*q, "far_reads"), 0u);
+  EXPECT_EQ(q->Stats()->jobs, 350u);
+}
+
+// Crashes at every write/sync point of a start from a checkpoint and the
+// work after it (deletes, far adds, loads, finishes, a clean stop).
+bool ResumeCrashAt(const std::string& pristine, uint64_t crash_at, int64_t reopen_window) {
+  TempDir tmp;
+  std::filesystem::copy(
+      pristine, tmp.data(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  auto fs = std::make_shared<FaultyFileSystem>();
+  fs->crash_at = crash_at;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour, "always");
+  o.segment_bytes = 4096;
+  std::map<std::string, std::string> acked;
+  std::set<std::string> gone, tried;
+  for (int i = 0; i < 120; ++i) acked["f" + std::to_string(i)] = Body(i);
+  {
+    auto q = OpenServingQueue(o, OpenOptions{.file_system = fs});
+    if (q.ok()) {
+      for (int i = 0; i < 120; i += 4) {
+        std::string id = "f" + std::to_string(i);
+        tried.insert(id);
+        if ((*q)->Delete(id).ok()) {
+          gone.insert(id);
+          acked.erase(id);
+        }
+      }
+      for (int i = 0; i < 40; ++i) {
+        std::string id = "g" + std::to_string(i);
+        if ((*q)->Add(Spec("t", id, Body(500 + i), 2 * kDay)).ok()) acked[id] = Body(500 + i);
+      }
+      clock->Advance(kDay - kHour + 30 * kMinute);  // some far ones come near, some due
+
+      auto got = (*q)->Reserve(ReserveRequest{.topics = {"t"}, .count = 5});
+      if (got.ok()) {
+        for (const Delivery& d : *got) {
+          tried.insert(d.id);
+          if ((*q)->Finish(d.id, d.receipt).ok()) {
+            gone.insert(d.id);
+            acked.erase(d.id);
+          }
+        }
+      }
+    }
+  }
+  bool reached = fs->crashed;
+  auto q = OpenQueue(Windowed(tmp.data(), clock, reopen_window, "always"));
+  EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
+  if (!q.ok()) return false;
+  for (const auto& [id, body] : acked) {
+    if (tried.count(id)) continue;  // a delete or finish in flight may have been made
+    auto j = (*q)->Get(id);
+    EXPECT_TRUE(j.ok() && j->body == body)
+        << "crash at " << crash_at << " lost " << id << " " << j.status().ToString();
+  }
+  for (const std::string& id : gone) {
+    EXPECT_FALSE((*q)->Get(id).ok()) << "crash at " << crash_at << " resurrected " << id;
+  }
+  return reached;
+}
+
+TEST(FarCheckpoint, CrashAtEveryPointOfAResumedStartLosesNothing) {
+  TempDir pristine;
+  auto clock = std::make_shared<ManualClock>();
+  {
+    QueueOptions o = Windowed(pristine.data(), clock, kHour, "always");
+    o.segment_bytes = 4096;
+    auto q = MustOpen(o);
+    for (int i = 0; i < 120; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "f" + std::to_string(i), Body(i), kDay + i * kMinute)).ok());
+    }
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(q->Add(Spec("n", "n" + std::to_string(i), "x")).ok());
+  }
+  ASSERT_TRUE(Exists(pristine.data() + "/far/checkpoint.dq"));
+  for (int64_t w : {kHour, int64_t{-1}}) {
+    uint64_t point = 1;
+    while (ResumeCrashAt(pristine.data(), point, w) && !HasFailure()) ++point;
+  }
 }
 
 }  // namespace
