@@ -58,7 +58,10 @@ Status IndexFiles::RemoveAll(store::FileSystem& fs, const std::string& dir) {
   if (!names.ok()) return Status::Ok();  // no directory: no runs
   for (const std::string& n : *names) {
     if (n.rfind("run-", 0) != 0) continue;
-    if (Status s = fs.Remove(dir + "/" + n); !s.ok()) return s;
+    std::string path = dir;
+    path += '/';
+    path += n;
+    if (Status s = fs.Remove(path); !s.ok()) return s;
   }
   return Status::Ok();
 }

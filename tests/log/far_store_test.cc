@@ -715,6 +715,24 @@ TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
   }
 }
 
+// Small segments, and a dedup window short enough that compaction goes past
+// the remembered add Fill makes once a minute has passed.
+QueueOptions Compacting(const std::string& dir, std::shared_ptr<Clock> clock) {
+  QueueOptions o = Windowed(dir, std::move(clock), kMinute);
+  o.segment_bytes = 16 << 10;
+  o.dedup_window_ms = kMinute;
+  return o;
+}
+
+// n jobs added, reserved and finished: dead records for compaction.
+void Churn(Queue& q, int n) {
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(q.Add(Spec("churn", "", std::string(100, 'x'))).ok());
+    Delivery d = ReserveOne(q, "churn");
+    ASSERT_TRUE(q.Finish(d.id, d.receipt).ok());
+  }
+}
+
 // After a start from a checkpoint, changes go to the log as ever; a crash
 // then (no clean stop, no checkpoint) replays the whole log, changes
 // included, and compaction of the segments the checkpoint skipped keeps
@@ -722,11 +740,7 @@ TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
 TEST(FarCheckpoint, AfterAResumeCompactionAndACrashLoseNothing) {
   TempDir tmp;
   auto clock = std::make_shared<ManualClock>();
-  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
-  o.segment_bytes = 16 << 10;
-  // A remembered add keeps its segment (and so every later one) for the
-  // dedup window: a short one lets compaction go past it here.
-  o.dedup_window_ms = kMinute;
+  QueueOptions o = Compacting(tmp.data(), clock);
   std::vector<std::string> ids;
   {
     auto q = MustOpen(o);
@@ -746,11 +760,8 @@ TEST(FarCheckpoint, AfterAResumeCompactionAndACrashLoseNothing) {
       ASSERT_TRUE(added.ok());
       ids.push_back(added->id);
     }
-    for (int i = 0; i < 3000; ++i) {
-      ASSERT_TRUE(q->Add(Spec("churn", "", std::string(100, 'x'))).ok());
-      Delivery d = ReserveOne(*q, "churn");
-      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
-    }
+    Churn(*q, 3000);
+    if (HasFatalFailure()) return;
     auto& local = dynamic_cast<LocalQueue&>(*q);
     EXPECT_TRUE(Eventually([&] { return local.store_stats().log.removed_segments > 10; }))
         << "live " << local.store_stats().live_bytes << " disk " << DiskBytes(*q) << " segments "
@@ -830,8 +841,10 @@ TEST(FarCheckpoint, ResumesInARowEachFromTheLastStop) {
   auto q = MustOpen(o);
   clock->Advance(4 * kDay);
   EXPECT_TRUE(q->Resume("other").ok());
+  const uint64_t reservable = q->Stats()->jobs - q->Stats()->buried;
   size_t n = 0;
   for (std::string t : {"t", "other", "late", "near"}) n += ReserveAll(*q, t, 1000).size();
+  EXPECT_EQ(n, reservable);
   EXPECT_EQ(Figure(*q, "far_lost"), 0u);
   EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
 }
@@ -839,9 +852,7 @@ TEST(FarCheckpoint, ResumesInARowEachFromTheLastStop) {
 TEST(FarCheckpoint, CompactionAfterAResumeThenACleanStopResumesAgain) {
   TempDir tmp;
   auto clock = std::make_shared<ManualClock>();
-  QueueOptions o = Windowed(tmp.data(), clock, kMinute);
-  o.segment_bytes = 16 << 10;
-  o.dedup_window_ms = kMinute;
+  QueueOptions o = Compacting(tmp.data(), clock);
   std::vector<std::string> ids;
   {
     auto q = MustOpen(o);
@@ -853,11 +864,8 @@ TEST(FarCheckpoint, CompactionAfterAResumeThenACleanStopResumesAgain) {
     ASSERT_LT(ReplayedRecords(*q), 40u);
     clock->Advance(kMinute);
     for (int i = 1; i < 300; i += 5) (void)q->Delete(ids[i]);
-    for (int i = 0; i < 3000; ++i) {
-      ASSERT_TRUE(q->Add(Spec("churn", "", std::string(100, 'x'))).ok());
-      Delivery d = ReserveOne(*q, "churn");
-      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
-    }
+    Churn(*q, 3000);
+    if (HasFatalFailure()) return;
     auto& local = dynamic_cast<LocalQueue&>(*q);
     EXPECT_TRUE(Eventually([&] { return local.store_stats().log.removed_segments > 10; }));
     before = Look(*q, ids);
@@ -867,11 +875,8 @@ TEST(FarCheckpoint, CompactionAfterAResumeThenACleanStopResumesAgain) {
     EXPECT_LT(ReplayedRecords(*q), 80u) << "checkpoint used";
     EXPECT_EQ(Look(*q, ids), before);
     // more churn: compaction of the segments the resume skipped
-    for (int i = 0; i < 3000; ++i) {
-      ASSERT_TRUE(q->Add(Spec("churn", "", std::string(100, 'x'))).ok());
-      Delivery d = ReserveOne(*q, "churn");
-      ASSERT_TRUE(q->Finish(d.id, d.receipt).ok());
-    }
+    Churn(*q, 3000);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(Look(*q, ids), before);
     EXPECT_EQ(Figure(*q, "far_read_errors"), 0u);
   }
