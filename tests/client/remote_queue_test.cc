@@ -29,6 +29,7 @@
 #include "delayq/queue.h"
 #include "gtest/gtest.h"
 #include "redis/redis_harness.h"
+#include "testing/loopback_listener.h"
 #include "testing/poll.h"
 
 namespace delayq {
@@ -51,15 +52,8 @@ class FakeServer {
 
   explicit FakeServer(Mode mode, int forward_port = 0, std::function<void()> after = nullptr)
       : mode_(mode), forward_port_(forward_port), after_(std::move(after)) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(listen(listen_fd_, 16), 0);
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    listen_fd_ = testing_net::ListenOnLoopback(&port_);
+    EXPECT_GE(listen_fd_, 0);
     thread_ = std::thread([this] { Serve(); });
   }
   ~FakeServer() {

@@ -715,6 +715,12 @@ TEST(FarCheckpoint, ADamagedStaleOrForeignCheckpointIsNotTrusted) {
   }
 }
 
+// Fill on a queue opened with `o`, then a clean stop (a checkpoint).
+std::vector<std::string> FillAndStop(const QueueOptions& o) {
+  auto q = MustOpen(o);
+  return Fill(*q);
+}
+
 // Small segments, and a dedup window short enough that compaction goes past
 // the remembered add Fill makes once a minute has passed.
 QueueOptions Compacting(const std::string& dir, std::shared_ptr<Clock> clock) {
@@ -741,11 +747,7 @@ TEST(FarCheckpoint, AfterAResumeCompactionAndACrashLoseNothing) {
   TempDir tmp;
   auto clock = std::make_shared<ManualClock>();
   QueueOptions o = Compacting(tmp.data(), clock);
-  std::vector<std::string> ids;
-  {
-    auto q = MustOpen(o);
-    ids = Fill(*q);
-  }
+  std::vector<std::string> ids = FillAndStop(o);
   auto fs = std::make_shared<FaultyFileSystem>();
   Seen before;
   {
@@ -803,11 +805,7 @@ TEST(FarCheckpoint, ResumesInARowEachFromTheLastStop) {
   TempDir tmp;
   auto clock = std::make_shared<ManualClock>();
   QueueOptions o = Windowed(tmp.data(), clock, kHour);
-  std::vector<std::string> ids;
-  {
-    auto q = MustOpen(o);
-    ids = Fill(*q);
-  }
+  std::vector<std::string> ids = FillAndStop(o);
   Seen before;
   {
     auto q = MustOpen(o);
@@ -853,11 +851,7 @@ TEST(FarCheckpoint, CompactionAfterAResumeThenACleanStopResumesAgain) {
   TempDir tmp;
   auto clock = std::make_shared<ManualClock>();
   QueueOptions o = Compacting(tmp.data(), clock);
-  std::vector<std::string> ids;
-  {
-    auto q = MustOpen(o);
-    ids = Fill(*q);
-  }
+  std::vector<std::string> ids = FillAndStop(o);
   Seen before;
   {
     auto q = MustOpen(o);

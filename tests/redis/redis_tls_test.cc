@@ -26,6 +26,7 @@
 #include "redis/redis_harness.h"
 #include "redis/subscriber.h"
 #include "redis/url.h"
+#include "testing/loopback_listener.h"
 
 namespace delayq::redis {
 namespace {
@@ -214,16 +215,9 @@ TEST(RedisTls, MutualTlsNeedsTheClientCertificate) {
 TEST(RedisTls, AServerThatNeverAnswersTheHandshakeFailsWithinTheBound) {
   // A listening socket nobody accepts on: the kernel completes the TCP
   // handshake, and the TLS hello waits for ever.
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  int fd = testing_net::ListenOnLoopback(&port, 8);
   ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(fd, 8), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int port = ntohs(a.sin_port);
 
   net::TlsOptions tls;
   tls.ca_file = Cert("ca.pem");
@@ -287,15 +281,8 @@ class AnswerThenCloseServer {
     auto ctx = net::TlsContext::Create(net::TlsContext::Role::kServer, o);
     EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
     if (ctx.ok()) ctx_ = std::move(ctx).value();
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(listen(listen_fd_, 8), 0);
-    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port_ = ntohs(a.sin_port);
+    listen_fd_ = testing_net::ListenOnLoopback(&port_, 8);
+    EXPECT_GE(listen_fd_, 0);
     thread_ = std::thread([this] { Serve(); });
   }
   ~AnswerThenCloseServer() {
