@@ -3,8 +3,8 @@
 // and recovery: docs/log-format.md, "The far-future checkpoint".
 //
 // At a clean stop with a memory window, LocalQueue
-//   1. seals the far jobs' time index (Engine::SealFar) and keeps its runs
-//      (IndexFiles::Keep: written, fsynced);
+//   1. seals the far jobs' time index (Engine::SealFar) and has its runs
+//      written and fsynced (IndexFiles::Sync);
 //   2. rolls the log (Log::Roll) and notes the accounts of the segments
 //      before the new one (Log::ResumePoint);
 //   3. writes everything in memory again at the head of the new segment:
@@ -12,13 +12,16 @@
 //      subscriptions, schedules; then Log::Seal (written, fdatasynced);
 //   4. writes this file (far/checkpoint.dq: to a temporary name, fsynced,
 //      renamed, the directory fsynced): the log's resume point, the far
-//      jobs' image and their slots' table as it is in memory.
+//      jobs' image and their slots' table as it is in memory;
+//   5. keeps the runs it names when the engine and the files go
+//      (Engine::KeepFarRuns, IndexFiles::Keep); a step that fails leaves
+//      no checkpoint, and the runs are removed as ever.
 // The next start that finds it, with a memory window, checks it whole
 // (checksums, the log's segments as it names them, every run there with
 // its header) before it changes anything, restores the slots and replays
 // from the new segment on; anything that does not check out is logged and
 // the start replays everything, as without a checkpoint. Either way the
-// file is removed before the queue serves: a later crash replays the whole
+// file is removed as soon as it is read: a later crash replays the whole
 // log (which holds everything the checkpoint does).
 #ifndef DELAYQ_FAR_CHECKPOINT_H_
 #define DELAYQ_FAR_CHECKPOINT_H_

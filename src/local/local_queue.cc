@@ -258,28 +258,26 @@ void LocalQueue::WriteCheckpoint() {
                   static_cast<unsigned long long>(near_jobs));
     return;
   }
-  auto runs = far_files_->Sync();
-  if (!runs.ok()) {
-    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s",
-                  runs.status().message().c_str());
-    return;
-  }
-  c.run_files = std::move(runs).value();
-  c.epoch = far_files_->epoch();
-  c.next_run = far_files_->next_run();
   auto fail = [&](const Status& s) {
     ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
   };
+  auto runs = far_files_->Sync();
+  if (!runs.ok()) return fail(runs.status());
+  c.run_files = std::move(runs).value();
+  c.epoch = far_files_->epoch();
+  c.next_run = far_files_->next_run();
   auto segment = log_->Roll();
   if (!segment.ok()) return fail(segment.status());
   c.log = log_->ResumePoint();
   // Everything else a replay needs, again, from the new segment on.
-  uint64_t again = live_bytes_.load(std::memory_order_relaxed);
+  // What is left of the live bytes once the jobs, subscriptions and
+  // schedules written again are taken off: the far jobs' records.
+  uint64_t far_bytes = live_bytes_.load(std::memory_order_relaxed);
   uint64_t batch = log_->end();
   Status error;
   engine_->ForEachJob([&](const engine::JobImage& j) {
     log_->AppendRewrite(j);
-    again -= std::min(again, store::PutBytes(j));
+    far_bytes -= std::min(far_bytes, store::PutBytes(j));
     if (log_->end() - batch >= (8u << 20)) {  // not the whole set in one buffer
       if (Status s = log_->WriteOut(); !s.ok() && error.ok()) error = s;
       batch = log_->end();
@@ -288,18 +286,18 @@ void LocalQueue::WriteCheckpoint() {
   for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
   engine_->ForEachRemembered([&](const engine::DedupImage& add) { log_->AppendDedup(add); });
   for (auto& [key, e] : subscriptions_) {
-    again -= std::min(again, store::SubscriptionBytes(e.s));
+    far_bytes -= std::min(far_bytes, store::SubscriptionBytes(e.s));
     CountSubscription(e, -1);
     LogSubscription(e, /*rewrite=*/true);
   }
   for (auto& [name, e] : schedules_) {
-    again -= std::min(again, store::ScheduleBytes(e.s));
+    far_bytes -= std::min(far_bytes, store::ScheduleBytes(e.s));
     CountSchedule(e, -1);
     LogSchedule(e, /*rewrite=*/true);
   }
   if (error.ok()) error = log_->Seal(&c.log);
   if (!error.ok()) return fail(error);
-  c.far_live_bytes = again;
+  c.far_live_bytes = far_bytes;
   if (Status s = far::WriteCheckpoint(*fs_, far_dir_, c, engine_->far_set()); !s.ok()) {
     return fail(s);
   }

@@ -296,13 +296,17 @@ Result<uint64_t> Log::Roll() {
   }
   {
     std::lock_guard<SpinLock> lock(buf_mu_);
-    accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
-    append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(kSegmentHeaderBytes);
-    rotate_pending_ = true;
+    BeginNextSegment();
   }
   if (Status s = Rotate(); !s.ok()) return s;
   std::lock_guard<SpinLock> lock(buf_mu_);
   return accounts_.back().number;
+}
+
+void Log::BeginNextSegment() {
+  accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
+  append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(kSegmentHeaderBytes);
+  rotate_pending_ = true;
 }
 
 LogResume Log::ResumePoint() {
@@ -735,11 +739,7 @@ bool Log::RollIfIdleAndDead(uint64_t min_bytes) {
       std::lock_guard<std::mutex> seg(seg_mu_);
       roll = segments_.back().bytes >= min_bytes;
     }
-    if (roll) {
-      accounts_.push_back(Account{accounts_.back().number + 1, last_seq_ + 1});
-      append_base_ = static_cast<int64_t>(end()) - static_cast<int64_t>(kSegmentHeaderBytes);
-      rotate_pending_ = true;
-    }
+    if (roll) BeginNextSegment();
   }
   if (roll && !Rotate().ok()) return false;
   // Idle: the spare file goes too, so that the disk holds the live set.

@@ -429,6 +429,9 @@ class Log {
   };
   HeadView Head() const;
   Status Rotate();
+  // Appends go to the next segment from now on (its account begun); Rotate
+  // makes its file. REQUIRES: buf_mu_ and io_mu_.
+  void BeginNextSegment();
   // REQUIRES: buf_mu_ (or recovery, before any thread).
   Account* AccountOf(uint64_t number);
   uint64_t SegmentOfSeq(uint64_t seq) const;  // 0: a segment already deleted
