@@ -101,6 +101,12 @@ struct QueueOptions {
   // in memory before they are written to a file as a sorted run (24 bytes
   // each). Default: 1,048,576.
   size_t far_index_memory_entries = size_t{1} << 20;
+  // kEmbedded with a memory window: while serving, a far-future checkpoint
+  // (docs/log-format.md) is written once a crash's restart would replay
+  // this many bytes of log (and at least twice what the last one wrote
+  // again, and its slots' table), so that the restart replays only what
+  // came after it. 0: only at a clean stop. Default: 1 GiB.
+  uint64_t far_checkpoint_bytes = uint64_t{1} << 30;
   // kEmbedded with a memory window: a budget for the jobs in memory, in
   // bytes of their records. Past it, jobs beyond the window's start come
   // into memory only when due, and adds not due yet go to the log only,

@@ -215,6 +215,9 @@ class Engine {
   void RestoreDedup(const DedupImage& add);
   // Replay is over (RestorePut no more): far slots freed meanwhile are
   // handed out again from now on.
+  // Replay has passed the records a checkpoint wrote again: each add from
+  // here on is looked up again (it may replace a job the checkpoint knows).
+  void EndResumedRewrite() { resumed_seq_ = 0; }
   void EndRestore() {
     far_.EndRestore();
     resumed_seq_ = 0;
@@ -234,12 +237,12 @@ class Engine {
   // Topics paused now, with the wall-clock end of the pause (-1: until resumed).
   std::vector<std::pair<std::string, int64_t>> PausedTopics();
 
-  // --- a checkpoint at a clean stop (far/checkpoint.h) ------------------------
+  // --- a far-future checkpoint (far/checkpoint.h) ------------------------------
   // The owner writes everything in memory again (ForEachJob, PausedTopics,
   // ForEachRemembered) at the head of a new segment, and keeps what the far
   // jobs need besides their records: this image and the slots
-  // (far_set().ForEachChunk). The next start restores both before it
-  // replays that segment alone.
+  // (BeginFarSnapshot). The next start restores both before it replays
+  // from that segment on.
   struct FarImage {
     int64_t horizon_ms = 0;
     uint64_t last_seq = 0;
@@ -252,6 +255,14 @@ class Engine {
   // again or a run could not be read.
   bool SealFar(FarImage* out);
   const FarSet& far_set() const { return far_; }
+  // The slots' table as SealFar left it, for a checkpoint written while the
+  // engine serves (FarSet::BeginSnapshot and its chunks).
+  void BeginFarSnapshot() { far_.BeginSnapshot(); }
+  size_t FarSnapshotChunk(size_t i, uint64_t* loc, uint32_t* aux) {
+    return far_.SnapshotChunk(i, loc, aux);
+  }
+  void EndFarSnapshot() { far_.EndSnapshot(); }
+  size_t far_jobs() const { return far_.jobs(); }
   // The runs outlive the engine (SealFar's checkpoint names them).
   void KeepFarRuns() { far_.KeepRuns(); }
   // Takes the far jobs a checkpoint kept, their slots from `load`: right

@@ -88,6 +88,7 @@ uint32_t FarSet::Take() {
     if ((size_ >> kChunkBits) >= chunks_.size()) chunks_.push_back(std::make_unique<Chunk>());
     slot = size_++;
   }
+  BeforeWrite(slot);
   Loc(slot) = kTakenMark;
   Aux(slot) = 0;
   return slot;
@@ -95,6 +96,7 @@ uint32_t FarSet::Take() {
 
 void FarSet::Untake(uint32_t slot) {
   assert(Loc(slot) == kTakenMark);
+  BeforeWrite(slot);
   Loc(slot) = 0;
   Aux(slot) = free_;
   free_ = slot;
@@ -103,6 +105,7 @@ void FarSet::Untake(uint32_t slot) {
 void FarSet::Place(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t seq,
                    uint64_t location, bool hashed, uint32_t id_hash) {
   assert(Loc(slot) == kTakenMark && location > kTakenMark && !(location >> 63));
+  BeforeWrite(slot);
   Loc(slot) = location | (hashed ? uint64_t{1} << 63 : 0);
   if (hashed) {
     Aux(slot) = id_hash;
@@ -115,6 +118,7 @@ void FarSet::Place(uint32_t slot, uint32_t topic, int64_t run_at_ms, uint64_t se
 
 void FarSet::Drop(uint32_t slot, uint32_t topic) {
   assert(live(slot));
+  BeforeWrite(slot);
   if (Loc(slot) >> 63) by_id_.erase(slot);  // by its hash: before aux changes
   Loc(slot) = 0;
   Aux(slot) = free_;
@@ -125,6 +129,7 @@ void FarSet::Drop(uint32_t slot, uint32_t topic) {
 
 void FarSet::Move(uint32_t slot, uint64_t location) {
   assert(live(slot) && location > kTakenMark && !(location >> 63));
+  BeforeWrite(slot);
   Loc(slot) = location | (Loc(slot) & (uint64_t{1} << 63));
 }
 
@@ -243,6 +248,7 @@ void FarSet::ClearIndex() {
 }
 
 void FarSet::DropUnread(uint32_t slot) {
+  BeforeWrite(slot);
   if (Loc(slot) >> 63) by_id_.erase(slot);
   Loc(slot) = 0;
   Aux(slot) = free_;
@@ -298,6 +304,36 @@ bool FarSet::PopDue(int64_t horizon_ms, Entry* out, Status* error) {
 namespace delayq::engine {
 
 // --- a checkpoint ------------------------------------------------------------------------
+
+void FarSet::BeginSnapshot() {
+  snapshot_ = std::make_unique<Snapshot>();
+  snapshot_->size = size_;
+  snapshot_->handed.assign(snapshot_chunks(), false);
+  snapshot_->saved.resize(snapshot_chunks());
+}
+
+size_t FarSet::snapshot_chunks() const {
+  return snapshot_ == nullptr ? 0 : (snapshot_->size + kChunkSlots - 1) / kChunkSlots;
+}
+
+void FarSet::SaveChunk(size_t chunk) {
+  Snapshot& s = *snapshot_;
+  if (chunk >= s.handed.size() || s.handed[chunk] || s.saved[chunk] != nullptr) return;
+  s.saved[chunk] = std::make_unique<Chunk>(*chunks_[chunk]);
+  ++s.saved_count;
+}
+
+size_t FarSet::SnapshotChunk(size_t i, uint64_t* loc, uint32_t* aux) {
+  Snapshot& s = *snapshot_;
+  assert(i < s.handed.size() && !s.handed[i]);
+  size_t n = std::min<size_t>(kChunkSlots, s.size - i * kChunkSlots);
+  const Chunk& c = s.saved[i] != nullptr ? *s.saved[i] : *chunks_[i];
+  std::copy_n(c.loc, n, loc);
+  std::copy_n(c.aux, n, aux);
+  s.handed[i] = true;
+  s.saved[i].reset();
+  return n;
+}
 
 bool FarSet::Describable() const {
   if (mutable_entries_ != 0) return false;

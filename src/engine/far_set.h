@@ -141,6 +141,7 @@ class FarSet {
 
   // --- when they fall due -----------------------------------------------------
   size_t jobs() const { return jobs_; }
+  uint32_t slots() const { return size_; }  // handed out at least once
   uint64_t jobs(uint32_t topic) const { return topic < topics_.size() ? topics_[topic].jobs : 0; }
   // The earliest entry's run_at (it may be dead), kNone if none; kMin-ish
   // (the smallest int64) while a run's next block could not be read.
@@ -194,10 +195,19 @@ class FarSet {
   // (Describable).
   Image Describe() const;
   bool Describable() const;
-  // Calls fn(loc, aux, n) for the slots' table, a chunk at a time, in order:
-  // a checkpoint writes them as they are.
-  template <typename Fn>
-  void ForEachChunk(Fn&& fn) const;
+  // The slots' table as it is at BeginSnapshot, a chunk at a time, however
+  // the set changes meanwhile (a checkpoint while serving writes it off the
+  // engine's lock): a chunk is copied aside the first time it changes
+  // before SnapshotChunk handed it out, so a snapshot costs at most the
+  // chunks that change meanwhile (768 KB each). One at a time.
+  void BeginSnapshot();
+  size_t snapshot_chunks() const;
+  // Copies chunk i (of snapshot_chunks()) as it was; returns its slots.
+  size_t SnapshotChunk(size_t i, uint64_t* loc, uint32_t* aux);
+  // Chunks copied aside so far (what the snapshot costs).
+  size_t snapshot_saved() const { return snapshot_ == nullptr ? 0 : snapshot_->saved_count; }
+  void EndSnapshot() { snapshot_.reset(); }
+  static constexpr size_t kSnapshotChunkSlots = size_t{1} << 16;
   // Fills n slots' loc and aux (a chunk at a time, in order).
   using SlotLoader = std::function<Status(uint64_t* loc, uint32_t* aux, size_t n)>;
   // Takes the state a checkpoint describes: the slots from `load`, the runs
@@ -222,6 +232,12 @@ class FarSet {
   struct Chunk {
     uint64_t loc[kChunkSlots];  // 0 free, 1 taken; else bit 63: hashed, the rest: location
     uint32_t aux[kChunkSlots];  // hashed: the id hash; free: the next free slot
+  };
+  struct Snapshot {
+    uint32_t size = 0;                           // slots at BeginSnapshot
+    std::vector<bool> handed;                    // by chunk: SnapshotChunk gave it
+    std::vector<std::unique_ptr<Chunk>> saved;   // by chunk: as it was, if it changed
+    size_t saved_count = 0;
   };
   struct TopicFar {
     std::vector<Entry> heap;  // the mutable part: min-heap by (run_at, seq)
@@ -280,6 +296,12 @@ class FarSet {
     bool operator()(uint32_t slot, const Probe& p) const { return (*this)(p, slot); }
   };
 
+  // Before a slot changes: its chunk is copied aside if a snapshot still
+  // needs it as it was.
+  void BeforeWrite(uint32_t slot) {
+    if (snapshot_ != nullptr) SaveChunk(slot >> kChunkBits);
+  }
+  void SaveChunk(size_t chunk);
   static size_t Mix(uint32_t h) { return static_cast<size_t>(h) * 0x9E3779B97F4A7C15ull; }
   uint64_t& Loc(uint32_t slot) {
     return chunks_[slot >> kChunkBits]->loc[slot & (kChunkSlots - 1)];
@@ -308,6 +330,7 @@ class FarSet {
   uint32_t free_ = kNoSlot;
   bool restoring_ = false;  // BeginRestore: the free list is not kept
   bool keep_runs_ = false;  // KeepRuns
+  std::unique_ptr<Snapshot> snapshot_;  // BeginSnapshot
   size_t jobs_ = 0;
   size_t mutable_entries_ = 0;
   size_t sealed_entries_ = 0;  // in runs, not yet popped
@@ -336,14 +359,6 @@ template <typename Fn>
 void FarSet::ForEachLive(Fn&& fn) const {
   for (uint32_t s = 0; s < size_; ++s) {
     if (live(s)) fn(s);
-  }
-}
-
-template <typename Fn>
-void FarSet::ForEachChunk(Fn&& fn) const {
-  for (uint32_t at = 0; at < size_; at += kChunkSlots) {
-    const Chunk& c = *chunks_[at >> kChunkBits];
-    fn(c.loc, c.aux, static_cast<size_t>(std::min(kChunkSlots, size_ - at)));
   }
 }
 

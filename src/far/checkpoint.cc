@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace delayq::far {
 namespace {
@@ -80,9 +82,8 @@ std::string EncodeMeta(const Checkpoint& c) {
   };
   const store::LogResume& l = c.log;
   w.U64(l.segment);
-  w.U64(l.newest);
-  w.U64(l.newest_bytes);
   w.U64(l.last_seq);
+  w.U64(l.rewrite_end);
   pairs(l.before, [](const auto& b) { return std::pair(b.number, b.live_puts); });
   pairs(l.moved, [](const auto& m) { return m; });
   const engine::Engine::FarImage& f = c.far;
@@ -108,9 +109,8 @@ bool DecodeMeta(std::string_view in, Checkpoint* c) {
   Reader r(in);
   store::LogResume& l = c->log;
   l.segment = r.U64();
-  l.newest = r.U64();
-  l.newest_bytes = r.U64();
   l.last_seq = r.U64();
+  l.rewrite_end = r.U64();
   l.before.resize(r.Count(16));
   for (auto& b : l.before) {
     b.number = r.U64();
@@ -158,7 +158,7 @@ uint64_t ChunkBytes(size_t n) { return n * 12 + 8; }
 }  // namespace
 
 Status WriteCheckpoint(store::FileSystem& fs, const std::string& dir, const Checkpoint& c,
-                       const engine::FarSet& slots) {
+                       const SlotChunks& chunks) {
   const std::string temp = dir + "/" + std::string(kTempName);
   (void)fs.Remove(temp);
   auto opened = fs.Open(temp, /*create=*/true);
@@ -182,15 +182,23 @@ Status WriteCheckpoint(store::FileSystem& fs, const std::string& dir, const Chec
     }
     buf.clear();
   };
-  uint64_t chunk = 0;
-  slots.ForEachChunk([&](const uint64_t* loc, const uint32_t* aux, size_t n) {
+  std::vector<uint64_t> loc(kChunkSlots);
+  std::vector<uint32_t> aux(kChunkSlots);
+  const uint64_t slots = c.far.far.slots;
+  for (uint64_t chunk = 0; chunk * kChunkSlots < slots && error.ok(); ++chunk) {
+    size_t n = chunks(chunk, loc.data(), aux.data());
+    if (n != std::min<uint64_t>(kChunkSlots, slots - chunk * kChunkSlots)) {
+      error = Internal("far-future checkpoint: chunk " + std::to_string(chunk) + " of the slots has " +
+                       std::to_string(n) + " slots");
+      break;
+    }
     size_t start = buf.size();
-    buf.append(reinterpret_cast<const char*>(loc), n * 8);
-    buf.append(reinterpret_cast<const char*>(aux), n * 4);
-    uint64_t sum = ChunkChecksum(buf.data() + start, n * 12, seed, chunk++);
+    buf.append(reinterpret_cast<const char*>(loc.data()), n * 8);
+    buf.append(reinterpret_cast<const char*>(aux.data()), n * 4);
+    uint64_t sum = ChunkChecksum(buf.data() + start, n * 12, seed, chunk);
     buf.append(reinterpret_cast<const char*>(&sum), 8);
     flush(false);
-  });
+  }
   flush(true);
   if (error.ok()) error = file->Sync();
   file.reset();

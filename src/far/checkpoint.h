@@ -27,6 +27,7 @@
 #define DELAYQ_FAR_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,7 +43,7 @@ namespace delayq::far {
 
 inline constexpr std::string_view kCheckpointName = "checkpoint.dq";
 inline constexpr std::string_view kCheckpointMagic = "DQFARCKP";
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
 inline constexpr size_t kCheckpointHeaderBytes = 32;
 
 struct Checkpoint {
@@ -56,10 +57,15 @@ struct Checkpoint {
   uint64_t far_live_bytes = 0;
 };
 
-// Writes `dir`/checkpoint.dq: `c`, then the slots' table of `slots`.
-// Errors: the file system's (no file is left then).
+// Copies chunk i of the slots' table (engine::FarSet::SnapshotChunk) into
+// loc and aux; returns its slots.
+using SlotChunks = std::function<size_t(size_t i, uint64_t* loc, uint32_t* aux)>;
+
+// Writes `dir`/checkpoint.dq: `c`, then the slots' table (c.far.far.slots
+// slots) from `chunks`, in order: to a temporary name, fsynced, renamed, the
+// directory fsynced. Errors: the file system's (no file is left then).
 Status WriteCheckpoint(store::FileSystem& fs, const std::string& dir, const Checkpoint& c,
-                       const engine::FarSet& slots);
+                       const SlotChunks& chunks);
 
 // Reads a checkpoint: the header and everything but the slots at Open, the
 // slots in order by LoadSlots (engine::FarSet::SlotLoader), each chunk

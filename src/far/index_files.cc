@@ -77,6 +77,7 @@ Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::Sync() {
     return true;
   });
   for (const auto& [run, r] : runs_) {
+    if (r.removed) continue;  // used up, kept for the checkpoint on disk
     if (r.file == nullptr) {
       return Unavailable("far-future index: run " + std::to_string(run) +
                          " is kept in memory (its write failed)");
@@ -135,6 +136,9 @@ Status IndexFiles::Adopt(uint64_t epoch, uint64_t next_run, const std::vector<Ru
   }
   std::lock_guard<std::mutex> lock(mu_);
   runs_ = std::move(adopted);
+  // The checkpoint stays on disk and names them.
+  committed_.clear();
+  for (const auto& [run, r] : runs_) committed_.insert(run);
   next_ = std::max(next_, next_run);
   return Status::Ok();
 }
@@ -142,6 +146,7 @@ Status IndexFiles::Adopt(uint64_t epoch, uint64_t next_run, const std::vector<Ru
 void IndexFiles::Forget() {
   std::lock_guard<std::mutex> lock(mu_);
   runs_.clear();
+  committed_.clear();
 }
 
 IndexFiles::IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs)
@@ -161,6 +166,7 @@ IndexFiles::~IndexFiles() {
   writer_.join();
   if (keep_) return;  // a checkpoint names them
   for (auto& [run, r] : runs_) {
+    if (committed_.count(run) != 0) continue;  // the checkpoint on disk names it
     if (r.file != nullptr) {
       std::string path = r.file->path();
       r.file.reset();
@@ -216,10 +222,7 @@ void IndexFiles::WriterLoop() {
     } else {
       r.memory = std::move(entries);
     }
-    if (r.removed) {
-      if (r.file != nullptr) (void)fs_->Remove(r.file->path());
-      runs_.erase(run);
-    }
+    DropIfDone(runs_.find(run));
     written_cv_.notify_all();
   }
 }
@@ -306,12 +309,82 @@ void IndexFiles::Remove(uint64_t run) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.find(run);
   if (it == runs_.end()) return;
-  if (!it->second.written) {
-    it->second.removed = true;  // the writer removes it once written
-    return;
-  }
+  it->second.removed = true;
+  DropIfDone(it);
+}
+
+void IndexFiles::DropIfDone(std::map<uint64_t, RunFile>::iterator it) {
+  if (it == runs_.end() || !it->second.removed || !it->second.written || Held(it->first)) return;
   if (it->second.file != nullptr) (void)fs_->Remove(it->second.file->path());
   runs_.erase(it);
+}
+
+void IndexFiles::DropDone() {
+  for (auto it = runs_.begin(); it != runs_.end();) DropIfDone(it++);
+}
+
+void IndexFiles::Pin(const std::vector<uint64_t>& runs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.clear();
+  for (uint64_t run : runs) {
+    if (runs_.count(run) != 0) pending_.insert(run);
+  }
+}
+
+Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::SyncRuns(
+    const std::vector<uint64_t>& runs) {
+  std::vector<RunFileInfo> out;
+  std::vector<store::File*> files;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (uint64_t run : runs) {
+      auto it = runs_.find(run);
+      if (it == runs_.end() || !Held(run)) {
+        return Internal("far-future index: run " + std::to_string(run) + " is not held");
+      }
+      written_cv_.wait(lock, [&] { return it->second.written || stop_; });
+      if (it->second.file == nullptr) {
+        return Unavailable("far-future index: run " + std::to_string(run) +
+                           " is kept in memory (its write failed)");
+      }
+      files.push_back(it->second.file.get());
+      out.push_back(RunFileInfo{run, it->second.entries});
+    }
+  }
+  // Held: the files stay open until Commit or Unpin, which only the
+  // checkpoint's owner calls after this.
+  for (store::File* f : files) {
+    if (Status s = f->Sync(); !s.ok()) return s;
+  }
+  if (Status s = fs_->SyncDir(dir_); !s.ok()) return s;
+  return out;
+}
+
+void IndexFiles::Commit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  committed_ = std::move(pending_);
+  pending_.clear();
+  DropDone();
+}
+
+void IndexFiles::Unpin() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.clear();
+  DropDone();
+}
+
+void IndexFiles::ReleaseAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  committed_.clear();
+  pending_.clear();
+  DropDone();
+}
+
+size_t IndexFiles::held_used_up() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [run, r] : runs_) n += r.removed ? 1 : 0;
+  return n;
 }
 
 }  // namespace delayq::far

@@ -80,6 +80,18 @@ class IndexFiles final : public engine::FarIndexFiles {
     std::lock_guard<std::mutex> lock(mu_);
     keep_ = true;
   }
+  // A checkpoint while serving: Pin the runs it names as it begins, SyncRuns
+  // (any thread) to have them written and fsynced, then Commit once its
+  // file is in place (they stay held, the ones held before let go) or Unpin
+  // if it failed. ReleaseAll once no checkpoint is on disk any more. A held
+  // run that is used up (Remove) stays until it is let go.
+  void Pin(const std::vector<uint64_t>& runs);
+  Result<std::vector<RunFileInfo>> SyncRuns(const std::vector<uint64_t>& runs);
+  void Commit();
+  void Unpin();
+  void ReleaseAll();
+  // Runs used up but kept for a checkpoint (tests, stats).
+  size_t held_used_up() const;
   // Removes every run in `dir` (a start that does not use a window).
   static Status RemoveAll(store::FileSystem& fs, const std::string& dir);
   uint64_t epoch() const { return epoch_; }
@@ -106,21 +118,32 @@ class IndexFiles final : public engine::FarIndexFiles {
     // A run whose write failed (a full disk) is kept here, sorted, and read
     // from memory: an index is not lost for want of space.
     std::vector<engine::FarEntry> memory;
-    bool removed = false;  // removed while being written: goes once written
+    // Used up (Remove): goes once written, and no checkpoint holds it.
+    bool removed = false;
   };
+  // Whether the run is named by the checkpoint on disk or the one being
+  // written. REQUIRES: mu_.
+  bool Held(uint64_t run) const { return committed_.count(run) != 0 || pending_.count(run) != 0; }
+  // Removes the run's file and entry if it is used up, written and not
+  // held. REQUIRES: mu_.
+  void DropIfDone(std::map<uint64_t, RunFile>::iterator it);
+  // Every used-up run that nothing holds any more. REQUIRES: mu_.
+  void DropDone();
   const std::string dir_;
   const std::shared_ptr<store::FileSystem> fs_;
   uint64_t next_ = 1;
   uint64_t epoch_ = 0;    // in this process's run names
   std::string read_buf_;  // the owner's
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable written_cv_;
   std::condition_variable work_cv_;
   std::map<uint64_t, RunFile> runs_;                                      // GUARDED_BY(mu_)
   std::deque<std::pair<uint64_t, std::vector<engine::FarEntry>>> queue_;  // GUARDED_BY(mu_)
   bool stop_ = false;                                                     // GUARDED_BY(mu_)
   bool keep_ = false;                                                     // GUARDED_BY(mu_): Keep
+  std::set<uint64_t> committed_;  // GUARDED_BY(mu_): named by the checkpoint on disk
+  std::set<uint64_t> pending_;    // GUARDED_BY(mu_): by the one being written
   std::thread writer_;
 };
 

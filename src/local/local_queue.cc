@@ -102,7 +102,13 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   };
   lo.fs = fs ? std::move(fs) : store::PosixFileSystem();
   uint64_t live = 0;
+  // Resuming from a checkpoint: where the records it wrote again end.
+  uint64_t rewrite_end = 0;
   auto replay = [&](const store::Record& rec) -> Status {
+    if (rewrite_end != 0 && engine::MakeLocation(rec.segment, rec.offset) >= rewrite_end) {
+      engine.EndResumedRewrite();
+      rewrite_end = 0;
+    }
     engine::JobImage old;
     switch (rec.type) {
       case store::RecordType::kPut: {
@@ -172,6 +178,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
       if (s.ok()) {
         const far::Checkpoint& c = checkpoint->checkpoint();
         from = &c.log;
+        rewrite_end = c.log.rewrite_end;
         live += c.far_live_bytes;
         ::delayq::Log(LogLevel::kInfo,
                       "far-future checkpoint: %llu far jobs restored; replaying from log segment "
@@ -185,6 +192,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
         checkpoint.reset();
       }
     }
+    if (from != nullptr) return from;  // it stays: a crash resumes from it again
     // Not used (none, no window, a repair, or it did not check out): gone,
     // with the runs it named when no window will remove them.
     Status s = far::RemoveCheckpoint(*lo.fs, far_dir);
@@ -214,104 +222,6 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
   engine.ResetCounters();
   *live_bytes = live;
   return log;
-}
-
-Status LocalQueue::ResumeFromCheckpoint(const store::LogOptions& lo, const std::string& far_dir,
-                                        engine::Engine& engine, far::IndexFiles& files,
-                                        std::unique_ptr<far::CheckpointReader>* reader) {
-  auto opened = far::CheckpointReader::Open(*lo.fs, far_dir);
-  if (!opened.ok()) return opened.status();
-  *reader = std::move(opened).value();
-  // Gone from the directory before anything is taken from it (the reader
-  // keeps the file open): whatever happens from here on, the next start
-  // does not find it, so a checkpoint is never used twice.
-  if (Status s = far::RemoveCheckpoint(*lo.fs, far_dir); !s.ok()) return s;
-  const far::Checkpoint& c = (*reader)->checkpoint();
-  if (Status s = store::Log::CheckResume(lo, c.log); !s.ok()) return s;
-  if (Status s = files.Adopt(c.epoch, c.next_run, c.run_files); !s.ok()) return s;
-  Status s = engine.RestoreFar(c.far, [r = reader->get()](uint64_t* loc, uint32_t* aux, size_t n) {
-    return r->LoadSlots(loc, aux, n);
-  });
-  // Runs adopted but not used are removed with the others (RemoveOthers).
-  if (!s.ok()) files.Forget();
-  return s;
-}
-
-void LocalQueue::WriteCheckpoint() {
-  // Any step that fails leaves no checkpoint: the next start replays the
-  // whole log, which holds everything (what was written again included).
-  auto started = std::chrono::steady_clock::now();
-  far::Checkpoint c;
-  if (!engine_->SealFar(&c.far)) {
-    ::delayq::Log(LogLevel::kInfo, "far-future checkpoint: none (the time index is not whole)");
-    return;
-  }
-  // It writes the jobs in memory again to spare the next start the far
-  // ones' records: worth it only when those are at least as many.
-  const uint64_t far_jobs = c.far.far.jobs;
-  const uint64_t near_jobs = engine_->job_count() - far_jobs;
-  if (far_jobs == 0 || far_jobs < near_jobs) {
-    ::delayq::Log(LogLevel::kInfo,
-                  "far-future checkpoint: none (%llu far jobs, %llu in memory: the whole log is "
-                  "replayed at the next start)",
-                  static_cast<unsigned long long>(far_jobs),
-                  static_cast<unsigned long long>(near_jobs));
-    return;
-  }
-  auto fail = [&](const Status& s) {
-    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
-  };
-  auto runs = far_files_->Sync();
-  if (!runs.ok()) return fail(runs.status());
-  c.run_files = std::move(runs).value();
-  c.epoch = far_files_->epoch();
-  c.next_run = far_files_->next_run();
-  auto segment = log_->Roll();
-  if (!segment.ok()) return fail(segment.status());
-  c.log = log_->ResumePoint();
-  // Everything else a replay needs, again, from the new segment on.
-  // What is left of the live bytes once the jobs, subscriptions and
-  // schedules written again are taken off: the far jobs' records.
-  uint64_t far_bytes = live_bytes_.load(std::memory_order_relaxed);
-  uint64_t batch = log_->end();
-  Status error;
-  engine_->ForEachJob([&](const engine::JobImage& j) {
-    log_->AppendRewrite(j);
-    far_bytes -= std::min(far_bytes, store::PutBytes(j));
-    if (log_->end() - batch >= (8u << 20)) {  // not the whole set in one buffer
-      if (Status s = log_->WriteOut(); !s.ok() && error.ok()) error = s;
-      batch = log_->end();
-    }
-  });
-  for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
-  engine_->ForEachRemembered([&](const engine::DedupImage& add) { log_->AppendDedup(add); });
-  for (auto& [key, e] : subscriptions_) {
-    far_bytes -= std::min(far_bytes, store::SubscriptionBytes(e.s));
-    CountSubscription(e, -1);
-    LogSubscription(e, /*rewrite=*/true);
-  }
-  for (auto& [name, e] : schedules_) {
-    far_bytes -= std::min(far_bytes, store::ScheduleBytes(e.s));
-    CountSchedule(e, -1);
-    LogSchedule(e, /*rewrite=*/true);
-  }
-  if (error.ok()) error = log_->Seal(&c.log);
-  if (!error.ok()) return fail(error);
-  c.far_live_bytes = far_bytes;
-  if (Status s = far::WriteCheckpoint(*fs_, far_dir_, c, engine_->far_set()); !s.ok()) {
-    return fail(s);
-  }
-  // Named by the checkpoint now: the runs stay when the engine and the
-  // files go (without one, they are removed as ever).
-  engine_->KeepFarRuns();
-  far_files_->Keep();
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  ::delayq::Log(LogLevel::kInfo,
-                "far-future checkpoint: %llu far jobs kept, %llu in memory written again, in "
-                "%.2f s",
-                static_cast<unsigned long long>(c.far.far.jobs),
-                static_cast<unsigned long long>(near_jobs), seconds);
 }
 
 Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options, bool caller_loop,
@@ -369,6 +279,11 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   q->memory_window_ms_ = options.store == StoreKind::kEmbedded ? options.memory_window_ms : -1;
   q->fs_ = std::move(fs);
   q->far_dir_ = options.data_dir + "/far";
+  q->far_checkpoint_bytes_ = options.far_checkpoint_bytes;
+  // What a crash's restart would replay now: what this one did.
+  q->checkpoint_.on_disk = report.resumed_from != 0;
+  q->checkpoint_.base_bytes = report.bytes;
+  q->checkpoint_.base_end = q->log_ ? q->log_->end() : 0;
   q->limits_ = options.limits;
   {
     std::lock_guard<std::mutex> lock(q->mu_);
@@ -417,6 +332,9 @@ LocalQueue::~LocalQueue() {
   }
   Wake();
   if (runner_.joinable()) runner_.join();
+  // A checkpoint being written takes the mutex a chunk at a time: joined
+  // before the stop's own takes it.
+  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
   Deferred deferred;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -514,6 +432,7 @@ bool LocalQueue::RunDueOnce() {
     if (engine_->ServeLeft()) more = true;
     if (log_ && CompactStep()) more = true;
     if (log_ && SettleStep()) more = true;
+    if (log_) MaybeCheckpoint();
     d = engine_->NextDeadlines();
     SetArmed(d);
     deferred.swap(deferred_);
@@ -587,6 +506,8 @@ void LocalQueue::MaybeCompact() {
 // --- compaction ----------------------------------------------------------------
 
 bool LocalQueue::ShouldCompact() const {
+  // Not while a checkpoint is being written: it names the segments.
+  if (checkpoint_.running) return false;
   uint64_t oldest = log_->OldestClosed();
   if (oldest == 0) return false;
   // Remembered adds still in their window keep their segment: a restart
@@ -616,6 +537,7 @@ bool LocalQueue::CompactStep() {
     }
     c = Compaction{};
     c.segment = log_->OldestClosed();
+    DropCheckpoint();
     compaction_idle_.store(false, std::memory_order_relaxed);
     if (log_->LivePuts(c.segment) <= 0) {
       // No job needs it; only its pauses, subscriptions and schedules may,
@@ -776,9 +698,15 @@ StoreFigures LocalQueue::Figures() {
   };
   if (memory_window_ms_ >= 0) {
     engine::Engine::FarFigures far;
+    uint64_t checkpoints = 0;
+    uint64_t checkpoint_failures = 0;
+    uint64_t replay_bytes = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       far = engine_->far_figures();
+      checkpoints = checkpoint_.written;
+      checkpoint_failures = checkpoint_.failed;
+      if (log_) replay_bytes = CrashReplayBytes();
     }
     f.fields.insert(f.fields.end(), {
                                         {"far_jobs", far.jobs},
@@ -792,6 +720,9 @@ StoreFigures LocalQueue::Figures() {
                                         {"far_index_seals", far.seals},
                                         {"far_index_rebuilds", far.rebuilds},
                                         {"far_index_errors", far.index_errors},
+                                        {"far_checkpoints", checkpoints},
+                                        {"far_checkpoint_failures", checkpoint_failures},
+                                        {"far_crash_replay_bytes", replay_bytes},
                                     });
   }
   return f;

@@ -176,10 +176,25 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   // bytes: an upper bound of the change's records (Log::Room).
   template <typename F>
   auto Change(uint64_t bytes, store::Log::Need need, F&& fn);
-  // Embedded with a memory window, at a clean stop (REQUIRES: mu_): the
-  // checkpoint that spares the next start the far jobs' replay
-  // (far/checkpoint.h); none if a step fails (logged).
+  // --- far-future checkpoints (far_checkpoint.cc; far/checkpoint.h) ------
+  // Embedded with a memory window. The first half (REQUIRES: mu_): seals
+  // the far index, rolls the log and writes everything in memory again,
+  // filling c. live: the runs are held, not synced, and the log is not
+  // fsynced here (FinishCheckpoint waits for both); else (a stop) both are.
+  // False (logged) when there is none to write.
+  bool BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool live);
+  // At a clean stop (REQUIRES: mu_): the checkpoint that spares the next
+  // start the far jobs' replay; none if a step fails (logged).
   void WriteCheckpoint();
+  // While serving (REQUIRES: mu_): begins one if a crash's restart would
+  // replay enough (QueueOptions::far_checkpoint_bytes); checkpoint_thread_
+  // writes the slots' table off the lock (FinishCheckpoint).
+  void MaybeCheckpoint();
+  void FinishCheckpoint(far::Checkpoint c, uint64_t synced_at);
+  // Compaction begins (REQUIRES: mu_): the checkpoint on disk goes first.
+  void DropCheckpoint();
+  // What a crash's restart would replay now, in bytes of log.
+  uint64_t CrashReplayBytes() const;
   // At open, before replay: takes the far jobs a checkpoint kept into the
   // engine (reader: the checkpoint, read) if all of it checks out. Errors:
   // kNotFound without one; why it is not used (nothing taken then).
@@ -269,6 +284,23 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     bool stuck = false;         // a segment could not be read: no more tries
     bool records_kept = false;  // its subscriptions and schedules were appended again
   } compaction_;                // GUARDED_BY(mu_)
+
+  struct CheckpointState {
+    std::atomic<bool> running{false};  // checkpoint_thread_ writes one (read by ShouldCompact)
+    bool on_disk = false;  // a checkpoint is on disk (its runs held)
+    // What a crash's restart replays: base_bytes, and what was appended
+    // since the log's end() was base_end.
+    uint64_t base_end = 0;
+    uint64_t base_bytes = 0;
+    uint64_t next_base_end = 0;   // base_end once the one being written is on disk
+    uint64_t rewrite_bytes = 0;   // what the last one wrote again
+    int64_t retry_after_ms = 0;   // monotonic; after a failure
+    int64_t began_ms = 0;         // the last one's time under the lock
+    uint64_t written = 0;
+    uint64_t failed = 0;
+  } checkpoint_;  // GUARDED_BY(mu_)
+  uint64_t far_checkpoint_bytes_ = 0;
+  std::thread checkpoint_thread_;  // joined before the stop's checkpoint
 
   std::thread runner_;  // started last (by Open), joined first; none with caller_loop
 };

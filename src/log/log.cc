@@ -216,6 +216,7 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
     if (Status s = CheckResume(options_, *resume); !s.ok()) return Internal(s.message());
     for (const auto& [seq, number] : resume->moved) moved_[seq] = number;
     last_seq_ = std::max(last_seq_, resume->last_seq);
+    report->resumed_from = resume->segment;
   }
   for (size_t i = 0; i < numbers.size(); ++i) {
     Segment seg;
@@ -244,18 +245,16 @@ Status Log::CheckResume(const LogOptions& options, const LogResume& resume) {
   if (!numbers.ok()) return numbers.status();
   std::vector<uint64_t> want;
   for (const LogResume::Before& b : resume.before) want.push_back(b.number);
-  for (uint64_t n = resume.segment; n != 0 && n <= resume.newest; ++n) want.push_back(n);
+  // The segment where the rewrite ends, and every one from the resume
+  // point to it, must be there; later ones are replayed too.
+  uint64_t last = std::max(resume.segment, engine::LocationSegment(resume.rewrite_end));
+  for (uint64_t n = resume.segment; n != 0 && n <= last; ++n) want.push_back(n);
+  for (size_t i = want.size(); i < numbers->size() && !want.empty(); ++i) {
+    if ((*numbers)[i] != want.back() + 1) break;
+    want.push_back((*numbers)[i]);
+  }
   if (resume.segment == 0 || *numbers != want) {
     return NotFound("the log's segments are not those the checkpoint names");
-  }
-  auto file = fs->Open(options.dir + "/" + SegmentName(resume.newest), /*create=*/false);
-  if (!file.ok()) return file.status();
-  auto size = (*file)->Size();
-  if (!size.ok()) return size.status();
-  if (*size != resume.newest_bytes) {
-    return NotFound("log segment " + SegmentName(resume.newest) + " holds " +
-                    std::to_string(*size) + " bytes, the checkpoint says " +
-                    std::to_string(resume.newest_bytes));
   }
   return Status::Ok();
 }
@@ -321,14 +320,34 @@ LogResume Log::ResumePoint() {
   return r;
 }
 
-Status Log::Seal(LogResume* resume) {
+Result<uint64_t> Log::EndRewrite(LogResume* resume) {
   if (Status s = WriteOut(); !s.ok()) return s;
-  SyncNewest();
   if (Status s = health(); !s.ok()) return s;
   HeadView head = Head();
-  resume->newest = head.number;
-  resume->newest_bytes = head.bytes;
-  return Status::Ok();
+  resume->rewrite_end = engine::MakeLocation(head.number, head.bytes);
+  return written();
+}
+
+Status Log::Seal(LogResume* resume) {
+  auto end = EndRewrite(resume);
+  if (!end.ok()) return end.status();
+  SyncNewest();
+  return health();
+}
+
+Status Log::WaitSynced(uint64_t pos) {
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  for (;;) {
+    if (synced() >= pos) return Status::Ok();
+    if (failed()) {
+      lock.unlock();
+      return health();
+    }
+    sync_requested_ = std::max(sync_requested_, std::min(pos, written()));
+    sync_cv_.notify_one();
+    synced_cv_.wait_for(lock, std::chrono::milliseconds(kRetryWriteMs),
+                        [&] { return synced() >= pos || failed(); });
+  }
 }
 
 Status Log::ReplaySegment(Segment& seg, bool newest, const Replay& replay, RecoveryReport* report) {

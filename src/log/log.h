@@ -110,16 +110,19 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-// Where a replay may begin instead of at the oldest segment. A checkpoint
-// at a clean stop (far/checkpoint.h) rolls the log (Roll), writes everything
-// a replay needs but the far-future jobs' records again from the new
-// segment on, and keeps this (ResumePoint, then Seal): the segments before
-// it are opened but not replayed, their accounts taken from here.
+// Where a replay may begin instead of at the oldest segment. A far-future
+// checkpoint (far/checkpoint.h) rolls the log (Roll), writes everything a
+// replay needs but the far-future jobs' records again from the new segment
+// on, and keeps this (ResumePoint, then EndRewrite or Seal): the segments
+// before it are opened but not replayed, their accounts taken from here;
+// the new segment and every later one are replayed.
 struct LogResume {
-  uint64_t segment = 0;       // replay starts here
-  uint64_t newest = 0;        // the newest segment at the checkpoint, and
-  uint64_t newest_bytes = 0;  // its size: both must still be so
+  uint64_t segment = 0;  // replay starts here
   uint64_t last_seq = 0;
+  // Where the records written again end (engine::MakeLocation: segment and
+  // byte offset): those before are copies of jobs the replay has not seen
+  // (no replace lookup), those from there on changes like any other.
+  uint64_t rewrite_end = 0;
   struct Before {
     uint64_t number = 0;
     int64_t live_puts = 0;
@@ -166,6 +169,7 @@ struct LogStats {
 
 // What recovery found; reported in the log and the server's start-up line.
 struct RecoveryReport {
+  uint64_t resumed_from = 0;  // the segment a checkpoint's replay began at; 0: none
   uint64_t segments = 0;
   uint64_t records = 0;
   uint64_t bytes = 0;
@@ -191,10 +195,10 @@ class Log {
                                            RecoveryReport* report);
   // Bytes of the segment files in options.dir (0 if there are none).
   static uint64_t SizeOnDisk(const LogOptions& options);
-  // Ok if options.dir holds exactly the segments `resume` names (those
-  // before its segment, then its segment up to its newest, which has the
-  // size it had): a replay from there is the whole story. Else kNotFound
-  // (or the file system's error) saying what differs.
+  // Ok if options.dir holds exactly the segments before `resume`'s that it
+  // names, then its segment and any after it, up to at least the one where
+  // the rewrite ends: a replay from there is the whole story. Else
+  // kNotFound (or the file system's error) saying what differs.
   static Status CheckResume(const LogOptions& options, const LogResume& resume);
   // The file name of segment `number` in the data directory.
   static std::string SegmentName(uint64_t number);
@@ -236,16 +240,21 @@ class Log {
   // The highest job seq the log has seen (replay included).
   uint64_t last_seq() const { return last_seq_; }
 
-  // --- a checkpoint (owner, at a clean stop) --------------------------------
+  // --- a checkpoint (owner) ------------------------------------------------
   // Writes what is buffered and closes the segment being written, full or
   // not; appends go to a new one from now on. Answers its number.
   Result<uint64_t> Roll();
   // Right after Roll, before anything is appended: the accounts of the
   // segments before the new one, for LogResume.
   LogResume ResumePoint();
-  // Writes and fdatasyncs what was appended since, and completes `resume`
-  // with the newest segment as it is now (nothing may be appended after).
+  // Once the records to write again are appended: writes them and notes
+  // where they end in `resume`. Returns the position WaitSynced needs.
+  Result<uint64_t> EndRewrite(LogResume* resume);
+  // EndRewrite, and fdatasyncs them here.
   Status Seal(LogResume* resume);
+  // Blocks until synced() >= pos, asking the sync thread (any thread).
+  // Errors: health() when the log fails.
+  Status WaitSynced(uint64_t pos);
 
   // --- room (owner) ---------------------------------------------------------
   // What a change does to the queue's size, for Room() while short of space.

@@ -51,6 +51,7 @@ struct ServeOptions {
   int64_t memory_window_ms = -1;  // -1: off (every job in memory)
   uint64_t memory_window_bytes = 0;
   uint64_t far_index_memory_entries = uint64_t{1} << 20;
+  uint64_t far_checkpoint_bytes = uint64_t{1} << 30;
   bool repair = false;
   int64_t dedup_window_ms = delayq::kDefaultDedupWindowMs;
   std::string redis_url = "redis://127.0.0.1:6379";
@@ -249,6 +250,7 @@ int Serve(ServeOptions o) {
   qo.memory_window_ms = o.memory_window_ms;
   qo.memory_window_bytes = o.memory_window_bytes;
   qo.far_index_memory_entries = static_cast<size_t>(o.far_index_memory_entries);
+  qo.far_checkpoint_bytes = o.far_checkpoint_bytes;
   qo.repair_log = o.repair;
   qo.dedup_window_ms = o.dedup_window_ms;
   qo.redis_url = o.redis_url;
@@ -624,6 +626,11 @@ int main(int argc, char** argv) {
             "memory (24 bytes each) before they are sealed as a sorted run on disk",
             "DELAYQ_FAR_INDEX_MEMORY_ENTRIES")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  AddOption(serve, "--far-checkpoint-bytes", o.far_checkpoint_bytes,
+            "embedded store with --memory-window: write a far-future checkpoint while serving "
+            "once a crash's restart would replay this many bytes of log (0: only at a clean "
+            "stop)",
+            "DELAYQ_FAR_CHECKPOINT_BYTES");
   AddOption(serve, "--redis", o.redis_url,
             "redis store: redis://[[user]:password@]host:port[,host:port...][/db] (a cluster is "
             "detected; rediss:// for TLS), or "

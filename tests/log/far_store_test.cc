@@ -575,7 +575,7 @@ TEST(FarCheckpoint, ACleanStopSparesTheNextStartTheFarJobsReplay) {
   ASSERT_TRUE(Exists(checkpoint));
   {
     auto q = MustOpen(o);
-    EXPECT_FALSE(Exists(checkpoint)) << "removed before serving";
+    EXPECT_TRUE(Exists(checkpoint)) << "kept: a crash resumes from it again";
     // Replayed: what was in memory, written again at the stop (not the 300
     // far adds and their deletes).
     EXPECT_LT(ReplayedRecords(*q), 40u);
@@ -985,6 +985,166 @@ TEST(FarCheckpoint, CrashAtEveryPointOfAResumedStartLosesNothing) {
     uint64_t point = 1;
     while (ResumeCrashAt(pristine.data(), point, w) && !HasFailure()) ++point;
   }
+}
+
+// While serving, a checkpoint is written once a crash's restart would
+// replay enough of the log. A crash after it (far jobs deleted, added,
+// released far, brought near from runs used up since, reserved, finished,
+// buried) resumes from it, replays only what came after, and answers the
+// same; it stays, so the next crash resumes from it again.
+TEST(FarCheckpoint, WhileServingACrashResumesFromTheLastOne) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  o.segment_bytes = 16 << 10;
+  o.far_checkpoint_bytes = 64 << 10;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  std::vector<std::string> ids;
+  Seen before;
+  uint64_t jobs = 0;
+  {
+    auto q = MustOpen(o, OpenOptions{.file_system = fs});
+    ids = Fill(*q);
+    for (int i = 0; i < 600; ++i) {
+      auto added = q->Add(Spec(i % 2 ? "t" : "other", i % 3 ? "" : "w" + std::to_string(i),
+                               Body(i), kDay + (i % 50) * kMinute));
+      ASSERT_TRUE(added.ok());
+      ids.push_back(added->id);
+    }
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_checkpoints") >= 1; }));
+    // Far filler until a crash would replay the threshold, then the
+    // checkpoint that brings it down: the changes below all come after it.
+    uint64_t written = Figure(*q, "far_checkpoints");
+    for (int i = 0; i < 1000 && Figure(*q, "far_crash_replay_bytes") < o.far_checkpoint_bytes;
+         ++i) {
+      ASSERT_TRUE(q->Add(Spec("fill", "", std::string(1000, 'f'), 5 * kDay)).ok());
+    }
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_checkpoints") > written; }));
+    written = Figure(*q, "far_checkpoints");
+    const std::string checkpoint = tmp.data() + "/far/checkpoint.dq";
+    EXPECT_TRUE(Exists(checkpoint));
+    EXPECT_EQ(Figure(*q, "far_checkpoint_failures"), 0u);
+    EXPECT_LT(Figure(*q, "far_crash_replay_bytes"), DiskBytes(*q) / 4);
+    // Changes after it, of every kind.
+    for (size_t i = 1; i < ids.size(); i += 9) (void)q->Delete(ids[i]);
+    for (int i = 0; i < 30; ++i) {
+      auto added = q->Add(Spec("t", i % 2 ? "" : "z" + std::to_string(i), Body(700 + i),
+                               2 * kDay + i * kMinute));
+      ASSERT_TRUE(added.ok());
+      ids.push_back(added->id);
+    }
+    clock->Advance(kDay + 20 * kMinute);  // the first far ones come near, some due
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_loads") > 100; }));
+    auto got = q->Reserve(ReserveRequest{.topics = {"t"}, .count = 6});
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->size(), 6u);
+    const auto& d = *got;
+    EXPECT_TRUE(q->Finish(d[0].id, d[0].receipt).ok());
+    EXPECT_TRUE(q->Finish(d[1].id, d[1].receipt).ok());
+    EXPECT_TRUE(q->Release(d[2].id, d[2].receipt, 3 * kDay, "far again").ok());
+    EXPECT_TRUE(q->Bury(d[3].id, d[3].receipt, "buried").ok());
+    EXPECT_TRUE(q->Release(d[4].id, d[4].receipt, 0, "").ok());
+    // d[5] stays reserved.
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_stores") >= 1; }));
+    before = Look(*q, ids);
+    jobs = q->Stats()->jobs;
+    EXPECT_EQ(Figure(*q, "far_checkpoints"), written) << "the changes came after the last one";
+    fs->crashed = true;  // the process dies: nothing more reaches the files
+  }
+  uint64_t resumed = 0;
+  {
+    auto q = MustOpen(o);
+    resumed = ReplayedRecords(*q);
+    EXPECT_EQ(Look(*q, ids), before);
+    EXPECT_EQ(q->Stats()->jobs, jobs);
+    EXPECT_EQ(Figure(*q, "far_read_errors"), 0u);
+  }
+  {
+    auto q = MustOpen(Windowed(tmp.data(), clock, -1));
+    EXPECT_LT(resumed * 2, ReplayedRecords(*q)) << "the resume replayed " << resumed;
+    EXPECT_EQ(Look(*q, ids), before);
+  }
+  auto q = MustOpen(o);
+  clock->Advance(4 * kDay);
+  EXPECT_TRUE(q->Resume("other").ok());
+  const uint64_t reservable = q->Stats()->jobs - q->Stats()->buried - q->Stats()->reserved;
+  size_t n = 0;
+  for (std::string t : {"t", "other", "near", "fill"}) n += ReserveAll(*q, t, 2000).size();
+  EXPECT_EQ(n, reservable);
+  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
+  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+}
+
+// Crashes at every write and sync of a queue that writes checkpoints while
+// it serves: wherever the crash falls (a checkpoint's rewrite, its file,
+// its rename, the runs it holds), the next start loses nothing acknowledged
+// and brings back nothing deleted.
+bool ServingCrashAt(uint64_t crash_at, uint64_t* checkpoints) {
+  TempDir tmp;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  fs->crash_at = crash_at;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour, "always");
+  o.segment_bytes = 4096;
+  o.far_checkpoint_bytes = 2048;
+  std::map<std::string, std::string> acked;
+  std::set<std::string> gone, tried;
+  {
+    auto q = OpenServingQueue(o, OpenOptions{.file_system = fs});
+    if (q.ok()) {
+      for (int i = 0; i < 60; ++i) {
+        std::string id = "f" + std::to_string(i);
+        if ((*q)->Add(Spec("t", id, Body(i), kDay + i * kMinute)).ok()) acked[id] = Body(i);
+      }
+      for (int i = 0; i < 60; i += 4) {
+        std::string id = "f" + std::to_string(i);
+        tried.insert(id);
+        if ((*q)->Delete(id).ok()) {
+          gone.insert(id);
+          acked.erase(id);
+        }
+      }
+      clock->Advance(kDay - kHour + 20 * kMinute);  // some come near, some due
+      auto got = (*q)->Reserve(ReserveRequest{.topics = {"t"}, .count = 4});
+      if (got.ok()) {
+        for (const Delivery& d : *got) {
+          tried.insert(d.id);
+          if ((*q)->Finish(d.id, d.receipt).ok()) {
+            gone.insert(d.id);
+            acked.erase(d.id);
+          }
+        }
+      }
+      for (int i = 0; i < 20; ++i) {
+        std::string id = "g" + std::to_string(i);
+        if ((*q)->Add(Spec("t", id, Body(500 + i), 2 * kDay)).ok()) acked[id] = Body(500 + i);
+      }
+      *checkpoints = Figure(**q, "far_checkpoints");
+    }
+  }
+  bool reached = fs->crashed;
+  auto q = OpenQueue(Windowed(tmp.data(), clock, kHour, "always"));
+  EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
+  if (!q.ok()) return false;
+  for (const auto& [id, body] : acked) {
+    if (tried.count(id)) continue;  // a delete or finish in flight may have been made
+    auto j = (*q)->Get(id);
+    EXPECT_TRUE(j.ok() && j->body == body)
+        << "crash at " << crash_at << " lost " << id << " " << j.status().ToString();
+  }
+  for (const std::string& id : gone) {
+    EXPECT_FALSE((*q)->Get(id).ok()) << "crash at " << crash_at << " resurrected " << id;
+  }
+  return reached;
+}
+
+TEST(FarCheckpoint, CrashAtEveryPointWhileServingLosesNothing) {
+  uint64_t point = 1;
+  uint64_t checkpoints = 0;
+  while (ServingCrashAt(point, &checkpoints) && !HasFailure()) ++point;
+  EXPECT_GT(point, 100u);
+  // The last run, which no crash cut short, wrote checkpoints as it served.
+  EXPECT_GE(checkpoints, 2u);
 }
 
 }  // namespace

@@ -1,0 +1,257 @@
+// LocalQueue's far-future checkpoints (far/checkpoint.h): written while
+// serving and at a clean stop, and resumed from at open. Format and
+// recovery: docs/log-format.md, "The far-future checkpoint".
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "far/checkpoint.h"
+#include "local/local_queue.h"
+
+namespace delayq {
+
+namespace {
+// After a checkpoint while serving failed: the next try waits this long.
+constexpr int64_t kCheckpointRetryMs = 10'000;
+}  // namespace
+
+Status LocalQueue::ResumeFromCheckpoint(const store::LogOptions& lo, const std::string& far_dir,
+                                        engine::Engine& engine, far::IndexFiles& files,
+                                        std::unique_ptr<far::CheckpointReader>* reader) {
+  auto opened = far::CheckpointReader::Open(*lo.fs, far_dir);
+  if (!opened.ok()) return opened.status();
+  *reader = std::move(opened).value();
+  const far::Checkpoint& c = (*reader)->checkpoint();
+  if (Status s = store::Log::CheckResume(lo, c.log); !s.ok()) return s;
+  if (Status s = files.Adopt(c.epoch, c.next_run, c.run_files); !s.ok()) return s;
+  Status s = engine.RestoreFar(c.far, [r = reader->get()](uint64_t* loc, uint32_t* aux, size_t n) {
+    return r->LoadSlots(loc, aux, n);
+  });
+  // This process goes on with the runs' epoch and numbers: runs the one
+  // before left after the checkpoint would share names with the runs
+  // replay seals, so they go now (the adopted ones stay).
+  if (s.ok()) s = files.RemoveOthers();
+  // Runs adopted but not used are removed with the others (RemoveOthers).
+  if (!s.ok()) files.Forget();
+  return s;
+}
+
+bool LocalQueue::BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool live) {
+  if (!engine_->SealFar(&c->far)) {
+    ::delayq::Log(LogLevel::kInfo, "far-future checkpoint: none (the time index is not whole)");
+    return false;
+  }
+  // It writes the jobs in memory again to spare a start the far ones'
+  // records: worth it only when those are at least as many.
+  const uint64_t far_jobs = c->far.far.jobs;
+  const uint64_t near_jobs = engine_->job_count() - far_jobs;
+  if (far_jobs == 0 || far_jobs < near_jobs) {
+    if (!live) {
+      ::delayq::Log(LogLevel::kInfo,
+                    "far-future checkpoint: none (%llu far jobs, %llu in memory)",
+                    static_cast<unsigned long long>(far_jobs),
+                    static_cast<unsigned long long>(near_jobs));
+    }
+    return false;
+  }
+  auto fail = [&](const Status& s) {
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
+    if (live) far_files_->Unpin();
+    return false;
+  };
+  c->epoch = far_files_->epoch();
+  c->next_run = far_files_->next_run();
+  if (live) {
+    // The runs are written and fsynced off the lock (FinishCheckpoint);
+    // held from now on, so that none used up meanwhile goes.
+    std::vector<uint64_t> runs;
+    for (const auto& r : c->far.far.runs) runs.push_back(r.file);
+    far_files_->Pin(runs);
+  } else {
+    auto runs = far_files_->Sync();
+    if (!runs.ok()) return fail(runs.status());
+    c->run_files = std::move(runs).value();
+  }
+  auto segment = log_->Roll();
+  if (!segment.ok()) return fail(segment.status());
+  c->log = log_->ResumePoint();
+  const uint64_t rolled_at = log_->end();
+  // Everything else a replay needs, again, from the new segment on.
+  // What is left of the live bytes once the jobs, subscriptions and
+  // schedules written again are taken off: the far jobs' records.
+  uint64_t far_bytes = live_bytes_.load(std::memory_order_relaxed);
+  uint64_t batch = log_->end();
+  Status error;
+  engine_->ForEachJob([&](const engine::JobImage& j) {
+    log_->AppendRewrite(j);
+    far_bytes -= std::min(far_bytes, store::PutBytes(j));
+    if (log_->end() - batch >= (8u << 20)) {  // not the whole set in one buffer
+      if (Status s = log_->WriteOut(); !s.ok() && error.ok()) error = s;
+      batch = log_->end();
+    }
+  });
+  for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
+  engine_->ForEachRemembered([&](const engine::DedupImage& add) { log_->AppendDedup(add); });
+  for (auto& [key, e] : subscriptions_) {
+    far_bytes -= std::min(far_bytes, store::SubscriptionBytes(e.s));
+    CountSubscription(e, -1);
+    LogSubscription(e, /*rewrite=*/true);
+  }
+  for (auto& [name, e] : schedules_) {
+    far_bytes -= std::min(far_bytes, store::ScheduleBytes(e.s));
+    CountSchedule(e, -1);
+    LogSchedule(e, /*rewrite=*/true);
+  }
+  if (error.ok()) {
+    if (live) {
+      auto end = log_->EndRewrite(&c->log);
+      if (end.ok()) {
+        *synced_at = *end;
+      } else {
+        error = end.status();
+      }
+    } else {
+      error = log_->Seal(&c->log);
+    }
+  }
+  if (!error.ok()) return fail(error);
+  c->far_live_bytes = far_bytes;
+  checkpoint_.next_base_end = rolled_at;
+  checkpoint_.rewrite_bytes = log_->end() - rolled_at;
+  return true;
+}
+
+void LocalQueue::WriteCheckpoint() {
+  // Any step that fails leaves no new checkpoint: the next start resumes
+  // from the one before, if any, or replays the whole log, which holds
+  // everything (what was written again included).
+  auto started = std::chrono::steady_clock::now();
+  far::Checkpoint c;
+  uint64_t synced_at = 0;
+  if (!BeginCheckpoint(&c, &synced_at, /*live=*/false)) return;
+  engine_->BeginFarSnapshot();
+  Status s = far::WriteCheckpoint(*fs_, far_dir_, c, [this](size_t i, uint64_t* loc, uint32_t* aux) {
+    return engine_->FarSnapshotChunk(i, loc, aux);
+  });
+  engine_->EndFarSnapshot();
+  if (!s.ok()) {
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
+    return;
+  }
+  // Named by the checkpoint now: the runs stay when the engine and the
+  // files go (without one, they are removed as ever).
+  engine_->KeepFarRuns();
+  far_files_->Keep();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ::delayq::Log(LogLevel::kInfo,
+                "far-future checkpoint: %llu far jobs kept, %llu in memory written again, in "
+                "%.2f s",
+                static_cast<unsigned long long>(c.far.far.jobs),
+                static_cast<unsigned long long>(engine_->job_count() - c.far.far.jobs), seconds);
+}
+
+uint64_t LocalQueue::CrashReplayBytes() const {
+  return checkpoint_.base_bytes + (log_->end() - checkpoint_.base_end);
+}
+
+void LocalQueue::MaybeCheckpoint() {
+  CheckpointState& k = checkpoint_;
+  if (far_files_ == nullptr || far_checkpoint_bytes_ == 0 || k.running || stopping_ ||
+      compaction_.segment != 0 || !log_->health().ok()) {
+    return;
+  }
+  if (k.retry_after_ms != 0 && clock_->MonotonicMs() < k.retry_after_ms) return;
+  const uint64_t far_jobs = engine_->far_jobs();
+  if (far_jobs == 0 || far_jobs < engine_->job_count() - far_jobs) return;
+  // Worth it once a crash's restart would replay the threshold, and at
+  // least twice what it writes: the jobs in memory again, and the slots.
+  uint64_t cost = std::max({far_checkpoint_bytes_, 2 * k.rewrite_bytes,
+                            uint64_t{12} * engine_->far_set().slots()});
+  if (CrashReplayBytes() < cost || ShouldCompact()) return;
+  far::Checkpoint c;
+  uint64_t synced_at = 0;
+  auto started = std::chrono::steady_clock::now();
+  if (!BeginCheckpoint(&c, &synced_at, /*live=*/true)) {
+    k.retry_after_ms = clock_->MonotonicMs() + kCheckpointRetryMs;
+    return;
+  }
+  engine_->BeginFarSnapshot();
+  k.running = true;
+  k.began_ms = static_cast<int64_t>(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+          .count());
+  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();  // the last one, finished
+  checkpoint_thread_ = std::thread(
+      [this, c = std::move(c), synced_at]() mutable { FinishCheckpoint(std::move(c), synced_at); });
+}
+
+void LocalQueue::FinishCheckpoint(far::Checkpoint c, uint64_t synced_at) {
+  auto started = std::chrono::steady_clock::now();
+  // What was written again is on disk before the file that skips the
+  // records it replaces.
+  Status s = log_->WaitSynced(synced_at);
+  if (s.ok()) {
+    std::vector<uint64_t> runs;
+    for (const auto& r : c.far.far.runs) runs.push_back(r.file);
+    auto files = far_files_->SyncRuns(runs);
+    if (files.ok()) {
+      c.run_files = std::move(files).value();
+    } else {
+      s = files.status();
+    }
+  }
+  if (s.ok()) {
+    s = far::WriteCheckpoint(*fs_, far_dir_, c, [this](size_t i, uint64_t* loc, uint32_t* aux) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return engine_->FarSnapshotChunk(i, loc, aux);
+    });
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t saved = engine_->far_set().snapshot_saved();
+  engine_->EndFarSnapshot();
+  CheckpointState& k = checkpoint_;
+  k.running = false;
+  if (!s.ok()) {
+    far_files_->Unpin();
+    k.retry_after_ms = clock_->MonotonicMs() + kCheckpointRetryMs;
+    ++k.failed;
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint while serving: none: %s",
+                  s.message().c_str());
+    return;
+  }
+  far_files_->Commit();
+  k.on_disk = true;
+  k.retry_after_ms = 0;
+  k.base_end = k.next_base_end;
+  k.base_bytes = 0;
+  ++k.written;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ::delayq::Log(LogLevel::kInfo,
+                "far-future checkpoint while serving: %llu far jobs, %llu bytes in memory "
+                "written again (%lld ms under the lock), the slots in %.2f s (%zu chunks copied "
+                "aside)",
+                static_cast<unsigned long long>(c.far.far.jobs),
+                static_cast<unsigned long long>(k.rewrite_bytes),
+                static_cast<long long>(k.began_ms), seconds, saved);
+}
+
+void LocalQueue::DropCheckpoint() {
+  CheckpointState& k = checkpoint_;
+  if (far_files_ == nullptr || !k.on_disk) return;
+  // Compaction is about to delete a segment it names (or copy records it
+  // knows where they were): from here on a crash replays the whole log,
+  // until the next one.
+  if (Status s = far::RemoveCheckpoint(*fs_, far_dir_); !s.ok()) {
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: cannot remove it: %s",
+                  s.message().c_str());
+  }
+  far_files_->ReleaseAll();
+  k.on_disk = false;
+  k.base_end = log_->end();
+  k.base_bytes = log_->disk_bytes();
+}
+
+}  // namespace delayq
