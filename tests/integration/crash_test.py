@@ -160,8 +160,10 @@ class CrashTest(unittest.TestCase):
     # memory: delayed jobs live in the log only, runs are sealed every few
     # adds and far jobs are brought back near all along, so kills land
     # amid seals and loads; a SIGTERM leaves a checkpoint the next start
-    # resumes from.
-    WINDOW = ("--memory-window", "1s", "--far-index-memory-entries", "64")
+    # resumes from, and checkpoints are written while serving every 256 KiB
+    # of log, so kills land amid those too and starts resume from them.
+    WINDOW = ("--memory-window", "1s", "--far-index-memory-entries", "64",
+              "--far-checkpoint-bytes", "262144")
 
     def test_sigkill_amid_far_jobs_sealed_and_loaded_loses_nothing(self):
         self.crash_rounds("always", max(1, ROUNDS // 2), window=True)
@@ -184,10 +186,11 @@ class CrashTest(unittest.TestCase):
         started = time.monotonic()
         killed_with = []
         checkpoints = 0  # stops that left a far-future checkpoint
+        resumed = 0  # starts that resumed from one
         kept = False
         totals = {"log_bytes": 0, "log_syncs": 0, "removed_segments": 0, "rewritten_bytes": 0}
         if window:
-            totals.update({"far_index_seals": 0, "far_loads": 0})
+            totals.update({"far_index_seals": 0, "far_loads": 0, "far_checkpoints": 0})
 
         server = Server(*flags, data_dir=data_dir)
         self.addCleanup(lambda s=server: s.proc.poll() is not None or s.kill())
@@ -237,6 +240,7 @@ class CrashTest(unittest.TestCase):
             self.assertNotIn("checkpoint not used", server.text)
             if how == "term" and kept:  # the start resumed from it
                 self.assertIn("far jobs restored", server.text)
+            resumed += "far jobs restored" in server.text
 
         st = server.stats()
         self.assertEqual(server.stop(), 0, server.text)
@@ -255,8 +259,9 @@ class CrashTest(unittest.TestCase):
               f"{time.monotonic() - started:.1f} s", file=sys.stderr)
         if window:
             print(f"crash_test: far jobs: {totals['far_index_seals']} runs sealed, "
-                  f"{totals['far_loads']} brought back near; {checkpoints} stops left a "
-                  "checkpoint", file=sys.stderr)
+                  f"{totals['far_loads']} brought back near; {totals['far_checkpoints']} "
+                  f"checkpoints written while serving, {checkpoints} stops left one; "
+                  f"{resumed} of {rounds} starts resumed from one", file=sys.stderr)
             if how == "term" and rounds >= 4:
                 self.assertGreater(checkpoints, 0)
             # What the workload must have reached when it ran long enough:
@@ -264,6 +269,10 @@ class CrashTest(unittest.TestCase):
             # and the nearest fall due 1.5 s after their add.
             if sum(killed_with) >= 5000:
                 self.assertGreater(totals["far_index_seals"], 0)
+                # Checkpoints written while serving: kills' restarts resume too.
+                self.assertGreater(totals["far_checkpoints"], 0)
+                if how == "kill" and rounds >= 8:
+                    self.assertGreater(resumed, 0)
             if time.monotonic() - started >= 10:
                 self.assertGreater(totals["far_loads"], 0)
 
