@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Far-future jobs (issue 30): what N pending jobs due in 1-30 days cost the
-# embedded store, in one run on this machine. Written to be run twice: now,
-# on today's path (every pending job in RAM), and again, the same commands,
-# with SERVE_ARGS="--memory-window ..." once far jobs live on disk.
+# embedded store, in one run on this machine: with the server's default
+# memory window (1 h: far jobs live on disk), or with every pending job in
+# RAM (SERVE_ARGS="--memory-window off").
 #
 #   SKIP_BUILD=1 bash bench/far_future.sh                    # JOBS=10000000
-#   JOBS=1000000 SKIP_BUILD=1 bash bench/far_future.sh
+#   JOBS=1000000 SKIP_BUILD=1 SERVE_ARGS="--memory-window off" bash bench/far_future.sh
 #   JOBS=1000000 STEPS="probe" SERVE_ARGS="--memory-window 1h" bash bench/far_future.sh
 #
 # Always, first:
@@ -20,7 +20,10 @@
 #      du -sb again: bytes per job above the empty server; /v1/stats jobs
 #      must be JOBS
 # Then the STEPS (default "restart probe add late peers"), in this order:
-#   restart  SIGTERM, timed until the process is gone (stop_s); a start on
+#   restart  kill -9 right after the fill, and a start timed as below
+#            (with a memory window, the figures far_checkpoints and
+#            far_crash_replay_bytes just before the kill are kept); then
+#            SIGTERM, timed until the process is gone (stop_s); a start on
 #            the same data dir, timed from its exec to the first RESP PING
 #            answered (first_answer_s) and until /v1/stats shows every job
 #            (all_jobs_s); the server's own recovery_ms; VmRSS after. Then
@@ -40,7 +43,7 @@
 #            CYCLE_SECONDS gives the full server's cycle rate; then
 #            `lateness` (LATE_JOBS due over LATE_WINDOW s, 8 consumers,
 #            LATE_LOAD (0.5) of that cycle rate as load) on the full server and on a fresh
-#            reference server started without SERVE_ARGS (today's path,
+#            reference server started with --memory-window off (every job in RAM,
 #            nothing pending; the same cycle run first), in turn; with
 #            /v1/stats' log_bytes and rewritten_bytes (compaction) over both
 #   peers    bytes per pending job of Redis (hash + zset, as the seeds kept
@@ -148,13 +151,14 @@ new_datadir() {
 }
 
 # start_dq NAME DIR [ARGS...]: `delayq serve --store embedded` on DIR and
-# free ports, with ARGS (default SERVE_ARGS). Sets dq_pid, dq_resp, dq_http.
+# free ports, with ARGS (default SERVE_ARGS; "-": every job in memory, the
+# path without a memory window). Sets dq_pid, dq_resp, dq_http.
 start_dq() {
   local name=$1 dir=$2
   shift 2
   local extra=("$@")
   [ $# -gt 0 ] || extra=(${serve_extra[@]+"${serve_extra[@]}"})
-  [ "${extra[*]}" != "-" ] || extra=()
+  [ "${extra[*]}" != "-" ] || extra=(--memory-window off)  # every job in memory
   dq_resp=$(free_port)
   dq_http=$(free_port)
   start "$name" "$bin/delayq" serve --store embedded --data-dir "$dir" --fsync "$FSYNC" \
@@ -377,6 +381,11 @@ kv c_full rss_bytes="$rss_full" du_bytes="$(du_b "$full_dir")" \
 # --- restart -----------------------------------------------------------------------------
 if want restart; then
   busy_note restart
+  # First a crash right after the fill: what a kill -9 mid-life costs (with
+  # a memory window, the replay from the last checkpoint written while the
+  # fill ran; the server's far_crash_replay_bytes said how much).
+  stats "$dq_http" >"$OUT/f_kill9_fill.before"
+  restart f_kill9_fill SIGKILL
   restart f_graceful SIGTERM
   restart f_kill9 SIGKILL
   restart f_cold SIGTERM cold
@@ -513,6 +522,10 @@ def per(a, b, n, nd=1):
     return round((a - b) / n, nd) if a is not None and b is not None and n else None
 cfg, a, c, fill = ld("config"), ld("a_empty"), ld("c_full"), ld("c_fill")
 g, k9, probe = ld("f_graceful"), ld("f_kill9"), ld("e_probe")
+try:
+    kb = json.load(open(os.path.join(out, "f_kill9_fill.before")))
+except (OSError, ValueError):
+    kb = {}
 be, df = ld("b_empty"), ld("d_full")
 n = c.get("jobs") or cfg.get("jobs")
 pairs = []
@@ -574,6 +587,13 @@ s = {
     "graceful_jobs_match": g.get("jobs_match"),
     "graceful_rss_before_bytes_per_job": per(g.get("rss_before_bytes"), a.get("rss_bytes"), n),
     "graceful_rss_after_bytes_per_job": per(g.get("rss_after_bytes"), a.get("rss_bytes"), n),
+    "kill9_fill_first_answer_s": ld("f_kill9_fill").get("first_answer_s"),
+    "kill9_fill_all_jobs_s": ld("f_kill9_fill").get("all_jobs_s"),
+    "kill9_fill_recovery_ms": ld("f_kill9_fill").get("recovery_ms"),
+    "kill9_fill_recovered_records": ld("f_kill9_fill").get("recovered_records"),
+    "kill9_fill_jobs_match": ld("f_kill9_fill").get("jobs_match"),
+    "kill9_fill_checkpoints_before": kb.get("far_checkpoints"),
+    "kill9_fill_crash_replay_bytes_before": kb.get("far_crash_replay_bytes"),
     "kill9_first_answer_s": k9.get("first_answer_s"),
     "kill9_all_jobs_s": k9.get("all_jobs_s"),
     "kill9_recovery_ms": k9.get("recovery_ms"),
@@ -691,7 +711,14 @@ rows = [
                                                            f(s["graceful_jobs_after"])),
      "RSS per job above empty, just before the stop / after the start: %s / %s" % (
          f(s["graceful_rss_before_bytes_per_job"]), f(s["graceful_rss_after_bytes_per_job"]))),
-    ("kill -9 restart: exec to first answer / every job, s",
+    ("kill -9 right after the fill: exec to first answer / every job, s",
+     "%s / %s" % (f(s["kill9_fill_first_answer_s"]), f(s["kill9_fill_all_jobs_s"])),
+     "recovery_ms %s, %s records; jobs match: %s; before the kill: %s checkpoints written, "
+     "%s bytes a crash would replay" % (
+         f(s["kill9_fill_recovery_ms"]), f(s["kill9_fill_recovered_records"]),
+         f(s["kill9_fill_jobs_match"]), f(s["kill9_fill_checkpoints_before"]),
+         f(s["kill9_fill_crash_replay_bytes_before"]))),
+    ("kill -9 restart (after the graceful one): exec to first answer / every job, s",
      "%s / %s" % (f(s["kill9_first_answer_s"]), f(s["kill9_all_jobs_s"])),
      "recovery_ms %s; jobs match: %s" % (f(s["kill9_recovery_ms"]), f(s["kill9_jobs_match"]))),
     ("cold restart (SIGTERM, the data dir dropped from the page cache): exec to first answer / every job, s",

@@ -1,28 +1,33 @@
-// Checkpoint: what a clean stop keeps so that the next start replays only
-// what was in memory, not the far-future jobs' records one by one. Format
-// and recovery: docs/log-format.md, "The far-future checkpoint".
+// Checkpoint: what lets a start replay only what came after it, not the
+// far-future jobs' records one by one. Format and recovery:
+// docs/log-format.md, "The far-future checkpoint".
 //
-// At a clean stop with a memory window, LocalQueue
-//   1. seals the far jobs' time index (Engine::SealFar) and has its runs
-//      written and fsynced (IndexFiles::Sync);
+// LocalQueue (src/local/far_checkpoint.cc) writes one while serving, each
+// time a crash's restart would replay QueueOptions::far_checkpoint_bytes of
+// log, and at a clean stop:
+//   1. seals the far jobs' time index (Engine::SealFar); at a stop has its
+//      runs written and fsynced (IndexFiles::Sync), while serving holds them
+//      (IndexFiles::Pin) and fsyncs them in step 4 (SyncRuns);
 //   2. rolls the log (Log::Roll) and notes the accounts of the segments
 //      before the new one (Log::ResumePoint);
 //   3. writes everything in memory again at the head of the new segment:
 //      every near job in its state, pauses, remembered adds,
-//      subscriptions, schedules; then Log::Seal (written, fdatasynced);
+//      subscriptions, schedules; notes where they end (Log::EndRewrite; at
+//      a stop Log::Seal fdatasyncs them here);
 //   4. writes this file (far/checkpoint.dq: to a temporary name, fsynced,
 //      renamed, the directory fsynced): the log's resume point, the far
-//      jobs' image and their slots' table as it is in memory;
-//   5. keeps the runs it names when the engine and the files go
-//      (Engine::KeepFarRuns, IndexFiles::Keep); a step that fails leaves
-//      no checkpoint, and the runs are removed as ever.
-// The next start that finds it, with a memory window, checks it whole
-// (checksums, the log's segments as it names them, every run there with
-// its header) before it changes anything, restores the slots and replays
-// from the new segment on; anything that does not check out is logged and
-// the start replays everything, as without a checkpoint. Either way the
-// file is removed as soon as it is read: a later crash replays the whole
-// log (which holds everything the checkpoint does).
+//      jobs' image and their slots' table as it was at step 3 (while
+//      serving, on a thread of its own from the engine's snapshot, once the
+//      log's sync has passed step 3's records); then keeps the runs it
+//      names (Keep at a stop; Commit while serving).
+// Steps 1-3 hold the engine's lock. A step that fails leaves the
+// checkpoint before, or none. The next start that finds it, with a memory
+// window, checks it whole (checksums, the log's segments as it names them,
+// every run there with its header) before it changes anything, restores
+// the slots and replays from the new segment on; anything that does not
+// check out is logged, the file removed, and the start replays everything.
+// A start that used it keeps it: a later crash resumes from it again.
+// Compaction removes it before it begins (LocalQueue::DropCheckpoint).
 #ifndef DELAYQ_FAR_CHECKPOINT_H_
 #define DELAYQ_FAR_CHECKPOINT_H_
 

@@ -170,6 +170,17 @@ void LocalQueue::MaybeCheckpoint() {
   uint64_t cost = std::max({far_checkpoint_bytes_, 2 * k.rewrite_bytes,
                             uint64_t{12} * engine_->far_set().slots()});
   if (CrashReplayBytes() < cost || ShouldCompact()) return;
+  // What the segment being written holds is synced first, by the log's
+  // sync thread, off the lock: the roll's own fdatasync (under it) then
+  // has only what came since to write. The runner comes back once it is
+  // done (the log's notify fd).
+  if (k.presync_at == 0) {
+    k.presync_at = std::max<uint64_t>(log_->written(), 1);
+    log_->RequestSync();
+    return;
+  }
+  if (log_->synced() < k.presync_at) return;
+  k.presync_at = 0;
   far::Checkpoint c;
   uint64_t synced_at = 0;
   auto started = std::chrono::steady_clock::now();

@@ -48,7 +48,7 @@ struct ServeOptions {
   std::string data_dir = "./data";
   std::string fsync = "everysec";
   uint64_t segment_bytes = 64 << 20;
-  int64_t memory_window_ms = -1;  // -1: off (every job in memory)
+  int64_t memory_window_ms = 3'600'000;  // the far future off RAM; -1: off (every job in memory)
   uint64_t memory_window_bytes = 0;
   uint64_t far_index_memory_entries = uint64_t{1} << 20;
   uint64_t far_checkpoint_bytes = uint64_t{1} << 30;

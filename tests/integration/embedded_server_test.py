@@ -513,8 +513,9 @@ class DataDirTest(DataDirCase):
         r = client(server)
         r.execute_command("ADD", "lk", "lock-1", HOUR, 60000, b"x")
         for name in os.listdir(self.dir):
-            if not name.startswith("log-"):
-                os.remove(os.path.join(self.dir, name))
+            path = os.path.join(self.dir, name)
+            if not name.startswith("log-") and os.path.isfile(path):  # far/ is a directory
+                os.remove(path)
         code, err = run_serve("--data-dir", self.dir)
         self.assertEqual(code, 1, err)
         self.assertIn("is locked: another delayq is using this data directory", err)
