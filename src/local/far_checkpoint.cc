@@ -158,8 +158,10 @@ uint64_t LocalQueue::CrashReplayBytes() const {
 
 void LocalQueue::MaybeCheckpoint() {
   CheckpointState& k = checkpoint_;
+  // Not while the disk is short of space: what it writes again would take
+  // the room kept for reserves and finishes.
   if (far_files_ == nullptr || far_checkpoint_bytes_ == 0 || k.running || stopping_ ||
-      compaction_.segment != 0 || !log_->health().ok()) {
+      compaction_.segment != 0 || !log_->health().ok() || log_->short_of_space()) {
     return;
   }
   if (k.retry_after_ms != 0 && clock_->MonotonicMs() < k.retry_after_ms) return;
@@ -261,6 +263,7 @@ void LocalQueue::DropCheckpoint() {
   }
   far_files_->ReleaseAll();
   k.on_disk = false;
+  k.presync_at = 0;
   k.base_end = log_->end();
   k.base_bytes = log_->disk_bytes();
 }
