@@ -234,9 +234,9 @@ class FarSet {
     uint32_t aux[kChunkSlots];  // hashed: the id hash; free: the next free slot
   };
   struct Snapshot {
-    uint32_t size = 0;                           // slots at BeginSnapshot
-    std::vector<bool> handed;                    // by chunk: SnapshotChunk gave it
-    std::vector<std::unique_ptr<Chunk>> saved;   // by chunk: as it was, if it changed
+    uint32_t size = 0;                          // slots at BeginSnapshot
+    std::vector<bool> handed;                   // by chunk: SnapshotChunk gave it
+    std::vector<std::unique_ptr<Chunk>> saved;  // by chunk: as it was, if it changed
     size_t saved_count = 0;
   };
   struct TopicFar {
@@ -328,8 +328,8 @@ class FarSet {
   std::vector<std::unique_ptr<Chunk>> chunks_;
   uint32_t size_ = 0;  // slots handed out at least once
   uint32_t free_ = kNoSlot;
-  bool restoring_ = false;  // BeginRestore: the free list is not kept
-  bool keep_runs_ = false;  // KeepRuns
+  bool restoring_ = false;              // BeginRestore: the free list is not kept
+  bool keep_runs_ = false;              // KeepRuns
   std::unique_ptr<Snapshot> snapshot_;  // BeginSnapshot
   size_t jobs_ = 0;
   size_t mutable_entries_ = 0;

@@ -188,8 +188,8 @@ Status WriteCheckpoint(store::FileSystem& fs, const std::string& dir, const Chec
   for (uint64_t chunk = 0; chunk * kChunkSlots < slots && error.ok(); ++chunk) {
     size_t n = chunks(chunk, loc.data(), aux.data());
     if (n != std::min<uint64_t>(kChunkSlots, slots - chunk * kChunkSlots)) {
-      error = Internal("far-future checkpoint: chunk " + std::to_string(chunk) + " of the slots has " +
-                       std::to_string(n) + " slots");
+      error = Internal("far-future checkpoint: chunk " + std::to_string(chunk) +
+                       " of the slots has " + std::to_string(n) + " slots");
       break;
     }
     size_t start = buf.size();

@@ -48,8 +48,7 @@ bool LocalQueue::BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool l
   const uint64_t near_jobs = engine_->job_count() - far_jobs;
   if (far_jobs == 0 || far_jobs < near_jobs) {
     if (!live) {
-      ::delayq::Log(LogLevel::kInfo,
-                    "far-future checkpoint: none (%llu far jobs, %llu in memory)",
+      ::delayq::Log(LogLevel::kInfo, "far-future checkpoint: none (%llu far jobs, %llu in memory)",
                     static_cast<unsigned long long>(far_jobs),
                     static_cast<unsigned long long>(near_jobs));
     }
@@ -131,9 +130,10 @@ void LocalQueue::WriteCheckpoint() {
   uint64_t synced_at = 0;
   if (!BeginCheckpoint(&c, &synced_at, /*live=*/false)) return;
   engine_->BeginFarSnapshot();
-  Status s = far::WriteCheckpoint(*fs_, far_dir_, c, [this](size_t i, uint64_t* loc, uint32_t* aux) {
-    return engine_->FarSnapshotChunk(i, loc, aux);
-  });
+  Status s =
+      far::WriteCheckpoint(*fs_, far_dir_, c, [this](size_t i, uint64_t* loc, uint32_t* aux) {
+        return engine_->FarSnapshotChunk(i, loc, aux);
+      });
   engine_->EndFarSnapshot();
   if (!s.ok()) {
     ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: none: %s", s.message().c_str());
@@ -169,8 +169,8 @@ void LocalQueue::MaybeCheckpoint() {
   if (far_jobs == 0 || far_jobs < engine_->job_count() - far_jobs) return;
   // Worth it once a crash's restart would replay the threshold, and at
   // least twice what it writes: the jobs in memory again, and the slots.
-  uint64_t cost = std::max({far_checkpoint_bytes_, 2 * k.rewrite_bytes,
-                            uint64_t{12} * engine_->far_set().slots()});
+  uint64_t cost = std::max(
+      {far_checkpoint_bytes_, 2 * k.rewrite_bytes, uint64_t{12} * engine_->far_set().slots()});
   if (CrashReplayBytes() < cost || ShouldCompact()) return;
   // What the segment being written holds is synced first, by the log's
   // sync thread, off the lock: the roll's own fdatasync (under it) then

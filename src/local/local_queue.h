@@ -287,16 +287,16 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
 
   struct CheckpointState {
     std::atomic<bool> running{false};  // checkpoint_thread_ writes one (read by ShouldCompact)
-    bool on_disk = false;  // a checkpoint is on disk (its runs held)
+    bool on_disk = false;              // a checkpoint is on disk (its runs held)
     // What a crash's restart replays: base_bytes, and what was appended
     // since the log's end() was base_end.
     uint64_t base_end = 0;
     uint64_t base_bytes = 0;
-    uint64_t next_base_end = 0;   // base_end once the one being written is on disk
-    uint64_t rewrite_bytes = 0;   // what the last one wrote again
-    int64_t retry_after_ms = 0;   // monotonic; after a failure
-    uint64_t presync_at = 0;      // one is due: the log synced to here first (0: not asked)
-    int64_t began_ms = 0;         // the last one's time under the lock
+    uint64_t next_base_end = 0;  // base_end once the one being written is on disk
+    uint64_t rewrite_bytes = 0;  // what the last one wrote again
+    int64_t retry_after_ms = 0;  // monotonic; after a failure
+    uint64_t presync_at = 0;     // one is due: the log synced to here first (0: not asked)
+    int64_t began_ms = 0;        // the last one's time under the lock
     uint64_t written = 0;
     uint64_t failed = 0;
   } checkpoint_;  // GUARDED_BY(mu_)

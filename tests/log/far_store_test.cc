@@ -1006,8 +1006,8 @@ TEST(FarCheckpoint, WhileServingACrashResumesFromTheLastOne) {
     auto q = MustOpen(o, OpenOptions{.file_system = fs});
     ids = Fill(*q);
     for (int i = 0; i < 600; ++i) {
-      auto added = q->Add(Spec(i % 2 ? "t" : "other", i % 3 ? "" : "w" + std::to_string(i),
-                               Body(i), kDay + (i % 50) * kMinute));
+      auto added = q->Add(Spec(i % 2 ? "t" : "other", i % 3 ? "" : "w" + std::to_string(i), Body(i),
+                               kDay + (i % 50) * kMinute));
       ASSERT_TRUE(added.ok());
       ids.push_back(added->id);
     }
@@ -1028,8 +1028,8 @@ TEST(FarCheckpoint, WhileServingACrashResumesFromTheLastOne) {
     // Changes after it, of every kind.
     for (size_t i = 1; i < ids.size(); i += 9) (void)q->Delete(ids[i]);
     for (int i = 0; i < 30; ++i) {
-      auto added = q->Add(Spec("t", i % 2 ? "" : "z" + std::to_string(i), Body(700 + i),
-                               2 * kDay + i * kMinute));
+      auto added = q->Add(
+          Spec("t", i % 2 ? "" : "z" + std::to_string(i), Body(700 + i), 2 * kDay + i * kMinute));
       ASSERT_TRUE(added.ok());
       ids.push_back(added->id);
     }
