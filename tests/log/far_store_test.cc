@@ -908,6 +908,51 @@ TEST(FarCheckpoint, AResumeReadsNoFarRecord) {
   EXPECT_EQ(q->Stats()->jobs, 350u);
 }
 
+// What a crash-at-every-point run was told: jobs added (id -> body),
+// deletes and finishes acknowledged, and the ids one was tried on (a reply
+// the crash cut off may have been made).
+struct Ledger {
+  std::map<std::string, std::string> acked;
+  std::set<std::string> gone, tried;
+
+  void Add(Queue& q, const std::string& id, int body, int64_t delay_ms) {
+    if (q.Add(Spec("t", id, Body(body), delay_ms)).ok()) acked[id] = Body(body);
+  }
+  void Delete(Queue& q, const std::string& id) {
+    tried.insert(id);
+    if (q.Delete(id).ok()) Gone(id);
+  }
+  void FinishSome(Queue& q, size_t n) {
+    auto got = q.Reserve(ReserveRequest{.topics = {"t"}, .count = n});
+    if (!got.ok()) return;
+    for (const Delivery& d : *got) {
+      tried.insert(d.id);
+      if (q.Finish(d.id, d.receipt).ok()) Gone(d.id);
+    }
+  }
+  void Gone(const std::string& id) {
+    gone.insert(id);
+    acked.erase(id);
+  }
+  // The store reopened with `o` (no faults) has every job acknowledged and
+  // none of those gone. False if it did not open.
+  bool Check(const QueueOptions& o, uint64_t crash_at) const {
+    auto q = OpenQueue(o);
+    EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
+    if (!q.ok()) return false;
+    for (const auto& [id, body] : acked) {
+      if (tried.count(id)) continue;
+      auto j = (*q)->Get(id);
+      EXPECT_TRUE(j.ok() && j->body == body)
+          << "crash at " << crash_at << " lost " << id << " " << j.status().ToString();
+    }
+    for (const std::string& id : gone) {
+      EXPECT_FALSE((*q)->Get(id).ok()) << "crash at " << crash_at << " resurrected " << id;
+    }
+    return true;
+  }
+};
+
 // Crashes at every write/sync point of a start from a checkpoint and the
 // work after it (deletes, far adds, loads, finishes, a clean stop).
 bool ResumeCrashAt(const std::string& pristine, uint64_t crash_at, int64_t reopen_window) {
@@ -920,52 +965,18 @@ bool ResumeCrashAt(const std::string& pristine, uint64_t crash_at, int64_t reope
   auto clock = std::make_shared<ManualClock>();
   QueueOptions o = Windowed(tmp.data(), clock, kHour, "always");
   o.segment_bytes = 4096;
-  std::map<std::string, std::string> acked;
-  std::set<std::string> gone, tried;
-  for (int i = 0; i < 120; ++i) acked["f" + std::to_string(i)] = Body(i);
+  Ledger l;
+  for (int i = 0; i < 120; ++i) l.acked["f" + std::to_string(i)] = Body(i);
   {
     auto q = OpenServingQueue(o, OpenOptions{.file_system = fs});
     if (q.ok()) {
-      for (int i = 0; i < 120; i += 4) {
-        std::string id = "f" + std::to_string(i);
-        tried.insert(id);
-        if ((*q)->Delete(id).ok()) {
-          gone.insert(id);
-          acked.erase(id);
-        }
-      }
-      for (int i = 0; i < 40; ++i) {
-        std::string id = "g" + std::to_string(i);
-        if ((*q)->Add(Spec("t", id, Body(500 + i), 2 * kDay)).ok()) acked[id] = Body(500 + i);
-      }
+      for (int i = 0; i < 120; i += 4) l.Delete(**q, "f" + std::to_string(i));
+      for (int i = 0; i < 40; ++i) l.Add(**q, "g" + std::to_string(i), 500 + i, 2 * kDay);
       clock->Advance(kDay - kHour + 30 * kMinute);  // some far ones come near, some due
-
-      auto got = (*q)->Reserve(ReserveRequest{.topics = {"t"}, .count = 5});
-      if (got.ok()) {
-        for (const Delivery& d : *got) {
-          tried.insert(d.id);
-          if ((*q)->Finish(d.id, d.receipt).ok()) {
-            gone.insert(d.id);
-            acked.erase(d.id);
-          }
-        }
-      }
+      l.FinishSome(**q, 5);
     }
   }
-  bool reached = fs->crashed;
-  auto q = OpenQueue(Windowed(tmp.data(), clock, reopen_window, "always"));
-  EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
-  if (!q.ok()) return false;
-  for (const auto& [id, body] : acked) {
-    if (tried.count(id)) continue;  // a delete or finish in flight may have been made
-    auto j = (*q)->Get(id);
-    EXPECT_TRUE(j.ok() && j->body == body)
-        << "crash at " << crash_at << " lost " << id << " " << j.status().ToString();
-  }
-  for (const std::string& id : gone) {
-    EXPECT_FALSE((*q)->Get(id).ok()) << "crash at " << crash_at << " resurrected " << id;
-  }
-  return reached;
+  return l.Check(Windowed(tmp.data(), clock, reopen_window, "always"), crash_at) && fs->crashed;
 }
 
 TEST(FarCheckpoint, CrashAtEveryPointOfAResumedStartLosesNothing) {
@@ -1087,55 +1098,19 @@ bool ServingCrashAt(uint64_t crash_at, uint64_t* checkpoints) {
   QueueOptions o = Windowed(tmp.data(), clock, kHour, "always");
   o.segment_bytes = 4096;
   o.far_checkpoint_bytes = 2048;
-  std::map<std::string, std::string> acked;
-  std::set<std::string> gone, tried;
+  Ledger l;
   {
     auto q = OpenServingQueue(o, OpenOptions{.file_system = fs});
     if (q.ok()) {
-      for (int i = 0; i < 60; ++i) {
-        std::string id = "f" + std::to_string(i);
-        if ((*q)->Add(Spec("t", id, Body(i), kDay + i * kMinute)).ok()) acked[id] = Body(i);
-      }
-      for (int i = 0; i < 60; i += 4) {
-        std::string id = "f" + std::to_string(i);
-        tried.insert(id);
-        if ((*q)->Delete(id).ok()) {
-          gone.insert(id);
-          acked.erase(id);
-        }
-      }
+      for (int i = 0; i < 60; ++i) l.Add(**q, "f" + std::to_string(i), i, kDay + i * kMinute);
+      for (int i = 0; i < 60; i += 4) l.Delete(**q, "f" + std::to_string(i));
       clock->Advance(kDay - kHour + 20 * kMinute);  // some come near, some due
-      auto got = (*q)->Reserve(ReserveRequest{.topics = {"t"}, .count = 4});
-      if (got.ok()) {
-        for (const Delivery& d : *got) {
-          tried.insert(d.id);
-          if ((*q)->Finish(d.id, d.receipt).ok()) {
-            gone.insert(d.id);
-            acked.erase(d.id);
-          }
-        }
-      }
-      for (int i = 0; i < 20; ++i) {
-        std::string id = "g" + std::to_string(i);
-        if ((*q)->Add(Spec("t", id, Body(500 + i), 2 * kDay)).ok()) acked[id] = Body(500 + i);
-      }
+      l.FinishSome(**q, 4);
+      for (int i = 0; i < 20; ++i) l.Add(**q, "g" + std::to_string(i), 500 + i, 2 * kDay);
       *checkpoints = Figure(**q, "far_checkpoints");
     }
   }
-  bool reached = fs->crashed;
-  auto q = OpenQueue(Windowed(tmp.data(), clock, kHour, "always"));
-  EXPECT_TRUE(q.ok()) << "crash at " << crash_at << ": " << q.status().ToString();
-  if (!q.ok()) return false;
-  for (const auto& [id, body] : acked) {
-    if (tried.count(id)) continue;  // a delete or finish in flight may have been made
-    auto j = (*q)->Get(id);
-    EXPECT_TRUE(j.ok() && j->body == body)
-        << "crash at " << crash_at << " lost " << id << " " << j.status().ToString();
-  }
-  for (const std::string& id : gone) {
-    EXPECT_FALSE((*q)->Get(id).ok()) << "crash at " << crash_at << " resurrected " << id;
-  }
-  return reached;
+  return l.Check(Windowed(tmp.data(), clock, kHour, "always"), crash_at) && fs->crashed;
 }
 
 TEST(FarCheckpoint, CrashAtEveryPointWhileServingLosesNothing) {
