@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,7 +85,12 @@ std::string EncodeMeta(const Checkpoint& c) {
   w.U64(l.segment);
   w.U64(l.last_seq);
   w.U64(l.rewrite_end);
-  pairs(l.before, [](const auto& b) { return std::pair(b.number, b.live_puts); });
+  w.U64(l.before.size());
+  for (const store::LogResume::Before& b : l.before) {
+    w.U64(b.number);
+    w.I64(b.live_puts);
+    w.I64(b.far_puts);
+  }
   pairs(l.moved, [](const auto& m) { return m; });
   const engine::Engine::FarImage& f = c.far;
   w.I64(f.horizon_ms);
@@ -111,10 +117,11 @@ bool DecodeMeta(std::string_view in, Checkpoint* c) {
   l.segment = r.U64();
   l.last_seq = r.U64();
   l.rewrite_end = r.U64();
-  l.before.resize(r.Count(16));
+  l.before.resize(r.Count(24));
   for (auto& b : l.before) {
     b.number = r.U64();
     b.live_puts = r.I64();
+    b.far_puts = r.I64();
   }
   l.moved.resize(r.Count(16));
   for (auto& [seq, segment] : l.moved) {
@@ -271,16 +278,29 @@ Status CheckpointReader::LoadSlots(uint64_t* loc, uint32_t* aux, size_t n) {
   return Status::Ok();
 }
 
-Status RemoveCheckpoint(store::FileSystem& fs, const std::string& dir) {
+namespace {
+
+Status RemoveNamed(store::FileSystem& fs, const std::string& dir,
+                   std::initializer_list<std::string_view> which) {
   auto names = fs.List(dir);
   if (!names.ok()) return Status::Ok();  // no directory: no checkpoint
   bool removed = false;
-  for (std::string_view name : {kCheckpointName, kTempName}) {
+  for (std::string_view name : which) {
     if (std::find(names->begin(), names->end(), name) == names->end()) continue;
     if (Status s = fs.Remove(dir + "/" + std::string(name)); !s.ok()) return s;
     removed = true;
   }
   return removed ? fs.SyncDir(dir) : Status::Ok();
+}
+
+}  // namespace
+
+Status RemoveCheckpoint(store::FileSystem& fs, const std::string& dir) {
+  return RemoveNamed(fs, dir, {kCheckpointName, kTempName});
+}
+
+Status RemoveCheckpointTemp(store::FileSystem& fs, const std::string& dir) {
+  return RemoveNamed(fs, dir, {kTempName});
 }
 
 }  // namespace delayq::far

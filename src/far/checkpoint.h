@@ -96,6 +96,9 @@ class CheckpointReader {
 // Removes `dir`/checkpoint.dq (and a temporary one a stop cut short), and
 // fsyncs the directory if it did. None there: Ok.
 Status RemoveCheckpoint(store::FileSystem& fs, const std::string& dir);
+// Removes only the temporary one a crash may have left (the checkpoint
+// stands). None there: Ok.
+Status RemoveCheckpointTemp(store::FileSystem& fs, const std::string& dir);
 
 }  // namespace delayq::far
 

@@ -147,6 +147,10 @@ void IndexFiles::Forget() {
   std::lock_guard<std::mutex> lock(mu_);
   runs_.clear();
   committed_.clear();
+  // Runs from now on are this process's own again: names no run an
+  // earlier one left can have (those go with RemoveOthers).
+  epoch_ = std::random_device{}() | uint64_t{std::random_device{}()} << 32;
+  next_ = 1;
 }
 
 IndexFiles::IndexFiles(std::string dir, std::shared_ptr<store::FileSystem> fs)

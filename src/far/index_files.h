@@ -101,7 +101,8 @@ class IndexFiles final : public engine::FarIndexFiles {
   // kInternal naming the file and what is wrong; the file system's. Call
   // before any Write.
   Status Adopt(uint64_t epoch, uint64_t next_run, const std::vector<RunFileInfo>& runs);
-  // Lets go of the runs adopted (not used after all): RemoveOthers removes them.
+  // Lets go of the runs adopted (not used after all): RemoveOthers removes
+  // them; runs written from now on take a new epoch, as at Open.
   void Forget();
 
  private:

@@ -12,8 +12,12 @@
 namespace delayq {
 
 namespace {
-// After a checkpoint while serving failed: the next try waits this long.
+// After a checkpoint while serving failed: the next try waits this long,
+// twice as long after each failure in a row, up to an hour.
 constexpr int64_t kCheckpointRetryMs = 10'000;
+constexpr int64_t kCheckpointRetryMaxMs = 3'600'000;
+// The rewrite asks the log for room this much at a time.
+constexpr uint64_t kRewriteStep = 256 << 10;
 }  // namespace
 
 Status LocalQueue::ResumeFromCheckpoint(const store::LogOptions& lo, const std::string& far_dir,
@@ -25,15 +29,24 @@ Status LocalQueue::ResumeFromCheckpoint(const store::LogOptions& lo, const std::
   const far::Checkpoint& c = (*reader)->checkpoint();
   if (Status s = store::Log::CheckResume(lo, c.log); !s.ok()) return s;
   if (Status s = files.Adopt(c.epoch, c.next_run, c.run_files); !s.ok()) return s;
-  Status s = engine.RestoreFar(c.far, [r = reader->get()](uint64_t* loc, uint32_t* aux, size_t n) {
-    return r->LoadSlots(loc, aux, n);
-  });
   // This process goes on with the runs' epoch and numbers: runs the one
   // before left after the checkpoint would share names with the runs
-  // replay seals, so they go now (the adopted ones stay).
-  if (s.ok()) s = files.RemoveOthers();
-  // Runs adopted but not used are removed with the others (RemoveOthers).
-  if (!s.ok()) files.Forget();
+  // replay seals, so they go now (the adopted ones stay), before the
+  // engine takes anything (a failure from here leaves it untouched).
+  Status s = files.RemoveOthers();
+  if (s.ok()) {
+    s = engine.RestoreFar(c.far, [r = reader->get()](uint64_t* loc, uint32_t* aux, size_t n) {
+      return r->LoadSlots(loc, aux, n);
+    });
+  }
+  // Not used after all: the runs adopted go with the others (RemoveOthers,
+  // after replay), and new ones take names of their own (Forget).
+  if (!s.ok()) return files.Forget(), s;
+  // A checkpoint being written when the process before stopped is not
+  // needed: this one stands.
+  if (Status t = far::RemoveCheckpointTemp(*lo.fs, far_dir); !t.ok()) {
+    ::delayq::Log(LogLevel::kWarn, "far-future checkpoint: %s", t.message().c_str());
+  }
   return s;
 }
 
@@ -72,6 +85,12 @@ bool LocalQueue::BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool l
     if (!runs.ok()) return fail(runs.status());
     c->run_files = std::move(runs).value();
   }
+  // What it writes again is data added: room for it first, as for an add,
+  // so that the room kept for reserves and finishes stays (and again as it
+  // goes; without it, no checkpoint).
+  if (live) {
+    if (Status r = log_->Room(kRewriteStep, store::Log::Need::kGrow); !r.ok()) return fail(r);
+  }
   auto segment = log_->Roll();
   if (!segment.ok()) return fail(segment.status());
   c->log = log_->ResumePoint();
@@ -82,7 +101,14 @@ bool LocalQueue::BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool l
   uint64_t far_bytes = live_bytes_.load(std::memory_order_relaxed);
   uint64_t batch = log_->end();
   Status error;
+  uint64_t roomed = log_->end();
   engine_->ForEachJob([&](const engine::JobImage& j) {
+    if (!error.ok()) return;
+    if (live && log_->end() - roomed >= kRewriteStep) {
+      error = log_->Room(kRewriteStep, store::Log::Need::kGrow);
+      roomed = log_->end();
+      if (!error.ok()) return;
+    }
     log_->AppendRewrite(j);
     far_bytes -= std::min(far_bytes, store::PutBytes(j));
     if (log_->end() - batch >= (8u << 20)) {  // not the whole set in one buffer
@@ -90,6 +116,9 @@ bool LocalQueue::BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool l
       batch = log_->end();
     }
   });
+  // Cut short: the copies written are the jobs' latest records, as
+  // compaction's are; the checkpoint before, if any, stands.
+  if (!error.ok()) return fail(error);
   for (const auto& [topic, until] : engine_->PausedTopics()) log_->AppendPause(topic, until);
   engine_->ForEachRemembered([&](const engine::DedupImage& add) { log_->AppendDedup(add); });
   for (auto& [key, e] : subscriptions_) {
@@ -187,7 +216,7 @@ void LocalQueue::MaybeCheckpoint() {
   uint64_t synced_at = 0;
   auto started = std::chrono::steady_clock::now();
   if (!BeginCheckpoint(&c, &synced_at, /*live=*/true)) {
-    k.retry_after_ms = clock_->MonotonicMs() + kCheckpointRetryMs;
+    CheckpointFailed();
     return;
   }
   engine_->BeginFarSnapshot();
@@ -228,15 +257,15 @@ void LocalQueue::FinishCheckpoint(far::Checkpoint c, uint64_t synced_at) {
   k.running = false;
   if (!s.ok()) {
     far_files_->Unpin();
-    k.retry_after_ms = clock_->MonotonicMs() + kCheckpointRetryMs;
-    ++k.failed;
+    CheckpointFailed();
     ::delayq::Log(LogLevel::kWarn, "far-future checkpoint while serving: none: %s",
                   s.message().c_str());
     return;
   }
   far_files_->Commit();
-  k.on_disk = true;
+  NoteCheckpoint(c.log);
   k.retry_after_ms = 0;
+  k.backoff_ms = 0;
   k.base_end = k.next_base_end;
   k.base_bytes = 0;
   ++k.written;
@@ -251,9 +280,30 @@ void LocalQueue::FinishCheckpoint(far::Checkpoint c, uint64_t synced_at) {
                 static_cast<long long>(k.began_ms), seconds, saved);
 }
 
-void LocalQueue::DropCheckpoint() {
+void LocalQueue::NoteCheckpoint(const store::LogResume& r) {
+  CheckpointState& k = checkpoint_;
+  k.on_disk = true;
+  k.segment = r.segment;
+  k.needed.clear();
+  for (const store::LogResume::Before& b : r.before) {
+    if (b.far_puts > 0) k.needed.insert(b.number);
+  }
+}
+
+void LocalQueue::CheckpointFailed() {
+  CheckpointState& k = checkpoint_;
+  ++k.failed;
+  k.backoff_ms =
+      std::min(kCheckpointRetryMaxMs, k.backoff_ms == 0 ? kCheckpointRetryMs : 2 * k.backoff_ms);
+  k.retry_after_ms = clock_->MonotonicMs() + k.backoff_ms;
+}
+
+void LocalQueue::DropCheckpoint(uint64_t segment) {
   CheckpointState& k = checkpoint_;
   if (far_files_ == nullptr || !k.on_disk) return;
+  // A segment before the checkpoint's that held no far record when it was
+  // written holds nothing a resume reads: it may go (Log::CheckResume).
+  if (segment < k.segment && k.needed.count(segment) == 0) return;
   // Compaction is about to delete a segment it names (or copy records it
   // knows where they were): from here on a crash replays the whole log,
   // until the next one.

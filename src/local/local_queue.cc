@@ -90,7 +90,8 @@ class LocalQueue::LogJournal final : public engine::Journal, public engine::FarS
 Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
     LogJournal& journal, std::unique_ptr<far::IndexFiles>* far_files, store::RecoveryReport* report,
-    uint64_t* live_bytes, Subscriptions* subscriptions, Schedules* schedules) {
+    uint64_t* live_bytes, Subscriptions* subscriptions, Schedules* schedules,
+    store::LogResume* resumed) {
   store::LogOptions lo;
   lo.dir = options.data_dir;
   lo.fsync = options.fsync;
@@ -168,8 +169,9 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
     engine.SetFarStore(&journal, options.memory_window_ms, far_files->get(),
                        options.far_index_memory_entries, options.memory_window_bytes);
   }
-  // A checkpoint a clean stop left (far/checkpoint.h): used if it checks out
-  // whole, and removed either way before anything is replayed.
+  // A checkpoint (far/checkpoint.h): used if it checks out whole (and kept:
+  // a later crash resumes from it again), else removed before anything is
+  // replayed.
   std::unique_ptr<far::CheckpointReader> checkpoint;
   lo.resume_from = [&]() -> const store::LogResume* {
     const store::LogResume* from = nullptr;
@@ -178,6 +180,7 @@ Result<std::unique_ptr<store::Log>> LocalQueue::OpenLog(
       if (s.ok()) {
         const far::Checkpoint& c = checkpoint->checkpoint();
         from = &c.log;
+        *resumed = c.log;
         rewrite_end = c.log.rewrite_end;
         live += c.far_live_bytes;
         ::delayq::Log(LogLevel::kInfo,
@@ -238,6 +241,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   if (!engine.ok()) return engine.status();
   std::unique_ptr<store::Log> log;
   store::RecoveryReport report;
+  store::LogResume resumed;
   uint64_t live = 0;
   Subscriptions subscriptions;
   Schedules schedules;
@@ -254,7 +258,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
     if (!fs) fs = store::PosixFileSystem();
     journal = std::make_unique<LogJournal>(options.data_dir, fs);
     auto opened = OpenLog(options, fs, **engine, *journal, &far_files, &report, &live,
-                          &subscriptions, &schedules);
+                          &subscriptions, &schedules, &resumed);
     if (!opened.ok()) return opened.status();
     log = std::move(opened).value();
   }
@@ -281,7 +285,7 @@ Result<std::unique_ptr<LocalQueue>> LocalQueue::Open(const QueueOptions& options
   q->far_dir_ = options.data_dir + "/far";
   q->far_checkpoint_bytes_ = options.far_checkpoint_bytes;
   // What a crash's restart would replay now: what this one did.
-  q->checkpoint_.on_disk = report.resumed_from != 0;
+  if (report.resumed_from != 0) q->NoteCheckpoint(resumed);
   q->checkpoint_.base_bytes = report.bytes;
   q->checkpoint_.base_end = q->log_ ? q->log_->end() : 0;
   q->limits_ = options.limits;
@@ -537,7 +541,7 @@ bool LocalQueue::CompactStep() {
     }
     c = Compaction{};
     c.segment = log_->OldestClosed();
-    DropCheckpoint();
+    DropCheckpoint(c.segment);
     compaction_idle_.store(false, std::memory_order_relaxed);
     if (log_->LivePuts(c.segment) <= 0) {
       // No job needs it; only its pauses, subscriptions and schedules may,

@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -165,7 +166,7 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
       const QueueOptions& options, std::shared_ptr<store::FileSystem> fs, engine::Engine& engine,
       LogJournal& journal, std::unique_ptr<far::IndexFiles>* far_files,
       store::RecoveryReport* report, uint64_t* live_bytes, Subscriptions* subscriptions,
-      Schedules* schedules);
+      Schedules* schedules, store::LogResume* resumed);
 
   // Runs fn(engine) under the mutex, wakes the runner if fn made an earlier
   // deadline, then runs the reserve callbacks fn completed, unlocked.
@@ -191,8 +192,13 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
   // writes the slots' table off the lock (FinishCheckpoint).
   void MaybeCheckpoint();
   void FinishCheckpoint(far::Checkpoint c, uint64_t synced_at);
-  // Compaction begins (REQUIRES: mu_): the checkpoint on disk goes first.
-  void DropCheckpoint();
+  // Compaction begins on `segment` (REQUIRES: mu_): the checkpoint on disk
+  // goes first if the segment holds records it names.
+  void DropCheckpoint(uint64_t segment);
+  // The checkpoint on disk is this one (its resume point).
+  void NoteCheckpoint(const store::LogResume& r);
+  // One while serving failed: the next try waits (backoff_ms, doubling).
+  void CheckpointFailed();
   // What a crash's restart would replay now, in bytes of log.
   uint64_t CrashReplayBytes() const;
   // At open, before replay: takes the far jobs a checkpoint kept into the
@@ -296,6 +302,9 @@ class LocalQueue final : public ServingQueue, private QueueDriver {
     uint64_t rewrite_bytes = 0;  // what the last one wrote again
     int64_t retry_after_ms = 0;  // monotonic; after a failure
     uint64_t presync_at = 0;     // one is due: the log synced to here first (0: not asked)
+    uint64_t segment = 0;        // the one on disk: its resume point, and the segments
+    std::set<uint64_t> needed;   // before it that hold far records (compaction drops it)
+    int64_t backoff_ms = 0;      // after failures in a row: doubles, up to an hour
     int64_t began_ms = 0;        // the last one's time under the lock
     uint64_t written = 0;
     uint64_t failed = 0;

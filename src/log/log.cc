@@ -218,13 +218,21 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
     last_seq_ = std::max(last_seq_, resume->last_seq);
     report->resumed_from = resume->segment;
   }
+  // The segments before the resume point that are still there (CheckResume).
+  size_t gone = 0;
+  if (resume != nullptr && !numbers.empty()) {
+    while (gone < resume->before.size() && resume->before[gone].number != numbers[0] &&
+           numbers[0] < resume->segment) {
+      ++gone;
+    }
+  }
   for (size_t i = 0; i < numbers.size(); ++i) {
     Segment seg;
     seg.number = numbers[i];
     seg.path = options_.dir + "/" + SegmentName(seg.number);
     bool newest = i + 1 == numbers.size();
     if (resume != nullptr && seg.number < resume->segment) {
-      if (Status s = SkipSegment(seg, resume->before[i].live_puts); !s.ok()) return s;
+      if (Status s = SkipSegment(seg, resume->before[gone + i].live_puts); !s.ok()) return s;
       ++report->segments;
       disk_bytes_ += seg.bytes;
       segments_.push_back(std::move(seg));
@@ -244,7 +252,14 @@ Status Log::CheckResume(const LogOptions& options, const LogResume& resume) {
   auto numbers = SegmentNumbers(*fs, options.dir);
   if (!numbers.ok()) return numbers.status();
   std::vector<uint64_t> want;
-  for (const LogResume::Before& b : resume.before) want.push_back(b.number);
+  // Compaction deletes the oldest segment first: those that held no far
+  // record may be gone.
+  size_t first = 0;
+  while (first < resume.before.size() && resume.before[first].far_puts <= 0 &&
+         (numbers->empty() || (*numbers)[0] != resume.before[first].number)) {
+    ++first;
+  }
+  for (size_t i = first; i < resume.before.size(); ++i) want.push_back(resume.before[i].number);
   // The segment where the rewrite ends, and every one from the resume
   // point to it, must be there; later ones are replayed too.
   uint64_t last = std::max(resume.segment, engine::LocationSegment(resume.rewrite_end));
@@ -325,6 +340,11 @@ Result<uint64_t> Log::EndRewrite(LogResume* resume) {
   if (Status s = health(); !s.ok()) return s;
   HeadView head = Head();
   resume->rewrite_end = engine::MakeLocation(head.number, head.bytes);
+  std::lock_guard<SpinLock> lock(buf_mu_);
+  for (LogResume::Before& b : resume->before) {
+    const Account* a = AccountOf(b.number);
+    b.far_puts = a != nullptr ? a->live_puts : 0;
+  }
   return written();
 }
 

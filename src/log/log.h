@@ -126,6 +126,10 @@ struct LogResume {
   struct Before {
     uint64_t number = 0;
     int64_t live_puts = 0;
+    // Live PUTs once the rewrite is written (EndRewrite): the far jobs'
+    // records. A segment with none holds nothing the resume reads, so
+    // compaction may delete it (the oldest first) and the resume stands.
+    int64_t far_puts = 0;
   };
   std::vector<Before> before;  // every segment before `segment`, oldest first
   // Jobs whose latest PUT lies outside the segment their seq falls in.
@@ -196,9 +200,10 @@ class Log {
   // Bytes of the segment files in options.dir (0 if there are none).
   static uint64_t SizeOnDisk(const LogOptions& options);
   // Ok if options.dir holds exactly the segments before `resume`'s that it
-  // names, then its segment and any after it, up to at least the one where
-  // the rewrite ends: a replay from there is the whole story. Else
-  // kNotFound (or the file system's error) saying what differs.
+  // names (but for oldest ones that held no far record, which compaction
+  // may have deleted), then its segment and any after it, up to at least
+  // the one where the rewrite ends: a replay from there is the whole story.
+  // Else kNotFound (or the file system's error) saying what differs.
   static Status CheckResume(const LogOptions& options, const LogResume& resume);
   // The file name of segment `number` in the data directory.
   static std::string SegmentName(uint64_t number);
@@ -248,7 +253,8 @@ class Log {
   // segments before the new one, for LogResume.
   LogResume ResumePoint();
   // Once the records to write again are appended: writes them and notes
-  // where they end in `resume`. Returns the position WaitSynced needs.
+  // where they end in `resume`, and what each segment before holds then
+  // (Before::far_puts). Returns the position WaitSynced needs.
   Result<uint64_t> EndRewrite(LogResume* resume);
   // EndRewrite, and fdatasyncs them here.
   Status Seal(LogResume* resume);

@@ -1086,6 +1086,82 @@ TEST(FarCheckpoint, WhileServingACrashResumesFromTheLastOne) {
   EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
 }
 
+// Compaction may delete the oldest segments that held no far record when
+// the checkpoint was written (here, those of jobs the stop wrote again):
+// the checkpoint stands, and a crash after it still resumes from it. A
+// temporary checkpoint a crash left is removed by the start that resumes.
+TEST(FarCheckpoint, CompactionOfSegmentsItDoesNotReadKeepsIt) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  o.segment_bytes = 16 << 10;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 150; ++i) ids.push_back("near" + std::to_string(i));
+  for (int i = 0; i < 300; ++i) ids.push_back("far" + std::to_string(i));
+  {
+    auto q = MustOpen(o);
+    for (int i = 0; i < 150; ++i)
+      ASSERT_TRUE(q->Add(Spec("t", ids[i], std::string(500, 'n'))).ok());
+    for (int i = 150; i < 450; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", ids[i], Body(i), kDay + i * kMinute)).ok());
+    }
+  }
+  const std::string checkpoint = tmp.data() + "/far/checkpoint.dq";
+  ASSERT_TRUE(Exists(checkpoint));
+  { std::ofstream(tmp.data() + "/far/checkpoint.dq.tmp") << "cut short by a crash"; }
+  auto fs = std::make_shared<FaultyFileSystem>();
+  Seen before;
+  {
+    auto q = MustOpen(o, OpenOptions{.file_system = fs});
+    EXPECT_FALSE(Exists(tmp.data() + "/far/checkpoint.dq.tmp"));
+    EXPECT_LT(ReplayedRecords(*q), 200u);
+    auto& local = dynamic_cast<LocalQueue&>(*q);
+    // The near jobs' first records are dead since the stop wrote them again.
+    EXPECT_TRUE(Eventually([&] { return local.store_stats().log.removed_segments >= 3; }))
+        << local.store_stats().log.removed_segments;
+    EXPECT_TRUE(Exists(checkpoint)) << "compaction deleted only segments it does not read";
+    before = Look(*q, ids);
+    fs->crashed = true;
+  }
+  auto q = MustOpen(o);
+  EXPECT_LT(ReplayedRecords(*q), 200u) << "resumed from it";
+  EXPECT_EQ(Look(*q, ids), before);
+  EXPECT_EQ(q->Stats()->jobs, 450u);
+}
+
+// A checkpoint written while serving that does not check out at the next
+// start (a slot flipped): the start replays the whole log, and the runs it
+// seals then take names of their own, not those of the runs the crashed
+// process sealed after the checkpoint; so checkpoints go on being written.
+TEST(FarCheckpoint, AfterOneThatDoesNotCheckOutTheNextAreWritten) {
+  TempDir tmp;
+  auto clock = std::make_shared<ManualClock>();
+  QueueOptions o = Windowed(tmp.data(), clock, kHour);
+  o.segment_bytes = 16 << 10;
+  o.far_checkpoint_bytes = 32 << 10;
+  auto fs = std::make_shared<FaultyFileSystem>();
+  const std::string checkpoint = tmp.data() + "/far/checkpoint.dq";
+  {
+    auto q = MustOpen(o, OpenOptions{.file_system = fs});
+    for (int i = 0; i < 400; ++i) {
+      ASSERT_TRUE(q->Add(Spec("t", "", Body(i), kDay + i * kMinute)).ok());
+    }
+    EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_checkpoints") >= 1; }));
+    // Runs sealed after it (16 entries in memory: one every 16 adds).
+    for (int i = 0; i < 64; ++i) ASSERT_TRUE(q->Add(Spec("t", "", Body(i), 2 * kDay)).ok());
+    fs->crashed = true;
+  }
+  ASSERT_TRUE(Exists(checkpoint));
+  FlipByte(checkpoint, -20);
+  auto q = MustOpen(o);
+  EXPECT_FALSE(Exists(checkpoint));
+  EXPECT_EQ(q->Stats()->jobs, 464u);
+  for (int i = 0; i < 400; ++i) ASSERT_TRUE(q->Add(Spec("t", "", Body(i), 3 * kDay)).ok());
+  EXPECT_TRUE(Eventually([&] { return Figure(*q, "far_checkpoints") >= 1; }));
+  EXPECT_EQ(Figure(*q, "far_checkpoint_failures"), 0u);
+  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+}
+
 // Crashes at every write and sync of a queue that writes checkpoints while
 // it serves: wherever the crash falls (a checkpoint's rewrite, its file,
 // its rename, the runs it holds), the next start loses nothing acknowledged
