@@ -189,8 +189,10 @@ void LocalQueue::MaybeCheckpoint() {
   CheckpointState& k = checkpoint_;
   // Not while the disk is short of space: what it writes again would take
   // the room kept for reserves and finishes.
+  // Not amid a compaction either (one stuck until a restart deletes nothing).
   if (far_files_ == nullptr || far_checkpoint_bytes_ == 0 || k.running || stopping_ ||
-      compaction_.segment != 0 || !log_->health().ok() || log_->short_of_space()) {
+      (compaction_.segment != 0 && !compaction_.stuck) || !log_->health().ok() ||
+      log_->short_of_space()) {
     return;
   }
   if (k.retry_after_ms != 0 && clock_->MonotonicMs() < k.retry_after_ms) return;
@@ -200,7 +202,7 @@ void LocalQueue::MaybeCheckpoint() {
   // least twice what it writes: the jobs in memory again, and the slots.
   uint64_t cost = std::max(
       {far_checkpoint_bytes_, 2 * k.rewrite_bytes, uint64_t{12} * engine_->far_set().slots()});
-  if (CrashReplayBytes() < cost || ShouldCompact()) return;
+  if (CrashReplayBytes() < cost || (!compaction_.stuck && ShouldCompact())) return;
   // What the segment being written holds is synced first, by the log's
   // sync thread, off the lock: the roll's own fdatasync (under it) then
   // has only what came since to write. The runner comes back once it is
