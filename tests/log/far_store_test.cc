@@ -799,6 +799,20 @@ TEST(FarCheckpoint, AStartWithoutAWindowRemovesTheRunsTheCheckpointKept) {
   EXPECT_EQ(RunFiles(far), 0u) << "run files left behind by the checkpoint, of " << runs;
 }
 
+// Four days on, with "other" resumed: every job not buried is handed out
+// from `topics`, and no far job was lost on the way.
+void ExpectEveryJobHandedOut(Queue& q, ManualClock& clock,
+                             std::initializer_list<std::string> topics) {
+  clock.Advance(4 * kDay);
+  EXPECT_TRUE(q.Resume("other").ok());
+  const uint64_t reservable = q.Stats()->jobs - q.Stats()->buried - q.Stats()->reserved;
+  size_t n = 0;
+  for (const std::string& t : topics) n += ReserveAll(q, t, 2000).size();
+  EXPECT_EQ(n, reservable);
+  EXPECT_EQ(Figure(q, "far_lost"), 0u);
+  EXPECT_EQ(Figure(q, "far_index_errors"), 0u);
+}
+
 // Stop -> resume -> (some far jobs come near, runs partly used, new far
 // jobs and runs under the adopted epoch, deletes) -> stop -> resume again.
 TEST(FarCheckpoint, ResumesInARowEachFromTheLastStop) {
@@ -837,14 +851,7 @@ TEST(FarCheckpoint, ResumesInARowEachFromTheLastStop) {
     EXPECT_EQ(Look(*q, ids), before);
   }
   auto q = MustOpen(o);
-  clock->Advance(4 * kDay);
-  EXPECT_TRUE(q->Resume("other").ok());
-  const uint64_t reservable = q->Stats()->jobs - q->Stats()->buried;
-  size_t n = 0;
-  for (std::string t : {"t", "other", "late", "near"}) n += ReserveAll(*q, t, 1000).size();
-  EXPECT_EQ(n, reservable);
-  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
-  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+  ExpectEveryJobHandedOut(*q, *clock, {"t", "other", "late", "near"});
 }
 
 TEST(FarCheckpoint, CompactionAfterAResumeThenACleanStopResumesAgain) {
@@ -1076,14 +1083,7 @@ TEST(FarCheckpoint, WhileServingACrashResumesFromTheLastOne) {
     EXPECT_EQ(Look(*q, ids), before);
   }
   auto q = MustOpen(o);
-  clock->Advance(4 * kDay);
-  EXPECT_TRUE(q->Resume("other").ok());
-  const uint64_t reservable = q->Stats()->jobs - q->Stats()->buried - q->Stats()->reserved;
-  size_t n = 0;
-  for (std::string t : {"t", "other", "near", "fill"}) n += ReserveAll(*q, t, 2000).size();
-  EXPECT_EQ(n, reservable);
-  EXPECT_EQ(Figure(*q, "far_lost"), 0u);
-  EXPECT_EQ(Figure(*q, "far_index_errors"), 0u);
+  ExpectEveryJobHandedOut(*q, *clock, {"t", "other", "near", "fill"});
 }
 
 // Compaction may delete the oldest segments that held no far record when
