@@ -921,9 +921,15 @@ TEST(FarCheckpoint, AResumeReadsNoFarRecord) {
 struct Ledger {
   std::map<std::string, std::string> acked;
   std::set<std::string> gone, tried;
+  size_t unanswered_adds = 0;  // may have been made
+  size_t others = 0;           // jobs there before, not named here
 
   void Add(Queue& q, const std::string& id, int body, int64_t delay_ms) {
-    if (q.Add(Spec("t", id, Body(body), delay_ms)).ok()) acked[id] = Body(body);
+    if (q.Add(Spec("t", id, Body(body), delay_ms)).ok()) {
+      acked[id] = Body(body);
+    } else {
+      ++unanswered_adds;
+    }
   }
   void Delete(Queue& q, const std::string& id) {
     tried.insert(id);
@@ -956,6 +962,10 @@ struct Ledger {
     for (const std::string& id : gone) {
       EXPECT_FALSE((*q)->Get(id).ok()) << "crash at " << crash_at << " resurrected " << id;
     }
+    // No job twice: at most those acknowledged and those whose add went
+    // unanswered.
+    EXPECT_LE((*q)->Stats()->jobs, acked.size() + unanswered_adds + others)
+        << "crash at " << crash_at;
     return true;
   }
 };
@@ -974,6 +984,7 @@ bool ResumeCrashAt(const std::string& pristine, uint64_t crash_at, int64_t reope
   o.segment_bytes = 4096;
   Ledger l;
   for (int i = 0; i < 120; ++i) l.acked["f" + std::to_string(i)] = Body(i);
+  l.others = 5;  // the pristine queue's near jobs
   {
     auto q = OpenServingQueue(o, OpenOptions{.file_system = fs});
     if (q.ok()) {
