@@ -16,7 +16,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are written little-endian");
 
 constexpr std::string_view kTempName = "checkpoint.dq.tmp";
-constexpr size_t kChunkSlots = size_t{1} << 16;  // FarSet's chunk: the loader's unit
+constexpr size_t kChunkSlots = engine::FarSet::kSnapshotChunkSlots;  // the loader's unit
 
 // The metadata: integers little-endian, strings and lists with a count first.
 class Writer {

@@ -335,17 +335,13 @@ void IndexFiles::Pin(const std::vector<uint64_t>& runs) {
   }
 }
 
-Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::SyncRuns(
-    const std::vector<uint64_t>& runs) {
+Result<std::vector<IndexFiles::RunFileInfo>> IndexFiles::SyncRuns() {
   std::vector<RunFileInfo> out;
   std::vector<store::File*> files;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    for (uint64_t run : runs) {
-      auto it = runs_.find(run);
-      if (it == runs_.end() || !Held(run)) {
-        return Internal("far-future index: run " + std::to_string(run) + " is not held");
-      }
+    for (uint64_t run : pending_) {
+      auto it = runs_.find(run);  // held: still there
       written_cv_.wait(lock, [&] { return it->second.written || stop_; });
       if (it->second.file == nullptr) {
         return Unavailable("far-future index: run " + std::to_string(run) +
@@ -382,13 +378,6 @@ void IndexFiles::ReleaseAll() {
   committed_.clear();
   pending_.clear();
   DropDone();
-}
-
-size_t IndexFiles::held_used_up() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [run, r] : runs_) n += r.removed ? 1 : 0;
-  return n;
 }
 
 }  // namespace delayq::far

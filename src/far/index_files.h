@@ -81,17 +81,15 @@ class IndexFiles final : public engine::FarIndexFiles {
     keep_ = true;
   }
   // A checkpoint while serving: Pin the runs it names as it begins, SyncRuns
-  // (any thread) to have them written and fsynced, then Commit once its
+  // (any thread) to have those written and fsynced, then Commit once its
   // file is in place (they stay held, the ones held before let go) or Unpin
   // if it failed. ReleaseAll once no checkpoint is on disk any more. A held
   // run that is used up (Remove) stays until it is let go.
   void Pin(const std::vector<uint64_t>& runs);
-  Result<std::vector<RunFileInfo>> SyncRuns(const std::vector<uint64_t>& runs);
+  Result<std::vector<RunFileInfo>> SyncRuns();
   void Commit();
   void Unpin();
   void ReleaseAll();
-  // Runs used up but kept for a checkpoint (tests, stats).
-  size_t held_used_up() const;
   // Removes every run in `dir` (a start that does not use a window).
   static Status RemoveAll(store::FileSystem& fs, const std::string& dir);
   uint64_t epoch() const { return epoch_; }
@@ -136,7 +134,7 @@ class IndexFiles final : public engine::FarIndexFiles {
   uint64_t epoch_ = 0;    // in this process's run names
   std::string read_buf_;  // the owner's
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable written_cv_;
   std::condition_variable work_cv_;
   std::map<uint64_t, RunFile> runs_;                                      // GUARDED_BY(mu_)

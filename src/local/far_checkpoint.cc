@@ -131,19 +131,13 @@ bool LocalQueue::BeginCheckpoint(far::Checkpoint* c, uint64_t* synced_at, bool l
     CountSchedule(e, -1);
     LogSchedule(e, /*rewrite=*/true);
   }
-  if (error.ok()) {
-    if (live) {
-      auto end = log_->EndRewrite(&c->log);
-      if (end.ok()) {
-        *synced_at = *end;
-      } else {
-        error = end.status();
-      }
-    } else {
-      error = log_->Seal(&c->log);
-    }
+  if (live) {
+    auto end = log_->EndRewrite(&c->log);
+    if (!end.ok()) return fail(end.status());
+    *synced_at = *end;
+  } else if (Status s = log_->Seal(&c->log); !s.ok()) {
+    return fail(s);
   }
-  if (!error.ok()) return fail(error);
   c->far_live_bytes = far_bytes;
   checkpoint_.next_base_end = rolled_at;
   checkpoint_.rewrite_bytes = log_->end() - rolled_at;
@@ -237,9 +231,7 @@ void LocalQueue::FinishCheckpoint(far::Checkpoint c, uint64_t synced_at) {
   // records it replaces.
   Status s = log_->WaitSynced(synced_at);
   if (s.ok()) {
-    std::vector<uint64_t> runs;
-    for (const auto& r : c.far.far.runs) runs.push_back(r.file);
-    auto files = far_files_->SyncRuns(runs);
+    auto files = far_files_->SyncRuns();  // those Pin held
     if (files.ok()) {
       c.run_files = std::move(files).value();
     } else {

@@ -197,6 +197,22 @@ Result<std::vector<uint64_t>> Log::SegmentNumbers(FileSystem& fs, const std::str
   return numbers;
 }
 
+namespace {
+
+// How many of the segments `resume` names before its own are gone: the
+// oldest ones that held no far record, which compaction may delete (it
+// deletes the oldest segment first).
+size_t BeforeGone(const LogResume& resume, const std::vector<uint64_t>& numbers) {
+  size_t gone = 0;
+  while (gone < resume.before.size() && resume.before[gone].far_puts <= 0 &&
+         (numbers.empty() || numbers[0] != resume.before[gone].number)) {
+    ++gone;
+  }
+  return gone;
+}
+
+}  // namespace
+
 Status Log::Recover(const Replay& replay, RecoveryReport* report) {
   auto listed = SegmentNumbers(*fs_, options_.dir);
   if (!listed.ok()) return listed.status();
@@ -218,14 +234,7 @@ Status Log::Recover(const Replay& replay, RecoveryReport* report) {
     last_seq_ = std::max(last_seq_, resume->last_seq);
     report->resumed_from = resume->segment;
   }
-  // The segments before the resume point that are still there (CheckResume).
-  size_t gone = 0;
-  if (resume != nullptr && !numbers.empty()) {
-    while (gone < resume->before.size() && resume->before[gone].number != numbers[0] &&
-           numbers[0] < resume->segment) {
-      ++gone;
-    }
-  }
+  const size_t gone = resume != nullptr ? BeforeGone(*resume, numbers) : 0;
   for (size_t i = 0; i < numbers.size(); ++i) {
     Segment seg;
     seg.number = numbers[i];
@@ -252,14 +261,8 @@ Status Log::CheckResume(const LogOptions& options, const LogResume& resume) {
   auto numbers = SegmentNumbers(*fs, options.dir);
   if (!numbers.ok()) return numbers.status();
   std::vector<uint64_t> want;
-  // Compaction deletes the oldest segment first: those that held no far
-  // record may be gone.
-  size_t first = 0;
-  while (first < resume.before.size() && resume.before[first].far_puts <= 0 &&
-         (numbers->empty() || (*numbers)[0] != resume.before[first].number)) {
-    ++first;
-  }
-  for (size_t i = first; i < resume.before.size(); ++i) want.push_back(resume.before[i].number);
+  for (size_t i = BeforeGone(resume, *numbers); i < resume.before.size(); ++i)
+    want.push_back(resume.before[i].number);
   // The segment where the rewrite ends, and every one from the resume
   // point to it, must be there; later ones are replayed too.
   uint64_t last = std::max(resume.segment, engine::LocationSegment(resume.rewrite_end));

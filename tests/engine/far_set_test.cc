@@ -110,7 +110,9 @@ TEST(FarSet, ASnapshotIsTheTableAsItWasWhateverChangesAfter) {
       uint32_t i = static_cast<uint32_t>(c * kChunk + k);
       auto [l, a] = expected(i);
       ASSERT_EQ(loc[k], l) << "slot " << i;
-      if (l != 0) ASSERT_EQ(aux[k], a) << "slot " << i;
+      if (l != 0) {
+        ASSERT_EQ(aux[k], a) << "slot " << i;
+      }
     }
   }
   far.EndSnapshot();

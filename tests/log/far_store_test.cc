@@ -935,7 +935,7 @@ struct Ledger {
     tried.insert(id);
     if (q.Delete(id).ok()) Gone(id);
   }
-  void FinishSome(Queue& q, size_t n) {
+  void FinishSome(Queue& q, uint32_t n) {
     auto got = q.Reserve(ReserveRequest{.topics = {"t"}, .count = n});
     if (!got.ok()) return;
     for (const Delivery& d : *got) {
